@@ -1,0 +1,28 @@
+# Berth: the two commands are `make run` and `make test`.
+CARGO  ?= cargo
+DEBUG   = target/debug
+RELEASE = target/release
+
+.PHONY: run test lint bench conformance deps
+
+## run: berthd dev — a local PostgreSQL under ./.data, demo inventory, http://127.0.0.1:8778
+run: deps
+	$(CARGO) run -p berthd -- dev
+
+## test: every test, against a throwaway PostgreSQL started for the run
+test: deps
+	$(CARGO) build -p berthd
+	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+	  $(DEBUG)/berthd with-postgres -- $(CARGO) nextest run --workspace --no-fail-fast; \
+	else \
+	  $(DEBUG)/berthd with-postgres -- $(CARGO) test --workspace --no-fail-fast; \
+	fi
+
+## lint: formatting and clippy, as CI checks them
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+## deps: the PostgreSQL server binaries (Debian/Ubuntu), when missing
+deps:
+	@sh scripts/ensure-postgres.sh

@@ -1,0 +1,112 @@
+//! Errors as clients expect them. Placement's routes answer
+//! `{"errors":[{status,title,detail,code,request_id}]}`; Blazar's answer
+//! `{error_code, error_name, error_message, code, request_id}`. Every
+//! response carries `x-openstack-request-id`.
+
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use berth_core::error::{Error, ErrorKind};
+use serde_json::json;
+
+tokio::task_local! {
+    /// The current request's id, for error bodies and log metadata.
+    pub static REQUEST_ID: String;
+}
+
+pub fn current_request_id() -> String {
+    REQUEST_ID.try_with(|id| id.clone()).unwrap_or_default()
+}
+
+/// Gives every request an id (`req-<uuid>`) and echoes it in the response.
+pub async fn request_id(req: Request, next: Next) -> Response {
+    let id = format!("req-{}", uuid::Uuid::new_v4());
+    let mut resp = REQUEST_ID.scope(id.clone(), next.run(req)).await;
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert("x-openstack-request-id", v);
+    }
+    resp
+}
+
+/// Which error document a route speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    Placement,
+    Blazar,
+}
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: String,
+    pub detail: String,
+    pub style: Style,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: impl Into<String>, detail: impl Into<String>) -> Self {
+        ApiError { status, code: code.into(), detail: detail.into(), style: Style::Blazar }
+    }
+    pub fn placement(mut self) -> Self {
+        self.style = Style::Placement;
+        self
+    }
+    pub fn unauthenticated() -> Self {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "berth.unauthenticated",
+            "The request you have made requires authentication.",
+        )
+    }
+    pub fn forbidden() -> Self {
+        ApiError::new(StatusCode::FORBIDDEN, "berth.forbidden", "Policy does not allow this request.")
+    }
+    pub fn bad_request(code: impl Into<String>, detail: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, code, detail)
+    }
+}
+
+/// The status a domain error kind answers with.
+pub fn status_of(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::Conflict | ErrorKind::Capacity | ErrorKind::InUse => StatusCode::CONFLICT,
+        ErrorKind::Invalid => StatusCode::BAD_REQUEST,
+        ErrorKind::Quota | ErrorKind::Forbidden => StatusCode::FORBIDDEN,
+        ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        if e.kind == ErrorKind::Internal {
+            tracing::error!(detail = %e.detail, "internal error");
+        }
+        ApiError::new(status_of(e.kind), e.code, e.detail)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let request_id = current_request_id();
+        let title = self.status.canonical_reason().unwrap_or("Error");
+        let body = match self.style {
+            Style::Placement => json!({"errors": [{
+                "status": self.status.as_u16(),
+                "title": title,
+                "detail": self.detail,
+                "code": self.code,
+                "request_id": request_id,
+            }]}),
+            Style::Blazar => json!({
+                "error_code": self.status.as_u16(),
+                "error_name": title,
+                "error_message": self.detail,
+                "code": self.code,
+                "request_id": request_id,
+            }),
+        };
+        (self.status, axum::Json(body)).into_response()
+    }
+}

@@ -1,0 +1,88 @@
+//! Typed domain errors. Each carries a stable machine-readable `code`; the
+//! HTTP layer maps kinds to statuses and never has to parse a message.
+
+use std::fmt;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong, as a kind the HTTP layer can map without string matching.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The named thing does not exist (404).
+    NotFound,
+    /// A stale generation, a duplicate, or a state that forbids the change (409).
+    Conflict,
+    /// Not enough capacity for the request at some instant of its window (409).
+    Capacity,
+    /// The input is malformed or violates a rule (400).
+    Invalid,
+    /// The thing is still used by something else (409).
+    InUse,
+    /// A quota would be exceeded (403).
+    Quota,
+    /// The caller may not do this (403).
+    Forbidden,
+    /// Something broke on our side (500); never bad input.
+    Internal,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub kind: ErrorKind,
+    /// Stable, dotted, machine-readable, e.g. `placement.concurrent_update`.
+    pub code: &'static str,
+    /// For people.
+    pub detail: String,
+}
+
+impl Error {
+    pub fn new(kind: ErrorKind, code: &'static str, detail: impl Into<String>) -> Self {
+        Error { kind, code, detail: detail.into() }
+    }
+    pub fn not_found(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotFound, code, detail)
+    }
+    pub fn conflict(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Conflict, code, detail)
+    }
+    /// A client-supplied generation did not match the current one.
+    pub fn generation(detail: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Conflict, codes::CONCURRENT_UPDATE, detail)
+    }
+    pub fn capacity(detail: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Capacity, codes::CAPACITY, detail)
+    }
+    pub fn invalid(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Invalid, code, detail)
+    }
+    pub fn in_use(code: &'static str, detail: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InUse, code, detail)
+    }
+    pub fn internal(detail: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, codes::INTERNAL, detail)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.detail, self.code)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The codes Berth answers with. Placement's own codes keep their names so
+/// its clients can match on them.
+pub mod codes {
+    pub const CONCURRENT_UPDATE: &str = "placement.concurrent_update";
+    pub const DUPLICATE_NAME: &str = "placement.duplicate_name";
+    pub const INVENTORY_IN_USE: &str = "placement.inventory.inuse";
+    pub const PROVIDER_IN_USE: &str = "placement.resource_provider.inuse";
+    pub const CANNOT_DELETE_PARENT: &str = "placement.resource_provider.cannot_delete_parent";
+    pub const UNDEFINED: &str = "placement.undefined_code";
+    pub const CAPACITY: &str = "berth.capacity.exceeded";
+    pub const INVALID: &str = "berth.invalid";
+    pub const NOT_FOUND: &str = "berth.not_found";
+    pub const INTERNAL: &str = "berth.internal";
+    pub const STREAM_VERSION: &str = "berth.log.stream_version";
+}

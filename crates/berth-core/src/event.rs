@@ -1,0 +1,147 @@
+//! The events of the append-only log. Every change Berth makes is one of
+//! these; the projections are what applying them in log order gives.
+//!
+//! Events carry everything their application needs (including the time the
+//! command decided on), so that replaying the log reproduces the projections
+//! exactly.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::inventory::Inventory;
+use crate::window::Window;
+
+/// One allocation: `used` of a class on a provider, held over `window`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Allocation {
+    pub provider: Uuid,
+    pub resource_class: String,
+    pub used: i64,
+    pub window: Window,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data")]
+pub enum Event {
+    ResourceClassCreated {
+        name: String,
+    },
+    ResourceClassDeleted {
+        name: String,
+    },
+    TraitCreated {
+        name: String,
+    },
+    TraitDeleted {
+        name: String,
+    },
+    ProviderCreated {
+        uuid: Uuid,
+        name: String,
+        parent: Option<Uuid>,
+        at: DateTime<Utc>,
+    },
+    /// Rename and/or re-parent; the subtree's root follows the new parent.
+    ProviderUpdated {
+        uuid: Uuid,
+        name: String,
+        parent: Option<Uuid>,
+        at: DateTime<Utc>,
+    },
+    ProviderDeleted {
+        uuid: Uuid,
+    },
+    /// The provider's whole inventory, replaced; bumps its generation.
+    InventoriesReplaced {
+        provider: Uuid,
+        inventories: BTreeMap<String, Inventory>,
+        at: DateTime<Utc>,
+    },
+    ProviderTraitsReplaced {
+        provider: Uuid,
+        traits: BTreeSet<String>,
+        at: DateTime<Utc>,
+    },
+    /// `bump` is false for Placement before 1.19, which did not bump the
+    /// generation on aggregate changes.
+    ProviderAggregatesReplaced {
+        provider: Uuid,
+        aggregates: BTreeSet<Uuid>,
+        bump: bool,
+        at: DateTime<Utc>,
+    },
+    /// A consumer's whole allocation set, replaced (empty: deleted). Bumps the
+    /// generation of the consumer and of every provider it held or now holds.
+    AllocationsReplaced {
+        consumer: Uuid,
+        project_id: String,
+        user_id: String,
+        consumer_type: Option<String>,
+        allocations: Vec<Allocation>,
+        at: DateTime<Utc>,
+    },
+}
+
+impl Event {
+    /// The stream this event belongs to: the aggregate whose version it advances.
+    pub fn stream(&self) -> String {
+        match self {
+            Event::ResourceClassCreated { name } | Event::ResourceClassDeleted { name } => {
+                format!("resource_class:{name}")
+            }
+            Event::TraitCreated { name } | Event::TraitDeleted { name } => format!("trait:{name}"),
+            Event::ProviderCreated { uuid, .. }
+            | Event::ProviderUpdated { uuid, .. }
+            | Event::ProviderDeleted { uuid } => format!("provider:{uuid}"),
+            Event::InventoriesReplaced { provider, .. }
+            | Event::ProviderTraitsReplaced { provider, .. }
+            | Event::ProviderAggregatesReplaced { provider, .. } => format!("provider:{provider}"),
+            Event::AllocationsReplaced { consumer, .. } => format!("consumer:{consumer}"),
+        }
+    }
+
+    /// Splits into the log's `type` column and its JSON `data`.
+    pub fn to_parts(&self) -> (String, serde_json::Value) {
+        let mut v = serde_json::to_value(self).expect("events serialize");
+        let obj = v.as_object_mut().expect("events are tagged objects");
+        let ty = obj.remove("type").and_then(|t| t.as_str().map(str::to_owned)).unwrap_or_default();
+        let data = obj.remove("data").unwrap_or(serde_json::Value::Null);
+        (ty, data)
+    }
+
+    /// The inverse of [`Event::to_parts`].
+    pub fn from_parts(ty: &str, data: serde_json::Value) -> Result<Event, serde_json::Error> {
+        serde_json::from_value(serde_json::json!({ "type": ty, "data": data }))
+    }
+}
+
+/// Who caused an event and why; stored beside it in the log.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EventMeta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// What led to this: a lease event id, a log position, a command name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub causation: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip_through_their_parts() {
+        let e = Event::ProviderCreated { uuid: Uuid::nil(), name: "h1".into(), parent: None, at: Utc::now() };
+        let (ty, data) = e.to_parts();
+        assert_eq!(ty, "ProviderCreated");
+        assert_eq!(Event::from_parts(&ty, data).unwrap(), e);
+        assert_eq!(e.stream(), format!("provider:{}", Uuid::nil()));
+    }
+}

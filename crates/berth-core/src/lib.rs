@@ -1,0 +1,19 @@
+//! berth-core: Berth's domain, with no I/O.
+//!
+//! Identifiers, time windows, inventories and capacity math, usage over time,
+//! the typed domain errors, and the events of the append-only log. Everything
+//! here is pure: no database, no HTTP, no clock reads except where a caller
+//! passes `now` in. The store, the API and the manager build on these types;
+//! this crate depends on none of them.
+
+pub mod error;
+pub mod event;
+pub mod inventory;
+pub mod names;
+pub mod timeline;
+pub mod window;
+
+pub use error::{Error, Result};
+pub use event::{Event, EventMeta};
+pub use inventory::Inventory;
+pub use window::Window;

@@ -1,0 +1,332 @@
+//! Replacing consumers' allocation sets (a claim, a move, a resize, a
+//! delete, several consumers at once) and reshaping provider trees: each is
+//! all-or-nothing, and capacity is checked at every instant of every window.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use berth_core::error::codes;
+use berth_core::event::Allocation;
+use berth_core::timeline;
+use berth_core::{Error, Event, EventMeta, Inventory, Window};
+use chrono::{DateTime, Utc};
+use tokio_postgres::Transaction;
+use uuid::Uuid;
+
+use super::{now, record};
+use crate::{Store, StoreError};
+
+/// What the client says about the consumer's generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GenerationCheck {
+    /// Do not compare (Placement before 1.28, or a delete).
+    Any,
+    /// The consumer must not exist yet (`consumer_generation: null`).
+    New,
+    /// The consumer must be at this generation.
+    Exactly(i64),
+}
+
+/// One consumer's whole new allocation set.
+#[derive(Debug, Clone)]
+pub struct ConsumerAllocations {
+    pub consumer: Uuid,
+    pub project_id: String,
+    pub user_id: String,
+    pub consumer_type: Option<String>,
+    pub generation: GenerationCheck,
+    /// Empty: the consumer's allocations are removed.
+    pub allocations: Vec<Allocation>,
+}
+
+/// A provider's new inventory within a reshape.
+#[derive(Debug, Clone)]
+pub struct ReshapeInventory {
+    pub provider: Uuid,
+    pub expected_generation: i64,
+    pub inventories: BTreeMap<String, Inventory>,
+}
+
+impl Store {
+    /// Replaces the allocation sets of all `consumers` in one transaction.
+    pub async fn replace_allocations(
+        &self,
+        meta: &EventMeta,
+        consumers: Vec<ConsumerAllocations>,
+    ) -> Result<(), Error> {
+        check_batch_shape(&consumers)?;
+        self.command(async |tx| write_allocations(tx, meta, &consumers, &[]).await).await
+    }
+
+    /// Replaces the inventories of several providers and the allocations of
+    /// several consumers together: the state between the two never exists.
+    pub async fn reshape(
+        &self,
+        meta: &EventMeta,
+        inventories: Vec<ReshapeInventory>,
+        consumers: Vec<ConsumerAllocations>,
+    ) -> Result<(), Error> {
+        check_batch_shape(&consumers)?;
+        for r in &inventories {
+            for (class, inv) in &r.inventories {
+                inv.validate(class)?;
+            }
+        }
+        self.command(async |tx| write_allocations(tx, meta, &consumers, &inventories).await).await
+    }
+}
+
+fn check_batch_shape(consumers: &[ConsumerAllocations]) -> Result<(), Error> {
+    let mut seen = BTreeSet::new();
+    for c in consumers {
+        if !seen.insert(c.consumer) {
+            return Err(Error::invalid(codes::INVALID, format!("consumer {} appears twice", c.consumer)));
+        }
+        for a in &c.allocations {
+            if a.used < 1 {
+                return Err(Error::invalid(
+                    codes::INVALID,
+                    format!("allocation of {} on {} must be at least 1, got {}", a.resource_class, a.provider, a.used),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+type Key = (Uuid, String);
+
+async fn write_allocations(
+    tx: &Transaction<'_>,
+    meta: &EventMeta,
+    consumers: &[ConsumerAllocations],
+    reshaped: &[ReshapeInventory],
+) -> Result<(), StoreError> {
+    let at = now();
+    // 1. Lock the consumers, sorted.
+    let mut consumer_ids: Vec<Uuid> = consumers.iter().map(|c| c.consumer).collect();
+    consumer_ids.sort();
+    let current: HashMap<Uuid, i64> = tx
+        .query("SELECT uuid, generation FROM consumers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE", &[&consumer_ids])
+        .await?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    for c in consumers {
+        match (c.generation, current.get(&c.consumer)) {
+            (GenerationCheck::New, Some(g)) => {
+                return Err(Error::generation(format!(
+                    "consumer {} already exists (generation {g}); send its generation to change it",
+                    c.consumer
+                ))
+                .into())
+            }
+            (GenerationCheck::Exactly(want), None) => {
+                return Err(Error::generation(format!(
+                    "consumer {} does not exist (expected generation {want})",
+                    c.consumer
+                ))
+                .into())
+            }
+            (GenerationCheck::Exactly(want), Some(g)) if want != *g => {
+                return Err(Error::generation(format!(
+                    "consumer {} generation is {g}, not {want}: someone else changed it; fetch and retry",
+                    c.consumer
+                ))
+                .into())
+            }
+            _ => {}
+        }
+    }
+    // 2. What these consumers hold now (their rows cannot change under us).
+    let previous_rows = tx
+        .query(
+            "SELECT consumer_uuid, provider_uuid, resource_class, used FROM allocations WHERE consumer_uuid = ANY($1)",
+            &[&consumer_ids],
+        )
+        .await?;
+    let mut previous: HashMap<Key, i64> = HashMap::new();
+    let mut providers: BTreeSet<Uuid> = BTreeSet::new();
+    for r in &previous_rows {
+        let key: Key = (r.get(1), r.get(2));
+        providers.insert(key.0);
+        *previous.entry(key).or_default() += r.get::<_, i64>(3);
+    }
+    for c in consumers {
+        providers.extend(c.allocations.iter().map(|a| a.provider));
+    }
+    providers.extend(reshaped.iter().map(|r| r.provider));
+    // 3. Lock the providers, sorted, and compare reshape generations.
+    let provider_ids: Vec<Uuid> = providers.iter().copied().collect();
+    let generations: HashMap<Uuid, i64> = tx
+        .query("SELECT uuid, generation FROM providers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE", &[&provider_ids])
+        .await?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    if let Some(missing) = provider_ids.iter().find(|p| !generations.contains_key(p)) {
+        return Err(Error::invalid(codes::INVALID, format!("resource provider {missing} does not exist")).into());
+    }
+    for r in reshaped {
+        let g = generations[&r.provider];
+        if g != r.expected_generation {
+            return Err(Error::generation(format!(
+                "resource provider {} generation is {g}, not {}: someone else updated it",
+                r.provider, r.expected_generation
+            ))
+            .into());
+        }
+        check_inventory_change_after_reshape(tx, r, consumers).await?;
+    }
+    // 4. Inventories as they will be.
+    let mut inventories: HashMap<Key, Inventory> = HashMap::new();
+    for r in tx
+        .query(
+            "SELECT provider_uuid, resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio
+             FROM inventories WHERE provider_uuid = ANY($1)",
+            &[&provider_ids],
+        )
+        .await?
+    {
+        let inv = Inventory {
+            total: r.get(2),
+            reserved: r.get(3),
+            min_unit: r.get(4),
+            max_unit: r.get(5),
+            step_size: r.get(6),
+            allocation_ratio: r.get(7),
+        };
+        inventories.insert((r.get(0), r.get(1)), inv);
+    }
+    for r in reshaped {
+        inventories.retain(|(p, _), _| *p != r.provider);
+        for (class, inv) in &r.inventories {
+            inventories.insert((r.provider, class.clone()), *inv);
+        }
+    }
+    // 5. The new holds, by provider and class; each amount within its inventory's units.
+    let mut wanted: BTreeMap<Key, Vec<(Window, i64)>> = BTreeMap::new();
+    for c in consumers {
+        for a in &c.allocations {
+            let key: Key = (a.provider, a.resource_class.clone());
+            let Some(inv) = inventories.get(&key) else {
+                return Err(Error::capacity(format!(
+                    "resource provider {} has no inventory of {}",
+                    a.provider, a.resource_class
+                ))
+                .into());
+            };
+            inv.check_amount(&a.provider.to_string(), &a.resource_class, a.used)?;
+            wanted.entry(key).or_default().push((a.window, a.used));
+        }
+    }
+    // 6. Everyone else's holds that overlap the new windows, read in one go.
+    let mut keys_p = Vec::new();
+    let mut keys_c = Vec::new();
+    let mut keys_s: Vec<DateTime<Utc>> = Vec::new();
+    let mut keys_e: Vec<Option<DateTime<Utc>>> = Vec::new();
+    for ((p, c), holds) in &wanted {
+        let span = span_of(holds);
+        keys_p.push(*p);
+        keys_c.push(c.as_str());
+        keys_s.push(span.start);
+        keys_e.push(span.end);
+    }
+    let mut others: HashMap<Key, Vec<(Window, i64)>> = HashMap::new();
+    if !wanted.is_empty() {
+        let rows = tx
+            .query(
+                "SELECT a.provider_uuid, a.resource_class, lower(a.during), upper(a.during), a.used
+                 FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS q(p, rc, s, e)
+                 JOIN allocations a ON a.provider_uuid = q.p AND a.resource_class = q.rc
+                                   AND a.during && tstzrange(q.s, q.e, '[)')
+                 WHERE a.consumer_uuid <> ALL($5)",
+                &[&keys_p, &keys_c, &keys_s, &keys_e, &consumer_ids],
+            )
+            .await?;
+        for r in rows {
+            let w = Window { start: r.get(2), end: r.get(3) };
+            others.entry((r.get(0), r.get(1))).or_default().push((w, r.get(4)));
+        }
+    }
+    // 7. Decide: every instant of every new window stays within capacity,
+    //    unless the request does not grow what these consumers held there.
+    for (key, holds) in &wanted {
+        let inv = &inventories[key];
+        let mut all = others.remove(key).unwrap_or_default();
+        let new_total: i64 = holds.iter().map(|h| h.1).sum();
+        let before = previous.get(key).copied().unwrap_or(0);
+        if new_total <= before && reshaped.is_empty() {
+            continue;
+        }
+        let span = span_of(holds);
+        all.extend(holds.iter().copied());
+        let peak = timeline::peak(&all, &span);
+        if peak > inv.capacity() {
+            return Err(Error::capacity(format!(
+                "not enough {} on resource provider {}: capacity {}, would reach {} (requested {})",
+                key.1,
+                key.0,
+                inv.capacity(),
+                peak,
+                new_total
+            ))
+            .into());
+        }
+    }
+    // 8. Record: the reshaped inventories first, then every consumer.
+    let mut events: Vec<Event> = reshaped
+        .iter()
+        .map(|r| Event::InventoriesReplaced { provider: r.provider, inventories: r.inventories.clone(), at })
+        .collect();
+    events.extend(consumers.iter().map(|c| Event::AllocationsReplaced {
+        consumer: c.consumer,
+        project_id: c.project_id.clone(),
+        user_id: c.user_id.clone(),
+        consumer_type: c.consumer_type.clone(),
+        allocations: c.allocations.clone(),
+        at,
+    }));
+    record(tx, meta, &events).await?;
+    Ok(())
+}
+
+/// The smallest window covering all `holds`.
+fn span_of(holds: &[(Window, i64)]) -> Window {
+    let start = holds.iter().map(|h| h.0.start).min().expect("at least one hold");
+    let end = if holds.iter().any(|h| h.0.end.is_none()) { None } else { holds.iter().filter_map(|h| h.0.end).max() };
+    Window { start, end }
+}
+
+/// In a reshape, a dropped class may still have allocations as long as the
+/// reshape moves them away: only other consumers' allocations block it.
+async fn check_inventory_change_after_reshape(
+    tx: &Transaction<'_>,
+    r: &ReshapeInventory,
+    consumers: &[ConsumerAllocations],
+) -> Result<(), StoreError> {
+    let moving: Vec<Uuid> = consumers.iter().map(|c| c.consumer).collect();
+    let classes: Vec<&str> = r.inventories.keys().map(String::as_str).collect();
+    let blocked = tx
+        .query_opt(
+            "SELECT resource_class FROM allocations
+             WHERE provider_uuid = $1 AND NOT (resource_class = ANY($2)) AND consumer_uuid <> ALL($3)
+               AND (upper(during) IS NULL OR upper(during) > now()) LIMIT 1",
+            &[&r.provider, &classes, &moving],
+        )
+        .await?;
+    if let Some(row) = blocked {
+        let class: String = row.get(0);
+        return Err(Error::in_use(
+            codes::INVENTORY_IN_USE,
+            format!("inventory of {class} on resource provider {} has allocations", r.provider),
+        )
+        .into());
+    }
+    // The classes themselves must exist.
+    let known: i64 =
+        tx.query_one("SELECT count(*) FROM resource_classes WHERE name = ANY($1)", &[&classes]).await?.get(0);
+    if known as usize != classes.len() {
+        return Err(Error::invalid(codes::INVALID, "reshape names an unknown resource class").into());
+    }
+    Ok(())
+}

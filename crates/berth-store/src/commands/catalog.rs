@@ -1,0 +1,106 @@
+//! Resource classes and traits: the vocabulary providers and requests use.
+
+use berth_core::error::codes;
+use berth_core::names::is_custom_name;
+use berth_core::{Error, Event, EventMeta};
+
+use super::record;
+use crate::Store;
+
+impl Store {
+    /// Creates a custom resource class; `Ok(false)` when it already exists
+    /// and `must_be_new` is false (Placement's idempotent PUT).
+    pub async fn create_resource_class(&self, meta: &EventMeta, name: &str, must_be_new: bool) -> Result<bool, Error> {
+        if !is_custom_name(name) {
+            return Err(Error::invalid(
+                codes::INVALID,
+                format!("resource class {name:?} must be CUSTOM_ and upper-case letters, digits or _"),
+            ));
+        }
+        self.command(async |tx| {
+            let exists = tx.query_opt("SELECT 1 FROM resource_classes WHERE name = $1", &[&name]).await?.is_some();
+            if exists {
+                if must_be_new {
+                    return Err(Error::conflict(
+                        codes::DUPLICATE_NAME,
+                        format!("resource class {name} already exists"),
+                    )
+                    .into());
+                }
+                return Ok(false);
+            }
+            record(tx, meta, &[Event::ResourceClassCreated { name: name.to_string() }]).await?;
+            Ok(true)
+        })
+        .await
+    }
+
+    pub async fn delete_resource_class(&self, meta: &EventMeta, name: &str) -> Result<(), Error> {
+        self.command(async |tx| {
+            let row =
+                tx.query_opt("SELECT standard FROM resource_classes WHERE name = $1 FOR UPDATE", &[&name]).await?;
+            let Some(row) = row else {
+                return Err(Error::not_found(codes::NOT_FOUND, format!("no resource class {name}")).into());
+            };
+            if row.get::<_, bool>(0) {
+                return Err(
+                    Error::invalid(codes::INVALID, format!("cannot delete standard resource class {name}")).into()
+                );
+            }
+            let used = tx
+                .query_opt(
+                    "SELECT 1 FROM inventories WHERE resource_class = $1
+                     UNION ALL SELECT 1 FROM allocations WHERE resource_class = $1 LIMIT 1",
+                    &[&name],
+                )
+                .await?
+                .is_some();
+            if used {
+                return Err(Error::in_use(
+                    "placement.resource_class.in_use",
+                    format!("resource class {name} is in use"),
+                )
+                .into());
+            }
+            record(tx, meta, &[Event::ResourceClassDeleted { name: name.to_string() }]).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Creates a custom trait; `Ok(false)` when it already exists.
+    pub async fn create_trait(&self, meta: &EventMeta, name: &str) -> Result<bool, Error> {
+        if !is_custom_name(name) {
+            return Err(Error::invalid(
+                codes::INVALID,
+                format!("trait {name:?} must be CUSTOM_ and upper-case letters, digits or _"),
+            ));
+        }
+        self.command(async |tx| {
+            if tx.query_opt("SELECT 1 FROM traits WHERE name = $1", &[&name]).await?.is_some() {
+                return Ok(false);
+            }
+            record(tx, meta, &[Event::TraitCreated { name: name.to_string() }]).await?;
+            Ok(true)
+        })
+        .await
+    }
+
+    pub async fn delete_trait(&self, meta: &EventMeta, name: &str) -> Result<(), Error> {
+        self.command(async |tx| {
+            let row = tx.query_opt("SELECT standard FROM traits WHERE name = $1 FOR UPDATE", &[&name]).await?;
+            let Some(row) = row else {
+                return Err(Error::not_found(codes::NOT_FOUND, format!("no trait {name}")).into());
+            };
+            if row.get::<_, bool>(0) {
+                return Err(Error::invalid(codes::INVALID, format!("cannot delete standard trait {name}")).into());
+            }
+            if tx.query_opt("SELECT 1 FROM provider_traits WHERE trait = $1 LIMIT 1", &[&name]).await?.is_some() {
+                return Err(Error::in_use("placement.trait.in_use", format!("trait {name} is in use")).into());
+            }
+            record(tx, meta, &[Event::TraitDeleted { name: name.to_string() }]).await?;
+            Ok(())
+        })
+        .await
+    }
+}

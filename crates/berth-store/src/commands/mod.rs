@@ -1,0 +1,39 @@
+//! Commands: each is one transaction at READ COMMITTED that
+//! 1. locks the rows it depends on, always in the same order (consumers, then
+//!    providers, each sorted by uuid), so concurrent commands queue instead of
+//!    deadlocking or deciding on stale reads;
+//! 2. compares the generations the client sent;
+//! 3. reads what it needs (statements after the locks see every earlier
+//!    writer's committed rows) and decides with berth-core's rules;
+//! 4. appends its events to the log and applies them to the projections.
+//!
+//! Events are appended only after every lock is held, so two commands that
+//! touch the same rows get positions in the order they committed: replay by
+//! position reproduces what they saw.
+
+mod allocations;
+mod catalog;
+mod providers;
+
+pub use allocations::{ConsumerAllocations, GenerationCheck, ReshapeInventory};
+pub use providers::NewProvider;
+
+use berth_core::{Event, EventMeta};
+use chrono::{DateTime, SubsecRound, Utc};
+use tokio_postgres::Transaction;
+
+use crate::StoreError;
+
+/// Appends `events` and applies them, in the command's transaction.
+pub(crate) async fn record(tx: &Transaction<'_>, meta: &EventMeta, events: &[Event]) -> Result<Vec<i64>, StoreError> {
+    let positions = crate::log::append(tx, meta, events).await?;
+    for e in events {
+        crate::projection::apply(tx, e).await?;
+    }
+    Ok(positions)
+}
+
+/// The instant a command decides at, at the precision the database keeps.
+pub(crate) fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(6)
+}

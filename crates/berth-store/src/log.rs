@@ -1,0 +1,217 @@
+//! The append-only log.
+//!
+//! Appending: every event gets the next global `position` (a sequence) and
+//! the next `version` of its stream; the unique (stream, version) constraint
+//! makes an append at a stale version fail, and a caller may also name the
+//! version it expects.
+//!
+//! Reading: positions come from a sequence, so transactions can commit out of
+//! position order, and a reader that only remembered the highest position seen
+//! could skip an event committed later below it. The cursor is therefore the
+//! pair (transaction id, position), and a read returns only events of
+//! transactions older than the oldest transaction still running in its
+//! snapshot (`pg_snapshot_xmin`). Everything below that horizon is final:
+//! no transaction can commit there any more, so ordering by (txid, position)
+//! gives every reader the same order and never skips.
+
+use std::fmt;
+use std::str::FromStr;
+
+use berth_core::error::codes;
+use berth_core::{Error, Event, EventMeta};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio_postgres::{GenericClient, Transaction};
+
+use crate::{Store, StoreError};
+
+/// Where a reader stands in the log. `Cursor::START` is before everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Cursor {
+    pub txid: u64,
+    pub position: i64,
+}
+
+impl Cursor {
+    pub const START: Cursor = Cursor { txid: 0, position: 0 };
+}
+
+impl fmt::Display for Cursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.txid, self.position)
+    }
+}
+
+impl FromStr for Cursor {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Cursor, Error> {
+        let bad = || Error::invalid(codes::INVALID, format!("cursor {s:?} is not of the form TXID-POSITION"));
+        let (t, p) = s.split_once('-').ok_or_else(bad)?;
+        Ok(Cursor { txid: t.parse().map_err(|_| bad())?, position: p.parse().map_err(|_| bad())? })
+    }
+}
+
+/// An event as the log holds it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecordedEvent {
+    pub position: i64,
+    #[serde(skip)]
+    pub txid: u64,
+    pub stream: String,
+    pub version: i64,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub data: serde_json::Value,
+    pub meta: serde_json::Value,
+    pub recorded_at: DateTime<Utc>,
+}
+
+impl RecordedEvent {
+    pub fn cursor(&self) -> Cursor {
+        Cursor { txid: self.txid, position: self.position }
+    }
+
+    pub fn event(&self) -> Result<Event, serde_json::Error> {
+        Event::from_parts(&self.event_type, self.data.clone())
+    }
+}
+
+/// Appends `events` in order, in the caller's transaction. Each event's
+/// stream version is the stream's next one. Returns their positions.
+pub async fn append(tx: &Transaction<'_>, meta: &EventMeta, events: &[Event]) -> Result<Vec<i64>, StoreError> {
+    append_expecting(tx, meta, events, None).await
+}
+
+/// Like [`append`], but fails with a conflict unless the first event's stream
+/// is at `expected_version` (0: the stream is new).
+pub async fn append_expecting(
+    tx: &Transaction<'_>,
+    meta: &EventMeta,
+    events: &[Event],
+    expected_version: Option<i64>,
+) -> Result<Vec<i64>, StoreError> {
+    if events.is_empty() {
+        return Ok(Vec::new());
+    }
+    let meta = serde_json::to_value(meta).expect("meta serializes");
+    let mut streams = Vec::with_capacity(events.len());
+    let mut types = Vec::with_capacity(events.len());
+    let mut datas = Vec::with_capacity(events.len());
+    for e in events {
+        let (ty, data) = e.to_parts();
+        streams.push(e.stream());
+        types.push(ty);
+        datas.push(data);
+    }
+    if let Some(expected) = expected_version {
+        let current: i64 = tx
+            .query_one("SELECT coalesce(max(version), 0) FROM log_events WHERE stream = $1", &[&streams[0]])
+            .await?
+            .get(0);
+        if current != expected {
+            return Err(Error::conflict(
+                codes::STREAM_VERSION,
+                format!("stream {} is at version {current}, not {expected}", streams[0]),
+            )
+            .into());
+        }
+    }
+    // One statement: number events per stream in input order, on top of each
+    // stream's current version.
+    let rows = tx
+        .query(
+            "WITH input AS (
+                 SELECT s, t, d, ord FROM unnest($1::text[], $2::text[], $3::jsonb[]) WITH ORDINALITY AS i(s, t, d, ord)
+             ), numbered AS (
+                 SELECT s, t, d, ord,
+                        (SELECT coalesce(max(version), 0) FROM log_events l WHERE l.stream = input.s)
+                          + row_number() OVER (PARTITION BY s ORDER BY ord) AS v
+                 FROM input
+             )
+             INSERT INTO log_events (stream, version, type, data, meta)
+             SELECT s, v, t, d, $4 FROM numbered ORDER BY ord
+             RETURNING position",
+            &[&streams, &types, &datas, &meta],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+fn recorded(row: &tokio_postgres::Row) -> RecordedEvent {
+    let txid: String = row.get(1);
+    RecordedEvent {
+        position: row.get(0),
+        txid: txid.parse().unwrap_or(0),
+        stream: row.get(2),
+        version: row.get(3),
+        event_type: row.get(4),
+        data: row.get(5),
+        meta: row.get(6),
+        recorded_at: row.get(7),
+    }
+}
+
+const COLUMNS: &str = "position, txid::text, stream, version, type, data, meta, recorded_at";
+
+/// Up to `limit` events after `after`, in reader order, only from
+/// transactions that can no longer commit below the cursor.
+pub async fn read_after(
+    client: &impl GenericClient,
+    after: Cursor,
+    limit: i64,
+) -> Result<Vec<RecordedEvent>, StoreError> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM log_events
+                 WHERE (txid, position) > ($1::text::xid8, $2)
+                   AND txid < pg_snapshot_xmin(pg_current_snapshot())
+                 ORDER BY txid, position
+                 LIMIT $3"
+            ),
+            &[&after.txid.to_string(), &after.position, &limit],
+        )
+        .await?;
+    Ok(rows.iter().map(recorded).collect())
+}
+
+/// Every event in position order (the order replay applies them in), in pages.
+pub async fn read_by_position(
+    client: &impl GenericClient,
+    after_position: i64,
+    limit: i64,
+) -> Result<Vec<RecordedEvent>, StoreError> {
+    let rows = client
+        .query(
+            &format!("SELECT {COLUMNS} FROM log_events WHERE position > $1 ORDER BY position LIMIT $2"),
+            &[&after_position, &limit],
+        )
+        .await?;
+    Ok(rows.iter().map(recorded).collect())
+}
+
+impl Store {
+    /// Reads the log after `after` (see [`read_after`]).
+    pub async fn read_log(&self, after: Cursor, limit: i64) -> Result<Vec<RecordedEvent>, Error> {
+        let client = self.client().await?;
+        Ok(read_after(&**client, after, limit).await?)
+    }
+
+    /// Appends events as one transaction, applying them to the projections.
+    /// For events whose commands need no reads (and for tests of the log).
+    pub async fn append(
+        &self,
+        meta: &EventMeta,
+        events: &[Event],
+        expected_version: Option<i64>,
+    ) -> Result<Vec<i64>, Error> {
+        self.command(async |tx| {
+            let positions = append_expecting(tx, meta, events, expected_version).await?;
+            for e in events {
+                crate::projection::apply(tx, e).await?;
+            }
+            Ok(positions)
+        })
+        .await
+    }
+}

@@ -1,0 +1,51 @@
+//! Schema migrations, embedded from `migrations/` and applied in order under
+//! an advisory lock, so that several berthd starting at once migrate once.
+
+use crate::{Store, StoreError};
+
+mod embedded {
+    refinery::embed_migrations!("../../migrations");
+}
+
+/// Advisory lock key held while migrating ("berthmig").
+const MIGRATION_LOCK: i64 = 0x6265_7274_686d_6967;
+
+impl Store {
+    /// Applies the migrations the database lacks; returns how many ran.
+    pub async fn migrate(&self) -> Result<usize, StoreError> {
+        let mut client = self.client().await?;
+        client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await?;
+        let result = embedded::migrations::runner()
+            .set_migration_table_name("berth_schema_history")
+            .run_async(&mut **client)
+            .await;
+        client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await?;
+        let report = result.map_err(|e| StoreError::Pool(format!("migration failed: {e}")))?;
+        Ok(report.applied_migrations().len())
+    }
+
+    /// Whether the database's schema is behind this build's migrations.
+    pub async fn schema_is_behind(&self) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let exists: bool =
+            client.query_one("SELECT to_regclass('berth_schema_history') IS NOT NULL", &[]).await?.get(0);
+        if !exists {
+            return Ok(true);
+        }
+        let applied: i64 = client.query_one("SELECT count(*) FROM berth_schema_history", &[]).await?.get(0);
+        Ok((applied as usize) < embedded::migrations::runner().get_migrations().len())
+    }
+}
+
+/// A fingerprint of the embedded migrations: names a migrated template
+/// database so tests never use one made from other migrations.
+pub fn fingerprint() -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for m in embedded::migrations::runner().get_migrations() {
+        m.name().hash(&mut h);
+        m.version().hash(&mut h);
+        m.checksum().hash(&mut h);
+    }
+    format!("{:016x}", h.finish())
+}

@@ -1,0 +1,174 @@
+//! Applying an event to the projections. This is the only code that writes
+//! projection tables, and it runs both inline (in the command's transaction,
+//! right after the append) and in replay, so the two cannot disagree.
+//!
+//! Application never decides: the commands have checked everything before
+//! appending. It only turns an event into rows, deterministically: the same
+//! events in the same order give the same rows, byte for byte.
+
+use berth_core::Event;
+use tokio_postgres::GenericClient;
+
+use crate::StoreError;
+
+pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {
+    match event {
+        Event::ResourceClassCreated { name } => {
+            c.execute("INSERT INTO resource_classes (name, standard) VALUES ($1, false)", &[name]).await?;
+        }
+        Event::ResourceClassDeleted { name } => {
+            c.execute("DELETE FROM resource_classes WHERE name = $1", &[name]).await?;
+        }
+        Event::TraitCreated { name } => {
+            c.execute("INSERT INTO traits (name, standard) VALUES ($1, false)", &[name]).await?;
+        }
+        Event::TraitDeleted { name } => {
+            c.execute("DELETE FROM traits WHERE name = $1", &[name]).await?;
+        }
+        Event::ProviderCreated { uuid, name, parent, at } => {
+            c.execute(
+                "INSERT INTO providers (uuid, name, generation, parent_uuid, root_uuid, created_at, updated_at)
+                 VALUES ($1, $2, 0, $3, coalesce((SELECT root_uuid FROM providers WHERE uuid = $3), $1), $4, $4)",
+                &[uuid, name, parent, at],
+            )
+            .await?;
+        }
+        Event::ProviderUpdated { uuid, name, parent, at } => {
+            c.execute(
+                "UPDATE providers SET name = $2, parent_uuid = $3, updated_at = $4, generation = generation + 1
+                 WHERE uuid = $1",
+                &[uuid, name, parent, at],
+            )
+            .await?;
+            // The subtree follows its new root.
+            c.execute(
+                "WITH RECURSIVE subtree(uuid) AS (
+                     SELECT $1::uuid
+                     UNION ALL
+                     SELECT p.uuid FROM providers p JOIN subtree s ON p.parent_uuid = s.uuid
+                 )
+                 UPDATE providers SET root_uuid = coalesce((SELECT root_uuid FROM providers WHERE uuid = $2), $1)
+                 WHERE uuid IN (SELECT uuid FROM subtree)",
+                &[uuid, parent],
+            )
+            .await?;
+        }
+        Event::ProviderDeleted { uuid } => {
+            c.execute("DELETE FROM providers WHERE uuid = $1", &[uuid]).await?;
+        }
+        Event::InventoriesReplaced { provider, inventories, at } => {
+            c.execute("DELETE FROM inventories WHERE provider_uuid = $1", &[provider]).await?;
+            let classes: Vec<&str> = inventories.keys().map(String::as_str).collect();
+            let v = |f: fn(&berth_core::Inventory) -> i64| inventories.values().map(f).collect::<Vec<i64>>();
+            let ratios: Vec<f64> = inventories.values().map(|i| i.allocation_ratio).collect();
+            c.execute(
+                "INSERT INTO inventories (provider_uuid, resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio)
+                 SELECT $1, * FROM unnest($2::text[], $3::int8[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::float8[])",
+                &[
+                    provider,
+                    &classes,
+                    &v(|i| i.total),
+                    &v(|i| i.reserved),
+                    &v(|i| i.min_unit),
+                    &v(|i| i.max_unit),
+                    &v(|i| i.step_size),
+                    &ratios,
+                ],
+            )
+            .await?;
+            bump_providers(c, &[*provider], at).await?;
+        }
+        Event::ProviderTraitsReplaced { provider, traits, at } => {
+            c.execute("DELETE FROM provider_traits WHERE provider_uuid = $1", &[provider]).await?;
+            let traits: Vec<&str> = traits.iter().map(String::as_str).collect();
+            c.execute(
+                "INSERT INTO provider_traits (provider_uuid, trait) SELECT $1, unnest($2::text[])",
+                &[provider, &traits],
+            )
+            .await?;
+            bump_providers(c, &[*provider], at).await?;
+        }
+        Event::ProviderAggregatesReplaced { provider, aggregates, bump, at } => {
+            c.execute("DELETE FROM provider_aggregates WHERE provider_uuid = $1", &[provider]).await?;
+            let aggregates: Vec<uuid::Uuid> = aggregates.iter().copied().collect();
+            c.execute(
+                "INSERT INTO provider_aggregates (provider_uuid, aggregate) SELECT $1, unnest($2::uuid[])",
+                &[provider, &aggregates],
+            )
+            .await?;
+            if *bump {
+                bump_providers(c, &[*provider], at).await?;
+            }
+        }
+        Event::AllocationsReplaced { consumer, project_id, user_id, consumer_type, allocations, at } => {
+            let previous: Vec<uuid::Uuid> = c
+                .query(
+                    "WITH gone AS (DELETE FROM allocations WHERE consumer_uuid = $1 RETURNING provider_uuid)
+                     SELECT DISTINCT provider_uuid FROM gone",
+                    &[consumer],
+                )
+                .await?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            if allocations.is_empty() {
+                c.execute("DELETE FROM consumers WHERE uuid = $1", &[consumer]).await?;
+            } else {
+                c.execute(
+                    "INSERT INTO consumers (uuid, project_id, user_id, consumer_type, generation, created_at, updated_at)
+                     VALUES ($1, $2, $3, $4, 1, $5, $5)
+                     ON CONFLICT (uuid) DO UPDATE SET project_id = $2, user_id = $3, consumer_type = $4,
+                         generation = consumers.generation + 1, updated_at = $5",
+                    &[consumer, project_id, user_id, consumer_type, at],
+                )
+                .await?;
+                let providers: Vec<uuid::Uuid> = allocations.iter().map(|a| a.provider).collect();
+                let classes: Vec<&str> = allocations.iter().map(|a| a.resource_class.as_str()).collect();
+                let used: Vec<i64> = allocations.iter().map(|a| a.used).collect();
+                let starts: Vec<chrono::DateTime<chrono::Utc>> = allocations.iter().map(|a| a.window.start).collect();
+                let ends: Vec<Option<chrono::DateTime<chrono::Utc>>> =
+                    allocations.iter().map(|a| a.window.end).collect();
+                c.execute(
+                    "INSERT INTO allocations (consumer_uuid, provider_uuid, resource_class, used, during)
+                     SELECT $1, p, rc, u, tstzrange(s, e, '[)')
+                     FROM unnest($2::uuid[], $3::text[], $4::int8[], $5::timestamptz[], $6::timestamptz[]) AS t(p, rc, u, s, e)",
+                    &[consumer, &providers, &classes, &used, &starts, &ends],
+                )
+                .await?;
+            }
+            let mut touched: Vec<uuid::Uuid> = previous;
+            touched.extend(allocations.iter().map(|a| a.provider));
+            touched.sort();
+            touched.dedup();
+            bump_providers(c, &touched, at).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn bump_providers(
+    c: &impl GenericClient,
+    providers: &[uuid::Uuid],
+    at: &chrono::DateTime<chrono::Utc>,
+) -> Result<(), StoreError> {
+    if !providers.is_empty() {
+        c.execute(
+            "UPDATE providers SET generation = generation + 1, updated_at = $2 WHERE uuid = ANY($1)",
+            &[&providers, at],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The projection tables, in an order that respects their foreign keys.
+pub const TABLES: &[&str] = &[
+    "resource_classes",
+    "traits",
+    "providers",
+    "inventories",
+    "provider_traits",
+    "provider_aggregates",
+    "consumers",
+    "allocations",
+];

@@ -1,0 +1,102 @@
+//! Test support: a real PostgreSQL for every test run and a fresh database
+//! for every test, made from a migrated template.
+//!
+//! When `BERTH_TEST_DATABASE_URL` names a server (as `make test` does, after
+//! starting one throwaway cluster for the whole run), tests use it. Otherwise
+//! the first test in the process starts a throwaway cluster of its own.
+
+use std::sync::OnceLock;
+
+use tokio_postgres::NoTls;
+
+use crate::launcher::{LocalPostgres, THROWAWAY_SETTINGS};
+use crate::Store;
+
+/// Advisory lock key held while making the template ("berthtpl").
+const TEMPLATE_LOCK: i64 = 0x6265_7274_6874_706c;
+
+struct Server {
+    base: String,
+    // Kept alive for the process; stopped by the atexit hook.
+    _pg: Option<&'static LocalPostgres>,
+}
+
+static SERVER: OnceLock<Server> = OnceLock::new();
+static OWN_CLUSTER: OnceLock<LocalPostgres> = OnceLock::new();
+
+extern "C" fn stop_own_cluster() {
+    if let Some(pg) = OWN_CLUSTER.get() {
+        let _ = pg.stop();
+    }
+}
+
+fn server() -> &'static Server {
+    SERVER.get_or_init(|| {
+        if let Ok(url) = std::env::var("BERTH_TEST_DATABASE_URL") {
+            let base = url.trim_end_matches('/').to_string();
+            return Server { base, _pg: None };
+        }
+        let dir = tempfile::Builder::new().prefix("berth-test-pg-").tempdir().expect("temp dir").keep();
+        let pg = LocalPostgres::start(&dir, THROWAWAY_SETTINGS, false).expect("start a throwaway PostgreSQL");
+        let pg = OWN_CLUSTER.get_or_init(|| pg);
+        // SAFETY: registering a plain extern "C" function with atexit.
+        unsafe { libc::atexit(stop_own_cluster) };
+        Server { base: pg.base_url(), _pg: Some(pg) }
+    })
+}
+
+/// The server's URL with the database replaced.
+fn url_for(base: &str, db: &str) -> String {
+    // The base may or may not name a database; always point at `db`.
+    match base.rsplit_once('/') {
+        Some((head, tail)) if !head.ends_with('/') && !tail.contains('@') && !tail.contains(':') => {
+            format!("{head}/{db}")
+        }
+        _ => format!("{base}/{db}"),
+    }
+}
+
+/// A fresh, migrated database for one test.
+pub struct TestDatabase {
+    pub url: String,
+    pub name: String,
+}
+
+impl TestDatabase {
+    pub async fn new() -> TestDatabase {
+        let base = server().base.clone();
+        let template = format!("berth_tpl_{}", crate::migrate::fingerprint());
+        let (admin, conn) =
+            tokio_postgres::connect(&url_for(&base, "postgres"), NoTls).await.expect("connect to test server");
+        tokio::spawn(conn);
+        admin.execute("SELECT pg_advisory_lock($1)", &[&TEMPLATE_LOCK]).await.unwrap();
+        let exists =
+            admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&template]).await.unwrap().is_some();
+        if !exists {
+            admin.batch_execute(&format!("CREATE DATABASE {template}")).await.unwrap();
+            let store = Store::connect(&url_for(&base, &template), 1).unwrap();
+            store.migrate().await.expect("migrate the template");
+            store.pool().close();
+            drop(store);
+        }
+        admin.execute("SELECT pg_advisory_unlock($1)", &[&TEMPLATE_LOCK]).await.unwrap();
+        let name = format!("berth_t_{}", uuid::Uuid::new_v4().simple());
+        let mut tries = 0;
+        loop {
+            match admin.batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {template}")).await {
+                Ok(()) => break,
+                // Another test copying the template at the same instant.
+                Err(_) if tries < 50 => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("create test database: {e}"),
+            }
+        }
+        TestDatabase { url: url_for(&base, &name), name }
+    }
+
+    pub fn store(&self, pool_size: usize) -> Store {
+        Store::connect(&self.url, pool_size).expect("connect")
+    }
+}

@@ -1,0 +1,62 @@
+//! Configuration: defaults, then a TOML file, then `BERTH_*` variables.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use berth_api::AuthMode;
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Config {
+    /// `BERTH_DATABASE_URL`
+    pub database_url: String,
+    /// `BERTH_LISTEN`
+    pub listen: String,
+    /// `BERTH_AUTH`: `noauth` or `jwt`.
+    #[serde(with = "auth_mode")]
+    pub auth: AuthMode,
+    /// `BERTH_LOG`: a tracing filter.
+    pub log: String,
+    /// `BERTH_POOL_SIZE`: database connections.
+    pub pool_size: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            database_url: "postgresql://postgres@127.0.0.1:5432/berth".into(),
+            listen: "127.0.0.1:8778".into(),
+            auth: AuthMode::Noauth,
+            log: "info".into(),
+            pool_size: 32,
+        }
+    }
+}
+
+impl Config {
+    pub fn load(file: Option<&Path>) -> Result<Config> {
+        let mut fig = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(f) = file {
+            anyhow::ensure!(f.exists(), "configuration file {} does not exist", f.display());
+            fig = fig.merge(Toml::file(f));
+        }
+        fig.merge(Env::prefixed("BERTH_")).extract().context("reading the configuration")
+    }
+}
+
+mod auth_mode {
+    use berth_api::AuthMode;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &AuthMode, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(match m {
+            AuthMode::Noauth => "noauth",
+            AuthMode::Jwt => "jwt",
+        })
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<AuthMode, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
+}

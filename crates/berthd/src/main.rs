@@ -1,0 +1,156 @@
+//! berthd: the Berth daemon. Thin wiring: configuration, logging, the
+//! database, the HTTP server and the manager, and signals.
+
+mod config;
+mod dev;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+use berth_store::Store;
+use config::Config;
+
+#[derive(Parser)]
+#[command(name = "berthd", version, about = "Berth: lease and reservation scheduler daemon")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API (and run the manager) against a configured database.
+    Serve {
+        /// A TOML configuration file; every setting can also come from BERTH_* variables.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Apply pending schema migrations and exit.
+    Migrate {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Rebuild every projection from the log and compare with the live tables.
+    Replay {
+        /// Report differences and exit 1 when there are any.
+        #[arg(long)]
+        verify: bool,
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// One-command local run: a project-local PostgreSQL under ./.data, demo
+    /// inventory, noauth, on 127.0.0.1:8778.
+    Dev {
+        /// Where the local cluster lives.
+        #[arg(long, default_value = ".data/pg")]
+        data_dir: PathBuf,
+        #[arg(long, default_value = "127.0.0.1:8778")]
+        listen: String,
+    },
+    /// Start a throwaway PostgreSQL, run COMMAND with BERTH_TEST_DATABASE_URL
+    /// (and BERTH_PG_URL, the server without a database) pointing at it, stop it.
+    WithPostgres {
+        #[arg(trailing_var_arg = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    if let Command::WithPostgres { command } = &cli.command {
+        // No runtime needed, and the exit code is the command's.
+        std::process::exit(dev::with_postgres(command)?);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Serve { config } => {
+            let cfg = Config::load(config.as_deref())?;
+            init_logging(&cfg.log);
+            serve(cfg).await
+        }
+        Command::Migrate { config } => {
+            let cfg = Config::load(config.as_deref())?;
+            init_logging(&cfg.log);
+            let store = Store::connect(&cfg.database_url, 2)?;
+            let n = store.migrate().await?;
+            tracing::info!(applied = n, "migrations done");
+            Ok(())
+        }
+        Command::Replay { verify, config } => {
+            let cfg = Config::load(config.as_deref())?;
+            init_logging(&cfg.log);
+            let store = Store::connect(&cfg.database_url, 2)?;
+            let report = store.replay_verify().await?;
+            println!(
+                "replayed {} events in {:.3}s ({:.0} events/s)",
+                report.events,
+                report.elapsed.as_secs_f64(),
+                report.events as f64 / report.elapsed.as_secs_f64().max(1e-9)
+            );
+            for d in &report.differences {
+                println!(
+                    "DIFFERENT {}: {} rows only live, {} rows only replayed",
+                    d.table, d.only_live, d.only_replayed
+                );
+            }
+            if report.is_clean() {
+                println!("projections match the log");
+                Ok(())
+            } else if verify {
+                std::process::exit(1)
+            } else {
+                Ok(())
+            }
+        }
+        Command::Dev { data_dir, listen } => dev::run(&data_dir, &listen).await,
+        Command::WithPostgres { .. } => unreachable!("handled before the runtime starts"),
+    }
+}
+
+/// Logs as JSON when stdout is not a terminal, as text when it is.
+fn init_logging(filter: &str) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = if std::io::stderr().is_terminal() { builder.try_init() } else { builder.json().try_init() };
+}
+
+pub(crate) async fn serve(cfg: Config) -> Result<()> {
+    let store = Store::connect(&cfg.database_url, cfg.pool_size).context("database URL")?;
+    let applied = store.migrate().await.context("migrating the database")?;
+    if applied > 0 {
+        tracing::info!(applied, "schema migrated");
+    }
+    let state = berth_api::AppState { store, auth: Arc::new(cfg.auth.clone()) };
+    let app = berth_api::router(state);
+    let listener =
+        tokio::net::TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;
+    tracing::info!(listen = %cfg.listen, auth = ?cfg.auth, "berthd serving");
+    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
+    tracing::info!("berthd stopped");
+    Ok(())
+}
+
+/// SIGTERM or Ctrl-C: stop accepting, finish what is in flight.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    tracing::info!("shutting down");
+}
