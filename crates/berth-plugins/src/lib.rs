@@ -2,10 +2,14 @@
 //! outside.
 //!
 //! A plugin handles one reservation type (`physical:host`,
-//! `virtual:instance`, or one declared in configuration): it turns a
-//! reservation into a resource request and acts at a lease's start, before
-//! its end and at its end. Drivers (`noop`, `webhook`, `exec`) reach the
-//! outside world. Plugins never touch the database; they return what they
-//! want done and the manager records it.
-//!
-//! Filled in by the lease and manager work; this crate states its place.
+//! `virtual:instance`, or one declared in configuration): it validates a
+//! reservation and turns it into a [`ResourceRequest`], and acts at a lease's
+//! start, before its end and at its end. Drivers reach the outside world.
+//! Plugins never touch the database: a hook returns the [`HookOutcome`] it
+//! wants recorded and the manager records it through berth-store.
+
+pub mod plugin;
+pub mod registry;
+
+pub use plugin::{Hook, HookError, HookOutcome, ResourcePlugin, ResourceRequest};
+pub use registry::Registry;

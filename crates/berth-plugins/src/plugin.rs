@@ -1,0 +1,94 @@
+//! The plugin contract.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+/// What a reservation needs from the providers, for the scheduler to place.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ResourceRequest {
+    /// Between `min` and `max` whole hosts, each held entirely over the
+    /// window, among enrolled hosts matching both property filters (Blazar's
+    /// query language, already validated).
+    Hosts {
+        min: u32,
+        max: u32,
+        hypervisor_properties: Option<serde_json::Value>,
+        resource_properties: Option<serde_json::Value>,
+    },
+    /// `amount` slots of `resources` each on enrolled hosts; `affinity`
+    /// true: all on one host, false: all on different hosts, None: any.
+    Slots {
+        amount: u32,
+        resources: BTreeMap<String, i64>,
+        affinity: Option<bool>,
+        resource_properties: Option<serde_json::Value>,
+    },
+    /// Nothing held in Berth's inventory: the plugin's effects are all outside.
+    Nothing,
+}
+
+/// Everything a hook call knows. The same `idempotency_key` is sent on every
+/// attempt of the same lease event, so the far side can apply it once.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Hook {
+    /// `start_lease`, `before_end_lease`, `end_lease` or `update_lease`.
+    pub event_type: String,
+    pub idempotency_key: String,
+    pub attempt: u32,
+    /// The lease as the API shows it (id, name, project_id, user_id, dates...).
+    pub lease: serde_json::Value,
+    /// The reservation (id, resource_type, its parameters, status).
+    pub reservation: serde_json::Value,
+    /// What the reservation holds: provider uuid and name, consumer, resources.
+    pub allocations: Vec<serde_json::Value>,
+}
+
+/// What a hook did or wants recorded (free-form for the log; the manager
+/// interprets the well-known keys its plugins document).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HookOutcome {
+    pub detail: serde_json::Value,
+}
+
+/// A hook failed. `permanent` failures are not retried.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct HookError {
+    pub permanent: bool,
+    pub message: String,
+}
+
+impl HookError {
+    pub fn retryable(message: impl Into<String>) -> Self {
+        HookError { permanent: false, message: message.into() }
+    }
+    pub fn permanent(message: impl Into<String>) -> Self {
+        HookError { permanent: true, message: message.into() }
+    }
+}
+
+/// One reservation type.
+#[async_trait]
+pub trait ResourcePlugin: Send + Sync {
+    /// The `resource_type` leases name, e.g. `physical:host`.
+    fn resource_type(&self) -> &str;
+
+    /// Checks a reservation's parameters (the reservation object as the
+    /// client sent it) and says what it needs. Bad parameters are
+    /// `ErrorKind::Invalid` with the field named.
+    async fn validate(&self, reservation: &serde_json::Value) -> Result<ResourceRequest, berth_core::Error>;
+
+    async fn on_start(&self, hook: &Hook) -> Result<HookOutcome, HookError>;
+
+    async fn before_end(&self, hook: &Hook) -> Result<HookOutcome, HookError>;
+
+    async fn on_end(&self, hook: &Hook) -> Result<HookOutcome, HookError>;
+
+    /// A lease changed (dates or parameters) while the reservation stands.
+    async fn on_update(&self, _hook: &Hook) -> Result<HookOutcome, HookError> {
+        Ok(HookOutcome::default())
+    }
+}
