@@ -32,15 +32,29 @@ pub fn peak<'a>(holds: impl IntoIterator<Item = &'a (Window, i64)>, within: &Win
     top
 }
 
-/// Whether adding `new` over `window` to `others` keeps every instant within
-/// `limit`. A request that does not raise the holder's amount (`previous` is
-/// what it held before) is allowed even where the limit is already exceeded:
-/// it does not make an existing overage worse.
-pub fn fits(others: &[(Window, i64)], window: &Window, new: i64, previous: i64, limit: i64) -> bool {
-    if new <= previous {
+/// The smallest window covering all `holds`; `None` when there are none.
+pub fn span(holds: &[(Window, i64)]) -> Option<Window> {
+    let start = holds.iter().map(|h| h.0.start).min()?;
+    let end = if holds.iter().any(|h| h.0.end.is_none()) { None } else { holds.iter().filter_map(|h| h.0.end).max() };
+    Some(Window { start, end })
+}
+
+/// Whether a holder may replace its `previous` holds by `new` ones, beside
+/// everyone else's `others`, under `limit`: at every instant the total stays
+/// within the limit. A request that raises the holder's amount at no instant
+/// is allowed even where the limit is already exceeded (after an inventory
+/// or limit was lowered): it does not make the overage worse.
+pub fn fits(others: &[(Window, i64)], previous: &[(Window, i64)], new: &[(Window, i64)], limit: i64) -> bool {
+    let Some(within) = span(new) else {
+        return true;
+    };
+    // Growth over time: new holds count up, previous ones down.
+    let growth: Vec<(Window, i64)> = new.iter().copied().chain(previous.iter().map(|(w, u)| (*w, -u))).collect();
+    if peak(&growth, &within) <= 0 {
         return true;
     }
-    peak(others, window) + new <= limit
+    let all: Vec<(Window, i64)> = others.iter().chain(new.iter()).copied().collect();
+    peak(&all, &within) <= limit
 }
 
 #[cfg(test)]
@@ -74,9 +88,21 @@ mod tests {
 
     #[test]
     fn fit_tolerates_existing_overage_only_when_not_growing() {
-        let holds = vec![(w(1, 3), 10)];
-        assert!(!fits(&holds, &w(1, 2), 1, 0, 10));
-        assert!(fits(&holds, &w(1, 2), 1, 1, 10));
-        assert!(fits(&holds, &w(3, 4), 10, 0, 10));
+        let others = vec![(w(1, 3), 10)];
+        assert!(!fits(&others, &[], &[(w(1, 2), 1)], 10));
+        assert!(fits(&others, &[(w(1, 2), 1)], &[(w(1, 2), 1)], 10));
+        assert!(fits(&others, &[], &[(w(3, 4), 10)], 10));
+    }
+
+    #[test]
+    fn shrinking_at_one_time_does_not_excuse_growing_at_another() {
+        // The holder had 4 at 1..2 and asks for 3 at 2..3, where the provider is full.
+        let others = vec![(w(2, 3), 8)];
+        assert!(!fits(&others, &[(w(1, 2), 4)], &[(w(2, 3), 3)], 8));
+        // Shrinking in place is always allowed, even when full.
+        assert!(fits(&others, &[(w(2, 3), 4)], &[(w(2, 3), 3)], 8));
+        // Growing in place counts only the growth.
+        assert!(fits(&[(w(2, 3), 4)], &[(w(2, 3), 2)], &[(w(2, 3), 4)], 8));
+        assert!(!fits(&[(w(2, 3), 5)], &[(w(2, 3), 2)], &[(w(2, 3), 4)], 8));
     }
 }

@@ -151,7 +151,9 @@ fn recorded(row: &tokio_postgres::Row) -> RecordedEvent {
     }
 }
 
-const COLUMNS: &str = "position, txid::text, stream, version, type, data, meta, recorded_at";
+// The text form of txid gets its own name: a bare `txid` in ORDER BY would
+// otherwise sort by the output column, as text.
+const COLUMNS: &str = "position, txid::text AS txid_text, stream, version, type, data, meta, recorded_at";
 
 /// Up to `limit` events after `after`, in reader order, only from
 /// transactions that can no longer commit below the cursor.
@@ -205,13 +207,12 @@ impl Store {
         events: &[Event],
         expected_version: Option<i64>,
     ) -> Result<Vec<i64>, Error> {
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             let positions = append_expecting(tx, meta, events, expected_version).await?;
             for e in events {
                 crate::projection::apply(tx, e).await?;
             }
             Ok(positions)
         })
-        .await
     }
 }

@@ -54,6 +54,11 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
             .await?;
         }
         Event::ProviderDeleted { uuid } => {
+            // Explicit rather than by ON DELETE CASCADE: replay's scratch
+            // tables carry no foreign keys, and both paths must agree.
+            for table in ["inventories", "provider_traits", "provider_aggregates"] {
+                c.execute(&format!("DELETE FROM {table} WHERE provider_uuid = $1"), &[uuid]).await?;
+            }
             c.execute("DELETE FROM providers WHERE uuid = $1", &[uuid]).await?;
         }
         Event::InventoriesReplaced { provider, inventories, at } => {

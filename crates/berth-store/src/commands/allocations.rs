@@ -54,7 +54,7 @@ impl Store {
         consumers: Vec<ConsumerAllocations>,
     ) -> Result<(), Error> {
         check_batch_shape(&consumers)?;
-        self.command(async |tx| write_allocations(tx, meta, &consumers, &[]).await).await
+        crate::tx::command!(self, |tx| { write_allocations(tx, meta, &consumers, &[]).await })
     }
 
     /// Replaces the inventories of several providers and the allocations of
@@ -71,7 +71,7 @@ impl Store {
                 inv.validate(class)?;
             }
         }
-        self.command(async |tx| write_allocations(tx, meta, &consumers, &inventories).await).await
+        crate::tx::command!(self, |tx| { write_allocations(tx, meta, &consumers, &inventories).await })
     }
 }
 
@@ -140,16 +140,17 @@ async fn write_allocations(
     // 2. What these consumers hold now (their rows cannot change under us).
     let previous_rows = tx
         .query(
-            "SELECT consumer_uuid, provider_uuid, resource_class, used FROM allocations WHERE consumer_uuid = ANY($1)",
+            "SELECT consumer_uuid, provider_uuid, resource_class, used, lower(during), upper(during)
+             FROM allocations WHERE consumer_uuid = ANY($1)",
             &[&consumer_ids],
         )
         .await?;
-    let mut previous: HashMap<Key, i64> = HashMap::new();
+    let mut previous: HashMap<Key, Vec<(Window, i64)>> = HashMap::new();
     let mut providers: BTreeSet<Uuid> = BTreeSet::new();
     for r in &previous_rows {
         let key: Key = (r.get(1), r.get(2));
         providers.insert(key.0);
-        *previous.entry(key).or_default() += r.get::<_, i64>(3);
+        previous.entry(key).or_default().push((Window { start: r.get(4), end: r.get(5) }, r.get(3)));
     }
     for c in consumers {
         providers.extend(c.allocations.iter().map(|a| a.provider));
@@ -225,7 +226,7 @@ async fn write_allocations(
     let mut keys_s: Vec<DateTime<Utc>> = Vec::new();
     let mut keys_e: Vec<Option<DateTime<Utc>>> = Vec::new();
     for ((p, c), holds) in &wanted {
-        let span = span_of(holds);
+        let span = timeline::span(holds).expect("holds are not empty");
         keys_p.push(*p);
         keys_c.push(c.as_str());
         keys_s.push(span.start);
@@ -249,26 +250,24 @@ async fn write_allocations(
         }
     }
     // 7. Decide: every instant of every new window stays within capacity,
-    //    unless the request does not grow what these consumers held there.
+    //    unless the request raises what these consumers held at no instant.
+    //    A reshape moves inventory, so nothing it held before excuses it.
     for (key, holds) in &wanted {
         let inv = &inventories[key];
-        let mut all = others.remove(key).unwrap_or_default();
-        let new_total: i64 = holds.iter().map(|h| h.1).sum();
-        let before = previous.get(key).copied().unwrap_or(0);
-        if new_total <= before && reshaped.is_empty() {
-            continue;
-        }
-        let span = span_of(holds);
-        all.extend(holds.iter().copied());
-        let peak = timeline::peak(&all, &span);
-        if peak > inv.capacity() {
+        let others = others.remove(key).unwrap_or_default();
+        let before: &[(Window, i64)] =
+            if reshaped.is_empty() { previous.get(key).map(Vec::as_slice).unwrap_or(&[]) } else { &[] };
+        if !timeline::fits(&others, before, holds, inv.capacity()) {
+            let within = timeline::span(holds).expect("holds are not empty");
+            let mut all = others;
+            all.extend(holds.iter().copied());
             return Err(Error::capacity(format!(
                 "not enough {} on resource provider {}: capacity {}, would reach {} (requested {})",
                 key.1,
                 key.0,
                 inv.capacity(),
-                peak,
-                new_total
+                timeline::peak(&all, &within),
+                holds.iter().map(|h| h.1).sum::<i64>()
             ))
             .into());
         }
@@ -288,13 +287,6 @@ async fn write_allocations(
     }));
     record(tx, meta, &events).await?;
     Ok(())
-}
-
-/// The smallest window covering all `holds`.
-fn span_of(holds: &[(Window, i64)]) -> Window {
-    let start = holds.iter().map(|h| h.0.start).min().expect("at least one hold");
-    let end = if holds.iter().any(|h| h.0.end.is_none()) { None } else { holds.iter().filter_map(|h| h.0.end).max() };
-    Window { start, end }
 }
 
 /// In a reshape, a dropped class may still have allocations as long as the

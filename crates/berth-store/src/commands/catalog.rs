@@ -17,7 +17,7 @@ impl Store {
                 format!("resource class {name:?} must be CUSTOM_ and upper-case letters, digits or _"),
             ));
         }
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             let exists = tx.query_opt("SELECT 1 FROM resource_classes WHERE name = $1", &[&name]).await?.is_some();
             if exists {
                 if must_be_new {
@@ -32,11 +32,10 @@ impl Store {
             record(tx, meta, &[Event::ResourceClassCreated { name: name.to_string() }]).await?;
             Ok(true)
         })
-        .await
     }
 
     pub async fn delete_resource_class(&self, meta: &EventMeta, name: &str) -> Result<(), Error> {
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             let row =
                 tx.query_opt("SELECT standard FROM resource_classes WHERE name = $1 FOR UPDATE", &[&name]).await?;
             let Some(row) = row else {
@@ -65,7 +64,6 @@ impl Store {
             record(tx, meta, &[Event::ResourceClassDeleted { name: name.to_string() }]).await?;
             Ok(())
         })
-        .await
     }
 
     /// Creates a custom trait; `Ok(false)` when it already exists.
@@ -76,18 +74,17 @@ impl Store {
                 format!("trait {name:?} must be CUSTOM_ and upper-case letters, digits or _"),
             ));
         }
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             if tx.query_opt("SELECT 1 FROM traits WHERE name = $1", &[&name]).await?.is_some() {
                 return Ok(false);
             }
             record(tx, meta, &[Event::TraitCreated { name: name.to_string() }]).await?;
             Ok(true)
         })
-        .await
     }
 
     pub async fn delete_trait(&self, meta: &EventMeta, name: &str) -> Result<(), Error> {
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             let row = tx.query_opt("SELECT standard FROM traits WHERE name = $1 FOR UPDATE", &[&name]).await?;
             let Some(row) = row else {
                 return Err(Error::not_found(codes::NOT_FOUND, format!("no trait {name}")).into());
@@ -101,6 +98,5 @@ impl Store {
             record(tx, meta, &[Event::TraitDeleted { name: name.to_string() }]).await?;
             Ok(())
         })
-        .await
     }
 }

@@ -46,7 +46,7 @@ impl Store {
     pub async fn create_provider(&self, meta: &EventMeta, new: NewProvider) -> Result<Uuid, Error> {
         validate_name(&new.name)?;
         let uuid = new.uuid.unwrap_or_else(Uuid::new_v4);
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             if let Some(parent) = new.parent {
                 // Share-lock the parent so it cannot be deleted under us.
                 if tx.query_opt("SELECT 1 FROM providers WHERE uuid = $1 FOR SHARE", &[&parent]).await?.is_none() {
@@ -73,7 +73,6 @@ impl Store {
                 .await?;
             Ok(uuid)
         })
-        .await
     }
 
     /// Renames and/or re-parents. `parent` is the whole new value.
@@ -85,7 +84,7 @@ impl Store {
         parent: Option<Uuid>,
     ) -> Result<(), Error> {
         validate_name(name)?;
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             lock_provider(tx, uuid).await?;
             if let Some(p) = parent {
                 if p == uuid {
@@ -123,11 +122,10 @@ impl Store {
             record(tx, meta, &[Event::ProviderUpdated { uuid, name: name.to_string(), parent, at: now() }]).await?;
             Ok(())
         })
-        .await
     }
 
     pub async fn delete_provider(&self, meta: &EventMeta, uuid: Uuid) -> Result<(), Error> {
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             lock_provider(tx, uuid).await?;
             if tx.query_opt("SELECT 1 FROM providers WHERE parent_uuid = $1 LIMIT 1", &[&uuid]).await?.is_some() {
                 return Err(Error::conflict(
@@ -144,7 +142,6 @@ impl Store {
             record(tx, meta, &[Event::ProviderDeleted { uuid }]).await?;
             Ok(())
         })
-        .await
     }
 
     /// Replaces the provider's whole inventory; returns the new generation.
@@ -159,7 +156,7 @@ impl Store {
         for (class, inv) in &inventories {
             inv.validate(class)?;
         }
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             let generation = lock_provider(tx, uuid).await?;
             check_generation(uuid, expected_generation, generation)?;
             check_inventory_change(tx, uuid, &inventories).await?;
@@ -171,7 +168,6 @@ impl Store {
             .await?;
             Ok(generation + 1)
         })
-        .await
     }
 
     /// Replaces the provider's traits; returns the new generation.
@@ -182,7 +178,7 @@ impl Store {
         expected_generation: Option<i64>,
         traits: BTreeSet<String>,
     ) -> Result<i64, Error> {
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             let generation = lock_provider(tx, uuid).await?;
             check_generation(uuid, expected_generation, generation)?;
             let names: Vec<&str> = traits.iter().map(String::as_str).collect();
@@ -201,7 +197,6 @@ impl Store {
                 .await?;
             Ok(generation + 1)
         })
-        .await
     }
 
     /// Replaces the provider's aggregates; returns the generation after.
@@ -213,7 +208,7 @@ impl Store {
         aggregates: BTreeSet<Uuid>,
         bump: bool,
     ) -> Result<i64, Error> {
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             let generation = lock_provider(tx, uuid).await?;
             check_generation(uuid, expected_generation, generation)?;
             record(
@@ -229,7 +224,6 @@ impl Store {
             .await?;
             Ok(if bump { generation + 1 } else { generation })
         })
-        .await
     }
 }
 

@@ -1,0 +1,203 @@
+//! Invariant 3: a consumer's allocations change all together or not at all:
+//! a move, a resize and a reshape are single transactions.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use berth_core::error::ErrorKind;
+use berth_core::{Inventory, Window};
+use berth_store::commands::{GenerationCheck, NewProvider, ReshapeInventory};
+use berth_store::queries::AllocationRow;
+use berth_store::testing::TestDatabase;
+use berth_store::Store;
+use chrono::Utc;
+use common::*;
+use tokio_postgres::NoTls;
+use uuid::Uuid;
+
+/// Makes the database fail in the middle of a command's writes: any
+/// allocation inserted for `consumer` on `provider` raises, after the
+/// command has already appended events and deleted the consumer's old rows.
+async fn sabotage(url: &str, provider: Uuid) {
+    let (c, conn) = tokio_postgres::connect(url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    c.batch_execute(&format!(
+        "CREATE FUNCTION sabotage() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF NEW.provider_uuid = '{provider}' THEN RAISE EXCEPTION 'injected failure'; END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER sabotage BEFORE INSERT ON allocations FOR EACH ROW EXECUTE FUNCTION sabotage();"
+    ))
+    .await
+    .unwrap();
+}
+
+async fn snapshot(store: &Store, consumer: Uuid, providers: &[Uuid]) -> (Vec<AllocationRow>, Option<i64>, Vec<i64>) {
+    let rows = store.consumer_allocations(consumer).await.unwrap();
+    let gen = store.consumer(consumer).await.unwrap().map(|c| c.generation);
+    let mut gens = Vec::new();
+    for p in providers {
+        gens.push(store.provider(*p).await.unwrap().generation);
+    }
+    (rows, gen, gens)
+}
+
+async fn log_length(url: &str) -> i64 {
+    let (c, conn) = tokio_postgres::connect(url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    c.query_one("SELECT count(*) FROM log_events", &[]).await.unwrap().get(0)
+}
+
+#[tokio::test]
+async fn a_move_that_fails_midway_leaves_the_consumer_where_it_was() {
+    let db = TestDatabase::new().await;
+    let store = db.store(2);
+    let a = provider(&store, "a", &[("VCPU", 8), ("MEMORY_MB", 1024)]).await;
+    let b = provider(&store, "b", &[("VCPU", 8), ("MEMORY_MB", 1024)]).await;
+    let c = provider(&store, "c", &[("VCPU", 8), ("MEMORY_MB", 1024)]).await;
+    let id = Uuid::new_v4();
+    let now = Window::from(Utc::now());
+    let on = |p| vec![hold(p, "VCPU", 2, now), hold(p, "MEMORY_MB", 512, now)];
+    store.replace_allocations(&meta(), vec![consumer(id, GenerationCheck::New, on(a))]).await.unwrap();
+    let before = snapshot(&store, id, &[a, b, c]).await;
+    let log_before = log_length(&db.url).await;
+
+    // Refused by a rule: MEMORY on b fits but VCPU on b does not.
+    let too_big = vec![hold(b, "VCPU", 9, now), hold(b, "MEMORY_MB", 512, now)];
+    let gen = before.1.unwrap();
+    let err = store.replace_allocations(&meta(), vec![consumer(id, GenerationCheck::Exactly(gen), too_big)]).await;
+    assert_eq!(err.unwrap_err().kind, ErrorKind::Capacity);
+    assert_eq!(snapshot(&store, id, &[a, b, c]).await, before);
+
+    // Broken by the database after the old rows were deleted and events appended.
+    sabotage(&db.url, c).await;
+    let err = store.replace_allocations(&meta(), vec![consumer(id, GenerationCheck::Exactly(gen), on(c))]).await;
+    assert_eq!(err.unwrap_err().kind, ErrorKind::Internal);
+    assert_eq!(snapshot(&store, id, &[a, b, c]).await, before);
+    assert_eq!(log_length(&db.url).await, log_before, "no event of a failed command stays in the log");
+
+    // A move that works moves everything at once.
+    store.replace_allocations(&meta(), vec![consumer(id, GenerationCheck::Exactly(gen), on(b))]).await.unwrap();
+    let rows = store.consumer_allocations(id).await.unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r.provider == b));
+    assert!(store.provider_allocations(a, None).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_resize_is_all_or_nothing_and_counts_only_the_change() {
+    let db = TestDatabase::new().await;
+    let store = db.store(2);
+    let a = provider(&store, "a", &[("VCPU", 4), ("MEMORY_MB", 1024)]).await;
+    let id = Uuid::new_v4();
+    let now = Window::from(Utc::now());
+    store
+        .replace_allocations(
+            &meta(),
+            vec![consumer(id, GenerationCheck::New, vec![hold(a, "VCPU", 3, now), hold(a, "MEMORY_MB", 512, now)])],
+        )
+        .await
+        .unwrap();
+    let before = snapshot(&store, id, &[a]).await;
+    // 4 VCPU would not fit on top of the old 3, but a resize replaces them.
+    let grow_cpu = vec![hold(a, "VCPU", 4, now), hold(a, "MEMORY_MB", 2048, now)];
+    let err = store.replace_allocations(&meta(), vec![consumer(id, GenerationCheck::Any, grow_cpu)]).await;
+    assert_eq!(err.unwrap_err().kind, ErrorKind::Capacity, "memory does not fit, so nothing changes");
+    assert_eq!(snapshot(&store, id, &[a]).await, before);
+    let grow_cpu = vec![hold(a, "VCPU", 4, now), hold(a, "MEMORY_MB", 1024, now)];
+    store.replace_allocations(&meta(), vec![consumer(id, GenerationCheck::Any, grow_cpu)]).await.unwrap();
+    let used: i64 = store
+        .consumer_allocations(id)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.resource_class == "VCPU")
+        .map(|r| r.used)
+        .sum();
+    assert_eq!(used, 4);
+}
+
+#[tokio::test]
+async fn a_reshape_moves_inventory_and_allocations_together_or_not_at_all() {
+    let db = TestDatabase::new().await;
+    let store = db.store(2);
+    let m = meta();
+    let root = provider(&store, "compute", &[("VCPU", 8), ("VGPU", 4)]).await;
+    let gpu1 =
+        store.create_provider(&m, NewProvider { uuid: None, name: "gpu1".into(), parent: Some(root) }).await.unwrap();
+    let gpu2 =
+        store.create_provider(&m, NewProvider { uuid: None, name: "gpu2".into(), parent: Some(root) }).await.unwrap();
+    let id = Uuid::new_v4();
+    let now = Window::from(Utc::now());
+    store
+        .replace_allocations(
+            &m,
+            vec![consumer(id, GenerationCheck::New, vec![hold(root, "VCPU", 2, now), hold(root, "VGPU", 2, now)])],
+        )
+        .await
+        .unwrap();
+    // Deleting the VGPU inventory alone is refused: it is in use.
+    let err = store
+        .replace_inventories(
+            &m,
+            root,
+            None,
+            BTreeMap::from([("VCPU".into(), Inventory { total: 8, ..Default::default() })]),
+        )
+        .await;
+    assert_eq!(err.unwrap_err().kind, ErrorKind::InUse);
+
+    let gens = |store: Store| async move {
+        let mut g = Vec::new();
+        for p in [root, gpu1, gpu2] {
+            g.push(store.provider(p).await.unwrap().generation);
+        }
+        g
+    };
+    let g = gens(store.clone()).await;
+    let reshape = |g: &[i64], gpu2_gen: i64| {
+        vec![
+            ReshapeInventory {
+                provider: root,
+                expected_generation: g[0],
+                inventories: BTreeMap::from([("VCPU".into(), Inventory { total: 8, ..Default::default() })]),
+            },
+            ReshapeInventory {
+                provider: gpu1,
+                expected_generation: g[1],
+                inventories: BTreeMap::from([("VGPU".into(), Inventory { total: 2, ..Default::default() })]),
+            },
+            ReshapeInventory {
+                provider: gpu2,
+                expected_generation: gpu2_gen,
+                inventories: BTreeMap::from([("VGPU".into(), Inventory { total: 2, ..Default::default() })]),
+            },
+        ]
+    };
+    let moved = vec![consumer(id, GenerationCheck::Any, vec![hold(root, "VCPU", 2, now), hold(gpu1, "VGPU", 2, now)])];
+    let before = (snapshot(&store, id, &[root, gpu1, gpu2]).await, store.inventories(root).await.unwrap());
+
+    // A stale generation on the last provider: nothing of the reshape happens.
+    let err = store.reshape(&m, reshape(&g, g[2] + 7), moved.clone()).await;
+    assert_eq!(err.unwrap_err().kind, ErrorKind::Conflict);
+    assert_eq!((snapshot(&store, id, &[root, gpu1, gpu2]).await, store.inventories(root).await.unwrap()), before);
+
+    // A database failure midway (inserting the moved allocation): nothing either.
+    sabotage(&db.url, gpu1).await;
+    let err = store.reshape(&m, reshape(&g, g[2]), moved.clone()).await;
+    assert_eq!(err.unwrap_err().kind, ErrorKind::Internal);
+    assert_eq!((snapshot(&store, id, &[root, gpu1, gpu2]).await, store.inventories(root).await.unwrap()), before);
+    assert!(store.inventories(gpu1).await.unwrap().is_empty());
+
+    let (c, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    c.batch_execute("DROP TRIGGER sabotage ON allocations").await.unwrap();
+    store.reshape(&m, reshape(&g, g[2]), moved).await.unwrap();
+    assert!(!store.inventories(root).await.unwrap().contains_key("VGPU"));
+    assert_eq!(store.inventories(gpu1).await.unwrap()["VGPU"].total, 2);
+    let rows = store.consumer_allocations(id).await.unwrap();
+    assert!(rows.iter().any(|r| r.provider == gpu1 && r.resource_class == "VGPU" && r.used == 2));
+    assert!(store.replay_verify().await.unwrap().is_clean());
+}

@@ -1,0 +1,119 @@
+//! Invariant 1: at no instant of any window does the sum of allocations on a
+//! provider and class exceed its capacity, whatever the concurrency.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use berth_core::error::ErrorKind;
+use berth_core::{timeline, Window};
+use berth_store::commands::GenerationCheck;
+use berth_store::testing::TestDatabase;
+use chrono::{Duration, TimeZone, Utc};
+use common::*;
+use rand::{Rng, SeedableRng};
+use uuid::Uuid;
+
+const WRITERS: usize = 32;
+const ROUNDS: usize = 25;
+const CAPACITY: i64 = 8;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writers_never_push_an_instant_over_capacity() {
+    let db = TestDatabase::new().await;
+    let store = db.store(WRITERS);
+    let mut providers = Vec::new();
+    for i in 0..4 {
+        providers.push(provider(&store, &format!("small-{i}"), &[("VCPU", CAPACITY)]).await);
+    }
+    let providers = Arc::new(providers);
+    let t0 = Utc.with_ymd_and_hms(2031, 1, 1, 0, 0, 0).unwrap();
+    let granted = Arc::new(AtomicUsize::new(0));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for w in 0..WRITERS {
+        let (store, providers, granted, refused) = (store.clone(), providers.clone(), granted.clone(), refused.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(w as u64);
+            let mut mine: Vec<Uuid> = Vec::new();
+            for _ in 0..ROUNDS {
+                let p = providers[rng.gen_range(0..providers.len())];
+                let start = t0 + Duration::hours(rng.gen_range(0..48));
+                let window = if rng.gen_bool(0.1) {
+                    Window::from(start)
+                } else {
+                    Window::new(start, Some(start + Duration::hours(rng.gen_range(1..12)))).unwrap()
+                };
+                let used = rng.gen_range(1..=4);
+                // Mostly new claims; sometimes move or resize one of ours (two providers, one consumer).
+                let (id, check) = match mine.last() {
+                    Some(id) if rng.gen_bool(0.3) => (*id, GenerationCheck::Any),
+                    _ => (Uuid::new_v4(), GenerationCheck::New),
+                };
+                let req = consumer(id, check, vec![hold(p, "VCPU", used, window)]);
+                match store.replace_allocations(&meta(), vec![req]).await {
+                    Ok(()) => {
+                        granted.fetch_add(1, Ordering::Relaxed);
+                        if !mine.contains(&id) {
+                            mine.push(id);
+                        }
+                    }
+                    Err(e) if e.kind == ErrorKind::Capacity => {
+                        refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => panic!("unexpected error: {e}"),
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let (granted, refused) = (granted.load(Ordering::Relaxed), refused.load(Ordering::Relaxed));
+    // The run must have contended: both outcomes occurred.
+    assert!(granted > 20 && refused > 20, "granted {granted}, refused {refused}");
+
+    // Every instant of every provider's timeline is within capacity.
+    let everything = Window::from(t0 - Duration::days(1));
+    for p in providers.iter() {
+        let rows = store.provider_allocations(*p, None).await.unwrap();
+        let holds: Vec<(Window, i64)> = rows.iter().map(|r| (r.window, r.used)).collect();
+        // Check at every start point (where the sum can rise), independently of the sweep.
+        for (w, _) in &holds {
+            let at_start: i64 = holds.iter().filter(|(o, _)| o.contains(w.start)).map(|(_, u)| u).sum();
+            assert!(at_start <= CAPACITY, "provider {p}: {at_start} VCPU at {}", w.start);
+        }
+        assert!(timeline::peak(&holds, &everything) <= CAPACITY);
+    }
+    assert!(store.replay_verify().await.unwrap().is_clean());
+}
+
+#[tokio::test]
+async fn back_to_back_windows_fit_and_overlapping_ones_compete() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    let p = provider(&store, "h", &[("VCPU", 4)]).await;
+    let t = |h| Utc.with_ymd_and_hms(2031, 1, 1, h, 0, 0).unwrap();
+    let w = |a, b| Window::new(t(a), Some(t(b))).unwrap();
+    let claim = |used, window| consumer(Uuid::new_v4(), GenerationCheck::New, vec![hold(p, "VCPU", used, window)]);
+    store.replace_allocations(&meta(), vec![claim(4, w(1, 2))]).await.unwrap();
+    store.replace_allocations(&meta(), vec![claim(4, w(2, 3))]).await.unwrap();
+    let err = store.replace_allocations(&meta(), vec![claim(1, w(1, 3))]).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Capacity);
+    // An open-ended hold from now competes with every future window.
+    let err = store.replace_allocations(&meta(), vec![claim(1, Window::from(t(0)))]).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Capacity);
+    store.replace_allocations(&meta(), vec![claim(4, Window::from(t(3)))]).await.unwrap();
+    // Several consumers in one request count together.
+    let q = provider(&store, "q", &[("VCPU", 4)]).await;
+    let two = vec![
+        consumer(Uuid::new_v4(), GenerationCheck::New, vec![hold(q, "VCPU", 3, w(1, 2))]),
+        consumer(Uuid::new_v4(), GenerationCheck::New, vec![hold(q, "VCPU", 3, w(1, 2))]),
+    ];
+    assert_eq!(store.replace_allocations(&meta(), two).await.unwrap_err().kind, ErrorKind::Capacity);
+    let rows: HashMap<Uuid, i64> =
+        store.provider_allocations(q, None).await.unwrap().into_iter().map(|r| (r.consumer, r.used)).collect();
+    assert!(rows.is_empty(), "a refused batch wrote nothing");
+}
