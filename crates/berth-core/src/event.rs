@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::inventory::Inventory;
+use crate::lease::{LeaseEventStatus, LeaseRecord, LeaseStatus, ReservationStatus};
 use crate::window::Window;
 
 /// One allocation: `used` of a class on a provider, held over `window`.
@@ -83,6 +84,68 @@ pub enum Event {
         allocations: Vec<Allocation>,
         at: DateTime<Utc>,
     },
+    // Leases and hosts. A lease's slot consumers hold their allocations
+    // through `AllocationsReplaced` events recorded beside these.
+    /// A lease with its reservations (and their slots) and lease events.
+    LeaseCreated {
+        lease: LeaseRecord,
+        at: DateTime<Utc>,
+    },
+    /// Name, window and reservations replaced; lease events keep their
+    /// status and only move in time.
+    LeaseUpdated {
+        lease: LeaseRecord,
+        at: DateTime<Utc>,
+    },
+    LeaseDeleted {
+        id: Uuid,
+        at: DateTime<Utc>,
+    },
+    LeaseStatusChanged {
+        id: Uuid,
+        status: LeaseStatus,
+        degraded: bool,
+        at: DateTime<Utc>,
+    },
+    ReservationStatusChanged {
+        lease: Uuid,
+        reservation: Uuid,
+        status: ReservationStatus,
+        at: DateTime<Utc>,
+    },
+    /// A lease event's whole state: status, attempts, last error and claim.
+    LeaseEventChanged {
+        lease: Uuid,
+        event: Uuid,
+        status: LeaseEventStatus,
+        attempts: i32,
+        last_error: Option<String>,
+        claimed_by: Option<String>,
+        claim_expires_at: Option<DateTime<Utc>>,
+        at: DateTime<Utc>,
+    },
+    /// A provider enrolled as a reservable host, with its extra capabilities.
+    HostEnrolled {
+        provider: Uuid,
+        reservable: bool,
+        capabilities: BTreeMap<String, serde_json::Value>,
+        at: DateTime<Utc>,
+    },
+    HostUpdated {
+        provider: Uuid,
+        reservable: bool,
+        capabilities: BTreeMap<String, serde_json::Value>,
+        at: DateTime<Utc>,
+    },
+    HostRemoved {
+        provider: Uuid,
+        at: DateTime<Utc>,
+    },
+    HostPropertyChanged {
+        name: String,
+        private: bool,
+        at: DateTime<Utc>,
+    },
 }
 
 impl Event {
@@ -100,6 +163,15 @@ impl Event {
             | Event::ProviderTraitsReplaced { provider, .. }
             | Event::ProviderAggregatesReplaced { provider, .. } => format!("provider:{provider}"),
             Event::AllocationsReplaced { consumer, .. } => format!("consumer:{consumer}"),
+            Event::LeaseCreated { lease, .. } | Event::LeaseUpdated { lease, .. } => format!("lease:{}", lease.id),
+            Event::LeaseDeleted { id, .. } | Event::LeaseStatusChanged { id, .. } => format!("lease:{id}"),
+            Event::ReservationStatusChanged { lease, .. } | Event::LeaseEventChanged { lease, .. } => {
+                format!("lease:{lease}")
+            }
+            Event::HostEnrolled { provider, .. }
+            | Event::HostUpdated { provider, .. }
+            | Event::HostRemoved { provider, .. } => format!("host:{provider}"),
+            Event::HostPropertyChanged { name, .. } => format!("host_property:{name}"),
         }
     }
 

@@ -6,10 +6,14 @@
 //! passes `now` in. The store, the API and the manager build on these types;
 //! this crate depends on none of them.
 
+pub mod dates;
 pub mod error;
 pub mod event;
 pub mod inventory;
+pub mod lease;
 pub mod names;
+pub mod query;
+pub mod schedule;
 pub mod timeline;
 pub mod window;
 

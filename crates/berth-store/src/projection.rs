@@ -11,6 +11,8 @@ use tokio_postgres::GenericClient;
 
 use crate::StoreError;
 
+mod leases;
+
 pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {
     match event {
         Event::ResourceClassCreated { name } => {
@@ -147,6 +149,16 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
             touched.dedup();
             bump_providers(c, &touched, at).await?;
         }
+        e @ (Event::LeaseCreated { .. }
+        | Event::LeaseUpdated { .. }
+        | Event::LeaseDeleted { .. }
+        | Event::LeaseStatusChanged { .. }
+        | Event::ReservationStatusChanged { .. }
+        | Event::LeaseEventChanged { .. }
+        | Event::HostEnrolled { .. }
+        | Event::HostUpdated { .. }
+        | Event::HostRemoved { .. }
+        | Event::HostPropertyChanged { .. }) => leases::apply(c, e).await?,
     }
     Ok(())
 }
@@ -176,4 +188,10 @@ pub const TABLES: &[&str] = &[
     "provider_aggregates",
     "consumers",
     "allocations",
+    "hosts",
+    "host_properties",
+    "leases",
+    "reservations",
+    "reservation_slots",
+    "lease_events",
 ];

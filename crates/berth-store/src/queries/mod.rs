@@ -10,6 +10,8 @@ use uuid::Uuid;
 
 use crate::Store;
 
+pub mod leases;
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Provider {
     pub uuid: Uuid,

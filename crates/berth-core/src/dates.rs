@@ -1,0 +1,126 @@
+//! Dates as lease clients write them: `now`, Blazar's `YYYY-MM-DD HH:MM`
+//! (UTC), Blazar's own output format, and RFC 3339 with an offset; and
+//! durations as `30s`, `10m`, `2h`, `3d` or plain seconds.
+
+use chrono::{DateTime, Duration, NaiveDateTime, SubsecRound, Utc};
+
+use crate::error::{codes, Error};
+use crate::lease::codes as lease_codes;
+
+/// A date as the client gave it: `now` is decided by the command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DateSpec {
+    Now,
+    At(DateTime<Utc>),
+}
+
+impl DateSpec {
+    pub fn resolve(self, now: DateTime<Utc>) -> DateTime<Utc> {
+        match self {
+            DateSpec::Now => now,
+            DateSpec::At(t) => t,
+        }
+    }
+}
+
+/// Naive formats, read as UTC: Blazar's input format first, then its output
+/// format (so a date read from a lease can be sent back as it is).
+const NAIVE_FORMATS: &[&str] =
+    &["%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%.f"];
+
+/// Parses a date; `field` names it in the error.
+pub fn parse_date(field: &str, s: &str) -> Result<DateSpec, Error> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("now") {
+        return Ok(DateSpec::Now);
+    }
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(DateSpec::At(t.with_timezone(&Utc).trunc_subsecs(6)));
+    }
+    for f in NAIVE_FORMATS {
+        if let Ok(t) = NaiveDateTime::parse_from_str(s, f) {
+            return Ok(DateSpec::At(t.and_utc().trunc_subsecs(6)));
+        }
+    }
+    Err(Error::invalid(
+        lease_codes::INVALID_DATE,
+        format!("{field} {s:?} is not a date: use \"now\", \"YYYY-MM-DD HH:MM\" (UTC) or RFC 3339 with an offset"),
+    ))
+}
+
+/// Blazar's output format, `YYYY-MM-DDTHH:MM:SS.ffffff`, in UTC.
+pub fn format_date(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
+}
+
+/// Parses `30s`, `10m`, `2h`, `3d`, `1w` or a number of seconds.
+pub fn parse_duration(field: &str, s: &str) -> Result<Duration, Error> {
+    let bad = || Error::invalid(codes::INVALID, format!("{field} {s:?} is not a duration (e.g. 90, 30m, 2h, 1d)"));
+    let s = s.trim();
+    let (digits, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: i64 = digits.parse().map_err(|_| bad())?;
+    let secs = match unit.trim() {
+        "s" | "sec" => n,
+        "m" | "min" => n.checked_mul(60).ok_or_else(bad)?,
+        "h" => n.checked_mul(3600).ok_or_else(bad)?,
+        "d" => n.checked_mul(86_400).ok_or_else(bad)?,
+        "w" => n.checked_mul(7 * 86_400).ok_or_else(bad)?,
+        _ => return Err(bad()),
+    };
+    if secs <= 0 || secs > 100 * 365 * 86_400 {
+        return Err(bad());
+    }
+    Ok(Duration::seconds(secs))
+}
+
+/// A duration as JSON: a number of seconds or a string [`parse_duration`] reads.
+pub fn duration_from_json(field: &str, v: &serde_json::Value) -> Result<Duration, Error> {
+    match v {
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(s) => parse_duration(field, &s.to_string()),
+            None => Err(Error::invalid(codes::INVALID, format!("{field} must be a whole number of seconds"))),
+        },
+        serde_json::Value::String(s) => parse_duration(field, s),
+        _ => Err(Error::invalid(codes::INVALID, format!("{field} must be seconds or a string like \"2h\""))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn blazar_and_rfc3339_dates() {
+        let t = Utc.with_ymd_and_hms(2030, 5, 6, 7, 8, 0).unwrap();
+        assert_eq!(parse_date("start_date", "2030-05-06 07:08").unwrap(), DateSpec::At(t));
+        assert_eq!(parse_date("start_date", "2030-05-06T09:08:00+02:00").unwrap(), DateSpec::At(t));
+        assert_eq!(parse_date("start_date", "2030-05-06T07:08:00Z").unwrap(), DateSpec::At(t));
+        assert_eq!(parse_date("start_date", "now").unwrap(), DateSpec::Now);
+        assert_eq!(parse_date("start_date", format_date(t).as_str()).unwrap(), DateSpec::At(t));
+        assert!(parse_date("start_date", "tomorrow").is_err());
+        assert!(parse_date("start_date", "2030-13-01 00:00").is_err());
+        assert_eq!(parse_date("x", "2030-13-01").unwrap_err().code, lease_codes::INVALID_DATE);
+    }
+
+    #[test]
+    fn output_has_microseconds() {
+        let t = Utc.with_ymd_and_hms(2030, 5, 6, 7, 8, 9).unwrap();
+        assert_eq!(format_date(t), "2030-05-06T07:08:09.000000");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("d", "90").unwrap(), Duration::seconds(90));
+        assert_eq!(parse_duration("d", "30m").unwrap(), Duration::minutes(30));
+        assert_eq!(parse_duration("d", "2h").unwrap(), Duration::hours(2));
+        assert_eq!(parse_duration("d", "1d").unwrap(), Duration::days(1));
+        assert!(parse_duration("d", "0").is_err());
+        assert!(parse_duration("d", "-5m").is_err());
+        assert!(parse_duration("d", "5y").is_err());
+        assert!(parse_duration("d", "").is_err());
+    }
+}

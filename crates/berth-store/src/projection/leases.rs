@@ -1,0 +1,185 @@
+//! Applying lease and host events to their projections.
+
+use berth_core::lease::{LeaseRecord, ReservationRecord};
+use berth_core::Event;
+use chrono::{DateTime, Utc};
+use tokio_postgres::GenericClient;
+
+use crate::StoreError;
+
+pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {
+    match event {
+        Event::LeaseCreated { lease, at } => {
+            c.execute(
+                "INSERT INTO leases (id, name, project_id, user_id, start_at, end_at, status, degraded, recurrence_id,
+                                     created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+                &[
+                    &lease.id,
+                    &lease.name,
+                    &lease.project_id,
+                    &lease.user_id,
+                    &lease.start,
+                    &lease.end,
+                    &lease.status.as_str(),
+                    &lease.degraded,
+                    &lease.recurrence_id,
+                    at,
+                ],
+            )
+            .await?;
+            insert_reservations(c, lease, at).await?;
+            for e in &lease.events {
+                c.execute(
+                    "INSERT INTO lease_events (id, lease_id, event_type, time, status, created_at, updated_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $6)",
+                    &[&e.id, &lease.id, &e.event_type.as_str(), &e.time, &e.status.as_str(), at],
+                )
+                .await?;
+            }
+        }
+        Event::LeaseUpdated { lease, at } => {
+            c.execute(
+                "UPDATE leases SET name = $2, start_at = $3, end_at = $4, updated_at = $5 WHERE id = $1",
+                &[&lease.id, &lease.name, &lease.start, &lease.end, at],
+            )
+            .await?;
+            delete_reservations(c, &lease.id).await?;
+            insert_reservations(c, lease, at).await?;
+            // Only the times move: status and claims belong to the manager.
+            for e in &lease.events {
+                c.execute(
+                    "UPDATE lease_events SET time = $2, updated_at = $3 WHERE id = $1 AND time <> $2",
+                    &[&e.id, &e.time, at],
+                )
+                .await?;
+            }
+        }
+        Event::LeaseDeleted { id, .. } => {
+            delete_reservations(c, id).await?;
+            c.execute("DELETE FROM lease_events WHERE lease_id = $1", &[id]).await?;
+            c.execute("DELETE FROM leases WHERE id = $1", &[id]).await?;
+        }
+        Event::LeaseStatusChanged { id, status, degraded, at } => {
+            c.execute(
+                "UPDATE leases SET status = $2, degraded = $3, updated_at = $4 WHERE id = $1",
+                &[id, &status.as_str(), degraded, at],
+            )
+            .await?;
+        }
+        Event::ReservationStatusChanged { lease, reservation, status, at } => {
+            c.execute(
+                "UPDATE reservations SET status = $3, updated_at = $4 WHERE id = $2 AND lease_id = $1",
+                &[lease, reservation, &status.as_str(), at],
+            )
+            .await?;
+        }
+        Event::LeaseEventChanged { lease, event, status, attempts, last_error, claimed_by, claim_expires_at, at } => {
+            c.execute(
+                "UPDATE lease_events SET status = $3, attempts = $4, last_error = $5, claimed_by = $6,
+                        claim_expires_at = $7, updated_at = $8
+                 WHERE id = $2 AND lease_id = $1",
+                &[lease, event, &status.as_str(), attempts, last_error, claimed_by, claim_expires_at, at],
+            )
+            .await?;
+        }
+        Event::HostEnrolled { provider, reservable, capabilities, at } => {
+            c.execute(
+                "INSERT INTO hosts (provider_uuid, reservable, capabilities, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $4)",
+                &[provider, reservable, &serde_json::to_value(capabilities).expect("json"), at],
+            )
+            .await?;
+            note_properties(c, capabilities.keys(), at).await?;
+        }
+        Event::HostUpdated { provider, reservable, capabilities, at } => {
+            c.execute(
+                "UPDATE hosts SET reservable = $2, capabilities = $3, updated_at = $4 WHERE provider_uuid = $1",
+                &[provider, reservable, &serde_json::to_value(capabilities).expect("json"), at],
+            )
+            .await?;
+            note_properties(c, capabilities.keys(), at).await?;
+        }
+        Event::HostRemoved { provider, .. } => {
+            c.execute("DELETE FROM hosts WHERE provider_uuid = $1", &[provider]).await?;
+        }
+        Event::HostPropertyChanged { name, private, at } => {
+            c.execute(
+                "INSERT INTO host_properties (name, private, updated_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (name) DO UPDATE SET private = $2, updated_at = $3",
+                &[name, private, at],
+            )
+            .await?;
+        }
+        _ => unreachable!("not a lease or host event"),
+    }
+    Ok(())
+}
+
+/// Explicitly, not by cascade: replay's scratch tables have no foreign keys.
+async fn delete_reservations(c: &impl GenericClient, lease: &uuid::Uuid) -> Result<(), StoreError> {
+    c.execute(
+        "DELETE FROM reservation_slots WHERE reservation_id IN (SELECT id FROM reservations WHERE lease_id = $1)",
+        &[lease],
+    )
+    .await?;
+    c.execute("DELETE FROM reservations WHERE lease_id = $1", &[lease]).await?;
+    Ok(())
+}
+
+async fn insert_reservations(
+    c: &impl GenericClient,
+    lease: &LeaseRecord,
+    at: &DateTime<Utc>,
+) -> Result<(), StoreError> {
+    for (position, r) in lease.reservations.iter().enumerate() {
+        insert_reservation(c, lease, position as i32, r, at).await?;
+    }
+    Ok(())
+}
+
+async fn insert_reservation(
+    c: &impl GenericClient,
+    lease: &LeaseRecord,
+    position: i32,
+    r: &ReservationRecord,
+    at: &DateTime<Utc>,
+) -> Result<(), StoreError> {
+    c.execute(
+        "INSERT INTO reservations (id, lease_id, position, resource_type, resource_id, status, params, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        &[&r.id, &lease.id, &position, &r.resource_type, &r.resource_id, &r.status.as_str(), &r.params, &r.created_at, at],
+    )
+    .await?;
+    if !r.slots.is_empty() {
+        let consumers: Vec<uuid::Uuid> = r.slots.iter().map(|s| s.consumer).collect();
+        let providers: Vec<uuid::Uuid> = r.slots.iter().map(|s| s.provider).collect();
+        let resources: Vec<serde_json::Value> =
+            r.slots.iter().map(|s| serde_json::to_value(&s.resources).expect("json")).collect();
+        c.execute(
+            "INSERT INTO reservation_slots (reservation_id, consumer_uuid, provider_uuid, resources)
+             SELECT $1, * FROM unnest($2::uuid[], $3::uuid[], $4::jsonb[])",
+            &[&r.id, &consumers, &providers, &resources],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Capability names become listed properties (public until made private).
+async fn note_properties<'a>(
+    c: &impl GenericClient,
+    names: impl Iterator<Item = &'a String>,
+    at: &DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let names: Vec<&str> = names.map(String::as_str).collect();
+    if !names.is_empty() {
+        c.execute(
+            "INSERT INTO host_properties (name, private, updated_at) SELECT unnest($1::text[]), false, $2
+             ON CONFLICT (name) DO NOTHING",
+            &[&names, at],
+        )
+        .await?;
+    }
+    Ok(())
+}
