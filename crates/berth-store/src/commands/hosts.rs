@@ -104,7 +104,7 @@ impl Store {
                 ));
             }
         }
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             let at = now();
             let mut events = Vec::new();
             let existing = tx.query_opt("SELECT uuid FROM providers WHERE name = $1 FOR UPDATE", &[&new.name]).await?;
@@ -161,14 +161,13 @@ impl Store {
             record(tx, meta, &events).await?;
             Ok(provider)
         })
-        .await
     }
 
     /// Changes a host's extra capabilities (merged; `null` removes one) and
     /// whether it is reservable.
     pub async fn update_host(&self, meta: &EventMeta, id: Uuid, change: HostChange) -> Result<(), Error> {
         check_capabilities(&change.capabilities, true)?;
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             let (reservable, mut caps) = lock_host(tx, id).await?;
             for (k, v) in &change.capabilities {
                 if v.is_null() {
@@ -181,13 +180,12 @@ impl Store {
             record(tx, meta, &[Event::HostUpdated { provider: id, reservable, capabilities: caps, at: now() }]).await?;
             Ok(())
         })
-        .await
     }
 
     /// Takes a host out of the free pool. A host that a current or future
     /// lease holds stays (409). The provider itself remains in Placement.
     pub async fn remove_host(&self, meta: &EventMeta, id: Uuid) -> Result<(), Error> {
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             lock_host(tx, id).await?;
             let at = now();
             let held = tx
@@ -216,12 +214,11 @@ impl Store {
             record(tx, meta, &events).await?;
             Ok(())
         })
-        .await
     }
 
     /// Makes a host property private (listed to admins only) or public.
     pub async fn set_host_property(&self, meta: &EventMeta, name: &str, private: bool) -> Result<(), Error> {
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             let exists = tx.query_opt("SELECT 1 FROM host_properties WHERE name = $1 FOR UPDATE", &[&name]).await?;
             if exists.is_none() {
                 return Err(Error::not_found(codes::PROPERTY_NOT_FOUND, format!("no host property {name:?}")).into());
@@ -229,6 +226,5 @@ impl Store {
             record(tx, meta, &[Event::HostPropertyChanged { name: name.to_string(), private, at: now() }]).await?;
             Ok(())
         })
-        .await
     }
 }

@@ -223,7 +223,9 @@ async fn plan(
         let w = Window { start: r.get(2), end: r.get(3) };
         holds.entry(r.get(0)).or_default().entry(r.get(1)).or_default().push((w, r.get(4)));
     }
-    let mut gaps: HashMap<Uuid, (Option<DateTime<Utc>>, Option<DateTime<Utc>>)> = HashMap::new();
+    // Per provider: the end of the hold before the window, the start of the one after.
+    type Gap = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+    let mut gaps: HashMap<Uuid, Gap> = HashMap::new();
     for r in tx
         .query(
             "SELECT q.p,
@@ -404,7 +406,7 @@ impl Store {
                 format!("a lease carries at most {MAX_RESERVATIONS} reservations"),
             ));
         }
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             let at = now();
             let (windows, before_end, recurring) = match &new.dates {
                 LeaseDates::One { start, end, before_end } => {
@@ -481,7 +483,6 @@ impl Store {
             record(tx, meta, &events).await?;
             Ok(ids)
         })
-        .await
     }
 
     /// Renames, moves and re-sizes a lease; everything that changes is
@@ -493,7 +494,7 @@ impl Store {
         project: Option<&str>,
         update: LeaseUpdate,
     ) -> Result<(), Error> {
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             let at = now();
             let current = lock_lease(tx, id, project).await?.record;
             for r in &update.reservations {
@@ -579,12 +580,11 @@ impl Store {
             record(tx, meta, &events).await?;
             Ok(())
         })
-        .await
     }
 
     /// Deletes a lease and frees what it held at once.
     pub async fn delete_lease(&self, meta: &EventMeta, id: Uuid, project: Option<&str>) -> Result<(), Error> {
-        self.command(async |tx| {
+        crate::tx::command!(self, |tx| {
             let at = now();
             let current = lock_lease(tx, id, project).await?.record;
             lock_slot_consumers(tx, &current).await?;
@@ -600,6 +600,5 @@ impl Store {
             record(tx, meta, &events).await?;
             Ok(())
         })
-        .await
     }
 }
