@@ -26,3 +26,8 @@ lint:
 ## deps: the PostgreSQL server binaries (Debian/Ubuntu), when missing
 deps:
 	@sh scripts/ensure-postgres.sh
+
+## bench: ratios against pgbench on the same throwaway server (not part of make test)
+bench: deps
+	$(CARGO) build --release -p berthd -p berth-bench
+	$(RELEASE)/berthd with-postgres -- $(RELEASE)/berth-bench $(BENCH_ARGS)

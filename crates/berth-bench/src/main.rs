@@ -1,0 +1,43 @@
+//! berth-bench: `make bench`. Measures Berth against `pgbench` on the same
+//! server in the same run and prints ratios, so the numbers mean something
+//! on any machine. Runs under `berthd with-postgres`, which sets
+//! `BERTH_PG_URL` (and `BERTH_PG_BIN`). Each scenario gets a fresh database.
+
+mod pgbench;
+mod report;
+mod store_claims;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+
+#[derive(Parser)]
+#[command(about = "Berth benchmarks: ratios against pgbench on the same server")]
+struct Args {
+    /// Seconds each timed phase runs.
+    #[arg(long, default_value_t = 20)]
+    seconds: u64,
+    /// Concurrent clients for pgbench and for the claim scenarios.
+    #[arg(long, default_value_t = 16)]
+    clients: usize,
+    /// Only these scenarios (comma-separated): store-claims, replay.
+    #[arg(long)]
+    only: Option<String>,
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let server = std::env::var("BERTH_PG_URL").context("run under `berthd with-postgres` (make bench)")?;
+    let wants = |name: &str| args.only.as_deref().is_none_or(|o| o.split(',').any(|s| s == name));
+    let mut report = report::Report::default();
+
+    let tps = pgbench::run(&server, args.clients, args.seconds)?;
+    report.line(format!("pgbench tpcb-like, {} clients, {} s: {tps:.0} TPS", args.clients, args.seconds));
+    report.set_baseline(tps);
+
+    if wants("store-claims") || wants("replay") {
+        store_claims::run(&mut report, args.clients, args.seconds, wants("replay")).await?;
+    }
+    report.print();
+    Ok(())
+}

@@ -1,0 +1,46 @@
+//! What `make bench` prints.
+
+use std::time::Duration;
+
+#[derive(Default)]
+pub struct Report {
+    lines: Vec<String>,
+    pgbench_tps: f64,
+}
+
+impl Report {
+    pub fn set_baseline(&mut self, tps: f64) {
+        self.pgbench_tps = tps;
+    }
+
+    pub fn line(&mut self, s: String) {
+        println!("{s}");
+        self.lines.push(s);
+    }
+
+    /// A rate, with its ratio to pgbench's TPS.
+    pub fn rate(&mut self, what: &str, per_second: f64) {
+        let ratio = if self.pgbench_tps > 0.0 { per_second / self.pgbench_tps } else { f64::NAN };
+        self.line(format!("{what}: {per_second:.0}/s, ratio to pgbench TPS {ratio:.2}"));
+    }
+
+    pub fn print(&self) {
+        println!("\n== summary ==");
+        for l in &self.lines {
+            println!("{l}");
+        }
+    }
+}
+
+/// p-th percentile (0..=100) of latencies.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+pub fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}

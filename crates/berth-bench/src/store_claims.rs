@@ -1,0 +1,110 @@
+//! Allocation commands straight on the store: 100 providers, `clients`
+//! concurrent writers each claiming for a new consumer, for `seconds`. Then
+//! the providers are checked for any instant over capacity, and (optionally)
+//! the whole log is replayed for events per second.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use berth_core::event::Allocation;
+use berth_core::{EventMeta, Inventory, Window};
+use berth_store::commands::{ConsumerAllocations, GenerationCheck, NewProvider};
+use berth_store::testing::TestDatabase;
+use chrono::Utc;
+use rand::Rng;
+use uuid::Uuid;
+
+use crate::report::{ms, percentile, Report};
+
+const PROVIDERS: usize = 100;
+
+pub async fn run(report: &mut Report, clients: usize, seconds: u64, replay: bool) -> Result<()> {
+    let db = TestDatabase::new().await;
+    let store = db.store(clients + 2);
+    let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
+    let mut providers = Vec::new();
+    for i in 0..PROVIDERS {
+        let p =
+            store.create_provider(&meta, NewProvider { uuid: None, name: format!("bench-{i}"), parent: None }).await?;
+        let inv = BTreeMap::from([
+            ("VCPU".to_string(), Inventory { total: 100_000, ..Default::default() }),
+            ("MEMORY_MB".to_string(), Inventory { total: 100_000_000, ..Default::default() }),
+        ]);
+        store.replace_inventories(&meta, p, None, inv).await?;
+        providers.push(p);
+    }
+    let providers = Arc::new(providers);
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (store, providers, meta) = (store.clone(), providers.clone(), meta.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut failures = 0usize;
+            while Instant::now() < deadline {
+                let p = providers[rand::thread_rng().gen_range(0..providers.len())];
+                let now = Window::from(Utc::now());
+                let claim = ConsumerAllocations {
+                    consumer: Uuid::new_v4(),
+                    project_id: "bench".into(),
+                    user_id: "bench".into(),
+                    consumer_type: None,
+                    generation: GenerationCheck::New,
+                    allocations: vec![
+                        Allocation { provider: p, resource_class: "VCPU".into(), used: 1, window: now },
+                        Allocation { provider: p, resource_class: "MEMORY_MB".into(), used: 256, window: now },
+                    ],
+                };
+                let t = Instant::now();
+                match store.replace_allocations(&meta, vec![claim]).await {
+                    Ok(()) => latencies.push(t.elapsed()),
+                    Err(_) => failures += 1,
+                }
+            }
+            (latencies, failures)
+        }));
+    }
+    let started = Instant::now();
+    let mut latencies = Vec::new();
+    let mut failures = 0;
+    for t in tasks {
+        let (l, f) = t.await?;
+        latencies.extend(l);
+        failures += f;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    latencies.sort();
+    report.rate(
+        &format!("store allocation commands ({clients} writers, {PROVIDERS} providers, {failures} failed)"),
+        latencies.len() as f64 / elapsed,
+    );
+    report.line(format!(
+        "store allocation command latency: p50 {}, p99 {}",
+        ms(percentile(&latencies, 50.0)),
+        ms(percentile(&latencies, 99.0))
+    ));
+    let mut over = 0;
+    for p in providers.iter() {
+        let inv = store.inventories(*p).await?;
+        let usage = store.provider_usage_at(*p, Utc::now()).await?;
+        for (class, used) in usage {
+            if used > inv[&class].capacity() {
+                over += 1;
+            }
+        }
+    }
+    report.line(format!("providers over capacity after the run: {over}"));
+    if replay {
+        let r = store.replay_verify().await?;
+        report.line(format!(
+            "replay: {} events in {:.2} s = {:.0} events/s ({})",
+            r.events,
+            r.elapsed.as_secs_f64(),
+            r.events as f64 / r.elapsed.as_secs_f64(),
+            if r.is_clean() { "projections match" } else { "PROJECTIONS DIFFER" }
+        ));
+    }
+    Ok(())
+}
