@@ -20,6 +20,7 @@ pub mod replay;
 pub mod testing;
 
 mod error;
+mod sql;
 mod tx;
 
 pub use error::StoreError;

@@ -20,8 +20,9 @@ use std::str::FromStr;
 use berth_core::error::codes;
 use berth_core::{Error, Event, EventMeta};
 use chrono::{DateTime, Utc};
+use deadpool_postgres::Transaction;
 use serde::Serialize;
-use tokio_postgres::{GenericClient, Transaction};
+use tokio_postgres::GenericClient;
 
 use crate::{Store, StoreError};
 
@@ -118,9 +119,9 @@ pub async fn append_expecting(
     }
     // One statement: number events per stream in input order, on top of each
     // stream's current version.
-    let rows = tx
-        .query(
-            "WITH input AS (
+    let rows = crate::sql::query(
+        tx,
+        "WITH input AS (
                  SELECT s, t, d, ord FROM unnest($1::text[], $2::text[], $3::jsonb[]) WITH ORDINALITY AS i(s, t, d, ord)
              ), numbered AS (
                  SELECT s, t, d, ord,
@@ -131,9 +132,9 @@ pub async fn append_expecting(
              INSERT INTO log_events (stream, version, type, data, meta)
              SELECT s, v, t, d, $4 FROM numbered ORDER BY ord
              RETURNING position",
-            &[&streams, &types, &datas, &meta],
-        )
-        .await?;
+        &[&streams, &types, &datas, &meta],
+    )
+    .await?;
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 

@@ -7,9 +7,9 @@
 //! events in the same order give the same rows, byte for byte.
 
 use berth_core::Event;
-use tokio_postgres::GenericClient;
+use deadpool_postgres::GenericClient;
 
-use crate::StoreError;
+use crate::{sql, StoreError};
 
 mod leases;
 
@@ -108,46 +108,48 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
             }
         }
         Event::AllocationsReplaced { consumer, project_id, user_id, consumer_type, allocations, at } => {
-            let previous: Vec<uuid::Uuid> = c
-                .query(
-                    "WITH gone AS (DELETE FROM allocations WHERE consumer_uuid = $1 RETURNING provider_uuid)
-                     SELECT DISTINCT provider_uuid FROM gone",
-                    &[consumer],
-                )
-                .await?
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
+            let providers: Vec<uuid::Uuid> = allocations.iter().map(|a| a.provider).collect();
+            let classes: Vec<&str> = allocations.iter().map(|a| a.resource_class.as_str()).collect();
+            let used: Vec<i64> = allocations.iter().map(|a| a.used).collect();
+            let starts: Vec<chrono::DateTime<chrono::Utc>> = allocations.iter().map(|a| a.window.start).collect();
+            let ends: Vec<Option<chrono::DateTime<chrono::Utc>>> = allocations.iter().map(|a| a.window.end).collect();
             if allocations.is_empty() {
-                c.execute("DELETE FROM consumers WHERE uuid = $1", &[consumer]).await?;
-            } else {
-                c.execute(
-                    "INSERT INTO consumers (uuid, project_id, user_id, consumer_type, generation, created_at, updated_at)
-                     VALUES ($1, $2, $3, $4, 1, $5, $5)
-                     ON CONFLICT (uuid) DO UPDATE SET project_id = $2, user_id = $3, consumer_type = $4,
-                         generation = consumers.generation + 1, updated_at = $5",
-                    &[consumer, project_id, user_id, consumer_type, at],
+                // The consumer goes with its last allocation; every provider it
+                // held gets a new generation.
+                sql::execute(
+                    c,
+                    "WITH gone AS (DELETE FROM allocations WHERE consumer_uuid = $1 RETURNING provider_uuid),
+                          consumer AS (DELETE FROM consumers WHERE uuid = $1 AND EXISTS (SELECT 1 FROM gone))
+                     UPDATE providers SET generation = generation + 1, updated_at = $2
+                     WHERE uuid IN (SELECT provider_uuid FROM gone)",
+                    &[consumer, at],
                 )
                 .await?;
-                let providers: Vec<uuid::Uuid> = allocations.iter().map(|a| a.provider).collect();
-                let classes: Vec<&str> = allocations.iter().map(|a| a.resource_class.as_str()).collect();
-                let used: Vec<i64> = allocations.iter().map(|a| a.used).collect();
-                let starts: Vec<chrono::DateTime<chrono::Utc>> = allocations.iter().map(|a| a.window.start).collect();
-                let ends: Vec<Option<chrono::DateTime<chrono::Utc>>> =
-                    allocations.iter().map(|a| a.window.end).collect();
-                c.execute(
-                    "INSERT INTO allocations (consumer_uuid, provider_uuid, resource_class, used, during)
-                     SELECT $1, p, rc, u, tstzrange(s, e, '[)')
-                     FROM unnest($2::uuid[], $3::text[], $4::int8[], $5::timestamptz[], $6::timestamptz[]) AS t(p, rc, u, s, e)",
-                    &[consumer, &providers, &classes, &used, &starts, &ends],
+                // A consumer row never exists without allocations, but be exact
+                // for one that somehow had none.
+                sql::execute(c, "DELETE FROM consumers WHERE uuid = $1", &[consumer]).await?;
+            } else {
+                // One statement: replace the rows, upsert the consumer, bump the
+                // generation of every provider held before or now.
+                sql::execute(
+                    c,
+                    "WITH gone AS (DELETE FROM allocations WHERE consumer_uuid = $1 RETURNING provider_uuid),
+                          consumer AS (
+                              INSERT INTO consumers (uuid, project_id, user_id, consumer_type, generation, created_at, updated_at)
+                              VALUES ($1, $2, $3, $4, 1, $5, $5)
+                              ON CONFLICT (uuid) DO UPDATE SET project_id = $2, user_id = $3, consumer_type = $4,
+                                  generation = consumers.generation + 1, updated_at = $5),
+                          added AS (
+                              INSERT INTO allocations (consumer_uuid, provider_uuid, resource_class, used, during)
+                              SELECT $1, p, rc, u, tstzrange(s, e, '[)')
+                              FROM unnest($6::uuid[], $7::text[], $8::int8[], $9::timestamptz[], $10::timestamptz[])
+                                   AS t(p, rc, u, s, e))
+                     UPDATE providers SET generation = generation + 1, updated_at = $5
+                     WHERE uuid IN (SELECT provider_uuid FROM gone UNION SELECT unnest($6::uuid[]))",
+                    &[consumer, project_id, user_id, consumer_type, at, &providers, &classes, &used, &starts, &ends],
                 )
                 .await?;
             }
-            let mut touched: Vec<uuid::Uuid> = previous;
-            touched.extend(allocations.iter().map(|a| a.provider));
-            touched.sort();
-            touched.dedup();
-            bump_providers(c, &touched, at).await?;
         }
         e @ (Event::LeaseCreated { .. }
         | Event::LeaseUpdated { .. }

@@ -74,7 +74,7 @@ impl Store {
                             e.position, e.event_type
                         ))
                     })?;
-                    crate::projection::apply(&*tx, &event).await?;
+                    crate::projection::apply(&tx, &event).await?;
                     events += 1;
                 }
                 after = page.last().map(|e| e.position).unwrap_or(after);

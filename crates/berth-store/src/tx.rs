@@ -38,7 +38,7 @@ macro_rules! command {
                 let attempt: ::std::result::Result<_, $crate::StoreError> = async {
                     let transaction = client.transaction().await?;
                     let out: ::std::result::Result<_, $crate::StoreError> = {
-                        let $tx: &::tokio_postgres::Transaction<'_> = &transaction;
+                        let $tx: &::deadpool_postgres::Transaction<'_> = &transaction;
                         $body
                     };
                     let out = out?;

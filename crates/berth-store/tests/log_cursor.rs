@@ -56,7 +56,9 @@ async fn drain_until(c: &tokio_postgres::Client, cursor: &mut Cursor, seen: &mut
 #[tokio::test]
 async fn a_later_position_committed_first_is_not_read_before_the_earlier_one() {
     let db = TestDatabase::new().await;
-    let (mut a, mut b, reader) = (raw(&db.url).await, raw(&db.url).await, raw(&db.url).await);
+    let store = db.store(2);
+    let (mut a, mut b) = (store.pool().get().await.unwrap(), store.pool().get().await.unwrap());
+    let reader = raw(&db.url).await;
     let meta = EventMeta::default();
 
     // A takes the lower position, B the higher; B commits first.
@@ -79,7 +81,9 @@ async fn a_later_position_committed_first_is_not_read_before_the_earlier_one() {
 #[tokio::test]
 async fn an_older_transaction_with_a_higher_position_does_not_hide_a_lower_one() {
     let db = TestDatabase::new().await;
-    let (mut a, mut b, reader) = (raw(&db.url).await, raw(&db.url).await, raw(&db.url).await);
+    let store = db.store(2);
+    let (mut a, mut b) = (store.pool().get().await.unwrap(), store.pool().get().await.unwrap());
+    let reader = raw(&db.url).await;
     let meta = EventMeta::default();
 
     // A gets its transaction id first; B takes the lower position; A commits first.

@@ -9,11 +9,11 @@ use berth_core::event::Allocation;
 use berth_core::timeline;
 use berth_core::{Error, Event, EventMeta, Inventory, Window};
 use chrono::{DateTime, Utc};
-use tokio_postgres::Transaction;
+use deadpool_postgres::Transaction;
 use uuid::Uuid;
 
 use super::{now, record};
-use crate::{Store, StoreError};
+use crate::{sql, Store, StoreError};
 
 /// What the client says about the consumer's generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,12 +105,27 @@ async fn write_allocations(
     // 1. Lock the consumers, sorted.
     let mut consumer_ids: Vec<Uuid> = consumers.iter().map(|c| c.consumer).collect();
     consumer_ids.sort();
-    let current: HashMap<Uuid, i64> = tx
-        .query("SELECT uuid, generation FROM consumers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE", &[&consumer_ids])
-        .await?
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    // One statement: lock the consumer rows (not their allocations) and read
+    // what they hold, which cannot change while we hold the locks.
+    let rows = sql::query(
+        tx,
+        "SELECT c.uuid, c.generation, a.provider_uuid, a.resource_class, a.used, lower(a.during), upper(a.during)
+         FROM consumers c LEFT JOIN allocations a ON a.consumer_uuid = c.uuid
+         WHERE c.uuid = ANY($1) ORDER BY c.uuid FOR UPDATE OF c",
+        &[&consumer_ids],
+    )
+    .await?;
+    let mut current: HashMap<Uuid, i64> = HashMap::new();
+    let mut previous: HashMap<Key, Vec<(Window, i64)>> = HashMap::new();
+    let mut providers: BTreeSet<Uuid> = BTreeSet::new();
+    for r in &rows {
+        current.insert(r.get(0), r.get(1));
+        if let Some(provider) = r.get::<_, Option<Uuid>>(2) {
+            providers.insert(provider);
+            let key: Key = (provider, r.get(3));
+            previous.entry(key).or_default().push((Window { start: r.get(5), end: r.get(6) }, r.get(4)));
+        }
+    }
     for c in consumers {
         match (c.generation, current.get(&c.consumer)) {
             (GenerationCheck::New, Some(g)) => {
@@ -137,33 +152,37 @@ async fn write_allocations(
             _ => {}
         }
     }
-    // 2. What these consumers hold now (their rows cannot change under us).
-    let previous_rows = tx
-        .query(
-            "SELECT consumer_uuid, provider_uuid, resource_class, used, lower(during), upper(during)
-             FROM allocations WHERE consumer_uuid = ANY($1)",
-            &[&consumer_ids],
-        )
-        .await?;
-    let mut previous: HashMap<Key, Vec<(Window, i64)>> = HashMap::new();
-    let mut providers: BTreeSet<Uuid> = BTreeSet::new();
-    for r in &previous_rows {
-        let key: Key = (r.get(1), r.get(2));
-        providers.insert(key.0);
-        previous.entry(key).or_default().push((Window { start: r.get(4), end: r.get(5) }, r.get(3)));
-    }
     for c in consumers {
         providers.extend(c.allocations.iter().map(|a| a.provider));
     }
     providers.extend(reshaped.iter().map(|r| r.provider));
     // 3. Lock the providers, sorted, and compare reshape generations.
     let provider_ids: Vec<Uuid> = providers.iter().copied().collect();
-    let generations: HashMap<Uuid, i64> = tx
-        .query("SELECT uuid, generation FROM providers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE", &[&provider_ids])
-        .await?
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let rows = sql::query(
+        tx,
+        "SELECT p.uuid, p.generation, i.resource_class, i.total, i.reserved, i.min_unit, i.max_unit, i.step_size,
+                i.allocation_ratio
+         FROM providers p LEFT JOIN inventories i ON i.provider_uuid = p.uuid
+         WHERE p.uuid = ANY($1) ORDER BY p.uuid FOR UPDATE OF p",
+        &[&provider_ids],
+    )
+    .await?;
+    let mut generations: HashMap<Uuid, i64> = HashMap::new();
+    let mut inventories: HashMap<Key, Inventory> = HashMap::new();
+    for r in &rows {
+        generations.insert(r.get(0), r.get(1));
+        if let Some(class) = r.get::<_, Option<String>>(2) {
+            let inv = Inventory {
+                total: r.get(3),
+                reserved: r.get(4),
+                min_unit: r.get(5),
+                max_unit: r.get(6),
+                step_size: r.get(7),
+                allocation_ratio: r.get(8),
+            };
+            inventories.insert((r.get(0), class), inv);
+        }
+    }
     if let Some(missing) = provider_ids.iter().find(|p| !generations.contains_key(p)) {
         return Err(Error::invalid(codes::INVALID, format!("resource provider {missing} does not exist")).into());
     }
@@ -179,25 +198,6 @@ async fn write_allocations(
         check_inventory_change_after_reshape(tx, r, consumers).await?;
     }
     // 4. Inventories as they will be.
-    let mut inventories: HashMap<Key, Inventory> = HashMap::new();
-    for r in tx
-        .query(
-            "SELECT provider_uuid, resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio
-             FROM inventories WHERE provider_uuid = ANY($1)",
-            &[&provider_ids],
-        )
-        .await?
-    {
-        let inv = Inventory {
-            total: r.get(2),
-            reserved: r.get(3),
-            min_unit: r.get(4),
-            max_unit: r.get(5),
-            step_size: r.get(6),
-            allocation_ratio: r.get(7),
-        };
-        inventories.insert((r.get(0), r.get(1)), inv);
-    }
     for r in reshaped {
         inventories.retain(|(p, _), _| *p != r.provider);
         for (class, inv) in &r.inventories {
@@ -234,16 +234,24 @@ async fn write_allocations(
     }
     let mut others: HashMap<Key, Vec<(Window, i64)>> = HashMap::new();
     if !wanted.is_empty() {
-        let rows = tx
-            .query(
-                "SELECT a.provider_uuid, a.resource_class, lower(a.during), upper(a.during), a.used
-                 FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS q(p, rc, s, e)
-                 JOIN allocations a ON a.provider_uuid = q.p AND a.resource_class = q.rc
-                                   AND a.during && tstzrange(q.s, q.e, '[)')
-                 WHERE a.consumer_uuid <> ALL($5)",
-                &[&keys_p, &keys_c, &keys_s, &keys_e, &consumer_ids],
-            )
-            .await?;
+        // Clipped to the window asked about and summed by clipped window: the
+        // peak is the same, and open-ended holds that began earlier collapse
+        // into one row however many there are.
+        let rows = sql::query(
+            tx,
+            "SELECT a.provider_uuid, a.resource_class, greatest(lower(a.during), q.s) AS s,
+                    CASE WHEN q.e IS NULL THEN upper(a.during)
+                         WHEN upper(a.during) IS NULL THEN q.e
+                         ELSE least(upper(a.during), q.e) END AS e,
+                    sum(a.used)::int8
+             FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS q(p, rc, s, e)
+             JOIN allocations a ON a.provider_uuid = q.p AND a.resource_class = q.rc
+                               AND a.during && tstzrange(q.s, q.e, '[)')
+             WHERE a.consumer_uuid <> ALL($5)
+             GROUP BY 1, 2, 3, 4",
+            &[&keys_p, &keys_c, &keys_s, &keys_e, &consumer_ids],
+        )
+        .await?;
         for r in rows {
             let w = Window { start: r.get(2), end: r.get(3) };
             others.entry((r.get(0), r.get(1))).or_default().push((w, r.get(4)));

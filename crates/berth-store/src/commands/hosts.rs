@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use berth_core::lease::{codes, FREE_POOL};
 use berth_core::{Error, Event, EventMeta, Inventory};
+use deadpool_postgres::Transaction;
 use serde_json::Value;
-use tokio_postgres::Transaction;
 use uuid::Uuid;
 
 use super::{now, record};

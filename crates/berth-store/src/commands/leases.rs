@@ -21,8 +21,8 @@ use berth_core::query::Query;
 use berth_core::schedule::{self, Candidate, Placed, Shape};
 use berth_core::{Error, Event, EventMeta, Inventory, Window};
 use chrono::{DateTime, Utc};
+use deadpool_postgres::Transaction;
 use serde_json::Value;
-use tokio_postgres::Transaction;
 use uuid::Uuid;
 
 use super::{now, record};

@@ -24,7 +24,7 @@ pub use providers::NewProvider;
 
 use berth_core::{Event, EventMeta};
 use chrono::{DateTime, SubsecRound, Utc};
-use tokio_postgres::Transaction;
+use deadpool_postgres::Transaction;
 
 use crate::StoreError;
 

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use berth_core::error::codes;
 use berth_core::{Error, Event, EventMeta, Inventory};
-use tokio_postgres::Transaction;
+use deadpool_postgres::Transaction;
 use uuid::Uuid;
 
 use super::{now, record};

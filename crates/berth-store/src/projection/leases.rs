@@ -3,7 +3,7 @@
 use berth_core::lease::{LeaseRecord, ReservationRecord};
 use berth_core::Event;
 use chrono::{DateTime, Utc};
-use tokio_postgres::GenericClient;
+use deadpool_postgres::GenericClient;
 
 use crate::StoreError;
 

@@ -8,9 +8,9 @@ use berth_core::lease::{
 };
 use berth_core::Error;
 use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
 use serde::Serialize;
 use serde_json::Value;
-use tokio_postgres::GenericClient;
 use uuid::Uuid;
 
 use crate::{Store, StoreError};
@@ -226,7 +226,7 @@ impl Store {
     /// One lease, if `project` (None: admin) may see it.
     pub async fn lease(&self, id: Uuid, project: Option<&str>) -> Result<Lease, Error> {
         let c = self.client().await?;
-        let mut found = load_leases(&**c, &[id]).await?;
+        let mut found = load_leases(&c, &[id]).await?;
         visible(found.pop(), id, project)
     }
 
@@ -261,7 +261,7 @@ impl Store {
             .iter()
             .map(|r| r.get(0))
             .collect();
-        Ok(load_leases(&**c, &ids).await?)
+        Ok(load_leases(&c, &ids).await?)
     }
 
     pub async fn hosts(&self) -> Result<Vec<Host>, Error> {
