@@ -8,8 +8,14 @@
 //! Plugins never touch the database: a hook returns the [`HookOutcome`] it
 //! wants recorded and the manager records it through berth-store.
 
+pub mod config;
+pub mod driver;
+pub mod external;
 pub mod plugin;
 pub mod registry;
 
+pub use config::PluginsConfig;
+pub use driver::{Driver, DriverConfig};
+pub use external::ExternalPlugin;
 pub use plugin::{Hook, HookError, HookOutcome, ResourcePlugin, ResourceRequest};
 pub use registry::Registry;

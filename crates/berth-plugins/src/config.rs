@@ -1,0 +1,184 @@
+//! The `[plugins]` section of the daemon's configuration: which resource
+//! types leases may use, the driver each built-in plugin acts through, and
+//! the external resource types.
+//!
+//! ```toml
+//! [plugins]
+//! enabled = ["physical:host", "virtual:instance", "virtual:floatingip"]
+//!
+//! [plugins.drivers."virtual:instance"]
+//! driver = "webhook"
+//! url = "http://127.0.0.1:9000/berth"
+//! secret = "change me"
+//! timeout_ms = 5000
+//!
+//! [plugins.external."virtual:floatingip"]
+//! driver = "exec"
+//! program = "examples/plugins/floatingip/floatingip.py"
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use berth_core::error::codes;
+use berth_core::Error;
+use serde::{Deserialize, Serialize};
+
+use crate::driver::{Driver, DriverConfig};
+use crate::external::ExternalPlugin;
+use crate::plugin::ResourcePlugin;
+use crate::registry::Registry;
+
+/// The resource types compiled into Berth.
+pub const BUILTIN_TYPES: [&str; 2] = ["physical:host", "virtual:instance"];
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PluginsConfig {
+    /// The resource types leases may name; any other is refused with 400.
+    pub enabled: Vec<String>,
+    /// The driver of each built-in plugin, by resource type; `noop` when absent.
+    pub drivers: BTreeMap<String, DriverConfig>,
+    /// Resource types served over the driver protocol, by name.
+    pub external: BTreeMap<String, DriverConfig>,
+}
+
+impl Default for PluginsConfig {
+    fn default() -> Self {
+        PluginsConfig {
+            enabled: BUILTIN_TYPES.iter().map(|s| s.to_string()).collect(),
+            drivers: BTreeMap::new(),
+            external: BTreeMap::new(),
+        }
+    }
+}
+
+fn invalid(detail: String) -> Error {
+    Error::invalid(codes::INVALID, format!("[plugins] {detail}"))
+}
+
+impl PluginsConfig {
+    /// The driver a built-in plugin of `resource_type` acts through.
+    pub fn driver(&self, resource_type: &str) -> Result<Arc<dyn Driver>, Error> {
+        self.drivers.get(resource_type).cloned().unwrap_or_default().build()
+    }
+
+    /// Builds the registry: the given built-in plugins and the configured
+    /// external ones, then keeps only the enabled types. Every configuration
+    /// mistake is reported here, at start, rather than at the first lease:
+    /// a driver that does not build, an external type shadowing a built-in
+    /// one, a driver for a type that does not exist, an enabled type that
+    /// nothing provides.
+    pub fn registry(&self, builtins: Vec<Arc<dyn ResourcePlugin>>) -> Result<Registry, Error> {
+        let mut registry = Registry::new();
+        let mut known: Vec<String> = Vec::new();
+        for p in builtins {
+            known.push(p.resource_type().to_string());
+            registry.register(p);
+        }
+        for (name, driver) in &self.external {
+            if known.iter().any(|k| k == name) || BUILTIN_TYPES.contains(&name.as_str()) {
+                return Err(invalid(format!("external type {name:?} has the name of a built-in type")));
+            }
+            let plugin = ExternalPlugin::from_config(name, driver)
+                .map_err(|e| invalid(format!("external type {name:?}: {}", e.detail)))?;
+            known.push(name.clone());
+            registry.register(Arc::new(plugin));
+        }
+        for (name, driver) in &self.drivers {
+            if !BUILTIN_TYPES.contains(&name.as_str()) {
+                return Err(invalid(format!(
+                    "drivers.{name:?}: not a built-in type (external types carry their driver in [plugins.external])"
+                )));
+            }
+            driver.build().map_err(|e| invalid(format!("drivers.{name:?}: {}", e.detail)))?;
+        }
+        for name in &self.enabled {
+            if !known.contains(name) {
+                return Err(invalid(format!(
+                    "enabled type {name:?} is provided by no plugin (known: {})",
+                    known.join(", ")
+                )));
+            }
+        }
+        registry.enable_only(&self.enabled);
+        Ok(registry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::{Hook, HookError, HookOutcome, ResourceRequest};
+
+    struct Builtin(&'static str);
+
+    #[async_trait::async_trait]
+    impl ResourcePlugin for Builtin {
+        fn resource_type(&self) -> &str {
+            self.0
+        }
+        async fn validate(&self, _: &serde_json::Value) -> Result<ResourceRequest, Error> {
+            Ok(ResourceRequest::Nothing)
+        }
+        async fn on_start(&self, _: &Hook) -> Result<HookOutcome, HookError> {
+            Ok(HookOutcome::default())
+        }
+        async fn before_end(&self, _: &Hook) -> Result<HookOutcome, HookError> {
+            Ok(HookOutcome::default())
+        }
+        async fn on_end(&self, _: &Hook) -> Result<HookOutcome, HookError> {
+            Ok(HookOutcome::default())
+        }
+    }
+
+    fn builtins() -> Vec<Arc<dyn ResourcePlugin>> {
+        vec![Arc::new(Builtin("physical:host")), Arc::new(Builtin("virtual:instance"))]
+    }
+
+    fn parse(v: serde_json::Value) -> PluginsConfig {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn the_default_enables_the_built_in_types_with_noop() {
+        let c = PluginsConfig::default();
+        let r = c.registry(builtins()).unwrap();
+        assert_eq!(r.names().collect::<Vec<_>>(), ["physical:host", "virtual:instance"]);
+        assert_eq!(c.driver("physical:host").unwrap().kind(), "noop");
+    }
+
+    #[test]
+    fn external_types_register_and_only_enabled_ones_answer() {
+        let c = parse(serde_json::json!({
+            "enabled": ["physical:host", "virtual:floatingip"],
+            "drivers": {"physical:host": {"driver": "webhook", "url": "http://127.0.0.1:1/h"}},
+            "external": {
+                "virtual:floatingip": {"driver": "exec", "program": "/bin/true"},
+                "virtual:spare": {"driver": "noop"}
+            }
+        }));
+        let r = c.registry(builtins()).unwrap();
+        assert_eq!(r.names().collect::<Vec<_>>(), ["physical:host", "virtual:floatingip"]);
+        assert!(r.get("virtual:instance").is_err(), "disabled");
+        assert!(r.get("virtual:spare").is_err(), "declared but not enabled");
+        assert_eq!(c.driver("physical:host").unwrap().kind(), "webhook");
+        assert_eq!(c.driver("virtual:instance").unwrap().kind(), "noop");
+    }
+
+    #[test]
+    fn mistakes_are_reported_at_start() {
+        let cases = [
+            serde_json::json!({"enabled": ["virtual:nothing"]}),
+            serde_json::json!({"external": {"physical:host": {"driver": "noop"}}}),
+            serde_json::json!({"drivers": {"virtual:floatingip": {"driver": "noop"}}}),
+            serde_json::json!({"drivers": {"physical:host": {"driver": "webhook", "url": "ftp://x"}}}),
+            serde_json::json!({"external": {"x:y": {"driver": "exec", "program": "/bin/true", "timeout_ms": 0}}}),
+        ];
+        for case in cases {
+            let err = parse(case.clone()).registry(builtins()).map(|_| ()).unwrap_err();
+            assert_eq!(err.kind, berth_core::error::ErrorKind::Invalid, "{case}");
+        }
+        assert!(serde_json::from_value::<PluginsConfig>(serde_json::json!({"enable": []})).is_err());
+    }
+}
