@@ -63,6 +63,18 @@ impl PluginsConfig {
         self.drivers.get(resource_type).cloned().unwrap_or_default().build()
     }
 
+    /// Checks the section without the built-in plugins at hand: every
+    /// driver and external type builds, and every enabled type is built-in
+    /// or declared. What [`registry`](Self::registry) refuses, except a
+    /// built-in type missing from the given plugins.
+    pub fn check(&self) -> Result<(), Error> {
+        let builtins: Vec<Arc<dyn ResourcePlugin>> = BUILTIN_TYPES
+            .iter()
+            .map(|t| Arc::new(ExternalPlugin::new(*t, Arc::new(crate::driver::NoopDriver::new()))) as _)
+            .collect();
+        self.registry(builtins).map(|_| ())
+    }
+
     /// Builds the registry: the given built-in plugins and the configured
     /// external ones, then keeps only the enabled types. Every configuration
     /// mistake is reported here, at start, rather than at the first lease:
@@ -164,6 +176,13 @@ mod tests {
         assert!(r.get("virtual:spare").is_err(), "declared but not enabled");
         assert_eq!(c.driver("physical:host").unwrap().kind(), "webhook");
         assert_eq!(c.driver("virtual:instance").unwrap().kind(), "noop");
+    }
+
+    #[test]
+    fn check_knows_the_built_in_names() {
+        PluginsConfig::default().check().unwrap();
+        let c = parse(serde_json::json!({"enabled": ["virtual:instance", "virtual:nothing"]}));
+        assert!(c.check().is_err());
     }
 
     #[test]

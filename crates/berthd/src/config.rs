@@ -21,6 +21,9 @@ pub struct Config {
     pub log: String,
     /// `BERTH_POOL_SIZE`: database connections.
     pub pool_size: usize,
+    /// `[plugins]`: enabled resource types, drivers, external types.
+    #[serde(default)]
+    pub plugins: berth_plugins::PluginsConfig,
 }
 
 impl Default for Config {
@@ -31,6 +34,7 @@ impl Default for Config {
             auth: AuthMode::Noauth,
             log: "info".into(),
             pool_size: 32,
+            plugins: berth_plugins::PluginsConfig::default(),
         }
     }
 }
@@ -43,6 +47,20 @@ impl Config {
             fig = fig.merge(Toml::file(f));
         }
         fig.merge(Env::prefixed("BERTH_")).extract().context("reading the configuration")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_configuration_loads_and_its_plugins_check() {
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/berth.example.toml");
+        let cfg = Config::load(Some(&example)).unwrap();
+        assert!(cfg.plugins.enabled.iter().any(|t| t == "virtual:floatingip"), "{:?}", cfg.plugins);
+        assert!(cfg.plugins.external.contains_key("virtual:floatingip"));
+        cfg.plugins.check().unwrap();
     }
 }
 

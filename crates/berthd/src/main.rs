@@ -123,6 +123,8 @@ fn init_logging(filter: &str) {
 }
 
 pub(crate) async fn serve(cfg: Config) -> Result<()> {
+    cfg.plugins.check().context("the [plugins] configuration")?;
+    tracing::info!(enabled = ?cfg.plugins.enabled, "resource types");
     let store = Store::connect(&cfg.database_url, cfg.pool_size).context("database URL")?;
     let applied = store.migrate().await.context("migrating the database")?;
     if applied > 0 {
