@@ -145,7 +145,7 @@ async fn a_program_that_does_not_read_its_input_is_judged_by_its_exit() {
 }
 
 #[tokio::test]
-async fn a_missing_program_is_a_permanent_failure() {
+async fn a_missing_program_is_a_retryable_failure() {
     let d = DriverConfig::Exec(ExecConfig {
         program: "/nonexistent/berth-plugin".into(),
         args: vec![],
@@ -156,6 +156,6 @@ async fn a_missing_program_is_a_permanent_failure() {
     .build()
     .unwrap();
     let err = d.call("a", &json!({}), "k").await.unwrap_err();
-    assert!(err.permanent, "{err:?}");
+    assert!(!err.permanent, "the operator's fault, not a refusal: {err:?}");
     assert!(err.message.contains("cannot start"), "{err:?}");
 }

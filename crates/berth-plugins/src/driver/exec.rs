@@ -98,9 +98,11 @@ impl Driver for ExecDriver {
         if let Some(cwd) = &self.config.cwd {
             cmd.current_dir(cwd);
         }
-        // Not being able to start the program (missing, not executable) is
-        // a configuration fault that another attempt will not mend.
-        let mut child = cmd.spawn().map_err(|e| HookError::permanent(format!("cannot start: {e} ({what})")))?;
+        // Not being able to start the program (missing, not executable, no
+        // processes left) is the operator's fault, never the request's: it
+        // must not read as a refusal, and it may be mended (a deployment
+        // half done) before the attempts run out.
+        let mut child = cmd.spawn().map_err(|e| HookError::retryable(format!("cannot start: {e} ({what})")))?;
         let pgid = child.id();
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
