@@ -19,3 +19,34 @@ pub(crate) async fn execute(c: &impl GenericClient, sql: &str, params: &[&(dyn T
     let statement = c.prepare_cached(sql).await?;
     c.execute(&statement, params).await
 }
+
+/// Runs statements in one round trip, in the order given: all are prepared
+/// first (a statement still being prepared must not let a later one overtake
+/// it), then sent together. The server runs them one after the other, so a
+/// later statement sees what an earlier one locked. On failure the error is
+/// the first statement's that failed, not the "transaction is aborted" the
+/// ones after it get.
+pub(crate) async fn pipeline<const N: usize>(
+    c: &impl GenericClient,
+    statements: [(&str, &[&(dyn ToSql + Sync)]); N],
+) -> Result<[Vec<Row>; N], Error> {
+    let prepared = futures::future::try_join_all(statements.iter().map(|(sql, _)| c.prepare_cached(sql))).await?;
+    let results =
+        futures::future::join_all(prepared.iter().zip(statements.iter()).map(|(st, (_, params))| c.query(st, params)))
+            .await;
+    let mut rows = Vec::with_capacity(N);
+    for r in results {
+        rows.push(r?);
+    }
+    Ok(rows.try_into().unwrap_or_else(|_| unreachable!("one result per statement")))
+}
+
+/// Of two results of statements sent together, the error that caused the
+/// other: a statement after a failed one only reports the aborted transaction.
+pub(crate) fn root_cause<E>(first: E, second: E, state: impl Fn(&E) -> Option<&str>) -> E {
+    if state(&first) == Some("25P02") {
+        second
+    } else {
+        first
+    }
+}

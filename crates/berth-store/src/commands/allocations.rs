@@ -10,6 +10,7 @@ use berth_core::timeline;
 use berth_core::{Error, Event, EventMeta, Inventory, Window};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Transaction;
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::{now, record};
@@ -95,6 +96,30 @@ fn check_batch_shape(consumers: &[ConsumerAllocations]) -> Result<(), Error> {
 
 type Key = (Uuid, String);
 
+const LOCK_CONSUMERS: &str =
+    "SELECT c.uuid, c.generation, a.provider_uuid, a.resource_class, a.used, lower(a.during), upper(a.during)
+     FROM consumers c LEFT JOIN allocations a ON a.consumer_uuid = c.uuid
+     WHERE c.uuid = ANY($1) ORDER BY c.uuid FOR UPDATE OF c";
+
+const LOCK_PROVIDERS: &str =
+    "SELECT p.uuid, p.generation, i.resource_class, i.total, i.reserved, i.min_unit, i.max_unit, i.step_size,
+            i.allocation_ratio
+     FROM providers p LEFT JOIN inventories i ON i.provider_uuid = p.uuid
+     WHERE p.uuid = ANY($1)
+        OR p.uuid IN (SELECT provider_uuid FROM allocations WHERE consumer_uuid = ANY($2))
+     ORDER BY p.uuid FOR UPDATE OF p";
+
+const READ_OTHERS: &str = "SELECT a.provider_uuid, a.resource_class, greatest(lower(a.during), q.s) AS s,
+            CASE WHEN q.e IS NULL THEN upper(a.during)
+             WHEN upper(a.during) IS NULL THEN q.e
+             ELSE least(upper(a.during), q.e) END AS e,
+            sum(a.used)::int8
+     FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS q(p, rc, s, e)
+     JOIN allocations a ON a.provider_uuid = q.p AND a.resource_class = q.rc
+                   AND a.during && tstzrange(q.s, q.e, '[)')
+     WHERE a.consumer_uuid <> ALL($5)
+     GROUP BY 1, 2, 3, 4";
+
 async fn write_allocations(
     tx: &Transaction<'_>,
     meta: &EventMeta,
@@ -102,26 +127,58 @@ async fn write_allocations(
     reshaped: &[ReshapeInventory],
 ) -> Result<(), StoreError> {
     let at = now();
-    // 1. Lock the consumers, sorted.
     let mut consumer_ids: Vec<Uuid> = consumers.iter().map(|c| c.consumer).collect();
     consumer_ids.sort();
-    // One statement: lock the consumer rows (not their allocations) and read
-    // what they hold, which cannot change while we hold the locks.
-    let rows = sql::query(
+    // The new holds, by provider and class, known from the request alone.
+    let mut wanted: BTreeMap<Key, Vec<(Window, i64)>> = BTreeMap::new();
+    for c in consumers {
+        for a in &c.allocations {
+            wanted.entry((a.provider, a.resource_class.clone())).or_default().push((a.window, a.used));
+        }
+    }
+    let mut providers: BTreeSet<Uuid> = wanted.keys().map(|k| k.0).collect();
+    providers.extend(reshaped.iter().map(|r| r.provider));
+    let provider_ids: Vec<Uuid> = providers.iter().copied().collect();
+    let mut keys_p = Vec::new();
+    let mut keys_c = Vec::new();
+    let mut keys_s: Vec<DateTime<Utc>> = Vec::new();
+    let mut keys_e: Vec<Option<DateTime<Utc>>> = Vec::new();
+    for ((p, c), holds) in &wanted {
+        let span = timeline::span(holds).expect("holds are not empty");
+        keys_p.push(*p);
+        keys_c.push(c.as_str());
+        keys_s.push(span.start);
+        keys_e.push(span.end);
+    }
+
+    // 1. Three statements sent together (pipelined on the connection); the
+    //    server runs them in order, so the last one reads after both locks
+    //    are held and sees every earlier writer's committed rows:
+    //    a. lock the consumers, sorted, with what they hold (which cannot
+    //       change while we hold them);
+    //    b. lock the providers of the new holds and those the consumers hold
+    //       now (they get a new generation too), sorted, with their inventories;
+    //    c. everyone else's holds overlapping the new windows, clipped to the
+    //       window asked about and summed by clipped window: the peak is the
+    //       same, and open-ended holds that began earlier collapse into one row.
+    let consumer_params: [&(dyn ToSql + Sync); 1] = [&consumer_ids];
+    let provider_params: [&(dyn ToSql + Sync); 2] = [&provider_ids, &consumer_ids];
+    let other_params: [&(dyn ToSql + Sync); 5] = [&keys_p, &keys_c, &keys_s, &keys_e, &consumer_ids];
+    let [consumer_rows, provider_rows, other_rows] = sql::pipeline(
         tx,
-        "SELECT c.uuid, c.generation, a.provider_uuid, a.resource_class, a.used, lower(a.during), upper(a.during)
-         FROM consumers c LEFT JOIN allocations a ON a.consumer_uuid = c.uuid
-         WHERE c.uuid = ANY($1) ORDER BY c.uuid FOR UPDATE OF c",
-        &[&consumer_ids],
+        [
+            (LOCK_CONSUMERS, &consumer_params[..]),
+            (LOCK_PROVIDERS, &provider_params[..]),
+            (READ_OTHERS, &other_params[..]),
+        ],
     )
     .await?;
+
     let mut current: HashMap<Uuid, i64> = HashMap::new();
     let mut previous: HashMap<Key, Vec<(Window, i64)>> = HashMap::new();
-    let mut providers: BTreeSet<Uuid> = BTreeSet::new();
-    for r in &rows {
+    for r in &consumer_rows {
         current.insert(r.get(0), r.get(1));
         if let Some(provider) = r.get::<_, Option<Uuid>>(2) {
-            providers.insert(provider);
             let key: Key = (provider, r.get(3));
             previous.entry(key).or_default().push((Window { start: r.get(5), end: r.get(6) }, r.get(4)));
         }
@@ -152,24 +209,9 @@ async fn write_allocations(
             _ => {}
         }
     }
-    for c in consumers {
-        providers.extend(c.allocations.iter().map(|a| a.provider));
-    }
-    providers.extend(reshaped.iter().map(|r| r.provider));
-    // 3. Lock the providers, sorted, and compare reshape generations.
-    let provider_ids: Vec<Uuid> = providers.iter().copied().collect();
-    let rows = sql::query(
-        tx,
-        "SELECT p.uuid, p.generation, i.resource_class, i.total, i.reserved, i.min_unit, i.max_unit, i.step_size,
-                i.allocation_ratio
-         FROM providers p LEFT JOIN inventories i ON i.provider_uuid = p.uuid
-         WHERE p.uuid = ANY($1) ORDER BY p.uuid FOR UPDATE OF p",
-        &[&provider_ids],
-    )
-    .await?;
     let mut generations: HashMap<Uuid, i64> = HashMap::new();
     let mut inventories: HashMap<Key, Inventory> = HashMap::new();
-    for r in &rows {
+    for r in &provider_rows {
         generations.insert(r.get(0), r.get(1));
         if let Some(class) = r.get::<_, Option<String>>(2) {
             let inv = Inventory {
@@ -197,19 +239,16 @@ async fn write_allocations(
         }
         check_inventory_change_after_reshape(tx, r, consumers).await?;
     }
-    // 4. Inventories as they will be.
+    // 2. Inventories as they will be, and each amount within its inventory's units.
     for r in reshaped {
         inventories.retain(|(p, _), _| *p != r.provider);
         for (class, inv) in &r.inventories {
             inventories.insert((r.provider, class.clone()), *inv);
         }
     }
-    // 5. The new holds, by provider and class; each amount within its inventory's units.
-    let mut wanted: BTreeMap<Key, Vec<(Window, i64)>> = BTreeMap::new();
     for c in consumers {
         for a in &c.allocations {
-            let key: Key = (a.provider, a.resource_class.clone());
-            let Some(inv) = inventories.get(&key) else {
+            let Some(inv) = inventories.get(&(a.provider, a.resource_class.clone())) else {
                 return Err(Error::capacity(format!(
                     "resource provider {} has no inventory of {}",
                     a.provider, a.resource_class
@@ -217,47 +256,14 @@ async fn write_allocations(
                 .into());
             };
             inv.check_amount(&a.provider.to_string(), &a.resource_class, a.used)?;
-            wanted.entry(key).or_default().push((a.window, a.used));
         }
-    }
-    // 6. Everyone else's holds that overlap the new windows, read in one go.
-    let mut keys_p = Vec::new();
-    let mut keys_c = Vec::new();
-    let mut keys_s: Vec<DateTime<Utc>> = Vec::new();
-    let mut keys_e: Vec<Option<DateTime<Utc>>> = Vec::new();
-    for ((p, c), holds) in &wanted {
-        let span = timeline::span(holds).expect("holds are not empty");
-        keys_p.push(*p);
-        keys_c.push(c.as_str());
-        keys_s.push(span.start);
-        keys_e.push(span.end);
     }
     let mut others: HashMap<Key, Vec<(Window, i64)>> = HashMap::new();
-    if !wanted.is_empty() {
-        // Clipped to the window asked about and summed by clipped window: the
-        // peak is the same, and open-ended holds that began earlier collapse
-        // into one row however many there are.
-        let rows = sql::query(
-            tx,
-            "SELECT a.provider_uuid, a.resource_class, greatest(lower(a.during), q.s) AS s,
-                    CASE WHEN q.e IS NULL THEN upper(a.during)
-                         WHEN upper(a.during) IS NULL THEN q.e
-                         ELSE least(upper(a.during), q.e) END AS e,
-                    sum(a.used)::int8
-             FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS q(p, rc, s, e)
-             JOIN allocations a ON a.provider_uuid = q.p AND a.resource_class = q.rc
-                               AND a.during && tstzrange(q.s, q.e, '[)')
-             WHERE a.consumer_uuid <> ALL($5)
-             GROUP BY 1, 2, 3, 4",
-            &[&keys_p, &keys_c, &keys_s, &keys_e, &consumer_ids],
-        )
-        .await?;
-        for r in rows {
-            let w = Window { start: r.get(2), end: r.get(3) };
-            others.entry((r.get(0), r.get(1))).or_default().push((w, r.get(4)));
-        }
+    for r in other_rows {
+        let w = Window { start: r.get(2), end: r.get(3) };
+        others.entry((r.get(0), r.get(1))).or_default().push((w, r.get(4)));
     }
-    // 7. Decide: every instant of every new window stays within capacity,
+    // 3. Decide: every instant of every new window stays within capacity,
     //    unless the request raises what these consumers held at no instant.
     //    A reshape moves inventory, so nothing it held before excuses it.
     for (key, holds) in &wanted {
@@ -280,7 +286,7 @@ async fn write_allocations(
             .into());
         }
     }
-    // 8. Record: the reshaped inventories first, then every consumer.
+    // 4. Record: the reshaped inventories first, then every consumer.
     let mut events: Vec<Event> = reshaped
         .iter()
         .map(|r| Event::InventoriesReplaced { provider: r.provider, inventories: r.inventories.clone(), at })

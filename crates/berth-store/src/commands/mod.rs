@@ -30,11 +30,19 @@ use crate::StoreError;
 
 /// Appends `events` and applies them, in the command's transaction.
 pub(crate) async fn record(tx: &Transaction<'_>, meta: &EventMeta, events: &[Event]) -> Result<Vec<i64>, StoreError> {
-    let positions = crate::log::append(tx, meta, events).await?;
-    for e in events {
-        crate::projection::apply(tx, e).await?;
+    // Sent together (pipelined); the server runs them in order.
+    let append = crate::log::append(tx, meta, events);
+    let apply = async {
+        for e in events {
+            crate::projection::apply(tx, e).await?;
+        }
+        Ok::<(), StoreError>(())
+    };
+    match tokio::join!(append, apply) {
+        (Ok(positions), Ok(())) => Ok(positions),
+        (Err(e), Ok(())) | (Ok(_), Err(e)) => Err(e),
+        (Err(a), Err(b)) => Err(crate::sql::root_cause(a, b, StoreError::sqlstate)),
     }
-    Ok(positions)
 }
 
 /// The instant a command decides at, at the precision the database keeps.
