@@ -9,6 +9,7 @@
 //! berth-store.
 
 pub mod auth;
+mod blazar;
 pub mod error;
 mod root;
 
@@ -24,9 +25,15 @@ pub use auth::AuthMode;
 pub struct AppState {
     pub store: Store,
     pub auth: Arc<AuthMode>,
+    /// The enabled resource plugins, by reservation type.
+    pub plugins: Arc<berth_plugins::Registry>,
 }
 
 /// The whole HTTP surface.
 pub fn router(state: AppState) -> Router {
-    Router::new().merge(root::routes()).layer(axum::middleware::from_fn(error::request_id)).with_state(state)
+    Router::new()
+        .merge(root::routes())
+        .nest("/v1", blazar::routes())
+        .layer(axum::middleware::from_fn(error::request_id))
+        .with_state(state)
 }

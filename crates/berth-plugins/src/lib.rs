@@ -11,6 +11,8 @@
 pub mod config;
 pub mod driver;
 pub mod external;
+pub mod host;
+pub mod instance;
 pub mod plugin;
 pub mod registry;
 

@@ -130,7 +130,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     if applied > 0 {
         tracing::info!(applied, "schema migrated");
     }
-    let state = berth_api::AppState { store, auth: Arc::new(cfg.auth.clone()) };
+    let state = berth_api::AppState { store, auth: Arc::new(cfg.auth.clone()), plugins: Arc::new(plugins(&cfg)?) };
     let app = berth_api::router(state);
     let listener =
         tokio::net::TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;
@@ -138,6 +138,14 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
     tracing::info!("berthd stopped");
     Ok(())
+}
+
+/// The compiled-in plugins and the configured external ones, keeping those
+/// the configuration enables.
+fn plugins(cfg: &Config) -> Result<berth_plugins::Registry> {
+    let builtins: Vec<Arc<dyn berth_plugins::ResourcePlugin>> =
+        vec![Arc::new(berth_plugins::host::HostPlugin), Arc::new(berth_plugins::instance::InstancePlugin)];
+    Ok(cfg.plugins.registry(builtins).context("the [plugins] configuration")?)
 }
 
 /// SIGTERM or Ctrl-C: stop accepting, finish what is in flight.

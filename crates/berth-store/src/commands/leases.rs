@@ -86,6 +86,7 @@ enum Item<'a> {
     Place(&'a Demand, Vec<Uuid>),
 }
 
+#[derive(Clone)]
 struct HostRow {
     name: String,
     host: Option<(bool, BTreeMap<String, Value>)>,
@@ -169,14 +170,27 @@ struct Unfit {
     why: String,
 }
 
-/// Places every item over every window, in one consistent read under the
-/// provider locks. Returns, per window, per item, the slots placed.
-async fn plan(
+/// The candidates of a set of items, with what others hold on them.
+#[derive(Clone)]
+struct Gathered {
+    hosts: BTreeMap<Uuid, HostRow>,
+    candidates: Vec<Candidate>,
+    index: HashMap<Uuid, usize>,
+}
+
+/// Reads the candidates of `items`: every enrolled host one of them may
+/// use, plus the providers they hold or prefer. With `lock`, their provider
+/// rows are locked in uuid order first and read again after, so what is
+/// decided on is what the locks protect. Only holds overlapping `span` are
+/// read, plus the nearest hold on either side of `near` (for best fit).
+async fn gather(
     tx: &Transaction<'_>,
     items: &[Item<'_>],
-    windows: &[Window],
+    span: Window,
+    near: Window,
     own: &[Uuid],
-) -> Result<Result<Vec<Vec<Vec<Placed>>>, Unfit>, StoreError> {
+    lock: bool,
+) -> Result<Gathered, StoreError> {
     let demands: Vec<&Demand> = items
         .iter()
         .filter_map(|i| match i {
@@ -184,16 +198,13 @@ async fn plan(
             Item::Fixed(_) => None,
         })
         .collect();
-    let fixed: Vec<Uuid> = items
+    let mut ids: BTreeSet<Uuid> = items
         .iter()
         .flat_map(|i| match i {
             Item::Fixed(slots) => slots.iter().map(|s| s.provider).collect(),
             Item::Place(_, prefer) => prefer.clone(),
         })
         .collect();
-    // 1. Candidates from an unlocked read, then lock them in order and read
-    //    again: what is decided on is what the locks protect.
-    let mut ids: BTreeSet<Uuid> = fixed.iter().copied().collect();
     if !demands.is_empty() {
         for (id, h) in load_hosts(tx, None).await? {
             if demands.iter().any(|d| h.eligible(d)) {
@@ -202,13 +213,11 @@ async fn plan(
         }
     }
     let ids: Vec<Uuid> = ids.into_iter().collect();
-    tx.query("SELECT 1 FROM providers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE", &[&ids]).await?;
+    if lock {
+        tx.query("SELECT 1 FROM providers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE", &[&ids]).await?;
+    }
     let hosts = load_hosts(tx, Some(&ids)).await?;
     let ids: Vec<Uuid> = hosts.keys().copied().collect();
-    // 2. What others hold over the windows, and the nearest holds around them.
-    let span_start = windows.iter().map(|w| w.start).min().expect("a window");
-    let span_end = windows.iter().filter_map(|w| w.end).max();
-    let first = windows[0];
     let mut holds: HashMap<Uuid, BTreeMap<String, Vec<(Window, i64)>>> = HashMap::new();
     for r in tx
         .query(
@@ -216,7 +225,7 @@ async fn plan(
              FROM unnest($1::uuid[]) AS q(p)
              JOIN allocations a ON a.provider_uuid = q.p AND a.during && tstzrange($2, $3, '[)')
              WHERE a.consumer_uuid <> ALL($4)",
-            &[&ids, &span_start, &span_end, &own],
+            &[&ids, &span.start, &span.end, &own],
         )
         .await?
     {
@@ -234,7 +243,7 @@ async fn plan(
                 (SELECT min(lower(a.during)) FROM allocations a
                   WHERE a.provider_uuid = q.p AND lower(a.during) >= $3 AND a.consumer_uuid <> ALL($4))
              FROM unnest($1::uuid[]) AS q(p)",
-            &[&ids, &first.start, &first.end.unwrap_or(first.start), &own],
+            &[&ids, &near.start, &near.end.unwrap_or(near.start), &own],
         )
         .await?
     {
@@ -255,7 +264,12 @@ async fn plan(
             preferred: false,
         });
     }
-    // 3. Decide, window by window, item by item.
+    Ok(Gathered { hosts, candidates, index })
+}
+
+/// Decides every item over every window, in order; the holds each placement
+/// takes are seen by the next. Returns, per window, per item, the slots.
+fn decide(g: &mut Gathered, items: &[Item<'_>], windows: &[Window]) -> Result<Vec<Vec<Vec<Placed>>>, Unfit> {
     let mut out = Vec::new();
     for window in windows {
         let mut per_item = Vec::new();
@@ -265,12 +279,12 @@ async fn plan(
                 Item::Fixed(slots) => {
                     let mut placed = Vec::new();
                     for s in *slots {
-                        let Some(&i) = index.get(&s.provider) else {
-                            return Ok(Err(unfit(format!("provider {} is gone", s.provider))));
+                        let Some(&i) = g.index.get(&s.provider) else {
+                            return Err(unfit(format!("provider {} is gone", s.provider)));
                         };
-                        let c = &mut candidates[i];
+                        let c = &mut g.candidates[i];
                         if !c.fits(&s.resources, 1, window) {
-                            return Ok(Err(unfit(format!("its slot on {} has no room over the new window", c.name))));
+                            return Err(unfit(format!("its slot on {} has no room over the new window", c.name)));
                         }
                         for (class, used) in &s.resources {
                             c.holds.entry(class.clone()).or_default().push((*window, *used));
@@ -280,15 +294,6 @@ async fn plan(
                     per_item.push(placed);
                 }
                 Item::Place(demand, prefer) => {
-                    let eligible: Vec<usize> = candidates
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, c)| hosts[&c.provider].eligible(demand))
-                        .map(|(i, _)| i)
-                        .collect();
-                    for c in candidates.iter_mut() {
-                        c.preferred = prefer.contains(&c.provider);
-                    }
                     let shape = match demand {
                         Demand::Hosts { min, max, .. } => Shape::Hosts { min: *min, max: *max },
                         Demand::Slots { amount, resources, affinity, .. } => {
@@ -299,16 +304,42 @@ async fn plan(
                             continue;
                         }
                     };
-                    match schedule::place(&shape, &eligible, &mut candidates, window) {
+                    let eligible: Vec<usize> = g
+                        .candidates
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, c)| g.hosts[&c.provider].eligible(demand))
+                        .map(|(i, _)| i)
+                        .collect();
+                    for c in g.candidates.iter_mut() {
+                        c.preferred = prefer.contains(&c.provider);
+                    }
+                    match schedule::place(&shape, &eligible, &mut g.candidates, window) {
                         Ok(p) => per_item.push(p),
-                        Err(why) => return Ok(Err(unfit(why))),
+                        Err(why) => return Err(unfit(why)),
                     }
                 }
             }
         }
         out.push(per_item);
     }
-    Ok(Ok(out))
+    Ok(out)
+}
+
+/// Places every item over every window, in one consistent read under the
+/// provider locks.
+async fn plan(
+    tx: &Transaction<'_>,
+    items: &[Item<'_>],
+    windows: &[Window],
+    own: &[Uuid],
+) -> Result<Result<Vec<Vec<Vec<Placed>>>, Unfit>, StoreError> {
+    let span = Window {
+        start: windows.iter().map(|w| w.start).min().expect("a window"),
+        end: windows.iter().filter_map(|w| w.end).max(),
+    };
+    let mut g = gather(tx, items, span, windows[0], own, true).await?;
+    Ok(decide(&mut g, items, windows))
 }
 
 fn unfit_error(u: Unfit, types: &[&str], recurring: bool) -> Error {
@@ -395,7 +426,87 @@ async fn lock_lease(
     Ok(visible(found.pop(), id, project)?)
 }
 
+/// A window in which a whole lease would fit.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Availability {
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+}
+
+/// How far a lease could be extended on what it holds.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Extension {
+    pub end: DateTime<Utc>,
+    /// The latest end within the horizon; `None`: the horizon itself is free.
+    pub latest_end: Option<DateTime<Utc>>,
+    pub horizon: DateTime<Utc>,
+}
+
+/// Most start times advice tries.
+const MAX_TRIES: usize = 5_000;
+
 impl Store {
+    /// The earliest windows of `duration` within `[from, until)` (each
+    /// starting no later than `until - duration`) in which every reservation
+    /// would fit together, at most `limit` of them. Reads only; locks nothing.
+    pub async fn availability(
+        &self,
+        reservations: &[NewReservation],
+        duration: chrono::Duration,
+        from: DateTime<Utc>,
+        until: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<Availability>, Error> {
+        if until - duration < from {
+            return Err(Error::invalid(codes::INVALID_DATE, "the search range is shorter than the duration"));
+        }
+        crate::tx::command!(self, |tx| {
+            let items: Vec<Item> = reservations.iter().map(|r| Item::Place(&r.demand, Vec::new())).collect();
+            let span = Window { start: from, end: Some(until) };
+            let g = gather(tx, &items, span, span, &[], false).await?;
+            let ends = g.candidates.iter().flat_map(|c| c.holds.values().flatten().map(|h| h.0));
+            let mut out = Vec::new();
+            for start in schedule::start_times(ends, from, until - duration).into_iter().take(MAX_TRIES) {
+                let window = Window { start, end: Some(start + duration) };
+                if decide(&mut g.clone(), &items, &[window]).is_ok() {
+                    out.push(Availability { start, end: start + duration });
+                    if out.len() >= limit {
+                        break;
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// The latest end the lease could be moved to, keeping every slot where
+    /// it is, looking as far as `horizon`.
+    pub async fn extension(&self, id: Uuid, project: Option<&str>, horizon: DateTime<Utc>) -> Result<Extension, Error> {
+        crate::tx::command!(self, |tx| {
+            let lease = visible(load_leases(tx, &[id]).await?.pop(), id, project)?.record;
+            let own: Vec<Uuid> = lease.reservations.iter().flat_map(|r| r.slots.iter().map(|s| s.consumer)).collect();
+            let items: Vec<Item> = lease.reservations.iter().map(|r| Item::Fixed(&r.slots)).collect();
+            let span = Window { start: lease.end, end: Some(horizon.max(lease.end)) };
+            let g = gather(tx, &items, span, span, &own, false).await?;
+            let mut latest: Option<DateTime<Utc>> = None;
+            for s in lease.reservations.iter().flat_map(|r| r.slots.iter()) {
+                let Some(c) = g.index.get(&s.provider).map(|&i| &g.candidates[i]) else {
+                    continue;
+                };
+                for (class, used) in &s.resources {
+                    let capacity = c.inventories.get(class).map(|i| i.capacity()).unwrap_or(0);
+                    let holds = c.holds.get(class).map(Vec::as_slice).unwrap_or(&[]);
+                    let first = schedule::first_conflict(holds, *used, capacity, lease.end, horizon)
+                        .or((*used > capacity).then_some(lease.end));
+                    if let Some(t) = first {
+                        latest = Some(latest.map_or(t, |l| l.min(t)));
+                    }
+                }
+            }
+            Ok(Extension { end: lease.end, latest_end: latest, horizon })
+        })
+    }
+
     /// Creates a lease (or, when recurring, one lease per occurrence), all or
     /// nothing. Returns the ids of the leases made.
     pub async fn create_lease(&self, meta: &EventMeta, new: NewLease) -> Result<Vec<Uuid>, Error> {

@@ -19,7 +19,9 @@ mod providers;
 
 pub use allocations::{ConsumerAllocations, GenerationCheck, ReshapeInventory};
 pub use hosts::{check_capabilities, HostChange, NewHost, HOST_FIELDS};
-pub use leases::{LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate, SLOT_CONSUMER_TYPE};
+pub use leases::{
+    Availability, Extension, LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate, SLOT_CONSUMER_TYPE,
+};
 pub use providers::NewProvider;
 
 use berth_core::{Event, EventMeta};

@@ -278,12 +278,13 @@ impl Store {
     }
 
     /// Every host (or one) with the reservations holding it, optionally
-    /// only those of one lease or one reservation.
+    /// only those of one lease, one reservation, or one project's leases.
     pub async fn host_allocations(
         &self,
         host: Option<Uuid>,
         lease: Option<Uuid>,
         reservation: Option<Uuid>,
+        project: Option<&str>,
     ) -> Result<Vec<HostAllocation>, Error> {
         let c = self.client().await?;
         let hosts: Vec<Uuid> = c
@@ -306,10 +307,12 @@ impl Store {
             .query(
                 "SELECT DISTINCT s.provider_uuid, r.id, r.lease_id FROM reservation_slots s
                  JOIN reservations r ON r.id = s.reservation_id
+                 JOIN leases l ON l.id = r.lease_id
                  WHERE s.provider_uuid = ANY($1)
                    AND ($2::uuid IS NULL OR r.lease_id = $2) AND ($3::uuid IS NULL OR r.id = $3)
+                   AND ($4::text IS NULL OR l.project_id = $4)
                  ORDER BY 1, 3, 2",
-                &[&hosts, &lease, &reservation],
+                &[&hosts, &lease, &reservation, &project],
             )
             .await
             .map_err(db)?;

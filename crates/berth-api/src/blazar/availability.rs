@@ -1,0 +1,85 @@
+//! Berth's advice: when a lease would fit (`POST /v1/availability`) and how
+//! far a lease could be extended (`GET /v1/leases/{id}/extension`).
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::Json;
+use berth_core::dates::{self, format_date, parse_date, DateSpec};
+use berth_core::lease::codes;
+use chrono::{Duration, Utc};
+use serde_json::{json, Value};
+
+use super::leases::reservations;
+use super::{object_body, opt_str, path_id};
+use crate::auth::Context;
+use crate::error::ApiError;
+use crate::AppState;
+
+/// How far ahead advice looks when not told.
+const DEFAULT_SEARCH: Duration = Duration::days(30);
+
+fn date(v: Option<&str>, field: &str, default: chrono::DateTime<Utc>) -> Result<chrono::DateTime<Utc>, ApiError> {
+    Ok(match v {
+        Some(s) => parse_date(field, s)?.resolve(Utc::now()),
+        None => default,
+    })
+}
+
+/// Body: `reservations` (as in a lease), `duration` (seconds or "2h"),
+/// optional `from` (default now), `until` (default 30 days after `from`) and
+/// `limit` (default 5, at most 100). Answers the earliest windows.
+pub(super) async fn advise(State(state): State<AppState>, _ctx: Context, body: Bytes) -> Result<Json<Value>, ApiError> {
+    let obj = object_body(&body, "availability")?;
+    let wanted = reservations(&state, obj.get("reservations")).await?;
+    let duration = dates::duration_from_json("duration", obj.get("duration").unwrap_or(&Value::Null))?;
+    let now = berth_core::Window::from(Utc::now()).start;
+    let from = date(opt_str(&obj, "from")?, "from", now)?.max(now);
+    let until = date(opt_str(&obj, "until")?, "until", from + DEFAULT_SEARCH)?;
+    let limit = match obj.get("limit") {
+        None | Some(Value::Null) => 5,
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=100).contains(&n) => n as usize,
+            _ => return Err(ApiError::bad_request(codes::INVALID_LEASE, "limit must be 1 to 100")),
+        },
+    };
+    let found = state.store.availability(&wanted, duration, from, until, limit).await?;
+    Ok(Json(json!({
+        "availability": found.iter().map(|a| json!({
+            "start_date": format_date(a.start),
+            "end_date": format_date(a.end),
+        })).collect::<Vec<_>>(),
+        "from": format_date(from),
+        "until": format_date(until),
+    })))
+}
+
+/// Query: optional `until` (how far to look; default a year after the end).
+pub(super) async fn extension(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
+    let scope = (!ctx.is_admin()).then_some(ctx.project_id.as_str());
+    let lease = state.store.lease(id, scope).await?;
+    let horizon = match q.get("until") {
+        Some(s) => match parse_date("until", s)? {
+            DateSpec::At(t) => t,
+            DateSpec::Now => Utc::now(),
+        },
+        None => lease.record.end + Duration::days(365),
+    };
+    let e = state.store.extension(id, scope, horizon).await?;
+    Ok(Json(json!({
+        "extension": {
+            "lease_id": id,
+            "end_date": format_date(e.end),
+            "latest_end_date": e.latest_end.map(format_date),
+            "horizon": format_date(e.horizon),
+            "unbounded": e.latest_end.is_none(),
+        }
+    })))
+}

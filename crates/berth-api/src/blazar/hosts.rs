@@ -1,0 +1,236 @@
+//! `/v1/os-hosts`: enrol providers as reservable hosts, their extra
+//! capabilities and properties, and which reservations hold them.
+
+use std::collections::{BTreeMap, HashMap};
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use berth_core::dates::format_date;
+use berth_core::lease::codes;
+use berth_store::commands::{HostChange, NewHost, HOST_FIELDS};
+use berth_store::queries::leases::{Host, HostAllocation};
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+use super::{admin_only, meta, object_body, opt_str, path_id};
+use crate::auth::Context;
+use crate::error::ApiError;
+use crate::AppState;
+
+fn host_json(h: &Host) -> Value {
+    let mut o = Map::new();
+    for (k, v) in &h.capabilities {
+        o.insert(k.clone(), v.clone());
+    }
+    let fixed = json!({
+        "id": h.id,
+        "hypervisor_hostname": h.name,
+        "service_name": h.name,
+        "vcpus": h.vcpus,
+        "memory_mb": h.memory_mb,
+        "local_gb": h.local_gb,
+        "reservable": h.reservable,
+        "trust_id": null,
+        "created_at": format_date(h.created_at),
+        "updated_at": format_date(h.updated_at),
+    });
+    for (k, v) in fixed.as_object().expect("object") {
+        o.insert(k.clone(), v.clone());
+    }
+    Value::Object(o)
+}
+
+fn allocation_json(a: &HostAllocation) -> Value {
+    json!({
+        "resource_id": a.host,
+        "reservations": a.reservations.iter().map(|(r, l)| json!({"id": r, "lease_id": l})).collect::<Vec<_>>(),
+    })
+}
+
+fn bad(m: impl Into<String>) -> ApiError {
+    ApiError::bad_request(codes::HOST_INVALID, m)
+}
+
+fn whole(obj: &Map<String, Value>, key: &str) -> Result<Option<i64>, ApiError> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n.as_i64().map(Some).ok_or_else(|| bad(format!("{key} must be a whole number"))),
+        Some(Value::String(s)) => s.trim().parse().map(Some).map_err(|_| bad(format!("{key} must be a whole number"))),
+        Some(v) => Err(bad(format!("{key} must be a whole number, not {v}"))),
+    }
+}
+
+fn reservable(obj: &Map<String, Value>) -> Result<Option<bool>, ApiError> {
+    match obj.get("reservable") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => Ok(Some(true)),
+        Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => Ok(Some(false)),
+        Some(v) => Err(bad(format!("reservable must be true or false, not {v}"))),
+    }
+}
+
+fn host_id(id: &str) -> Result<Uuid, ApiError> {
+    path_id(id, "host", codes::HOST_NOT_FOUND)
+}
+
+pub(super) async fn list(State(state): State<AppState>, _ctx: Context) -> Result<Json<Value>, ApiError> {
+    let hosts = state.store.hosts().await?;
+    Ok(Json(json!({ "hosts": hosts.iter().map(host_json).collect::<Vec<_>>() })))
+}
+
+pub(super) async fn show(
+    State(state): State<AppState>,
+    _ctx: Context,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let host = state.store.host(host_id(&id)?).await?;
+    Ok(Json(json!({ "host": host_json(&host) })))
+}
+
+pub(super) async fn create(
+    State(state): State<AppState>,
+    ctx: Context,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    admin_only(&ctx)?;
+    let obj = object_body(&body, "host")?;
+    let Some(name) = opt_str(&obj, "name")? else {
+        return Err(bad("name (the provider's name) is required"));
+    };
+    let sizes = (whole(&obj, "vcpus")?, whole(&obj, "memory_mb")?, whole(&obj, "local_gb")?);
+    let resources = match sizes {
+        (Some(v), Some(m), Some(d)) => Some((v, m, d)),
+        (None, None, None) => None,
+        _ => return Err(bad("give all of vcpus, memory_mb and local_gb, or none")),
+    };
+    let capabilities: BTreeMap<String, Value> =
+        obj.iter().filter(|(k, _)| !HOST_FIELDS.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let new =
+        NewHost { name: name.to_string(), resources, reservable: reservable(&obj)?.unwrap_or(true), capabilities };
+    let id = state.store.enrol_host(&meta(&ctx), new).await?;
+    let host = state.store.host(id).await?;
+    Ok((StatusCode::CREATED, Json(json!({ "host": host_json(&host) }))))
+}
+
+pub(super) async fn update(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    admin_only(&ctx)?;
+    let id = host_id(&id)?;
+    let mut obj = object_body(&body, "host")?;
+    if obj.len() == 1 {
+        if let Some(Value::Object(inner)) = obj.get("values") {
+            obj = inner.clone();
+        }
+    }
+    let mut change = HostChange { reservable: reservable(&obj)?, capabilities: BTreeMap::new() };
+    for (k, v) in &obj {
+        if k == "reservable" {
+            continue;
+        }
+        if HOST_FIELDS.contains(&k.as_str()) {
+            return Err(bad(format!("{k} cannot be changed here")));
+        }
+        change.capabilities.insert(k.clone(), v.clone());
+    }
+    if change.reservable.is_none() && change.capabilities.is_empty() {
+        return Err(bad("nothing to update"));
+    }
+    state.store.update_host(&meta(&ctx), id, change).await?;
+    let host = state.store.host(id).await?;
+    Ok(Json(json!({ "host": host_json(&host) })))
+}
+
+pub(super) async fn delete(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    admin_only(&ctx)?;
+    state.store.remove_host(&meta(&ctx), host_id(&id)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+fn uuid_param(q: &HashMap<String, String>, key: &str) -> Result<Option<Uuid>, ApiError> {
+    match q.get(key) {
+        Some(v) => Uuid::parse_str(v).map(Some).map_err(|_| bad(format!("{key} {v:?} is not an id"))),
+        None => Ok(None),
+    }
+}
+
+fn project_scope(ctx: &Context) -> Option<&str> {
+    (!ctx.is_admin()).then_some(ctx.project_id.as_str())
+}
+
+pub(super) async fn allocations(
+    State(state): State<AppState>,
+    ctx: Context,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let (lease, reservation) = (uuid_param(&q, "lease_id")?, uuid_param(&q, "reservation_id")?);
+    let all = state.store.host_allocations(None, lease, reservation, project_scope(&ctx)).await?;
+    Ok(Json(json!({ "allocations": all.iter().map(allocation_json).collect::<Vec<_>>() })))
+}
+
+pub(super) async fn allocation(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let (lease, reservation) = (uuid_param(&q, "lease_id")?, uuid_param(&q, "reservation_id")?);
+    let one = state.store.host_allocations(Some(host_id(&id)?), lease, reservation, project_scope(&ctx)).await?;
+    let a = one.first().map(allocation_json).unwrap_or(Value::Null);
+    Ok(Json(json!({ "allocation": a })))
+}
+
+fn truthy(q: &HashMap<String, String>, key: &str) -> bool {
+    q.get(key).is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"))
+}
+
+pub(super) async fn properties(
+    State(state): State<AppState>,
+    ctx: Context,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let detail = truthy(&q, "detail");
+    let all = truthy(&q, "all") && ctx.is_admin();
+    let props = state.store.host_properties(all).await?;
+    let out: Vec<Value> = props
+        .iter()
+        .map(|p| {
+            if detail {
+                json!({"property": p.name, "private": p.private, "values": p.values})
+            } else {
+                json!({"property": p.name})
+            }
+        })
+        .collect();
+    Ok(Json(json!({ "resource_properties": out })))
+}
+
+pub(super) async fn set_property(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    admin_only(&ctx)?;
+    let obj = object_body(&body, "resource_property")?;
+    let private = match obj.get("private") {
+        Some(Value::Bool(b)) => *b,
+        _ => return Err(bad("private (true or false) is required")),
+    };
+    state.store.set_host_property(&meta(&ctx), &name, private).await?;
+    let found = state.store.host_properties(true).await?.into_iter().find(|p| p.name == name);
+    let values = found.map(|p| p.values).unwrap_or_default();
+    Ok(Json(json!({
+        "resource_property": {"property": name, "private": private, "values": values, "resource_type": "physical:host"}
+    })))
+}

@@ -1,0 +1,354 @@
+//! `/v1/leases`: create, list, show, update, delete.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use berth_core::dates::{self, format_date, parse_date, DateSpec};
+use berth_core::lease::{self, codes, LeaseEventType, LeaseStatus, Occurrence};
+use berth_store::commands::{LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate};
+use berth_store::queries::leases::{Lease, LeaseFilter};
+use chrono::{Duration, Utc};
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+use super::{meta, object_body, opt_str, path_id};
+use crate::auth::Context;
+use crate::error::ApiError;
+use crate::AppState;
+
+/// The lease as Blazar shows it.
+pub(super) fn lease_json(l: &Lease) -> Value {
+    let r = &l.record;
+    let reservations: Vec<Value> = r
+        .reservations
+        .iter()
+        .zip(&l.reservation_updated_at)
+        .map(|(res, updated)| {
+            let mut o = res.params.as_object().cloned().unwrap_or_default();
+            o.insert("id".into(), json!(res.id));
+            o.insert("lease_id".into(), json!(r.id));
+            o.insert("resource_type".into(), json!(res.resource_type));
+            o.insert("resource_id".into(), json!(res.resource_id));
+            o.insert("status".into(), json!(res.status.as_str()));
+            o.insert("missing_resources".into(), json!(false));
+            o.insert("resources_changed".into(), json!(false));
+            o.insert("created_at".into(), json!(format_date(res.created_at)));
+            o.insert("updated_at".into(), json!(format_date(*updated)));
+            o.insert(
+                "allocations".into(),
+                json!(res
+                    .slots
+                    .iter()
+                    .map(|s| json!({"resource_id": s.provider, "consumer_id": s.consumer, "resources": s.resources}))
+                    .collect::<Vec<_>>()),
+            );
+            Value::Object(o)
+        })
+        .collect();
+    let events: Vec<Value> = r
+        .events
+        .iter()
+        .zip(&l.event_details)
+        .map(|(e, d)| {
+            json!({
+                "id": e.id,
+                "lease_id": r.id,
+                "event_type": e.event_type.as_str(),
+                "time": format_date(e.time),
+                "status": e.status.as_str(),
+                "attempts": d.attempts,
+                "last_error": d.last_error,
+                "created_at": format_date(d.created_at),
+                "updated_at": format_date(d.updated_at),
+            })
+        })
+        .collect();
+    json!({
+        "id": r.id,
+        "name": r.name,
+        "start_date": format_date(r.start),
+        "end_date": format_date(r.end),
+        "before_end_date": r.event(LeaseEventType::BeforeEndLease).map(|e| format_date(e.time)),
+        "status": r.status.as_str(),
+        "degraded": r.degraded,
+        "user_id": r.user_id,
+        "project_id": r.project_id,
+        "trust_id": null,
+        "recurrence_id": r.recurrence_id,
+        "created_at": format_date(l.created_at),
+        "updated_at": format_date(l.updated_at),
+        "reservations": reservations,
+        "events": events,
+    })
+}
+
+fn scope(ctx: &Context) -> Option<&str> {
+    (!ctx.is_admin()).then_some(ctx.project_id.as_str())
+}
+
+fn date_field(obj: &Map<String, Value>, key: &str) -> Result<Option<DateSpec>, ApiError> {
+    Ok(match opt_str(obj, key)? {
+        Some(s) => Some(parse_date(key, s)?),
+        None => None,
+    })
+}
+
+/// An absolute date: `now` is refused where a fixed time is meant.
+fn fixed_date(obj: &Map<String, Value>, key: &str) -> Result<Option<chrono::DateTime<Utc>>, ApiError> {
+    match date_field(obj, key)? {
+        Some(DateSpec::Now) => Ok(Some(berth_core::Window::from(Utc::now()).start)),
+        Some(DateSpec::At(t)) => Ok(Some(t)),
+        None => Ok(None),
+    }
+}
+
+/// The reservation's parameters as shown back: everything but its type and id.
+fn params_of(r: &Map<String, Value>) -> Value {
+    let mut p = r.clone();
+    p.remove("resource_type");
+    p.remove("id");
+    Value::Object(p)
+}
+
+async fn resolve(state: &AppState, resource_type: &str, params: &Value) -> Result<NewReservation, ApiError> {
+    let plugin = state.plugins.get(resource_type)?;
+    let request = plugin.validate(params).await?;
+    let demand = berth_plugins::host::demand(&request)?;
+    Ok(NewReservation { resource_type: resource_type.to_string(), params: params.clone(), demand })
+}
+
+pub(super) async fn reservations(state: &AppState, v: Option<&Value>) -> Result<Vec<NewReservation>, ApiError> {
+    let list = match v {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(ApiError::bad_request(codes::INVALID_LEASE, "reservations must be a list")),
+    };
+    if list.len() > lease::MAX_RESERVATIONS {
+        return Err(ApiError::bad_request(
+            codes::INVALID_LEASE,
+            format!("a lease carries at most {} reservations", lease::MAX_RESERVATIONS),
+        ));
+    }
+    let mut out = Vec::new();
+    for (i, r) in list.iter().enumerate() {
+        let Some(obj) = r.as_object() else {
+            return Err(ApiError::bad_request(codes::INVALID_LEASE, format!("reservation {i} is not an object")));
+        };
+        let Some(rt) = opt_str(obj, "resource_type")? else {
+            return Err(ApiError::bad_request(codes::INVALID_LEASE, format!("reservation {i} needs a resource_type")));
+        };
+        out.push(resolve(state, rt, &params_of(obj)).await?);
+    }
+    Ok(out)
+}
+
+/// A recurring lease's occurrences: a cron schedule (5 fields, or the cron
+/// crate's 6 or 7 with seconds), a duration each, and an end.
+pub(super) fn occurrences(rec: &Value, from: chrono::DateTime<Utc>) -> Result<Vec<Occurrence>, ApiError> {
+    let bad = |m: String| ApiError::bad_request(codes::INVALID_LEASE, format!("recurrence: {m}"));
+    let Some(obj) = rec.as_object() else {
+        return Err(bad("must be an object with cron, duration and until".into()));
+    };
+    let expr = opt_str(obj, "cron")?.ok_or_else(|| bad("cron is required".into()))?;
+    let fields = expr.split_whitespace().count();
+    let expr = if fields == 5 { format!("0 {expr}") } else { expr.to_string() };
+    let schedule = cron::Schedule::from_str(&expr).map_err(|e| bad(format!("cron {expr:?}: {e}")))?;
+    let duration = dates::duration_from_json("recurrence.duration", obj.get("duration").unwrap_or(&Value::Null))?;
+    let until = match date_field(obj, "until")? {
+        Some(DateSpec::At(t)) => t,
+        _ => return Err(bad("until (a date) is required".into())),
+    };
+    let fires = schedule.after(&(from - Duration::seconds(1)));
+    Ok(lease::occurrences(fires, from, until, duration)?)
+}
+
+pub(super) async fn create(
+    State(state): State<AppState>,
+    ctx: Context,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let obj = object_body(&body, "lease")?;
+    let Some(name) = opt_str(&obj, "name")? else {
+        return Err(ApiError::bad_request(codes::INVALID_LEASE, "name is required"));
+    };
+    let start = date_field(&obj, "start_date")?.unwrap_or(DateSpec::Now);
+    let reservations = reservations(&state, obj.get("reservations")).await?;
+    let dates = match obj.get("recurrence") {
+        Some(rec) if !rec.is_null() => LeaseDates::Recurring(occurrences(rec, start.resolve(Utc::now()))?),
+        _ => {
+            let Some(end) = date_field(&obj, "end_date")? else {
+                return Err(ApiError::bad_request(codes::INVALID_DATE, "end_date is required"));
+            };
+            LeaseDates::One { start, end, before_end: fixed_date(&obj, "before_end_date")? }
+        }
+    };
+    let new = NewLease {
+        name: name.to_string(),
+        project_id: ctx.project_id.clone(),
+        user_id: ctx.user_id.clone(),
+        dates,
+        reservations,
+    };
+    let ids = state.store.create_lease(&meta(&ctx), new).await?;
+    let lease = state.store.lease(ids[0], None).await?;
+    let mut out = lease_json(&lease);
+    if ids.len() > 1 {
+        out["recurrence"] = json!({"id": lease.record.recurrence_id, "leases": ids});
+    }
+    Ok((StatusCode::CREATED, Json(json!({ "lease": out }))))
+}
+
+pub(super) async fn list(
+    State(state): State<AppState>,
+    ctx: Context,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let bad = |m: String| ApiError::bad_request(codes::INVALID_LEASE, m);
+    let project_id = match (q.get("project_id"), ctx.is_admin()) {
+        (Some(p), true) => Some(p.clone()),
+        (None, true) => None,
+        (Some(p), false) if *p != ctx.project_id => return Err(ApiError::forbidden()),
+        (_, false) => Some(ctx.project_id.clone()),
+    };
+    let status = match q.get("status") {
+        Some(s) => Some(LeaseStatus::parse(s).ok_or_else(|| bad(format!("status {s:?} is not a lease status")))?),
+        None => None,
+    };
+    let limit = match q.get("limit") {
+        Some(l) => match l.parse::<i64>() {
+            Ok(n) if n >= 1 => Some(n.min(1000)),
+            _ => return Err(bad(format!("limit {l:?} must be a positive whole number"))),
+        },
+        None => None,
+    };
+    let marker = match q.get("marker") {
+        Some(m) => Some(Uuid::parse_str(m).map_err(|_| bad(format!("marker {m:?} is not a lease id")))?),
+        None => None,
+    };
+    let leases = state.store.leases(&LeaseFilter { project_id, status, marker, limit }).await?;
+    Ok(Json(json!({ "leases": leases.iter().map(lease_json).collect::<Vec<_>>() })))
+}
+
+pub(super) async fn show(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
+    let lease = state.store.lease(id, scope(&ctx)).await?;
+    Ok(Json(json!({ "lease": lease_json(&lease) })))
+}
+
+/// A relative move (`prolong_for` and the like) of `base`.
+fn shifted(
+    obj: &Map<String, Value>,
+    plus: &str,
+    minus: &str,
+    base: chrono::DateTime<Utc>,
+) -> Result<Option<DateSpec>, ApiError> {
+    let d = |k: &str| -> Result<Option<Duration>, ApiError> {
+        match obj.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => Ok(Some(dates::duration_from_json(k, v)?)),
+        }
+    };
+    match (d(plus)?, d(minus)?) {
+        (Some(_), Some(_)) => {
+            Err(ApiError::bad_request(codes::INVALID_LEASE, format!("{plus} and {minus} cannot be given together")))
+        }
+        (Some(p), None) => Ok(Some(DateSpec::At(base + p))),
+        (None, Some(m)) => Ok(Some(DateSpec::At(base - m))),
+        (None, None) => Ok(None),
+    }
+}
+
+pub(super) async fn update(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
+    let obj = object_body(&body, "lease")?;
+    let current = state.store.lease(id, scope(&ctx)).await?;
+    let r = &current.record;
+    let mut end = date_field(&obj, "end_date")?;
+    if let Some(e) = shifted(&obj, "prolong_for", "reduce_by", r.end)? {
+        if end.is_some() {
+            return Err(ApiError::bad_request(codes::INVALID_LEASE, "end_date and a relative move of it conflict"));
+        }
+        end = Some(e);
+    }
+    let mut start = date_field(&obj, "start_date")?;
+    if let Some(s) = shifted(&obj, "defer_by", "advance_by", r.start)? {
+        if start.is_some() {
+            return Err(ApiError::bad_request(codes::INVALID_LEASE, "start_date and a relative move of it conflict"));
+        }
+        start = Some(s);
+    }
+    let mut changes = Vec::new();
+    match obj.get("reservations") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(list)) => {
+            for (i, given) in list.iter().enumerate() {
+                let Some(given) = given.as_object() else {
+                    return Err(ApiError::bad_request(
+                        codes::INVALID_LEASE,
+                        format!("reservation {i} is not an object"),
+                    ));
+                };
+                let rid = opt_str(given, "id")?.and_then(|s| Uuid::parse_str(s).ok()).ok_or_else(|| {
+                    ApiError::bad_request(
+                        codes::INVALID_LEASE,
+                        format!("reservation {i} needs the id of one of the lease's reservations"),
+                    )
+                })?;
+                let Some(existing) = r.reservations.iter().find(|x| x.id == rid) else {
+                    return Err(ApiError::bad_request(
+                        codes::INVALID_LEASE,
+                        format!("lease {id} has no reservation {rid}"),
+                    ));
+                };
+                let mut params = existing.params.as_object().cloned().unwrap_or_default();
+                for (k, v) in params_of(given).as_object().into_iter().flatten() {
+                    params.insert(k.clone(), v.clone());
+                }
+                let resolved = resolve(&state, &existing.resource_type, &Value::Object(params)).await?;
+                changes.push(ReservationUpdate { id: rid, params: resolved.params, demand: resolved.demand });
+            }
+        }
+        Some(_) => return Err(ApiError::bad_request(codes::INVALID_LEASE, "reservations must be a list")),
+    }
+    let update = LeaseUpdate {
+        name: opt_str(&obj, "name")?.map(str::to_string),
+        start,
+        end,
+        before_end: fixed_date(&obj, "before_end_date")?,
+        reservations: changes,
+    };
+    if update.name.is_none()
+        && update.start.is_none()
+        && update.end.is_none()
+        && update.before_end.is_none()
+        && update.reservations.is_empty()
+    {
+        return Err(ApiError::bad_request(codes::INVALID_LEASE, "nothing to update"));
+    }
+    state.store.update_lease(&meta(&ctx), id, scope(&ctx), update).await?;
+    let lease = state.store.lease(id, None).await?;
+    Ok(Json(json!({ "lease": lease_json(&lease) })))
+}
+
+pub(super) async fn delete(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
+    state.store.delete_lease(&meta(&ctx), id, scope(&ctx)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

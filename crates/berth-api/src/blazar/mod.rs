@@ -1,0 +1,84 @@
+//! The Blazar v1 reservation API under `/v1`: leases and hosts in the shapes
+//! Blazar's public API reference and its client use, with Berth's additions
+//! (availability advice, lease extension limits). Errors are Blazar's
+//! document, plus `code` and `request_id`.
+
+mod availability;
+mod hosts;
+mod leases;
+
+use axum::body::Bytes;
+use axum::http::StatusCode;
+use axum::routing::{get, patch, post};
+use axum::Router;
+use berth_core::lease::codes;
+use berth_core::EventMeta;
+use serde_json::Value;
+
+use crate::auth::Context;
+use crate::error::{current_request_id, ApiError};
+use crate::AppState;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/leases", get(leases::list).post(leases::create))
+        .route("/leases/{id}", get(leases::show).put(leases::update).delete(leases::delete))
+        .route("/leases/{id}/extension", get(availability::extension))
+        .route("/availability", post(availability::advise))
+        .route("/os-hosts", get(hosts::list).post(hosts::create))
+        .route("/os-hosts/allocations", get(hosts::allocations))
+        .route("/os-hosts/properties", get(hosts::properties))
+        .route("/os-hosts/properties/{name}", patch(hosts::set_property))
+        .route("/os-hosts/{id}", get(hosts::show).put(hosts::update).delete(hosts::delete))
+        .route("/os-hosts/{id}/allocation", get(hosts::allocation))
+}
+
+/// Who did it, for the log.
+fn meta(ctx: &Context) -> EventMeta {
+    EventMeta {
+        actor: Some(ctx.user_id.clone()),
+        project: Some(ctx.project_id.clone()),
+        request_id: Some(current_request_id()),
+        causation: None,
+    }
+}
+
+/// A JSON object body; `wrapper` (`lease`, `host`) may wrap it, as Blazar
+/// accepts both. Anything else is a 400 that names the problem.
+fn object_body(body: &Bytes, wrapper: &str) -> Result<serde_json::Map<String, Value>, ApiError> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(codes::INVALID_LEASE, format!("the body is not JSON: {e}")))?;
+    let Value::Object(mut obj) = v else {
+        return Err(ApiError::bad_request(codes::INVALID_LEASE, "the body must be a JSON object"));
+    };
+    if obj.len() == 1 {
+        if let Some(Value::Object(inner)) = obj.get(wrapper) {
+            let inner = inner.clone();
+            obj = inner;
+        }
+    }
+    Ok(obj)
+}
+
+fn admin_only(ctx: &Context) -> Result<(), ApiError> {
+    if ctx.is_admin() {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden())
+    }
+}
+
+/// A path id; anything that is not a uuid names nothing (404).
+fn path_id(id: &str, what: &'static str, code: &'static str) -> Result<uuid::Uuid, ApiError> {
+    uuid::Uuid::parse_str(id)
+        .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, code, format!("{what} {id} could not be found")))
+}
+
+/// A string field, if present; any other type is a 400.
+fn opt_str<'a>(obj: &'a serde_json::Map<String, Value>, key: &str) -> Result<Option<&'a str>, ApiError> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(v) => Err(ApiError::bad_request(codes::INVALID_LEASE, format!("{key} must be a string, not {v}"))),
+    }
+}

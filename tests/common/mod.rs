@@ -1,0 +1,95 @@
+//! A real berthd on a fresh database, for black-box tests.
+
+#![allow(dead_code)]
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use berth_store::testing::TestDatabase;
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+pub struct Server {
+    pub url: String,
+    pub db: TestDatabase,
+    child: Child,
+    http: reqwest::Client,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Server {
+    /// Starts `berthd serve` on a free port against a fresh database.
+    pub async fn start() -> Server {
+        let db = TestDatabase::new().await;
+        let listen = format!("127.0.0.1:{}", free_port());
+        let child = Command::new(env!("CARGO_BIN_EXE_berthd"))
+            .arg("serve")
+            .env("BERTH_DATABASE_URL", &db.url)
+            .env("BERTH_LISTEN", &listen)
+            .env("BERTH_AUTH", "noauth")
+            .env("BERTH_POOL_SIZE", "8")
+            .env("BERTH_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start berthd");
+        let server = Server { url: format!("http://{listen}"), db, child, http: reqwest::Client::new() };
+        for _ in 0..300 {
+            if let Ok(r) = server.http.get(format!("{}/readyz", server.url)).send().await {
+                if r.status().is_success() {
+                    return server;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("berthd did not become ready");
+    }
+
+    /// Sends `body` (None: no body; a string: raw) as `token`.
+    pub async fn call(&self, method: Method, path: &str, token: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut req = self.http.request(method, format!("{}{path}", self.url)).header("x-auth-token", token);
+        match body {
+            Some(Value::String(raw)) => req = req.header("content-type", "application/json").body(raw),
+            Some(b) => req = req.json(&b),
+            None => {}
+        }
+        let resp = req.send().await.expect("request");
+        let status = resp.status();
+        let text = resp.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> (StatusCode, Value) {
+        self.call(Method::GET, path, token, None).await
+    }
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::POST, path, token, Some(body)).await
+    }
+    pub async fn put(&self, path: &str, token: &str, body: Value) -> (StatusCode, Value) {
+        self.call(Method::PUT, path, token, Some(body)).await
+    }
+    pub async fn delete(&self, path: &str, token: &str) -> (StatusCode, Value) {
+        self.call(Method::DELETE, path, token, None).await
+    }
+
+    /// `berthd replay --verify` against this server's database.
+    pub fn replay_verify(&self) {
+        let out = Command::new(env!("CARGO_BIN_EXE_berthd"))
+            .args(["replay", "--verify"])
+            .env("BERTH_DATABASE_URL", &self.db.url)
+            .env("BERTH_LOG", "warn")
+            .output()
+            .expect("run replay");
+        assert!(out.status.success(), "replay differs: {}", String::from_utf8_lossy(&out.stdout));
+    }
+}
