@@ -1,27 +1,61 @@
 //! berth: the command-line client. Talks to berthd over HTTP (`BERTH_URL`,
 //! `BERTH_TOKEN`); depends on berth-core types only.
 
-use clap::Parser;
+mod client;
+mod hosts;
+mod leases;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use client::Client;
 
 #[derive(Parser)]
 #[command(name = "berth", version, about = "Berth client: leases, hosts, quotas, usages, events")]
 struct Cli {
     /// berthd's base URL.
-    #[arg(long, env = "BERTH_URL", default_value = "http://127.0.0.1:8778")]
+    #[arg(long, global = true, env = "BERTH_URL", default_value = "http://127.0.0.1:8778")]
     url: String,
     /// The token sent as X-Auth-Token.
-    #[arg(long, env = "BERTH_TOKEN", default_value = "admin")]
+    #[arg(long, global = true, env = "BERTH_TOKEN", default_value = "admin")]
     token: String,
+    /// Output format.
+    #[arg(short = 'f', long = "format", global = true, value_enum, default_value = "table")]
+    format: Format,
+    #[command(subcommand)]
+    command: Option<Command>,
 }
 
-fn main() -> anyhow::Result<()> {
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Leases: create, list, show, update, delete.
+    #[command(subcommand)]
+    Lease(leases::LeaseCommand),
+    /// Reservable hosts: create (enrol), list, show, update, delete, allocations.
+    #[command(subcommand)]
+    Host(hosts::HostCommand),
+    /// When would a lease fit? The earliest windows for the reservations given.
+    Availability(leases::AvailabilityArgs),
+    /// The server's version document.
+    Version,
+}
+
+fn main() {
     let cli = Cli::parse();
-    let body: serde_json::Value = reqwest::blocking::Client::new()
-        .get(format!("{}/", cli.url.trim_end_matches('/')))
-        .header("x-auth-token", &cli.token)
-        .send()?
-        .error_for_status()?
-        .json()?;
-    println!("{}", serde_json::to_string_pretty(&body)?);
-    Ok(())
+    let client = Client::new(&cli.url, &cli.token, cli.format);
+    let result = match cli.command {
+        Some(Command::Lease(c)) => leases::run(&client, c),
+        Some(Command::Host(c)) => hosts::run(&client, c),
+        Some(Command::Availability(a)) => leases::availability(&client, a),
+        Some(Command::Version) | None => client.get("/").map(|v| client.print_object(&v)),
+    };
+    if let Err(e) = result {
+        eprintln!("berth: {e:#}");
+        std::process::exit(1);
+    }
 }

@@ -1,0 +1,160 @@
+//! HTTP to berthd and printing what it answers, as a table or as JSON.
+
+use anyhow::{anyhow, Result};
+use reqwest::blocking::RequestBuilder;
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::Format;
+
+pub struct Client {
+    base: String,
+    token: String,
+    pub format: Format,
+    http: reqwest::blocking::Client,
+}
+
+impl Client {
+    pub fn new(base: &str, token: &str, format: Format) -> Client {
+        Client {
+            base: base.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+            format,
+            http: reqwest::blocking::Client::new(),
+        }
+    }
+
+    fn send(&self, req: RequestBuilder) -> Result<Value> {
+        let resp = req.header("x-auth-token", &self.token).header("accept", "application/json").send()?;
+        let status = resp.status();
+        let text = resp.text()?;
+        let body: Value =
+            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        if !status.is_success() {
+            let message =
+                body.get("error_message").and_then(Value::as_str).map(str::to_string).unwrap_or(body.to_string());
+            let code = body.get("code").and_then(Value::as_str).unwrap_or("");
+            return Err(anyhow!("{} {message} [{code}]", status.as_u16()));
+        }
+        Ok(body)
+    }
+
+    pub fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Value> {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        self.send(req)
+    }
+
+    pub fn get(&self, path: &str) -> Result<Value> {
+        self.call(Method::GET, path, None)
+    }
+
+    /// One object: a two-column table of its fields, or JSON.
+    pub fn print_object(&self, v: &Value) {
+        if self.format == Format::Json {
+            println!("{}", serde_json::to_string_pretty(v).expect("json"));
+            return;
+        }
+        let rows: Vec<Vec<String>> = match v.as_object() {
+            Some(o) => o.iter().map(|(k, v)| vec![k.clone(), cell(v)]).collect(),
+            None => vec![vec!["value".into(), cell(v)]],
+        };
+        print_table(&["Field", "Value"], &rows);
+    }
+
+    /// A list: one row per item with the columns named, or JSON.
+    pub fn print_list(&self, items: &[Value], columns: &[&str]) {
+        if self.format == Format::Json {
+            println!("{}", serde_json::to_string_pretty(items).expect("json"));
+            return;
+        }
+        let rows: Vec<Vec<String>> =
+            items.iter().map(|i| columns.iter().map(|c| cell(i.get(*c).unwrap_or(&Value::Null))).collect()).collect();
+        print_table(columns, &rows);
+    }
+}
+
+fn cell(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        Value::Array(a) if a.iter().all(|x| !x.is_object() && !x.is_array()) => {
+            a.iter().map(cell).collect::<Vec<_>>().join(", ")
+        }
+        Value::Array(a) => a.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("\n"),
+        other => other.to_string(),
+    }
+}
+
+/// A boxed table; cells may span lines.
+pub fn print_table(headers: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            let w = c.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+            widths[i] = widths[i].max(w);
+        }
+    }
+    let rule = format!("+{}+", widths.iter().map(|w| "-".repeat(w + 2)).collect::<Vec<_>>().join("+"));
+    let line = |cells: Vec<&str>| {
+        let parts: Vec<String> =
+            cells.iter().zip(&widths).map(|(c, w)| format!(" {c}{} ", " ".repeat(w - c.chars().count()))).collect();
+        format!("|{}|", parts.join("|"))
+    };
+    println!("{rule}");
+    println!("{}", line(headers.to_vec()));
+    println!("{rule}");
+    for r in rows {
+        let height = r.iter().map(|c| c.lines().count().max(1)).max().unwrap_or(1);
+        for k in 0..height {
+            println!("{}", line(r.iter().map(|c| c.lines().nth(k).unwrap_or("")).collect()));
+        }
+    }
+    println!("{rule}");
+}
+
+/// Splits `a=1,b=[x, y],c="p,q"` on the commas that are not inside
+/// brackets or quotes, into key/value pairs.
+pub fn key_values(s: &str) -> Result<Vec<(String, String)>> {
+    let mut parts = Vec::new();
+    let (mut depth, mut quote, mut cur) = (0i32, None::<char>, String::new());
+    for ch in s.chars() {
+        match (ch, quote) {
+            ('"' | '\'', None) => quote = Some(ch),
+            (c, Some(q)) if c == q => quote = None,
+            ('[' | '{', None) => depth += 1,
+            (']' | '}', None) => depth -= 1,
+            (',', None) if depth == 0 => {
+                parts.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(ch);
+    }
+    parts.push(cur);
+    parts
+        .into_iter()
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').ok_or_else(|| anyhow!("{p:?} is not key=value"))?;
+            Ok((k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_values_keep_json_whole() {
+        let kv =
+            key_values("resource_type=physical:host,min=1,hypervisor_properties=[\">=\", \"$vcpus\", \"4\"]").unwrap();
+        assert_eq!(kv.len(), 3);
+        assert_eq!(kv[2], ("hypervisor_properties".into(), "[\">=\", \"$vcpus\", \"4\"]".into()));
+        assert!(key_values("novalue").is_err());
+    }
+}

@@ -1,0 +1,160 @@
+//! `berth host ...`.
+
+use anyhow::{anyhow, Result};
+use clap::Subcommand;
+use reqwest::Method;
+use serde_json::{json, Map, Value};
+
+use crate::client::{key_values, Client};
+
+#[derive(Subcommand)]
+pub enum HostCommand {
+    /// Enrol a provider (by name) as a reservable host, creating it when
+    /// --vcpus, --memory-mb and --local-gb are given.
+    Create {
+        name: String,
+        #[arg(long)]
+        vcpus: Option<i64>,
+        #[arg(long)]
+        memory_mb: Option<i64>,
+        #[arg(long)]
+        local_gb: Option<i64>,
+        /// An extra capability, `key=value`; repeatable.
+        #[arg(long = "extra")]
+        extra: Vec<String>,
+    },
+    List,
+    /// Show a host (by id or name).
+    Show {
+        host: String,
+    },
+    /// Set extra capabilities (`key=value`; an empty value removes one) or reservability.
+    Update {
+        host: String,
+        #[arg(long = "extra")]
+        extra: Vec<String>,
+        #[arg(long)]
+        reservable: Option<bool>,
+    },
+    /// Take a host out of the pool (refused while a lease holds it).
+    Delete {
+        host: String,
+    },
+    /// Which reservations hold which hosts.
+    Allocations {
+        /// Only this host.
+        host: Option<String>,
+        #[arg(long)]
+        lease_id: Option<String>,
+        #[arg(long)]
+        reservation_id: Option<String>,
+    },
+}
+
+const COLUMNS: &[&str] = &["id", "hypervisor_hostname", "vcpus", "memory_mb", "local_gb", "reservable"];
+
+fn host_id(client: &Client, given: &str) -> Result<String> {
+    if uuid::Uuid::parse_str(given).is_ok() {
+        return Ok(given.to_string());
+    }
+    let all = client.get("/v1/os-hosts")?;
+    all["hosts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|h| h["hypervisor_hostname"] == given)
+        .and_then(|h| h["id"].as_str().map(str::to_string))
+        .ok_or_else(|| anyhow!("no host named {given:?}"))
+}
+
+fn extras(list: &[String], empty_removes: bool) -> Result<Map<String, Value>> {
+    let mut o = Map::new();
+    for s in list {
+        for (k, v) in key_values(s)? {
+            let v = if v.is_empty() && empty_removes { Value::Null } else { Value::String(v) };
+            o.insert(k, v);
+        }
+    }
+    Ok(o)
+}
+
+fn print_allocations(client: &Client, list: &[Value]) {
+    let rows: Vec<Value> = list
+        .iter()
+        .map(|a| {
+            let res: Vec<String> = a["reservations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| format!("{} (lease {})", r["id"].as_str().unwrap_or(""), r["lease_id"].as_str().unwrap_or("")))
+                .collect();
+            json!({"resource_id": a["resource_id"], "reservations": res.join("\n")})
+        })
+        .collect();
+    if client.format == crate::Format::Json {
+        client.print_list(list, &[]);
+    } else {
+        client.print_list(&rows, &["resource_id", "reservations"]);
+    }
+}
+
+pub fn run(client: &Client, cmd: HostCommand) -> Result<()> {
+    match cmd {
+        HostCommand::Create { name, vcpus, memory_mb, local_gb, extra } => {
+            let mut body = extras(&extra, false)?;
+            body.insert("name".into(), json!(name));
+            for (k, v) in [("vcpus", vcpus), ("memory_mb", memory_mb), ("local_gb", local_gb)] {
+                if let Some(v) = v {
+                    body.insert(k.into(), json!(v));
+                }
+            }
+            let out = client.call(Method::POST, "/v1/os-hosts", Some(&Value::Object(body)))?;
+            client.print_object(&out["host"]);
+        }
+        HostCommand::List => {
+            let out = client.get("/v1/os-hosts")?;
+            client.print_list(out["hosts"].as_array().map(Vec::as_slice).unwrap_or(&[]), COLUMNS);
+        }
+        HostCommand::Show { host } => {
+            let out = client.get(&format!("/v1/os-hosts/{}", host_id(client, &host)?))?;
+            client.print_object(&out["host"]);
+        }
+        HostCommand::Update { host, extra, reservable } => {
+            let id = host_id(client, &host)?;
+            let mut body = extras(&extra, true)?;
+            if let Some(r) = reservable {
+                body.insert("reservable".into(), json!(r));
+            }
+            let out = client.call(Method::PUT, &format!("/v1/os-hosts/{id}"), Some(&Value::Object(body)))?;
+            client.print_object(&out["host"]);
+        }
+        HostCommand::Delete { host } => {
+            let id = host_id(client, &host)?;
+            client.call(Method::DELETE, &format!("/v1/os-hosts/{id}"), None)?;
+            if client.format == crate::Format::Table {
+                println!("Deleted host {id}");
+            }
+        }
+        HostCommand::Allocations { host, lease_id, reservation_id } => {
+            let mut q = Vec::new();
+            if let Some(l) = lease_id {
+                q.push(format!("lease_id={l}"));
+            }
+            if let Some(r) = reservation_id {
+                q.push(format!("reservation_id={r}"));
+            }
+            let query = if q.is_empty() { String::new() } else { format!("?{}", q.join("&")) };
+            match host {
+                Some(h) => {
+                    let out = client.get(&format!("/v1/os-hosts/{}/allocation{query}", host_id(client, &h)?))?;
+                    print_allocations(client, std::slice::from_ref(&out["allocation"]));
+                }
+                None => {
+                    let out = client.get(&format!("/v1/os-hosts/allocations{query}"))?;
+                    print_allocations(client, out["allocations"].as_array().map(Vec::as_slice).unwrap_or(&[]));
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,239 @@
+//! `berth lease ...` and `berth availability`.
+
+use anyhow::{anyhow, Result};
+use clap::{Args, Subcommand};
+use reqwest::Method;
+use serde_json::{json, Map, Value};
+
+use crate::client::{key_values, Client};
+
+#[derive(Subcommand)]
+pub enum LeaseCommand {
+    /// Create a lease.
+    Create(CreateArgs),
+    /// List leases.
+    List {
+        #[arg(long)]
+        status: Option<String>,
+        /// Another project's (admins).
+        #[arg(long)]
+        project: Option<String>,
+        #[arg(long)]
+        limit: Option<u32>,
+        #[arg(long)]
+        marker: Option<String>,
+    },
+    /// Show a lease (by id or name).
+    Show { lease: String },
+    /// Change a lease: name, dates, reservations.
+    Update(UpdateArgs),
+    /// Delete a lease.
+    Delete { lease: String },
+    /// How far a lease could be extended where it is.
+    Extension { lease: String },
+}
+
+#[derive(Args)]
+pub struct CreateArgs {
+    pub name: String,
+    /// `now`, `YYYY-MM-DD HH:MM` (UTC) or RFC 3339.
+    #[arg(long, default_value = "now")]
+    pub start: String,
+    #[arg(long)]
+    pub end: Option<String>,
+    #[arg(long)]
+    pub before_end: Option<String>,
+    /// A reservation, as `resource_type=physical:host,min=1,max=2,...`; repeatable.
+    #[arg(long = "reservation", alias = "physical-reservation")]
+    pub reservations: Vec<String>,
+    /// Recurring: a cron schedule (5 fields); with --duration and --until.
+    #[arg(long)]
+    pub cron: Option<String>,
+    #[arg(long)]
+    pub duration: Option<String>,
+    #[arg(long)]
+    pub until: Option<String>,
+}
+
+#[derive(Args)]
+pub struct UpdateArgs {
+    pub lease: String,
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long)]
+    pub start: Option<String>,
+    #[arg(long)]
+    pub end: Option<String>,
+    #[arg(long)]
+    pub before_end: Option<String>,
+    /// e.g. `2h`, `30m`, `1d`.
+    #[arg(long)]
+    pub prolong_for: Option<String>,
+    #[arg(long)]
+    pub reduce_by: Option<String>,
+    #[arg(long)]
+    pub defer_by: Option<String>,
+    #[arg(long)]
+    pub advance_by: Option<String>,
+    /// `id=<reservation id>,min=2,max=3,...`; repeatable.
+    #[arg(long = "reservation")]
+    pub reservations: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct AvailabilityArgs {
+    /// A reservation, as for `lease create`; repeatable.
+    #[arg(long = "reservation", required = true)]
+    pub reservations: Vec<String>,
+    /// How long the lease would last, e.g. `2h`.
+    #[arg(long)]
+    pub duration: String,
+    #[arg(long)]
+    pub from: Option<String>,
+    #[arg(long)]
+    pub until: Option<String>,
+    #[arg(long)]
+    pub limit: Option<u32>,
+}
+
+const LIST_COLUMNS: &[&str] = &["id", "name", "start_date", "end_date", "status", "project_id"];
+
+fn reservation(s: &str) -> Result<Value> {
+    let mut o = Map::new();
+    for (k, v) in key_values(s)? {
+        o.insert(k, Value::String(v));
+    }
+    Ok(Value::Object(o))
+}
+
+fn reservations(list: &[String]) -> Result<Vec<Value>> {
+    list.iter().map(|s| reservation(s)).collect()
+}
+
+/// A lease id from an id or a name (names are unique within a project).
+fn lease_id(client: &Client, given: &str) -> Result<String> {
+    if uuid::Uuid::parse_str(given).is_ok() {
+        return Ok(given.to_string());
+    }
+    let all = client.get("/v1/leases")?;
+    let found: Vec<&Value> = all["leases"].as_array().into_iter().flatten().filter(|l| l["name"] == given).collect();
+    match found.as_slice() {
+        [one] => Ok(one["id"].as_str().unwrap_or_default().to_string()),
+        [] => Err(anyhow!("no lease named {given:?}")),
+        _ => Err(anyhow!("several leases are named {given:?}: use an id")),
+    }
+}
+
+/// The lease shown flat: reservations and events summarised.
+fn show_lease(client: &Client, lease: &Value) {
+    if client.format == crate::Format::Json {
+        client.print_object(lease);
+        return;
+    }
+    let mut flat = lease.as_object().cloned().unwrap_or_default();
+    let summary = |key: &str| -> Value {
+        Value::String(lease[key].as_array().into_iter().flatten().map(|x| x.to_string()).collect::<Vec<_>>().join("\n"))
+    };
+    flat.insert("reservations".into(), summary("reservations"));
+    flat.insert("events".into(), summary("events"));
+    client.print_object(&Value::Object(flat));
+}
+
+pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
+    match cmd {
+        LeaseCommand::Create(a) => {
+            let mut body = json!({"name": a.name, "start_date": a.start, "reservations": reservations(&a.reservations)?, "events": []});
+            if let Some(e) = a.end {
+                body["end_date"] = json!(e);
+            }
+            if let Some(b) = a.before_end {
+                body["before_end_date"] = json!(b);
+            }
+            if let Some(cron) = a.cron {
+                let (Some(d), Some(u)) = (a.duration, a.until) else {
+                    return Err(anyhow!("--cron needs --duration and --until"));
+                };
+                body["recurrence"] = json!({"cron": cron, "duration": d, "until": u});
+            }
+            let out = client.call(Method::POST, "/v1/leases", Some(&body))?;
+            show_lease(client, &out["lease"]);
+        }
+        LeaseCommand::List { status, project, limit, marker } => {
+            let mut q = Vec::new();
+            if let Some(s) = status {
+                q.push(format!("status={s}"));
+            }
+            if let Some(p) = project {
+                q.push(format!("project_id={p}"));
+            }
+            if let Some(l) = limit {
+                q.push(format!("limit={l}"));
+            }
+            if let Some(m) = marker {
+                q.push(format!("marker={m}"));
+            }
+            let path = if q.is_empty() { "/v1/leases".to_string() } else { format!("/v1/leases?{}", q.join("&")) };
+            let out = client.get(&path)?;
+            client.print_list(out["leases"].as_array().map(Vec::as_slice).unwrap_or(&[]), LIST_COLUMNS);
+        }
+        LeaseCommand::Show { lease } => {
+            let out = client.get(&format!("/v1/leases/{}", lease_id(client, &lease)?))?;
+            show_lease(client, &out["lease"]);
+        }
+        LeaseCommand::Update(a) => {
+            let id = lease_id(client, &a.lease)?;
+            let mut body = Map::new();
+            let pairs = [
+                ("name", a.name),
+                ("start_date", a.start),
+                ("end_date", a.end),
+                ("before_end_date", a.before_end),
+                ("prolong_for", a.prolong_for),
+                ("reduce_by", a.reduce_by),
+                ("defer_by", a.defer_by),
+                ("advance_by", a.advance_by),
+            ];
+            for (k, v) in pairs {
+                if let Some(v) = v {
+                    body.insert(k.into(), json!(v));
+                }
+            }
+            if !a.reservations.is_empty() {
+                body.insert("reservations".into(), json!(reservations(&a.reservations)?));
+            }
+            if body.is_empty() {
+                return Err(anyhow!("nothing to update: give --name, a date or --reservation"));
+            }
+            let out = client.call(Method::PUT, &format!("/v1/leases/{id}"), Some(&Value::Object(body)))?;
+            show_lease(client, &out["lease"]);
+        }
+        LeaseCommand::Delete { lease } => {
+            let id = lease_id(client, &lease)?;
+            client.call(Method::DELETE, &format!("/v1/leases/{id}"), None)?;
+            if client.format == crate::Format::Table {
+                println!("Deleted lease {id}");
+            }
+        }
+        LeaseCommand::Extension { lease } => {
+            let out = client.get(&format!("/v1/leases/{}/extension", lease_id(client, &lease)?))?;
+            client.print_object(&out["extension"]);
+        }
+    }
+    Ok(())
+}
+
+pub fn availability(client: &Client, a: AvailabilityArgs) -> Result<()> {
+    let mut body = json!({"reservations": reservations(&a.reservations)?, "duration": a.duration});
+    if let Some(f) = a.from {
+        body["from"] = json!(f);
+    }
+    if let Some(u) = a.until {
+        body["until"] = json!(u);
+    }
+    if let Some(l) = a.limit {
+        body["limit"] = json!(l);
+    }
+    let out = client.call(Method::POST, "/v1/availability", Some(&body))?;
+    client.print_list(out["availability"].as_array().map(Vec::as_slice).unwrap_or(&[]), &["start_date", "end_date"]);
+    Ok(())
+}
