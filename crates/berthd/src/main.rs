@@ -145,7 +145,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
 fn plugins(cfg: &Config) -> Result<berth_plugins::Registry> {
     let builtins: Vec<Arc<dyn berth_plugins::ResourcePlugin>> =
         vec![Arc::new(berth_plugins::host::HostPlugin), Arc::new(berth_plugins::instance::InstancePlugin)];
-    Ok(cfg.plugins.registry(builtins).context("the [plugins] configuration")?)
+    cfg.plugins.registry(builtins).context("the [plugins] configuration")
 }
 
 /// SIGTERM or Ctrl-C: stop accepting, finish what is in flight.
