@@ -23,6 +23,27 @@ impl Drop for Server {
     }
 }
 
+/// The berthd binary: cargo names it to tests of its own package; others
+/// find it beside their own target directory.
+pub fn berthd_bin() -> std::path::PathBuf {
+    match option_env!("CARGO_BIN_EXE_berthd") {
+        Some(p) => p.into(),
+        None => {
+            let exe = std::env::current_exe().expect("test binary path");
+            let dir = exe.parent().and_then(|d| d.parent()).expect("target directory");
+            let bin = dir.join("berthd");
+            assert!(bin.exists(), "{} is missing: build it first (cargo build -p berthd)", bin.display());
+            bin
+        }
+    }
+}
+
+/// The target directory this test runs from (for caches such as a venv).
+pub fn target_dir() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.ancestors().nth(3).expect("target directory").to_path_buf()
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -32,7 +53,7 @@ impl Server {
     pub async fn start() -> Server {
         let db = TestDatabase::new().await;
         let listen = format!("127.0.0.1:{}", free_port());
-        let child = Command::new(env!("CARGO_BIN_EXE_berthd"))
+        let child = Command::new(berthd_bin())
             .arg("serve")
             .env("BERTH_DATABASE_URL", &db.url)
             .env("BERTH_LISTEN", &listen)
@@ -84,7 +105,7 @@ impl Server {
 
     /// `berthd replay --verify` against this server's database.
     pub fn replay_verify(&self) {
-        let out = Command::new(env!("CARGO_BIN_EXE_berthd"))
+        let out = Command::new(berthd_bin())
             .args(["replay", "--verify"])
             .env("BERTH_DATABASE_URL", &self.db.url)
             .env("BERTH_LOG", "warn")

@@ -1,0 +1,95 @@
+//! The berth CLI against a real berthd: hosts, leases, availability, in
+//! table and JSON output, with BERTH_URL and BERTH_TOKEN.
+
+mod common;
+
+use std::process::Command;
+
+use common::Server;
+use serde_json::Value;
+
+fn berth(server: &Server, token: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(args)
+        .env("BERTH_URL", &server.url)
+        .env("BERTH_TOKEN", token)
+        .output()
+        .expect("run berth");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+fn json(server: &Server, token: &str, args: &[&str]) -> Value {
+    let mut all = vec!["-f", "json"];
+    all.extend_from_slice(args);
+    let (ok, out, err) = berth(server, token, &all);
+    assert!(ok, "berth {args:?} failed: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("berth {args:?}: not JSON ({e}): {out}"))
+}
+
+fn future(days: i64, hour: u32) -> String {
+    let d = chrono::Utc::now().date_naive() + chrono::Duration::days(days);
+    format!("{d} {hour:02}:00")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_manages_hosts_and_leases() {
+    let s = Server::start().await;
+    let host = json(
+        &s,
+        "admin",
+        &["host", "create", "cli-1", "--vcpus", "4", "--memory-mb", "4096", "--local-gb", "10", "--extra", "gpu=true"],
+    );
+    assert_eq!(host["gpu"], "true");
+    let (ok, table, _) = berth(&s, "admin", &["host", "list"]);
+    assert!(ok && table.contains("cli-1") && table.contains("| hypervisor_hostname |"), "{table}");
+    let (ok, _, err) = berth(&s, "alice:p1", &["host", "create", "cli-2"]);
+    assert!(!ok && err.contains("403"), "{err}");
+
+    let (start, end) = (future(3, 10), future(3, 12));
+    let res = "resource_type=physical:host,min=1,max=1,resource_properties=[\"=\", \"$gpu\", \"true\"]";
+    let lease =
+        json(&s, "alice:p1", &["lease", "create", "cli-lease", "--start", &start, "--end", &end, "--reservation", res]);
+    assert_eq!(lease["status"], "PENDING");
+    let id = lease["id"].as_str().unwrap().to_string();
+    // A second lease on the only GPU host overlaps: the error names the reservation.
+    let (ok, _, err) =
+        berth(&s, "bob:p2", &["lease", "create", "other", "--start", &start, "--end", &end, "--reservation", res]);
+    assert!(!ok && err.contains("berth.lease.reservation_0.no_capacity"), "{err}");
+
+    let (ok, table, _) = berth(&s, "alice:p1", &["lease", "list"]);
+    assert!(ok && table.contains("cli-lease") && table.contains("PENDING"), "{table}");
+    let shown = json(&s, "alice:p1", &["lease", "show", "cli-lease"]);
+    assert_eq!(shown["id"], id.as_str());
+    let longer = json(&s, "alice:p1", &["lease", "update", "cli-lease", "--prolong-for", "1h"]);
+    assert!(longer["end_date"].as_str().unwrap().contains("T13:00:00"), "{longer}");
+    let shorter = json(&s, "alice:p1", &["lease", "update", &id, "--reduce-by", "30m", "--name", "renamed"]);
+    assert!(shorter["end_date"].as_str().unwrap().contains("T12:30:00"), "{shorter}");
+    assert_eq!(shorter["name"], "renamed");
+
+    let allocs = json(&s, "admin", &["host", "allocations"]);
+    assert_eq!(allocs[0]["reservations"][0]["lease_id"], id.as_str());
+    let advice = json(
+        &s,
+        "alice:p1",
+        &[
+            "availability",
+            "--reservation",
+            "resource_type=physical:host,min=1,max=1",
+            "--duration",
+            "2h",
+            "--from",
+            &future(3, 9),
+            "--until",
+            &future(3, 20),
+            "--limit",
+            "1",
+        ],
+    );
+    assert!(advice[0]["start_date"].as_str().unwrap().contains("T12:30:00"), "{advice}");
+
+    let (ok, out, _) = berth(&s, "alice:p1", &["lease", "delete", "renamed"]);
+    assert!(ok && out.contains("Deleted lease"), "{out}");
+    let (ok, out, err) = berth(&s, "admin", &["host", "delete", "cli-1"]);
+    assert!(ok, "{out}{err}");
+    assert!(json(&s, "admin", &["host", "list"]).as_array().unwrap().is_empty());
+}
