@@ -146,6 +146,14 @@ pub enum Event {
         private: bool,
         at: DateTime<Utc>,
     },
+    /// What `consumer` now draws from the hold of reservation slot `slot`
+    /// (empty: nothing; the slot's hold grew back).
+    ReservationDrawn {
+        slot: Uuid,
+        consumer: Uuid,
+        resources: BTreeMap<String, i64>,
+        at: DateTime<Utc>,
+    },
 }
 
 impl Event {
@@ -172,6 +180,7 @@ impl Event {
             | Event::HostUpdated { provider, .. }
             | Event::HostRemoved { provider, .. } => format!("host:{provider}"),
             Event::HostPropertyChanged { name, .. } => format!("host_property:{name}"),
+            Event::ReservationDrawn { slot, .. } => format!("slot:{slot}"),
         }
     }
 

@@ -160,7 +160,8 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
         | Event::HostEnrolled { .. }
         | Event::HostUpdated { .. }
         | Event::HostRemoved { .. }
-        | Event::HostPropertyChanged { .. }) => leases::apply(c, e).await?,
+        | Event::HostPropertyChanged { .. }
+        | Event::ReservationDrawn { .. }) => leases::apply(c, e).await?,
     }
     Ok(())
 }
@@ -196,4 +197,5 @@ pub const TABLES: &[&str] = &[
     "reservations",
     "reservation_slots",
     "lease_events",
+    "reservation_draws",
 ];

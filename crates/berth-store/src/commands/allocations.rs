@@ -55,7 +55,11 @@ impl Store {
         consumers: Vec<ConsumerAllocations>,
     ) -> Result<(), Error> {
         check_batch_shape(&consumers)?;
-        crate::tx::command!(self, |tx| { write_allocations(tx, meta, &consumers, &[]).await })
+        crate::tx::command!(self, |tx| {
+            // Reservation classes draw from their reservation's hold (see consume.rs).
+            let consumers = super::consume::draw_from_holds(tx, meta, consumers.clone()).await?;
+            write_allocations(tx, meta, &consumers, &[]).await
+        })
     }
 
     /// Replaces the inventories of several providers and the allocations of

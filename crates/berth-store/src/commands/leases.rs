@@ -351,8 +351,11 @@ fn unfit_error(u: Unfit, types: &[&str], recurring: bool) -> Error {
     )
 }
 
-fn slot_events(lease: &LeaseRecord, at: DateTime<Utc>) -> Vec<Event> {
+/// Each slot's allocations over the lease's window: its resources less what
+/// consumers draw from it (`drawn`, by slot consumer).
+fn slot_events(lease: &LeaseRecord, drawn: &HashMap<Uuid, BTreeMap<String, i64>>, at: DateTime<Utc>) -> Vec<Event> {
     let window = Window { start: lease.start, end: Some(lease.end) };
+    let none = BTreeMap::new();
     lease
         .reservations
         .iter()
@@ -365,16 +368,76 @@ fn slot_events(lease: &LeaseRecord, at: DateTime<Utc>) -> Vec<Event> {
             allocations: s
                 .resources
                 .iter()
-                .map(|(class, used)| Allocation {
-                    provider: s.provider,
-                    resource_class: class.clone(),
-                    used: *used,
-                    window,
-                })
+                .map(|(class, used)| (class, used - drawn.get(&s.consumer).unwrap_or(&none).get(class).unwrap_or(&0)))
+                .filter(|(_, used)| *used > 0)
+                .map(|(class, used)| Allocation { provider: s.provider, resource_class: class.clone(), used, window })
                 .collect(),
             at,
         })
         .collect()
+}
+
+/// What consumers draw from these slots: (slot, consumer, resources).
+async fn draws_of(
+    tx: &Transaction<'_>,
+    slots: &[Uuid],
+) -> Result<Vec<(Uuid, Uuid, BTreeMap<String, i64>)>, StoreError> {
+    Ok(tx
+        .query(
+            "SELECT slot_consumer, consumer_uuid, resources FROM reservation_draws WHERE slot_consumer = ANY($1)",
+            &[&slots],
+        )
+        .await?
+        .iter()
+        .map(|r| (r.get(0), r.get(1), serde_json::from_value(r.get(2)).unwrap_or_default()))
+        .collect())
+}
+
+/// A consumer drawing from a slot keeps its allocations on the slot's
+/// provider until the lease ends: when the end moves, they move with it.
+async fn follow_end(
+    tx: &Transaction<'_>,
+    consumer: Uuid,
+    providers: &[Uuid],
+    old_end: DateTime<Utc>,
+    new_end: DateTime<Utc>,
+    at: DateTime<Utc>,
+) -> Result<Option<Event>, StoreError> {
+    let Some(who) =
+        tx.query_opt("SELECT project_id, user_id, consumer_type FROM consumers WHERE uuid = $1", &[&consumer]).await?
+    else {
+        return Ok(None);
+    };
+    let rows = tx
+        .query(
+            "SELECT provider_uuid, resource_class, used, lower(during), upper(during) FROM allocations
+             WHERE consumer_uuid = $1 ORDER BY provider_uuid, resource_class, lower(during)",
+            &[&consumer],
+        )
+        .await?;
+    let allocations: Vec<Allocation> = rows
+        .iter()
+        .filter_map(|r| {
+            let provider: Uuid = r.get(0);
+            let start: DateTime<Utc> = r.get(3);
+            let mut end: Option<DateTime<Utc>> = r.get(4);
+            if providers.contains(&provider) && end == Some(old_end) {
+                end = Some(new_end);
+            }
+            if end.is_some_and(|e| e <= start) {
+                return None;
+            }
+            Some(Allocation { provider, resource_class: r.get(1), used: r.get(2), window: Window { start, end } })
+        })
+        .collect();
+    Ok(Some(Event::AllocationsReplaced {
+        consumer,
+        project_id: who.get(0),
+        user_id: who.get(1),
+        consumer_type: who.get(2),
+        allocations,
+        at,
+    }))
 }
 
 fn released(consumer: Uuid, lease: &LeaseRecord, at: DateTime<Utc>) -> Event {
@@ -587,7 +650,14 @@ impl Store {
                     events: lease::new_events(*start, be, *end),
                 };
                 ids.push(record.id);
-                let slots = slot_events(&record, at);
+                let slots = slot_events(&record, &HashMap::new(), at);
+                // The class Placement requests name to draw from the reservation.
+                events.extend(
+                    record
+                        .reservations
+                        .iter()
+                        .map(|r| Event::ResourceClassCreated { name: lease::reservation_class(r.id) }),
+                );
                 events.push(Event::LeaseCreated { lease: record, at });
                 events.extend(slots);
             }
@@ -653,7 +723,22 @@ impl Store {
             }
             let mut events = Vec::new();
             if window_moved || !update.reservations.is_empty() {
-                lock_slot_consumers(tx, &current).await?;
+                let slot_ids: Vec<Uuid> =
+                    current.reservations.iter().flat_map(|r| r.slots.iter().map(|s| s.consumer)).collect();
+                // Consumers drawing from the slots count as part of them.
+                let mut drawers: Vec<Uuid> = draws_of(tx, &slot_ids).await?.iter().map(|d| d.1).collect();
+                drawers.sort();
+                drawers.dedup();
+                let mut lock: Vec<Uuid> = slot_ids.iter().chain(&drawers).copied().collect();
+                lock.sort();
+                tx.query("SELECT 1 FROM consumers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE", &[&lock]).await?;
+                let draws = draws_of(tx, &slot_ids).await?;
+                let mut drawn: HashMap<Uuid, BTreeMap<String, i64>> = HashMap::new();
+                for (slot, _, res) in &draws {
+                    for (k, v) in res {
+                        *drawn.entry(*slot).or_default().entry(k.clone()).or_default() += v;
+                    }
+                }
                 let changed: HashMap<Uuid, &ReservationUpdate> =
                     update.reservations.iter().map(|r| (r.id, r)).collect();
                 let items: Vec<Item> = current
@@ -664,8 +749,7 @@ impl Store {
                         None => Item::Fixed(&r.slots),
                     })
                     .collect();
-                let own: Vec<Uuid> =
-                    current.reservations.iter().flat_map(|r| r.slots.iter().map(|s| s.consumer)).collect();
+                let own: Vec<Uuid> = slot_ids.iter().chain(draws.iter().map(|d| &d.1)).copied().collect();
                 let types: Vec<&str> = current.reservations.iter().map(|r| r.resource_type.as_str()).collect();
                 let window = Window { start, end: Some(end) };
                 let mut placed = plan(tx, &items, &[window], &own).await?.map_err(|u| unfit_error(u, &types, false))?;
@@ -682,10 +766,24 @@ impl Store {
                                 None => Slot { consumer: Uuid::new_v4(), provider: p.provider, resources: p.resources },
                             })
                             .collect();
+                        if let Some(s) = old.iter().find(|s| drawn.contains_key(&s.consumer)) {
+                            return Err(Error::conflict(
+                                codes::LEASE_STARTED,
+                                format!("the slot on {} is in use by a consumer; it cannot be given up", s.provider),
+                            )
+                            .into());
+                        }
                         events.extend(old.iter().map(|s| released(s.consumer, &current, at)));
                     }
                 }
-                events.extend(slot_events(&next, at));
+                events.extend(slot_events(&next, &drawn, at));
+                if end != current.end {
+                    let providers: Vec<Uuid> =
+                        current.reservations.iter().flat_map(|r| r.slots.iter().map(|s| s.provider)).collect();
+                    for c in &drawers {
+                        events.extend(follow_end(tx, *c, &providers, current.end, end, at).await?);
+                    }
+                }
             }
             events.insert(0, Event::LeaseUpdated { lease: next, at });
             record(tx, meta, &events).await?;
@@ -705,6 +803,20 @@ impl Store {
             providers.dedup();
             tx.query("SELECT 1 FROM providers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE", &[&providers]).await?;
             let mut events = vec![Event::LeaseDeleted { id, at }];
+            for r in &current.reservations {
+                let name = lease::reservation_class(r.id);
+                let in_use = tx
+                    .query_opt(
+                        "SELECT 1 FROM resource_classes WHERE name = $1
+                         AND NOT EXISTS (SELECT 1 FROM inventories WHERE resource_class = $1)
+                         AND NOT EXISTS (SELECT 1 FROM allocations WHERE resource_class = $1)",
+                        &[&name],
+                    )
+                    .await?;
+                if in_use.is_some() {
+                    events.push(Event::ResourceClassDeleted { name });
+                }
+            }
             events.extend(
                 current.reservations.iter().flat_map(|r| r.slots.iter()).map(|s| released(s.consumer, &current, at)),
             );

@@ -13,6 +13,7 @@
 
 mod allocations;
 mod catalog;
+mod consume;
 mod hosts;
 mod leases;
 mod providers;

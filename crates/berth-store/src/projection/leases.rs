@@ -56,6 +56,13 @@ pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), S
             }
         }
         Event::LeaseDeleted { id, .. } => {
+            c.execute(
+                "DELETE FROM reservation_draws WHERE slot_consumer IN (
+                     SELECT s.consumer_uuid FROM reservation_slots s
+                     JOIN reservations r ON r.id = s.reservation_id WHERE r.lease_id = $1)",
+                &[id],
+            )
+            .await?;
             delete_reservations(c, id).await?;
             c.execute("DELETE FROM lease_events WHERE lease_id = $1", &[id]).await?;
             c.execute("DELETE FROM leases WHERE id = $1", &[id]).await?;
@@ -110,6 +117,22 @@ pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), S
                 &[name, private, at],
             )
             .await?;
+        }
+        Event::ReservationDrawn { slot, consumer, resources, .. } => {
+            if resources.is_empty() {
+                c.execute(
+                    "DELETE FROM reservation_draws WHERE slot_consumer = $1 AND consumer_uuid = $2",
+                    &[slot, consumer],
+                )
+                .await?;
+            } else {
+                c.execute(
+                    "INSERT INTO reservation_draws (slot_consumer, consumer_uuid, resources) VALUES ($1, $2, $3)
+                     ON CONFLICT (slot_consumer, consumer_uuid) DO UPDATE SET resources = $3",
+                    &[slot, consumer, &serde_json::to_value(resources).expect("json")],
+                )
+                .await?;
+            }
         }
         _ => unreachable!("not a lease or host event"),
     }
