@@ -18,6 +18,13 @@ test: deps
 	  $(DEBUG)/berthd with-postgres -- $(CARGO) test --workspace --no-fail-fast; \
 	fi
 
+## conformance: Placement's own API tests (and the osc-placement client) against a
+## release berthd and a throwaway PostgreSQL. CONFORMANCE_ARGS='--only inventory.yaml'
+## runs one file.
+conformance: deps
+	$(CARGO) build --release -p berthd
+	$(RELEASE)/berthd with-postgres -- sh scripts/conformance.sh $(CONFORMANCE_ARGS)
+
 ## lint: formatting and clippy, as CI checks them
 lint:
 	$(CARGO) fmt --all -- --check

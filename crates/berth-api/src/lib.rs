@@ -11,6 +11,7 @@
 pub mod auth;
 mod blazar;
 pub mod error;
+pub mod placement;
 mod root;
 
 use std::sync::Arc;
@@ -34,6 +35,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(root::routes())
         .nest("/v1", blazar::routes())
+        .merge(placement::routes(&state))
         .layer(axum::middleware::from_fn(error::request_id))
         .with_state(state)
 }

@@ -33,6 +33,11 @@ pub enum Event {
     ResourceClassDeleted {
         name: String,
     },
+    /// A custom class renamed; its inventories and allocations follow.
+    ResourceClassRenamed {
+        from: String,
+        to: String,
+    },
     TraitCreated {
         name: String,
     },
@@ -75,13 +80,18 @@ pub enum Event {
         at: DateTime<Utc>,
     },
     /// A consumer's whole allocation set, replaced (empty: deleted). Bumps the
-    /// generation of the consumer and of every provider it held or now holds.
+    /// consumer's generation, and that of the providers in `providers_bumped`
+    /// when given (a Placement request decides them: each provider it
+    /// allocates from, once per request, but not those it only releases),
+    /// else of every provider the consumer held or now holds.
     AllocationsReplaced {
         consumer: Uuid,
         project_id: String,
         user_id: String,
         consumer_type: Option<String>,
         allocations: Vec<Allocation>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        providers_bumped: Option<Vec<Uuid>>,
         at: DateTime<Utc>,
     },
     // Leases and hosts. A lease's slot consumers hold their allocations
@@ -163,6 +173,7 @@ impl Event {
             Event::ResourceClassCreated { name } | Event::ResourceClassDeleted { name } => {
                 format!("resource_class:{name}")
             }
+            Event::ResourceClassRenamed { from, .. } => format!("resource_class:{from}"),
             Event::TraitCreated { name } | Event::TraitDeleted { name } => format!("trait:{name}"),
             Event::ProviderCreated { uuid, .. }
             | Event::ProviderUpdated { uuid, .. }

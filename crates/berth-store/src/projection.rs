@@ -21,6 +21,14 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
         Event::ResourceClassDeleted { name } => {
             c.execute("DELETE FROM resource_classes WHERE name = $1", &[name]).await?;
         }
+        Event::ResourceClassRenamed { from, to } => {
+            // Without relying on ON UPDATE CASCADE (replay's scratch tables
+            // carry no foreign keys): add the new name, move the rows, drop the old.
+            c.execute("INSERT INTO resource_classes (name, standard) VALUES ($1, false)", &[to]).await?;
+            c.execute("UPDATE inventories SET resource_class = $2 WHERE resource_class = $1", &[from, to]).await?;
+            c.execute("UPDATE allocations SET resource_class = $2 WHERE resource_class = $1", &[from, to]).await?;
+            c.execute("DELETE FROM resource_classes WHERE name = $1", &[from]).await?;
+        }
         Event::TraitCreated { name } => {
             c.execute("INSERT INTO traits (name, standard) VALUES ($1, false)", &[name]).await?;
         }
@@ -37,8 +45,8 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
         }
         Event::ProviderUpdated { uuid, name, parent, at } => {
             c.execute(
-                "UPDATE providers SET name = $2, parent_uuid = $3, updated_at = $4, generation = generation + 1
-                 WHERE uuid = $1",
+                // Placement does not bump the generation on rename or re-parent.
+                "UPDATE providers SET name = $2, parent_uuid = $3, updated_at = $4 WHERE uuid = $1",
                 &[uuid, name, parent, at],
             )
             .await?;
@@ -107,7 +115,19 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
                 bump_providers(c, &[*provider], at).await?;
             }
         }
-        Event::AllocationsReplaced { consumer, project_id, user_id, consumer_type, allocations, at } => {
+        Event::AllocationsReplaced {
+            consumer,
+            project_id,
+            user_id,
+            consumer_type,
+            allocations,
+            providers_bumped,
+            at,
+        } => {
+            // Which providers get a new generation: the ones named, or (when
+            // none are) every one held before or now. `$bumped` stands for them.
+            let named: Vec<uuid::Uuid> = providers_bumped.clone().unwrap_or_default();
+            let explicit = providers_bumped.is_some();
             let providers: Vec<uuid::Uuid> = allocations.iter().map(|a| a.provider).collect();
             let classes: Vec<&str> = allocations.iter().map(|a| a.resource_class.as_str()).collect();
             let used: Vec<i64> = allocations.iter().map(|a| a.used).collect();
@@ -121,8 +141,8 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
                     "WITH gone AS (DELETE FROM allocations WHERE consumer_uuid = $1 RETURNING provider_uuid),
                           consumer AS (DELETE FROM consumers WHERE uuid = $1 AND EXISTS (SELECT 1 FROM gone))
                      UPDATE providers SET generation = generation + 1, updated_at = $2
-                     WHERE uuid IN (SELECT provider_uuid FROM gone)",
-                    &[consumer, at],
+                     WHERE CASE WHEN $3 THEN uuid = ANY($4) ELSE uuid IN (SELECT provider_uuid FROM gone) END",
+                    &[consumer, at, &explicit, &named],
                 )
                 .await?;
                 // A consumer row never exists without allocations, but be exact
@@ -145,8 +165,22 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
                               FROM unnest($6::uuid[], $7::text[], $8::int8[], $9::timestamptz[], $10::timestamptz[])
                                    AS t(p, rc, u, s, e))
                      UPDATE providers SET generation = generation + 1, updated_at = $5
-                     WHERE uuid IN (SELECT provider_uuid FROM gone UNION SELECT unnest($6::uuid[]))",
-                    &[consumer, project_id, user_id, consumer_type, at, &providers, &classes, &used, &starts, &ends],
+                     WHERE CASE WHEN $11 THEN uuid = ANY($12)
+                                ELSE uuid IN (SELECT provider_uuid FROM gone UNION SELECT unnest($6::uuid[])) END",
+                    &[
+                        consumer,
+                        project_id,
+                        user_id,
+                        consumer_type,
+                        at,
+                        &providers,
+                        &classes,
+                        &used,
+                        &starts,
+                        &ends,
+                        &explicit,
+                        &named,
+                    ],
                 )
                 .await?;
             }

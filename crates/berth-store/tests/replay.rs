@@ -5,7 +5,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 
 use berth_core::{Inventory, Window};
-use berth_store::commands::{GenerationCheck, NewProvider, ReshapeInventory};
+use berth_store::commands::{GenerationCheck, NewProvider, ProviderUpdate, ReshapeInventory};
 use berth_store::testing::TestDatabase;
 use chrono::{Duration, Utc};
 use common::*;
@@ -99,7 +99,9 @@ async fn random_workload(store: &berth_store::Store, seed: u64, steps: usize) ->
             10 => match (pick(&mut rng, &providers), pick(&mut rng, &providers)) {
                 (Some(p), Some(parent)) => {
                     let name = format!("renamed-{step}");
-                    store.update_provider(&m, p, &name, if rng.gen_bool(0.5) { Some(parent) } else { None }).await
+                    let parent = Some(if rng.gen_bool(0.5) { Some(parent) } else { None });
+                    let update = ProviderUpdate { name, parent, allow_reparent: true };
+                    store.update_provider(&m, p, update).await
                 }
                 _ => Ok(()),
             },

@@ -1,6 +1,11 @@
 //! Replacing consumers' allocation sets (a claim, a move, a resize, a
 //! delete, several consumers at once) and reshaping provider trees: each is
 //! all-or-nothing, and capacity is checked at every instant of every window.
+//!
+//! Generations follow Placement: a request bumps each consumer it writes
+//! once, and each provider it allocates from (or empties a consumer from)
+//! once, whatever the number of consumers; a plain delete bumps no provider.
+//! Error details use Placement's wording.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -33,6 +38,7 @@ pub struct ConsumerAllocations {
     pub consumer: Uuid,
     pub project_id: String,
     pub user_id: String,
+    /// `None` keeps an existing consumer's type (a new consumer is untyped).
     pub consumer_type: Option<String>,
     pub generation: GenerationCheck,
     /// Empty: the consumer's allocations are removed.
@@ -46,6 +52,11 @@ pub struct ReshapeInventory {
     pub expected_generation: i64,
     pub inventories: BTreeMap<String, Inventory>,
 }
+
+/// The code of "no such resource class" (a 400 in Placement).
+pub const RESOURCE_CLASS_NOT_FOUND: &str = "placement.resource_class.not_found";
+/// The code of "no such resource provider" where a request names one.
+pub const PROVIDER_NOT_FOUND: &str = "placement.resource_provider.not_found";
 
 impl Store {
     /// Replaces the allocation sets of all `consumers` in one transaction.
@@ -62,8 +73,41 @@ impl Store {
         })
     }
 
+    /// Removes every allocation of `consumer` (and so the consumer). Bumps no
+    /// provider generation. Not found when it holds nothing.
+    pub async fn delete_allocations(&self, meta: &EventMeta, consumer: Uuid) -> Result<(), Error> {
+        crate::tx::command!(self, |tx| {
+            let row = tx
+                .query_opt(
+                    "SELECT project_id, user_id, consumer_type FROM consumers WHERE uuid = $1 FOR UPDATE",
+                    &[&consumer],
+                )
+                .await?;
+            let Some(row) = row else {
+                return Err(
+                    Error::not_found(codes::NOT_FOUND, format!("No allocations for consumer '{consumer}'")).into()
+                );
+            };
+            let event = Event::AllocationsReplaced {
+                consumer,
+                project_id: row.get(0),
+                user_id: row.get(1),
+                consumer_type: row.get(2),
+                allocations: Vec::new(),
+                providers_bumped: Some(Vec::new()),
+                at: now(),
+            };
+            record(tx, meta, &[event]).await?;
+            Ok(())
+        })
+    }
+
     /// Replaces the inventories of several providers and the allocations of
     /// several consumers together: the state between the two never exists.
+    /// As in Placement, each reshaped provider first gets an interim
+    /// inventory (its new classes plus the ones it drops), the allocations
+    /// are written against that, then the final inventory replaces it; a
+    /// dropped class must be left without allocations.
     pub async fn reshape(
         &self,
         meta: &EventMeta,
@@ -100,8 +144,8 @@ fn check_batch_shape(consumers: &[ConsumerAllocations]) -> Result<(), Error> {
 
 type Key = (Uuid, String);
 
-const LOCK_CONSUMERS: &str =
-    "SELECT c.uuid, c.generation, a.provider_uuid, a.resource_class, a.used, lower(a.during), upper(a.during)
+const LOCK_CONSUMERS: &str = "SELECT c.uuid, c.generation, a.provider_uuid, a.resource_class, a.used,
+            lower(a.during), upper(a.during), c.consumer_type
      FROM consumers c LEFT JOIN allocations a ON a.consumer_uuid = c.uuid
      WHERE c.uuid = ANY($1) ORDER BY c.uuid FOR UPDATE OF c";
 
@@ -123,6 +167,12 @@ const READ_OTHERS: &str = "SELECT a.provider_uuid, a.resource_class, greatest(lo
                    AND a.during && tstzrange(q.s, q.e, '[)')
      WHERE a.consumer_uuid <> ALL($5)
      GROUP BY 1, 2, 3, 4";
+
+const KNOWN_CLASSES: &str = "SELECT name FROM resource_classes WHERE name = ANY($1)";
+
+fn show_generation(g: Option<i64>) -> String {
+    g.map(|g| g.to_string()).unwrap_or_else(|| "null".into())
+}
 
 async fn write_allocations(
     tx: &Transaction<'_>,
@@ -168,49 +218,48 @@ async fn write_allocations(
     let consumer_params: [&(dyn ToSql + Sync); 1] = [&consumer_ids];
     let provider_params: [&(dyn ToSql + Sync); 2] = [&provider_ids, &consumer_ids];
     let other_params: [&(dyn ToSql + Sync); 5] = [&keys_p, &keys_c, &keys_s, &keys_e, &consumer_ids];
-    let [consumer_rows, provider_rows, other_rows] = sql::pipeline(
+    let mut named: BTreeSet<&str> = wanted.keys().map(|k| k.1.as_str()).collect();
+    for r in reshaped {
+        named.extend(r.inventories.keys().map(String::as_str));
+    }
+    let named: Vec<&str> = named.into_iter().collect();
+    let class_params: [&(dyn ToSql + Sync); 1] = [&named];
+    let [consumer_rows, provider_rows, other_rows, class_rows] = sql::pipeline(
         tx,
         [
             (LOCK_CONSUMERS, &consumer_params[..]),
             (LOCK_PROVIDERS, &provider_params[..]),
             (READ_OTHERS, &other_params[..]),
+            (KNOWN_CLASSES, &class_params[..]),
         ],
     )
     .await?;
 
-    let mut current: HashMap<Uuid, i64> = HashMap::new();
+    let mut current: HashMap<Uuid, (i64, Option<String>)> = HashMap::new();
     let mut previous: HashMap<Key, Vec<(Window, i64)>> = HashMap::new();
+    let mut previous_providers: HashMap<Uuid, BTreeSet<Uuid>> = HashMap::new();
     for r in &consumer_rows {
-        current.insert(r.get(0), r.get(1));
+        current.insert(r.get(0), (r.get(1), r.get(7)));
         if let Some(provider) = r.get::<_, Option<Uuid>>(2) {
             let key: Key = (provider, r.get(3));
             previous.entry(key).or_default().push((Window { start: r.get(5), end: r.get(6) }, r.get(4)));
+            previous_providers.entry(r.get(0)).or_default().insert(provider);
         }
     }
     for c in consumers {
-        match (c.generation, current.get(&c.consumer)) {
-            (GenerationCheck::New, Some(g)) => {
-                return Err(Error::generation(format!(
-                    "consumer {} already exists (generation {g}); send its generation to change it",
-                    c.consumer
-                ))
-                .into())
-            }
-            (GenerationCheck::Exactly(want), None) => {
-                return Err(Error::generation(format!(
-                    "consumer {} does not exist (expected generation {want})",
-                    c.consumer
-                ))
-                .into())
-            }
-            (GenerationCheck::Exactly(want), Some(g)) if want != *g => {
-                return Err(Error::generation(format!(
-                    "consumer {} generation is {g}, not {want}: someone else changed it; fetch and retry",
-                    c.consumer
-                ))
-                .into())
-            }
-            _ => {}
+        let actual = current.get(&c.consumer).map(|x| x.0);
+        let given = match c.generation {
+            GenerationCheck::Any => continue,
+            GenerationCheck::New => None,
+            GenerationCheck::Exactly(g) => Some(g),
+        };
+        if actual != given {
+            return Err(Error::generation(format!(
+                "consumer generation conflict - expected {} but got {}",
+                show_generation(actual),
+                show_generation(given)
+            ))
+            .into());
         }
     }
     let mut generations: HashMap<Uuid, i64> = HashMap::new();
@@ -229,37 +278,71 @@ async fn write_allocations(
             inventories.insert((r.get(0), class), inv);
         }
     }
-    if let Some(missing) = provider_ids.iter().find(|p| !generations.contains_key(p)) {
-        return Err(Error::invalid(codes::INVALID, format!("resource provider {missing} does not exist")).into());
-    }
     for r in reshaped {
-        let g = generations[&r.provider];
-        if g != r.expected_generation {
-            return Err(Error::generation(format!(
-                "resource provider {} generation is {g}, not {}: someone else updated it",
-                r.provider, r.expected_generation
-            ))
-            .into());
+        match generations.get(&r.provider) {
+            None => {
+                return Err(Error::invalid(
+                    PROVIDER_NOT_FOUND,
+                    format!("Resource provider {} in inventories not found", r.provider),
+                )
+                .into())
+            }
+            Some(g) if *g != r.expected_generation => {
+                return Err(Error::generation(format!(
+                    "resource provider generation conflict for provider {}: actual: {g}, given: {}",
+                    r.provider, r.expected_generation
+                ))
+                .into())
+            }
+            Some(_) => {}
         }
-        check_inventory_change_after_reshape(tx, r, consumers).await?;
     }
-    // 2. Inventories as they will be, and each amount within its inventory's units.
+    if let Some(missing) = provider_ids.iter().find(|p| !generations.contains_key(p)) {
+        return Err(Error::invalid(
+            PROVIDER_NOT_FOUND,
+            format!("Allocation for resource provider '{missing}' that does not exist."),
+        )
+        .into());
+    }
+    let known: BTreeSet<String> = class_rows.iter().map(|r| r.get(0)).collect();
+    if let Some(unknown) = named.iter().find(|n| !known.contains(**n)) {
+        return Err(Error::invalid(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {unknown}.")).into());
+    }
+    // 2. Inventories as the allocations see them (in a reshape: the interim
+    //    union of the new classes and the dropped ones), and each amount
+    //    within its inventory's units.
+    let mut interim: Vec<(Uuid, BTreeMap<String, Inventory>)> = Vec::new();
     for r in reshaped {
-        inventories.retain(|(p, _), _| *p != r.provider);
+        if r.inventories.is_empty() {
+            continue;
+        }
         for (class, inv) in &r.inventories {
             inventories.insert((r.provider, class.clone()), *inv);
         }
+        let union: BTreeMap<String, Inventory> = inventories
+            .iter()
+            .filter(|((p, _), _)| *p == r.provider)
+            .map(|((_, class), inv)| (class.clone(), *inv))
+            .collect();
+        interim.push((r.provider, union));
     }
     for c in consumers {
         for a in &c.allocations {
             let Some(inv) = inventories.get(&(a.provider, a.resource_class.clone())) else {
                 return Err(Error::capacity(format!(
-                    "resource provider {} has no inventory of {}",
-                    a.provider, a.resource_class
+                    "Inventory for '{}' on resource provider '{}' invalid.",
+                    a.resource_class, a.provider
                 ))
                 .into());
             };
-            inv.check_amount(&a.provider.to_string(), &a.resource_class, a.used)?;
+            if inv.check_amount(&a.provider.to_string(), &a.resource_class, a.used).is_err() {
+                return Err(Error::capacity(format!(
+                    "Unable to create allocation for '{}' on resource provider '{}'. \
+                     The requested amount would violate inventory constraints.",
+                    a.resource_class, a.provider
+                ))
+                .into());
+            }
         }
     }
     let mut others: HashMap<Key, Vec<(Window, i64)>> = HashMap::new();
@@ -276,67 +359,86 @@ async fn write_allocations(
         let before: &[(Window, i64)] =
             if reshaped.is_empty() { previous.get(key).map(Vec::as_slice).unwrap_or(&[]) } else { &[] };
         if !timeline::fits(&others, before, holds, inv.capacity()) {
-            let within = timeline::span(holds).expect("holds are not empty");
-            let mut all = others;
-            all.extend(holds.iter().copied());
             return Err(Error::capacity(format!(
-                "not enough {} on resource provider {}: capacity {}, would reach {} (requested {})",
-                key.1,
-                key.0,
-                inv.capacity(),
-                timeline::peak(&all, &within),
-                holds.iter().map(|h| h.1).sum::<i64>()
+                "Unable to create allocation for '{}' on resource provider '{}'. \
+                 The requested amount would exceed the capacity.",
+                key.1, key.0
             ))
             .into());
         }
     }
-    // 4. Record: the reshaped inventories first, then every consumer.
-    let mut events: Vec<Event> = reshaped
-        .iter()
-        .map(|r| Event::InventoriesReplaced { provider: r.provider, inventories: r.inventories.clone(), at })
+    // 4. A reshape's final inventories may drop a class only when nothing
+    //    holds it any more (other consumers now or later, or this request).
+    for r in reshaped {
+        check_dropped_classes(tx, r, consumers, &consumer_ids).await?;
+    }
+    // 5. Record: interim inventories, every consumer, final inventories.
+    let mut events: Vec<Event> = interim
+        .into_iter()
+        .map(|(provider, inventories)| Event::InventoriesReplaced { provider, inventories, at })
         .collect();
-    events.extend(consumers.iter().map(|c| Event::AllocationsReplaced {
-        consumer: c.consumer,
-        project_id: c.project_id.clone(),
-        user_id: c.user_id.clone(),
-        consumer_type: c.consumer_type.clone(),
-        allocations: c.allocations.clone(),
+    let mut bumped: BTreeSet<Uuid> = BTreeSet::new();
+    for c in consumers {
+        let mut mine: BTreeSet<Uuid> = c.allocations.iter().map(|a| a.provider).collect();
+        if c.allocations.is_empty() {
+            mine.extend(previous_providers.get(&c.consumer).into_iter().flatten().copied());
+        }
+        let providers_bumped: Vec<Uuid> = mine.into_iter().filter(|p| bumped.insert(*p)).collect();
+        let consumer_type = c.consumer_type.clone().or_else(|| current.get(&c.consumer).and_then(|x| x.1.clone()));
+        events.push(Event::AllocationsReplaced {
+            consumer: c.consumer,
+            project_id: c.project_id.clone(),
+            user_id: c.user_id.clone(),
+            consumer_type,
+            allocations: c.allocations.clone(),
+            providers_bumped: Some(providers_bumped),
+            at,
+        });
+    }
+    events.extend(reshaped.iter().map(|r| Event::InventoriesReplaced {
+        provider: r.provider,
+        inventories: r.inventories.clone(),
         at,
     }));
     record(tx, meta, &events).await?;
     Ok(())
 }
 
-/// In a reshape, a dropped class may still have allocations as long as the
-/// reshape moves them away: only other consumers' allocations block it.
-async fn check_inventory_change_after_reshape(
+/// Classes a reshape drops from a provider must be left without
+/// allocations: neither other consumers' (held now or later) nor the ones
+/// this reshape writes.
+async fn check_dropped_classes(
     tx: &Transaction<'_>,
     r: &ReshapeInventory,
     consumers: &[ConsumerAllocations],
+    moving: &[Uuid],
 ) -> Result<(), StoreError> {
-    let moving: Vec<Uuid> = consumers.iter().map(|c| c.consumer).collect();
-    let classes: Vec<&str> = r.inventories.keys().map(String::as_str).collect();
-    let blocked = tx
-        .query_opt(
-            "SELECT resource_class FROM allocations
+    let kept: Vec<&str> = r.inventories.keys().map(String::as_str).collect();
+    let mut in_use: BTreeSet<String> = tx
+        .query(
+            "SELECT DISTINCT resource_class FROM allocations
              WHERE provider_uuid = $1 AND NOT (resource_class = ANY($2)) AND consumer_uuid <> ALL($3)
-               AND (upper(during) IS NULL OR upper(during) > now()) LIMIT 1",
-            &[&r.provider, &classes, &moving],
+               AND (upper(during) IS NULL OR upper(during) > now())",
+            &[&r.provider, &kept, &moving],
         )
-        .await?;
-    if let Some(row) = blocked {
-        let class: String = row.get(0);
+        .await?
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    for c in consumers {
+        for a in &c.allocations {
+            if a.provider == r.provider && !r.inventories.contains_key(&a.resource_class) {
+                in_use.insert(a.resource_class.clone());
+            }
+        }
+    }
+    if !in_use.is_empty() {
+        let classes = super::in_standard_order(in_use);
         return Err(Error::in_use(
             codes::INVENTORY_IN_USE,
-            format!("inventory of {class} on resource provider {} has allocations", r.provider),
+            format!("Inventory for '{}' on resource provider '{}' in use.", classes.join(", "), r.provider),
         )
         .into());
-    }
-    // The classes themselves must exist.
-    let known: i64 =
-        tx.query_one("SELECT count(*) FROM resource_classes WHERE name = ANY($1)", &[&classes]).await?.get(0);
-    if known as usize != classes.len() {
-        return Err(Error::invalid(codes::INVALID, "reshape names an unknown resource class").into());
     }
     Ok(())
 }

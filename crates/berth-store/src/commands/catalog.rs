@@ -4,26 +4,35 @@ use berth_core::error::codes;
 use berth_core::names::is_custom_name;
 use berth_core::{Error, Event, EventMeta};
 
+use super::allocations::RESOURCE_CLASS_NOT_FOUND;
 use super::record;
 use crate::Store;
+
+/// The code of "no such trait".
+pub const TRAIT_NOT_FOUND: &str = "placement.trait.not_found";
+
+fn check_custom(what: &str, name: &str) -> Result<(), Error> {
+    if !is_custom_name(name) {
+        return Err(Error::invalid(
+            codes::INVALID,
+            format!("{what} {name:?} must be CUSTOM_ and upper-case letters, digits or _"),
+        ));
+    }
+    Ok(())
+}
 
 impl Store {
     /// Creates a custom resource class; `Ok(false)` when it already exists
     /// and `must_be_new` is false (Placement's idempotent PUT).
     pub async fn create_resource_class(&self, meta: &EventMeta, name: &str, must_be_new: bool) -> Result<bool, Error> {
-        if !is_custom_name(name) {
-            return Err(Error::invalid(
-                codes::INVALID,
-                format!("resource class {name:?} must be CUSTOM_ and upper-case letters, digits or _"),
-            ));
-        }
+        check_custom("resource class", name)?;
         crate::tx::command!(self, |tx| {
             let exists = tx.query_opt("SELECT 1 FROM resource_classes WHERE name = $1", &[&name]).await?.is_some();
             if exists {
                 if must_be_new {
                     return Err(Error::conflict(
                         codes::DUPLICATE_NAME,
-                        format!("resource class {name} already exists"),
+                        format!("Conflicting resource class already exists: {name}"),
                     )
                     .into());
                 }
@@ -34,16 +43,47 @@ impl Store {
         })
     }
 
+    /// Renames a custom resource class; its inventories and allocations follow.
+    pub async fn rename_resource_class(&self, meta: &EventMeta, from: &str, to: &str) -> Result<(), Error> {
+        check_custom("resource class", to)?;
+        crate::tx::command!(self, |tx| {
+            let row =
+                tx.query_opt("SELECT standard FROM resource_classes WHERE name = $1 FOR UPDATE", &[&from]).await?;
+            let Some(row) = row else {
+                return Err(
+                    Error::not_found(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {from}.")).into()
+                );
+            };
+            if row.get::<_, bool>(0) {
+                return Err(
+                    Error::invalid(codes::INVALID, format!("Cannot update standard resource class {from}")).into()
+                );
+            }
+            if from == to {
+                return Ok(());
+            }
+            if tx.query_opt("SELECT 1 FROM resource_classes WHERE name = $1", &[&to]).await?.is_some() {
+                return Err(
+                    Error::conflict(codes::DUPLICATE_NAME, format!("Resource class already exists: {to}")).into()
+                );
+            }
+            record(tx, meta, &[Event::ResourceClassRenamed { from: from.to_string(), to: to.to_string() }]).await?;
+            Ok(())
+        })
+    }
+
     pub async fn delete_resource_class(&self, meta: &EventMeta, name: &str) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
             let row =
                 tx.query_opt("SELECT standard FROM resource_classes WHERE name = $1 FOR UPDATE", &[&name]).await?;
             let Some(row) = row else {
-                return Err(Error::not_found(codes::NOT_FOUND, format!("no resource class {name}")).into());
+                return Err(
+                    Error::not_found(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {name}.")).into()
+                );
             };
             if row.get::<_, bool>(0) {
                 return Err(
-                    Error::invalid(codes::INVALID, format!("cannot delete standard resource class {name}")).into()
+                    Error::invalid(codes::INVALID, format!("Cannot delete standard resource class {name}.")).into()
                 );
             }
             let used = tx
@@ -57,7 +97,7 @@ impl Store {
             if used {
                 return Err(Error::in_use(
                     "placement.resource_class.in_use",
-                    format!("resource class {name} is in use"),
+                    format!("Cannot delete resource class {name}. Class is in use in inventory."),
                 )
                 .into());
             }
@@ -68,12 +108,7 @@ impl Store {
 
     /// Creates a custom trait; `Ok(false)` when it already exists.
     pub async fn create_trait(&self, meta: &EventMeta, name: &str) -> Result<bool, Error> {
-        if !is_custom_name(name) {
-            return Err(Error::invalid(
-                codes::INVALID,
-                format!("trait {name:?} must be CUSTOM_ and upper-case letters, digits or _"),
-            ));
-        }
+        check_custom("trait", name)?;
         crate::tx::command!(self, |tx| {
             if tx.query_opt("SELECT 1 FROM traits WHERE name = $1", &[&name]).await?.is_some() {
                 return Ok(false);
@@ -87,13 +122,17 @@ impl Store {
         crate::tx::command!(self, |tx| {
             let row = tx.query_opt("SELECT standard FROM traits WHERE name = $1 FOR UPDATE", &[&name]).await?;
             let Some(row) = row else {
-                return Err(Error::not_found(codes::NOT_FOUND, format!("no trait {name}")).into());
+                return Err(Error::not_found(TRAIT_NOT_FOUND, format!("No such trait(s): {name}.")).into());
             };
             if row.get::<_, bool>(0) {
-                return Err(Error::invalid(codes::INVALID, format!("cannot delete standard trait {name}")).into());
+                return Err(Error::invalid(codes::INVALID, format!("Cannot delete standard trait {name}.")).into());
             }
             if tx.query_opt("SELECT 1 FROM provider_traits WHERE trait = $1 LIMIT 1", &[&name]).await?.is_some() {
-                return Err(Error::in_use("placement.trait.in_use", format!("trait {name} is in use")).into());
+                return Err(Error::in_use(
+                    "placement.trait.in_use",
+                    format!("The trait {name} is in use by a resource provider."),
+                )
+                .into());
             }
             record(tx, meta, &[Event::TraitDeleted { name: name.to_string() }]).await?;
             Ok(())

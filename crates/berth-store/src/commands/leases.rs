@@ -372,6 +372,7 @@ fn slot_events(lease: &LeaseRecord, drawn: &HashMap<Uuid, BTreeMap<String, i64>>
                 .filter(|(_, used)| *used > 0)
                 .map(|(class, used)| Allocation { provider: s.provider, resource_class: class.clone(), used, window })
                 .collect(),
+            providers_bumped: None,
             at,
         })
         .collect()
@@ -447,6 +448,7 @@ fn released(consumer: Uuid, lease: &LeaseRecord, at: DateTime<Utc>) -> Event {
         user_id: lease.user_id.clone(),
         consumer_type: Some(SLOT_CONSUMER_TYPE.to_string()),
         allocations: Vec::new(),
+        providers_bumped: None,
         at,
     }
 }

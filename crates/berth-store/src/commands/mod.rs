@@ -18,12 +18,16 @@ mod hosts;
 mod leases;
 mod providers;
 
-pub use allocations::{ConsumerAllocations, GenerationCheck, ReshapeInventory};
+pub use allocations::{
+    ConsumerAllocations, GenerationCheck, ReshapeInventory, PROVIDER_NOT_FOUND, RESOURCE_CLASS_NOT_FOUND,
+};
+pub use catalog::TRAIT_NOT_FOUND;
 pub use hosts::{check_capabilities, HostChange, NewHost, HOST_FIELDS};
 pub use leases::{
     Availability, Extension, LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate, SLOT_CONSUMER_TYPE,
 };
-pub use providers::NewProvider;
+pub(crate) use providers::in_standard_order;
+pub use providers::{InventoryChange, NewProvider, ProviderUpdate, INVENTORY_EXISTS, INVENTORY_NOT_FOUND};
 
 use berth_core::{Event, EventMeta};
 use chrono::{DateTime, SubsecRound, Utc};

@@ -1,12 +1,17 @@
 //! Providers and what hangs off them: inventories, traits, aggregates.
+//!
+//! Error details use Placement's wording, since Placement's clients are the
+//! main readers of these messages.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use berth_core::error::codes;
+use berth_core::names::STANDARD_RESOURCE_CLASSES;
 use berth_core::{Error, Event, EventMeta, Inventory};
 use deadpool_postgres::Transaction;
 use uuid::Uuid;
 
+use super::allocations::RESOURCE_CLASS_NOT_FOUND;
 use super::{now, record};
 use crate::{Store, StoreError};
 
@@ -16,19 +21,44 @@ pub struct NewProvider {
     pub parent: Option<Uuid>,
 }
 
+/// A change to a provider's name and/or parent.
+pub struct ProviderUpdate {
+    pub name: String,
+    /// `None`: keep the parent; `Some(None)`: make it a root.
+    pub parent: Option<Option<Uuid>>,
+    /// Whether a provider that has a parent may get another one or none
+    /// (Placement 1.37 and later).
+    pub allow_reparent: bool,
+}
+
+/// One inventory record changed on its own.
+pub enum InventoryChange {
+    /// Fails when the class already has an inventory.
+    Add(Inventory),
+    /// Fails when the class has none.
+    Update(Inventory),
+    /// Fails when the class has none, or when it is allocated.
+    Delete,
+}
+
+/// The code of "no inventory of that class on that provider".
+pub const INVENTORY_NOT_FOUND: &str = "placement.inventory.not_found";
+/// The code of "that class already has an inventory here".
+pub const INVENTORY_EXISTS: &str = "placement.inventory.exists";
+
 /// Locks one provider row and returns its generation.
 pub(crate) async fn lock_provider(tx: &Transaction<'_>, uuid: Uuid) -> Result<i64, StoreError> {
     let row = tx.query_opt("SELECT generation FROM providers WHERE uuid = $1 FOR UPDATE", &[&uuid]).await?;
     match row {
         Some(r) => Ok(r.get(0)),
-        None => Err(Error::not_found(codes::NOT_FOUND, format!("no resource provider {uuid}")).into()),
+        None => Err(Error::not_found(codes::NOT_FOUND, format!("No resource provider with uuid {uuid} found")).into()),
     }
 }
 
 fn check_generation(uuid: Uuid, expected: Option<i64>, actual: i64) -> Result<(), StoreError> {
     match expected {
         Some(g) if g != actual => Err(Error::generation(format!(
-            "resource provider {uuid} generation is {actual}, not {g}: someone else updated it; fetch and retry"
+            "resource provider generation conflict: {uuid} is at generation {actual}, not {g}"
         ))
         .into()),
         _ => Ok(()),
@@ -42,30 +72,45 @@ fn validate_name(name: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// Standard classes in their canonical order, then custom ones by name.
+pub(crate) fn in_standard_order(classes: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut v: Vec<String> = classes.into_iter().collect();
+    v.sort_by_key(|c| {
+        let pos = STANDARD_RESOURCE_CLASSES.iter().position(|s| s == c).unwrap_or(usize::MAX);
+        (pos, c.clone())
+    });
+    v
+}
+
 impl Store {
     pub async fn create_provider(&self, meta: &EventMeta, new: NewProvider) -> Result<Uuid, Error> {
         validate_name(&new.name)?;
         let uuid = new.uuid.unwrap_or_else(Uuid::new_v4);
+        if new.parent == Some(uuid) {
+            return Err(Error::invalid(
+                codes::INVALID,
+                "parent provider UUID cannot be same as UUID. \
+                 Please set parent provider UUID to None if there is no parent.",
+            ));
+        }
         crate::tx::command!(self, |tx| {
             if let Some(parent) = new.parent {
                 // Share-lock the parent so it cannot be deleted under us.
                 if tx.query_opt("SELECT 1 FROM providers WHERE uuid = $1 FOR SHARE", &[&parent]).await?.is_none() {
-                    return Err(
-                        Error::invalid(codes::INVALID, format!("parent provider {parent} does not exist")).into()
-                    );
+                    return Err(Error::invalid(codes::INVALID, "parent provider UUID does not exist.").into());
                 }
             }
             if tx.query_opt("SELECT 1 FROM providers WHERE uuid = $1", &[&uuid]).await?.is_some() {
                 return Err(Error::conflict(
                     codes::DUPLICATE_NAME,
-                    format!("resource provider with uuid {uuid} already exists"),
+                    format!("Conflicting resource provider uuid: {uuid} already exists."),
                 )
                 .into());
             }
             if tx.query_opt("SELECT 1 FROM providers WHERE name = $1", &[&new.name]).await?.is_some() {
                 return Err(Error::conflict(
                     codes::DUPLICATE_NAME,
-                    format!("resource provider with name {} already exists", new.name),
+                    format!("Conflicting resource provider name: {} already exists.", new.name),
                 )
                 .into());
             }
@@ -75,23 +120,32 @@ impl Store {
         })
     }
 
-    /// Renames and/or re-parents. `parent` is the whole new value.
-    pub async fn update_provider(
-        &self,
-        meta: &EventMeta,
-        uuid: Uuid,
-        name: &str,
-        parent: Option<Uuid>,
-    ) -> Result<(), Error> {
-        validate_name(name)?;
+    /// Renames and/or re-parents. Does not bump the generation.
+    pub async fn update_provider(&self, meta: &EventMeta, uuid: Uuid, update: ProviderUpdate) -> Result<(), Error> {
+        validate_name(&update.name)?;
         crate::tx::command!(self, |tx| {
-            lock_provider(tx, uuid).await?;
-            if let Some(p) = parent {
+            let row = tx.query_opt("SELECT parent_uuid FROM providers WHERE uuid = $1 FOR UPDATE", &[&uuid]).await?;
+            let Some(row) = row else {
+                return Err(
+                    Error::not_found(codes::NOT_FOUND, format!("No resource provider with uuid {uuid} found")).into()
+                );
+            };
+            let current: Option<Uuid> = row.get(0);
+            let parent = update.parent.unwrap_or(current);
+            if parent != current && current.is_some() && !update.allow_reparent {
+                let what = if parent.is_none() { "un-parenting" } else { "re-parenting" };
+                return Err(
+                    Error::invalid(codes::INVALID, format!("{what} a provider is not currently allowed.")).into()
+                );
+            }
+            if let Some(p) = parent.filter(|p| Some(*p) != current) {
                 if p == uuid {
-                    return Err(Error::invalid(codes::INVALID, "a provider cannot be its own parent").into());
+                    return Err(
+                        Error::invalid(codes::INVALID, "creating loop in the provider tree is not allowed.").into()
+                    );
                 }
                 if tx.query_opt("SELECT 1 FROM providers WHERE uuid = $1 FOR SHARE", &[&p]).await?.is_none() {
-                    return Err(Error::invalid(codes::INVALID, format!("parent provider {p} does not exist")).into());
+                    return Err(Error::invalid(codes::INVALID, "parent provider UUID does not exist.").into());
                 }
                 let cycle = tx
                     .query_opt(
@@ -104,22 +158,21 @@ impl Store {
                     .await?
                     .is_some();
                 if cycle {
-                    return Err(Error::invalid(
-                        codes::INVALID,
-                        format!("{p} is a descendant of {uuid}: that would make a loop"),
-                    )
-                    .into());
+                    return Err(
+                        Error::invalid(codes::INVALID, "creating loop in the provider tree is not allowed.").into()
+                    );
                 }
             }
-            let taken = tx.query_opt("SELECT 1 FROM providers WHERE name = $1 AND uuid <> $2", &[&name, &uuid]).await?;
+            let taken =
+                tx.query_opt("SELECT 1 FROM providers WHERE name = $1 AND uuid <> $2", &[&update.name, &uuid]).await?;
             if taken.is_some() {
                 return Err(Error::conflict(
                     codes::DUPLICATE_NAME,
-                    format!("resource provider with name {name} already exists"),
+                    format!("Conflicting resource provider {} already exists.", update.name),
                 )
                 .into());
             }
-            record(tx, meta, &[Event::ProviderUpdated { uuid, name: name.to_string(), parent, at: now() }]).await?;
+            record(tx, meta, &[Event::ProviderUpdated { uuid, name: update.name.clone(), parent, at: now() }]).await?;
             Ok(())
         })
     }
@@ -130,14 +183,16 @@ impl Store {
             if tx.query_opt("SELECT 1 FROM providers WHERE parent_uuid = $1 LIMIT 1", &[&uuid]).await?.is_some() {
                 return Err(Error::conflict(
                     codes::CANNOT_DELETE_PARENT,
-                    format!("resource provider {uuid} has children"),
+                    format!("Unable to delete parent resource provider {uuid}: It has child resource providers."),
                 )
                 .into());
             }
             if tx.query_opt("SELECT 1 FROM allocations WHERE provider_uuid = $1 LIMIT 1", &[&uuid]).await?.is_some() {
-                return Err(
-                    Error::in_use(codes::PROVIDER_IN_USE, format!("resource provider {uuid} has allocations")).into()
-                );
+                return Err(Error::in_use(
+                    codes::PROVIDER_IN_USE,
+                    format!("Unable to delete resource provider {uuid}: Resource provider has allocations."),
+                )
+                .into());
             }
             record(tx, meta, &[Event::ProviderDeleted { uuid }]).await?;
             Ok(())
@@ -170,6 +225,50 @@ impl Store {
         })
     }
 
+    /// Adds, updates or deletes the inventory of one class, leaving the
+    /// others as they are; returns the new generation.
+    pub async fn change_inventory(
+        &self,
+        meta: &EventMeta,
+        uuid: Uuid,
+        expected_generation: Option<i64>,
+        class: &str,
+        change: InventoryChange,
+    ) -> Result<i64, Error> {
+        if let InventoryChange::Add(inv) | InventoryChange::Update(inv) = &change {
+            inv.validate(class)?;
+        }
+        crate::tx::command!(self, |tx| {
+            let generation = lock_provider(tx, uuid).await?;
+            check_generation(uuid, expected_generation, generation)?;
+            let mut inventories = crate::queries::inventories_of(tx, uuid).await?;
+            let exists = inventories.contains_key(class);
+            match &change {
+                InventoryChange::Add(_) if exists => {
+                    return Err(Error::conflict(
+                        INVENTORY_EXISTS,
+                        format!("resource provider {uuid} already has inventory of {class}"),
+                    )
+                    .into())
+                }
+                InventoryChange::Update(_) | InventoryChange::Delete if !exists => {
+                    return Err(
+                        Error::not_found(INVENTORY_NOT_FOUND, format!("No inventory of class {class} found.")).into()
+                    )
+                }
+                InventoryChange::Add(inv) | InventoryChange::Update(inv) => {
+                    inventories.insert(class.to_string(), *inv);
+                }
+                InventoryChange::Delete => {
+                    inventories.remove(class);
+                }
+            }
+            check_inventory_change(tx, uuid, &inventories).await?;
+            record(tx, meta, &[Event::InventoriesReplaced { provider: uuid, inventories, at: now() }]).await?;
+            Ok(generation + 1)
+        })
+    }
+
     /// Replaces the provider's traits; returns the new generation.
     pub async fn replace_traits(
         &self,
@@ -191,7 +290,11 @@ impl Store {
                 .collect();
             if found.len() != traits.len() {
                 let missing: Vec<&str> = names.iter().filter(|n| !found.iter().any(|f| f == *n)).copied().collect();
-                return Err(Error::invalid(codes::INVALID, format!("no such trait(s): {}", missing.join(", "))).into());
+                return Err(Error::invalid(
+                    "placement.trait.not_found",
+                    format!("No such trait {}", missing.join(", ")),
+                )
+                .into());
             }
             record(tx, meta, &[Event::ProviderTraitsReplaced { provider: uuid, traits: traits.clone(), at: now() }])
                 .await?;
@@ -242,7 +345,7 @@ pub(crate) async fn check_inventory_change(
         .map(|r| r.get(0))
         .collect();
     if let Some(unknown) = classes.iter().find(|c| !known.iter().any(|k| k == *c)) {
-        return Err(Error::invalid(codes::INVALID, format!("unknown resource class {unknown}")).into());
+        return Err(Error::invalid(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {unknown}.")).into());
     }
     let in_use: Vec<String> = tx
         .query(
@@ -258,7 +361,7 @@ pub(crate) async fn check_inventory_change(
     if !in_use.is_empty() {
         return Err(Error::in_use(
             codes::INVENTORY_IN_USE,
-            format!("inventory of {} on resource provider {uuid} has allocations", in_use.join(", ")),
+            format!("Inventory for '{}' on resource provider '{uuid}' in use.", in_standard_order(in_use).join(", ")),
         )
         .into());
     }

@@ -10,7 +10,9 @@ use uuid::Uuid;
 
 use crate::Store;
 
+pub mod candidates;
 pub mod leases;
+pub mod placement;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Provider {
@@ -41,7 +43,34 @@ pub struct Consumer {
     pub generation: i64,
 }
 
-fn provider(r: &tokio_postgres::Row) -> Provider {
+/// A provider's inventories, by class.
+pub(crate) async fn inventories_of(
+    c: &impl deadpool_postgres::GenericClient,
+    uuid: Uuid,
+) -> Result<BTreeMap<String, Inventory>, crate::StoreError> {
+    let rows = c
+        .query(
+            "SELECT resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio
+             FROM inventories WHERE provider_uuid = $1",
+            &[&uuid],
+        )
+        .await?;
+    Ok(rows.iter().map(|r| (r.get(0), inventory_at(r, 1))).collect())
+}
+
+/// The inventory in the six columns starting at `i`.
+pub(crate) fn inventory_at(r: &tokio_postgres::Row, i: usize) -> Inventory {
+    Inventory {
+        total: r.get(i),
+        reserved: r.get(i + 1),
+        min_unit: r.get(i + 2),
+        max_unit: r.get(i + 3),
+        step_size: r.get(i + 4),
+        allocation_ratio: r.get(i + 5),
+    }
+}
+
+pub(crate) fn provider(r: &tokio_postgres::Row) -> Provider {
     Provider {
         uuid: r.get(0),
         name: r.get(1),
@@ -53,7 +82,7 @@ fn provider(r: &tokio_postgres::Row) -> Provider {
     }
 }
 
-const PROVIDER_COLUMNS: &str = "uuid, name, generation, parent_uuid, root_uuid, created_at, updated_at";
+pub(crate) const PROVIDER_COLUMNS: &str = "uuid, name, generation, parent_uuid, root_uuid, created_at, updated_at";
 
 impl Store {
     pub async fn provider(&self, uuid: Uuid) -> Result<Provider, Error> {
@@ -77,30 +106,7 @@ impl Store {
 
     pub async fn inventories(&self, uuid: Uuid) -> Result<BTreeMap<String, Inventory>, Error> {
         let c = self.client().await?;
-        let rows = c
-            .query(
-                "SELECT resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio
-                 FROM inventories WHERE provider_uuid = $1",
-                &[&uuid],
-            )
-            .await
-            .map_err(crate::StoreError::from)?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                (
-                    r.get(0),
-                    Inventory {
-                        total: r.get(1),
-                        reserved: r.get(2),
-                        min_unit: r.get(3),
-                        max_unit: r.get(4),
-                        step_size: r.get(5),
-                        allocation_ratio: r.get(6),
-                    },
-                )
-            })
-            .collect())
+        Ok(inventories_of(&c, uuid).await?)
     }
 
     pub async fn consumer(&self, uuid: Uuid) -> Result<Option<Consumer>, Error> {

@@ -1,0 +1,79 @@
+//! `/resource_providers/{uuid}/aggregates` (1.1 on; generations from 1.19).
+
+use std::collections::BTreeSet;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use berth_core::error::codes;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::http::{body_value, conflict, plain, Pl};
+use super::providers::provider_uuid;
+use super::schemas;
+use crate::error::ApiError;
+use crate::AppState;
+
+fn aggregates_json(p: &Pl, aggregates: &[Uuid], generation: i64) -> Value {
+    let mut body = json!({"aggregates": aggregates});
+    if p.mv.aggregates_generation() {
+        body["resource_provider_generation"] = json!(generation);
+    }
+    body
+}
+
+pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
+    p.accept_json()?;
+    p.since(p.mv.aggregates())?;
+    p.admin()?;
+    let uuid = provider_uuid(&raw)?;
+    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    let aggregates = s.store.provider_aggregates(uuid).await.map_err(plain)?;
+    Ok(p.json(StatusCode::OK, &aggregates_json(&p, &aggregates, rp.generation), Some(chrono::Utc::now())))
+}
+
+pub async fn replace(
+    p: Pl,
+    State(s): State<AppState>,
+    Path(raw): Path<String>,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    p.json_content()?;
+    p.since(p.mv.aggregates())?;
+    p.admin()?;
+    let uuid = provider_uuid(&raw)?;
+    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    let body = body_value(&bytes, &schemas::aggregates(p.mv))?;
+    let with_generation = p.mv.aggregates_generation();
+    let (list, expected) = if with_generation {
+        (&body["aggregates"], body["resource_provider_generation"].as_i64())
+    } else {
+        (&body, None)
+    };
+    let stale = || {
+        conflict(
+            codes::CONCURRENT_UPDATE,
+            "Resource provider's generation already changed. Please update the generation and try again.",
+        )
+    };
+    if expected.is_some_and(|g| g != rp.generation) {
+        return Err(stale());
+    }
+    // Kept in the order given, as Placement echoes them.
+    let given: Vec<Uuid> = list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str())
+        .filter_map(|a| Uuid::try_parse(a).ok())
+        .collect();
+    let set: BTreeSet<Uuid> = given.iter().copied().collect();
+    let generation = s
+        .store
+        .replace_aggregates(&p.meta(), uuid, expected, set, with_generation)
+        .await
+        .map_err(|e| if e.code == codes::CONCURRENT_UPDATE { stale() } else { plain(e) })?;
+    Ok(p.json(StatusCode::OK, &aggregates_json(&p, &given, generation), Some(chrono::Utc::now())))
+}

@@ -1,0 +1,221 @@
+//! `/allocations/{consumer}`, `POST /allocations` (1.13 on) and
+//! `/resource_providers/{uuid}/allocations`. Allocations written here hold
+//! from now, open-ended; reads show what is held now.
+
+use std::collections::BTreeMap;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use berth_core::error::ErrorKind;
+use berth_core::event::Allocation;
+use berth_core::Window;
+use berth_store::commands::{ConsumerAllocations, GenerationCheck, PROVIDER_NOT_FOUND};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+use super::http::{bad_request, body, domain, plain, Pl};
+use super::microversion::Version;
+use super::providers::provider_uuid;
+use super::schemas;
+use crate::error::ApiError;
+use crate::AppState;
+
+/// The owner Placement records for consumers written without one (before 1.8).
+pub const INCOMPLETE_CONSUMER: &str = "00000000-0000-0000-0000-000000000000";
+
+#[derive(Debug, Deserialize)]
+pub struct Resources {
+    pub resources: BTreeMap<String, i64>,
+}
+
+/// One consumer's allocations as 1.12 and later write them (PUT, each entry
+/// of POST and of the reshaper).
+#[derive(Debug, Deserialize)]
+pub struct ConsumerBody {
+    pub allocations: BTreeMap<String, Resources>,
+    pub project_id: Option<String>,
+    pub user_id: Option<String>,
+    #[serde(default)]
+    pub consumer_generation: Option<i64>,
+    pub consumer_type: Option<String>,
+}
+
+/// Before 1.12: a list of provider/resources pairs.
+#[derive(Debug, Deserialize)]
+struct ListBody {
+    allocations: Vec<ListItem>,
+    project_id: Option<String>,
+    user_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ListItem {
+    resource_provider: ListProvider,
+    resources: BTreeMap<String, i64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ListProvider {
+    uuid: String,
+}
+
+fn missing_provider(raw: &str) -> ApiError {
+    bad_request(format!("Allocation for resource provider '{raw}' that does not exist."))
+}
+
+/// Turns a request's allocations into the command's, held from now on.
+fn holds(by_provider: Vec<(String, BTreeMap<String, i64>)>) -> Result<Vec<Allocation>, ApiError> {
+    let window = Window::from(chrono::Utc::now());
+    let mut out = Vec::new();
+    for (raw, resources) in by_provider {
+        let provider = Uuid::try_parse(&raw).map_err(|_| missing_provider(&raw))?;
+        for (resource_class, used) in resources {
+            out.push(Allocation { provider, resource_class, used, window });
+        }
+    }
+    Ok(out)
+}
+
+impl ConsumerBody {
+    pub fn into_command(self, mv: Version, consumer: Uuid) -> Result<ConsumerAllocations, ApiError> {
+        let generation = if mv.consumer_generations() {
+            self.consumer_generation.map(GenerationCheck::Exactly).unwrap_or(GenerationCheck::New)
+        } else {
+            GenerationCheck::Any
+        };
+        let allocations = holds(self.allocations.into_iter().map(|(p, r)| (p, r.resources)).collect())?;
+        Ok(ConsumerAllocations {
+            consumer,
+            project_id: self.project_id.unwrap_or_else(|| INCOMPLETE_CONSUMER.into()),
+            user_id: self.user_id.unwrap_or_else(|| INCOMPLETE_CONSUMER.into()),
+            consumer_type: self.consumer_type,
+            generation,
+            allocations,
+        })
+    }
+}
+
+/// A write's errors as Placement words them.
+pub fn write_error(e: berth_core::Error, unknown_prefix: &str) -> ApiError {
+    match e.kind {
+        _ if e.code == PROVIDER_NOT_FOUND => plain(e),
+        ErrorKind::Invalid | ErrorKind::NotFound => domain(e, unknown_prefix),
+        ErrorKind::Capacity | ErrorKind::InUse => domain(e, "Unable to allocate inventory: "),
+        _ => plain(e),
+    }
+}
+
+pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
+    p.accept_json()?;
+    p.admin()?;
+    let now = Some(chrono::Utc::now());
+    let Ok(consumer) = Uuid::try_parse(&raw) else {
+        return Ok(p.json(StatusCode::OK, &json!({"allocations": {}}), now));
+    };
+    let Some(view) = s.store.consumer_now(consumer).await.map_err(plain)? else {
+        return Ok(p.json(StatusCode::OK, &json!({"allocations": {}}), now));
+    };
+    let mut by_provider: BTreeMap<Uuid, (i64, Map<String, Value>)> = BTreeMap::new();
+    for (provider, generation, class, used) in &view.allocations {
+        by_provider.entry(*provider).or_insert_with(|| (*generation, Map::new())).1.insert(class.clone(), json!(used));
+    }
+    let allocations: Map<String, Value> =
+        by_provider.into_iter().map(|(p, (g, r))| (p.to_string(), json!({"generation": g, "resources": r}))).collect();
+    let mut out = json!({"allocations": allocations});
+    if p.mv.dict_allocations() {
+        out["project_id"] = json!(view.project_id);
+        out["user_id"] = json!(view.user_id);
+        if p.mv.consumer_generations() {
+            out["consumer_generation"] = json!(view.generation);
+        }
+        if p.mv.consumer_types() {
+            out["consumer_type"] = json!(view.consumer_type.as_deref().unwrap_or("unknown"));
+        }
+    }
+    Ok(p.json(StatusCode::OK, &out, now))
+}
+
+pub async fn of_provider(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
+    p.accept_json()?;
+    p.admin()?;
+    let uuid = provider_uuid(&raw)?;
+    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    let rows = s.store.provider_allocations_now(uuid).await.map_err(plain)?;
+    let mut allocations: Map<String, Value> = Map::new();
+    for r in rows {
+        let entry = allocations.entry(r.consumer.to_string()).or_insert_with(|| json!({"resources": {}}));
+        entry["resources"][&r.resource_class] = json!(r.used);
+        if p.mv.consumer_generations() {
+            entry["consumer_generation"] = json!(r.consumer_generation);
+        }
+    }
+    let body = json!({"resource_provider_generation": rp.generation, "allocations": allocations});
+    Ok(p.json(StatusCode::OK, &body, Some(chrono::Utc::now())))
+}
+
+pub async fn put(
+    p: Pl,
+    State(s): State<AppState>,
+    Path(raw): Path<String>,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    p.json_content()?;
+    p.admin()?;
+    let consumer = Uuid::try_parse(&raw).map_err(|_| bad_request(format!("Malformed consumer_uuid: {raw}")))?;
+    let command = if p.mv.dict_allocations() {
+        let b: ConsumerBody = body(&bytes, &schemas::put_allocations(p.mv))?;
+        b.into_command(p.mv, consumer)?
+    } else {
+        let b: ListBody = body(&bytes, &schemas::allocations_list(p.mv))?;
+        ConsumerAllocations {
+            consumer,
+            project_id: b.project_id.unwrap_or_else(|| INCOMPLETE_CONSUMER.into()),
+            user_id: b.user_id.unwrap_or_else(|| INCOMPLETE_CONSUMER.into()),
+            consumer_type: None,
+            generation: GenerationCheck::Any,
+            allocations: holds(b.allocations.into_iter().map(|i| (i.resource_provider.uuid, i.resources)).collect())?,
+        }
+    };
+    let prefix = format!("Unable to allocate inventory for consumer {consumer}: ");
+    s.store.replace_allocations(&p.meta(), vec![command]).await.map_err(|e| write_error(e, &prefix))?;
+    Ok(p.empty(StatusCode::NO_CONTENT, None))
+}
+
+pub async fn post_many(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
+    p.since(p.mv.post_allocations())?;
+    p.json_content()?;
+    p.admin()?;
+    let consumers: BTreeMap<String, ConsumerBody> = body(&bytes, &schemas::post_allocations(p.mv, 1))?;
+    let commands = consumers_commands(p.mv, consumers)?;
+    s.store
+        .replace_allocations(&p.meta(), commands)
+        .await
+        .map_err(|e| write_error(e, "Unable to allocate inventory "))?;
+    Ok(p.empty(StatusCode::NO_CONTENT, None))
+}
+
+/// Consumers keyed by UUID (POST /allocations, the reshaper) into commands.
+pub fn consumers_commands(
+    mv: Version,
+    consumers: BTreeMap<String, ConsumerBody>,
+) -> Result<Vec<ConsumerAllocations>, ApiError> {
+    consumers
+        .into_iter()
+        .map(|(raw, b)| {
+            let consumer = Uuid::try_parse(&raw).map_err(|_| bad_request(format!("Malformed consumer_uuid: {raw}")))?;
+            b.into_command(mv, consumer)
+        })
+        .collect()
+}
+
+pub async fn delete(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
+    p.admin()?;
+    let Ok(consumer) = Uuid::try_parse(&raw) else {
+        return Err(super::http::not_found(format!("No allocations for consumer '{raw}'")));
+    };
+    s.store.delete_allocations(&p.meta(), consumer).await.map_err(plain)?;
+    Ok(p.empty(StatusCode::NO_CONTENT, None))
+}

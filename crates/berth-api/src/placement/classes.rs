@@ -1,0 +1,81 @@
+//! `/resource_classes` (1.2 on).
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use berth_core::error::ErrorKind;
+use serde_json::{json, Value};
+
+use super::http::{body_value, domain, not_found, plain, with_location, Pl};
+use super::schema;
+use super::schemas;
+use crate::error::ApiError;
+use crate::AppState;
+
+fn class_json(name: &str) -> Value {
+    json!({"name": name, "links": [{"rel": "self", "href": format!("/resource_classes/{name}")}]})
+}
+
+pub async fn list(p: Pl, State(s): State<AppState>) -> Result<Response, ApiError> {
+    p.since(p.mv.resource_classes())?;
+    p.accept_json()?;
+    p.admin()?;
+    let classes = s.store.resource_classes().await.map_err(plain)?;
+    let body = json!({"resource_classes": classes.iter().map(|c| class_json(c)).collect::<Vec<_>>()});
+    Ok(p.json(StatusCode::OK, &body, Some(chrono::Utc::now())))
+}
+
+pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    p.since(p.mv.resource_classes())?;
+    p.accept_json()?;
+    p.admin()?;
+    if !s.store.resource_class_exists(&name).await.map_err(plain)? {
+        return Err(not_found(format!("No such resource class {name}.")));
+    }
+    Ok(p.json(StatusCode::OK, &class_json(&name), Some(chrono::Utc::now())))
+}
+
+pub async fn create(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
+    p.since(p.mv.resource_classes())?;
+    p.json_content()?;
+    p.admin()?;
+    let body = body_value(&bytes, &schemas::resource_class())?;
+    let name = body["name"].as_str().unwrap_or_default();
+    s.store.create_resource_class(&p.meta(), name, true).await.map_err(plain)?;
+    Ok(with_location(p.empty(StatusCode::CREATED, None), &p.location(&format!("/resource_classes/{name}"))))
+}
+
+/// Before 1.7: renames a custom class. From 1.7: creates it, bodiless.
+pub async fn update(
+    p: Pl,
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    p.since(p.mv.resource_classes())?;
+    if p.mv.put_resource_class_creates() {
+        p.admin()?;
+        schema::validate(&json!({"name": name}), &schemas::resource_class())
+            .map_err(|e| super::http::bad_request(format!("JSON does not validate: {e}")))?;
+        let created = s.store.create_resource_class(&p.meta(), &name, false).await.map_err(plain)?;
+        let status = if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT };
+        return Ok(with_location(p.empty(status, None), &p.location(&format!("/resource_classes/{name}"))));
+    }
+    p.json_content()?;
+    p.admin()?;
+    let body = body_value(&bytes, &schemas::resource_class())?;
+    let to = body["name"].as_str().unwrap_or_default().to_string();
+    s.store.rename_resource_class(&p.meta(), &name, &to).await.map_err(plain)?;
+    Ok(p.json(StatusCode::OK, &class_json(&to), None))
+}
+
+pub async fn delete(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    p.since(p.mv.resource_classes())?;
+    p.admin()?;
+    s.store.delete_resource_class(&p.meta(), &name).await.map_err(|e| match e.kind {
+        ErrorKind::Invalid | ErrorKind::InUse => domain(e, "Error in delete resource class: "),
+        _ => plain(e),
+    })?;
+    Ok(p.empty(StatusCode::NO_CONTENT, None))
+}

@@ -1,0 +1,241 @@
+//! `/resource_providers/{uuid}/inventories[/{class}]`.
+
+use std::collections::BTreeMap;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use berth_core::error::codes;
+use berth_core::inventory::MAX_AMOUNT;
+use berth_core::Inventory;
+use berth_store::commands::{InventoryChange, INVENTORY_EXISTS, INVENTORY_NOT_FOUND, RESOURCE_CLASS_NOT_FOUND};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+use super::http::{bad_request, body, conflict, domain, err, not_found, plain, with_location, Pl};
+use super::microversion::Version;
+use super::providers::provider_uuid;
+use super::schemas;
+use crate::error::ApiError;
+use crate::AppState;
+
+/// An inventory record as a request gives it; absent fields take
+/// Placement's defaults.
+#[derive(Debug, Deserialize)]
+struct Record {
+    resource_provider_generation: Option<i64>,
+    resource_class: Option<String>,
+    total: i64,
+    reserved: Option<i64>,
+    min_unit: Option<i64>,
+    max_unit: Option<i64>,
+    step_size: Option<i64>,
+    allocation_ratio: Option<f64>,
+}
+
+impl Record {
+    fn inventory(&self) -> Inventory {
+        Inventory {
+            total: self.total,
+            reserved: self.reserved.unwrap_or(0),
+            min_unit: self.min_unit.unwrap_or(1),
+            max_unit: self.max_unit.unwrap_or(MAX_AMOUNT),
+            step_size: self.step_size.unwrap_or(1),
+            allocation_ratio: self.allocation_ratio.unwrap_or(1.0),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Replace {
+    resource_provider_generation: i64,
+    inventories: BTreeMap<String, Record>,
+}
+
+pub fn inventory_json(inv: &Inventory) -> Map<String, Value> {
+    let v = json!({
+        "total": inv.total,
+        "reserved": inv.reserved,
+        "min_unit": inv.min_unit,
+        "max_unit": inv.max_unit,
+        "step_size": inv.step_size,
+        "allocation_ratio": inv.allocation_ratio,
+    });
+    v.as_object().cloned().unwrap_or_default()
+}
+
+fn one_json(inv: &Inventory, generation: i64) -> Value {
+    let mut m = inventory_json(inv);
+    m.insert("resource_provider_generation".into(), json!(generation));
+    Value::Object(m)
+}
+
+fn all_json(invs: &BTreeMap<String, Inventory>, generation: i64) -> Value {
+    let invs: Map<String, Value> = invs.iter().map(|(c, i)| (c.clone(), Value::Object(inventory_json(i)))).collect();
+    json!({"resource_provider_generation": generation, "inventories": invs})
+}
+
+/// Capacity must be positive (before 1.26) or not negative (from 1.26).
+fn check_capacity(mv: Version, uuid: Uuid, class: &str, inv: &Inventory) -> Result<(), String> {
+    let capacity = inv.capacity();
+    if mv.reserved_may_equal_total() && capacity < 0 {
+        return Err(format!(
+            "Invalid inventory for '{class}' on resource provider '{uuid}'. The reserved value is greater than total."
+        ));
+    }
+    if !mv.reserved_may_equal_total() && capacity <= 0 {
+        return Err(format!(
+            "Invalid inventory for '{class}' on resource provider '{uuid}'. \
+             The reserved value is greater than or equal to total."
+        ));
+    }
+    Ok(())
+}
+
+fn generation_conflict() -> ApiError {
+    conflict(codes::CONCURRENT_UPDATE, "resource provider generation conflict")
+}
+
+pub async fn list(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
+    p.accept_json()?;
+    p.admin()?;
+    let uuid = provider_uuid(&raw)?;
+    let (rp, invs) = s.store.provider_with_inventories(uuid).await.map_err(plain)?;
+    Ok(p.json(StatusCode::OK, &all_json(&invs, rp.generation), Some(rp.updated_at)))
+}
+
+pub async fn show(
+    p: Pl,
+    State(s): State<AppState>,
+    Path((raw, class)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    p.accept_json()?;
+    p.admin()?;
+    let uuid = provider_uuid(&raw)?;
+    let (rp, invs) = s.store.provider_with_inventories(uuid).await.map_err(plain)?;
+    let inv = invs.get(&class).ok_or_else(|| not_found(format!("No inventory of class {class} for {uuid}")))?;
+    Ok(p.json(StatusCode::OK, &one_json(inv, rp.generation), Some(rp.updated_at)))
+}
+
+pub async fn create(
+    p: Pl,
+    State(s): State<AppState>,
+    Path(raw): Path<String>,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    p.json_content()?;
+    p.admin()?;
+    let uuid = provider_uuid(&raw)?;
+    s.store.placement_provider(uuid).await.map_err(plain)?;
+    let record: Record = body(&bytes, &schemas::create_inventory())?;
+    let class = record.resource_class.clone().unwrap_or_default();
+    let inv = record.inventory();
+    let unable = format!("Unable to create inventory for resource provider {uuid}: ");
+    check_capacity(p.mv, uuid, &class, &inv).map_err(|m| bad_request(format!("{unable}{m}")))?;
+    let generation = s.store.change_inventory(&p.meta(), uuid, None, &class, InventoryChange::Add(inv)).await.map_err(
+        |e| match e.code {
+            INVENTORY_EXISTS => conflict(codes::CONCURRENT_UPDATE, format!("Update conflict: {}", e.detail)),
+            RESOURCE_CLASS_NOT_FOUND => domain(e, &unable),
+            _ => plain(e),
+        },
+    )?;
+    let resp = p.json(StatusCode::CREATED, &one_json(&inv, generation), Some(chrono::Utc::now()));
+    Ok(with_location(resp, &p.location(&format!("/resource_providers/{uuid}/inventories/{class}"))))
+}
+
+pub async fn replace(
+    p: Pl,
+    State(s): State<AppState>,
+    Path(raw): Path<String>,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    p.json_content()?;
+    p.admin()?;
+    let uuid = provider_uuid(&raw)?;
+    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    let req: Replace = body(&bytes, &schemas::replace_inventories())?;
+    if req.resource_provider_generation != rp.generation {
+        return Err(generation_conflict());
+    }
+    let invs: BTreeMap<String, Inventory> = req.inventories.iter().map(|(c, r)| (c.clone(), r.inventory())).collect();
+    for (class, inv) in &invs {
+        check_capacity(p.mv, uuid, class, inv)
+            .map_err(|m| bad_request(format!("Unable to update inventory for resource provider {uuid}: {m}")))?;
+    }
+    let generation = s
+        .store
+        .replace_inventories(&p.meta(), uuid, Some(req.resource_provider_generation), invs.clone())
+        .await
+        .map_err(|e| match e.code {
+            RESOURCE_CLASS_NOT_FOUND => {
+                domain(e, &format!("Unknown resource class in inventory for resource provider {uuid}: "))
+            }
+            codes::INVENTORY_IN_USE => domain(e, "update conflict: "),
+            codes::CONCURRENT_UPDATE => generation_conflict(),
+            _ => plain(e),
+        })?;
+    Ok(p.json(StatusCode::OK, &all_json(&invs, generation), Some(chrono::Utc::now())))
+}
+
+pub async fn update(
+    p: Pl,
+    State(s): State<AppState>,
+    Path((raw, class)): Path<(String, String)>,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    p.json_content()?;
+    p.admin()?;
+    let uuid = provider_uuid(&raw)?;
+    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    let record: Record = body(&bytes, &schemas::update_inventory())?;
+    let expected = record.resource_provider_generation.unwrap_or_default();
+    if expected != rp.generation {
+        return Err(generation_conflict());
+    }
+    let inv = record.inventory();
+    let unable = format!("Unable to update inventory for resource provider {uuid}: ");
+    check_capacity(p.mv, uuid, &class, &inv).map_err(|m| bad_request(format!("{unable}{m}")))?;
+    let generation =
+        s.store.change_inventory(&p.meta(), uuid, Some(expected), &class, InventoryChange::Update(inv)).await.map_err(
+            |e| match e.code {
+                INVENTORY_NOT_FOUND => bad_request(format!(
+                    "No inventory record with resource class for resource provider {uuid}: {}",
+                    e.detail
+                )),
+                codes::CONCURRENT_UPDATE => generation_conflict(),
+                _ => domain(e, &unable),
+            },
+        )?;
+    Ok(p.json(StatusCode::OK, &one_json(&inv, generation), Some(chrono::Utc::now())))
+}
+
+pub async fn delete(
+    p: Pl,
+    State(s): State<AppState>,
+    Path((raw, class)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    p.admin()?;
+    let uuid = provider_uuid(&raw)?;
+    s.store.placement_provider(uuid).await.map_err(plain)?;
+    s.store.change_inventory(&p.meta(), uuid, None, &class, InventoryChange::Delete).await.map_err(|e| {
+        match e.code {
+            INVENTORY_NOT_FOUND => not_found(format!("No inventory of class {class} found for delete: {}", e.detail)),
+            codes::INVENTORY_IN_USE => domain(e, &format!("Unable to delete inventory of class {class}: ")),
+            _ => plain(e),
+        }
+    })?;
+    Ok(p.empty(StatusCode::NO_CONTENT, None))
+}
+
+pub async fn delete_all(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
+    if !p.mv.delete_all_inventories() {
+        return Err(err(StatusCode::METHOD_NOT_ALLOWED, "The method DELETE is not allowed for this resource."));
+    }
+    p.admin()?;
+    let uuid = provider_uuid(&raw)?;
+    s.store.placement_provider(uuid).await.map_err(plain)?;
+    s.store.replace_inventories(&p.meta(), uuid, None, BTreeMap::new()).await.map_err(plain)?;
+    Ok(p.empty(StatusCode::NO_CONTENT, None))
+}

@@ -1,0 +1,146 @@
+//! `/resource_providers` and `/resource_providers/{uuid}`.
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use berth_core::error::ErrorKind;
+use berth_store::commands::{NewProvider, ProviderUpdate, RESOURCE_CLASS_NOT_FOUND, TRAIT_NOT_FOUND};
+use berth_store::queries::placement::ProviderFilter;
+use berth_store::queries::Provider;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::http::{bad_request, body_value, domain, not_found, path_uuid, plain, with_location, Pl, Query};
+use super::microversion::Version;
+use super::{params, schemas};
+use crate::error::ApiError;
+use crate::AppState;
+
+/// A provider as Placement shows it at `mv`.
+pub fn provider_json(mv: Version, p: &Provider) -> Value {
+    let url = format!("/resource_providers/{}", p.uuid);
+    let mut rels = vec!["inventories", "usages"];
+    if mv.aggregates() {
+        rels.push("aggregates");
+    }
+    if mv.traits() {
+        rels.push("traits");
+    }
+    if mv.allocations_link() {
+        rels.push("allocations");
+    }
+    let mut links = vec![json!({"rel": "self", "href": url})];
+    links.extend(rels.iter().map(|rel| json!({"rel": rel, "href": format!("{url}/{rel}")})));
+    let mut out = json!({"uuid": p.uuid, "name": p.name, "generation": p.generation, "links": links});
+    if mv.nested_providers() {
+        out["parent_provider_uuid"] = json!(p.parent_uuid);
+        out["root_provider_uuid"] = json!(p.root_uuid);
+    }
+    out
+}
+
+/// The UUID of a provider named in a path; a 404 in Placement's words otherwise.
+pub fn provider_uuid(raw: &str) -> Result<Uuid, ApiError> {
+    path_uuid(raw, || not_found(format!("No resource provider with uuid {raw} found")))
+}
+
+pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+    p.accept_json()?;
+    p.admin()?;
+    let q = Query::parse(raw.as_deref());
+    q.validate(&schemas::list_providers(p.mv))?;
+    let mut f = ProviderFilter {
+        name: q.get("name").map(str::to_string),
+        uuid: q.get("uuid").and_then(|u| Uuid::try_parse(u).ok()),
+        in_tree: q.get("in_tree").map(params::in_tree).transpose()?,
+        ..Default::default()
+    };
+    if q.has("member_of") {
+        let m = params::member_of(&q, "member_of", p.mv)?;
+        f.member_of = m.any_of;
+        f.forbidden_aggregates = m.forbidden;
+    }
+    if let Some(r) = q.get("resources") {
+        f.resources = params::resources(r)?;
+    }
+    if let Some(t) = params::required(&q, "required", p.mv)? {
+        f.required_traits = t.required;
+        f.forbidden_traits = t.forbidden;
+    }
+    let found = s.store.placement_providers(&f).await.map_err(|e| match e.code {
+        RESOURCE_CLASS_NOT_FOUND => domain(e, "Invalid resource class in resources parameter: "),
+        TRAIT_NOT_FOUND => domain(e, "Invalid trait(s) in \"required\" parameter: "),
+        _ => plain(e),
+    })?;
+    let modified = found.iter().map(|p| p.updated_at).max().unwrap_or_else(chrono::Utc::now);
+    let body = json!({"resource_providers": found.iter().map(|x| provider_json(p.mv, x)).collect::<Vec<_>>()});
+    Ok(p.json(StatusCode::OK, &body, Some(modified)))
+}
+
+pub async fn show(p: Pl, State(s): State<AppState>, Path(uuid): Path<String>) -> Result<Response, ApiError> {
+    p.accept_json()?;
+    p.admin()?;
+    let uuid = provider_uuid(&uuid)?;
+    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    Ok(p.json(StatusCode::OK, &provider_json(p.mv, &rp), Some(rp.updated_at)))
+}
+
+pub async fn create(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
+    p.json_content()?;
+    p.admin()?;
+    let body = body_value(&bytes, &schemas::create_provider(p.mv))?;
+    let name = body["name"].as_str().unwrap_or_default().to_string();
+    let uuid = match body["uuid"].as_str() {
+        Some(u) => Uuid::try_parse(u).map_err(|e| bad_request(e.to_string()))?,
+        None => Uuid::new_v4(),
+    };
+    let parent = body.get("parent_provider_uuid").and_then(Value::as_str).and_then(|u| Uuid::try_parse(u).ok());
+    let new = NewProvider { uuid: Some(uuid), name: name.clone(), parent };
+    s.store.create_provider(&p.meta(), new).await.map_err(|e| match e.kind {
+        ErrorKind::Invalid => domain(e, &format!("Unable to create resource provider \"{name}\", {uuid}: ")),
+        _ => plain(e),
+    })?;
+    let location = p.location(&format!("/resource_providers/{uuid}"));
+    if !p.mv.create_provider_returns_body() {
+        return Ok(with_location(p.empty(StatusCode::CREATED, None), &location));
+    }
+    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    Ok(with_location(p.json(StatusCode::OK, &provider_json(p.mv, &rp), Some(rp.updated_at)), &location))
+}
+
+pub async fn update(
+    p: Pl,
+    State(s): State<AppState>,
+    Path(raw): Path<String>,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    p.json_content()?;
+    p.admin()?;
+    let uuid = provider_uuid(&raw)?;
+    s.store.placement_provider(uuid).await.map_err(plain)?;
+    let body = body_value(&bytes, &schemas::update_provider(p.mv))?;
+    let name = body["name"].as_str().unwrap_or_default().to_string();
+    let parent = body
+        .get("parent_provider_uuid")
+        .map(|v| v.as_str().map(Uuid::try_parse).transpose().map_err(|e| bad_request(e.to_string())))
+        .transpose()?;
+    let update = ProviderUpdate { name, parent, allow_reparent: p.mv.reparenting() };
+    s.store.update_provider(&p.meta(), uuid, update).await.map_err(|e| match e.kind {
+        ErrorKind::Invalid => domain(e, &format!("Unable to save resource provider {uuid}: ")),
+        _ => plain(e),
+    })?;
+    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    Ok(p.json(StatusCode::OK, &provider_json(p.mv, &rp), Some(rp.updated_at)))
+}
+
+pub async fn delete(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
+    p.admin()?;
+    let gone = || not_found(format!("No resource provider with uuid {raw} found for delete"));
+    let uuid = path_uuid(&raw, gone)?;
+    s.store.delete_provider(&p.meta(), uuid).await.map_err(|e| match e.kind {
+        ErrorKind::NotFound => gone(),
+        _ => plain(e),
+    })?;
+    Ok(p.empty(StatusCode::NO_CONTENT, None))
+}

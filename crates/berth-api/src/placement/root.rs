@@ -1,0 +1,19 @@
+//! `GET /placement/`: the version document.
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::json;
+
+use super::http::Pl;
+use super::microversion::{MAX, MIN};
+
+pub async fn home(p: Pl) -> Response {
+    let body = json!({"versions": [{
+        "id": format!("v{MIN}"),
+        "max_version": MAX.to_string(),
+        "min_version": MIN.to_string(),
+        "status": "CURRENT",
+        "links": [{"rel": "self", "href": ""}],
+    }]});
+    p.json(StatusCode::OK, &body, Some(chrono::Utc::now()))
+}

@@ -1,0 +1,355 @@
+//! A small JSON Schema validator for Placement's request bodies and query
+//! strings. It covers the keywords Placement's schemas use and words its
+//! errors the way Placement's clients (and its conformance tests) expect:
+//! `'total' is a required property`, `Failed validating 'minimum' in
+//! schema['properties']['total']`.
+//!
+//! Of several errors, the shallowest is reported (the first found among
+//! equals), as the reference implementation's "best match" does.
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+/// One validation failure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invalid {
+    pub message: String,
+    pub keyword: &'static str,
+    /// Where the failing keyword sits in the schema (without the keyword).
+    pub schema_path: Vec<String>,
+    /// Where the failing value sits in the instance.
+    pub instance_path: Vec<String>,
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at: String = self.schema_path.iter().map(|p| format!("[{}]", py_str(p))).collect();
+        write!(f, "{}\n\nFailed validating {} in schema{}", self.message, py_str(self.keyword), at)
+    }
+}
+
+/// Validates `instance` against `schema`; the most relevant error if any.
+pub fn validate(instance: &Value, schema: &Value) -> Result<(), Invalid> {
+    let mut errors = Vec::new();
+    check(instance, schema, &mut Vec::new(), &mut Vec::new(), &mut errors);
+    match errors.into_iter().min_by_key(|e| e.instance_path.len()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// A Python-style repr of a string.
+pub fn py_str(s: &str) -> String {
+    if s.contains('\'') && !s.contains('"') {
+        format!("\"{s}\"")
+    } else {
+        format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+    }
+}
+
+/// A Python-style repr of a JSON value.
+pub fn py_repr(v: &Value) -> String {
+    match v {
+        Value::Null => "None".into(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Number(n) => {
+            if let Some(f) = n.as_f64().filter(|_| !n.is_i64() && !n.is_u64()) {
+                if f.fract() == 0.0 && f.abs() < 1e16 {
+                    format!("{f:.1}")
+                } else {
+                    format!("{f}")
+                }
+            } else {
+                n.to_string()
+            }
+        }
+        Value::String(s) => py_str(s),
+        Value::Array(a) => format!("[{}]", a.iter().map(py_repr).collect::<Vec<_>>().join(", ")),
+        Value::Object(o) => format!(
+            "{{{}}}",
+            o.iter().map(|(k, v)| format!("{}: {}", py_str(k), py_repr(v))).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+fn is_type(v: &Value, ty: &str) -> bool {
+    match ty {
+        "object" => v.is_object(),
+        "array" => v.is_array(),
+        "string" => v.is_string(),
+        "null" => v.is_null(),
+        "boolean" => v.is_boolean(),
+        "number" => v.is_number(),
+        "integer" => match v {
+            Value::Number(n) => n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+fn is_uuid(s: &str) -> bool {
+    // Placement accepts dashed and dashless forms (what a UUID parser accepts).
+    uuid::Uuid::try_parse(s).is_ok()
+}
+
+fn matches(pattern: &str, s: &str) -> bool {
+    thread_local! {
+        static COMPILED: std::cell::RefCell<std::collections::HashMap<String, Option<Regex>>> = Default::default();
+    }
+    // Patterns are the schemas' own constants: compile each once per thread.
+    COMPILED.with(|c| {
+        c.borrow_mut()
+            .entry(pattern.to_string())
+            .or_insert_with(|| Regex::new(pattern).ok())
+            .as_ref()
+            .is_some_and(|re| re.is_match(s))
+    })
+}
+
+fn unexpected(extras: &[&String]) -> String {
+    let names: Vec<String> = extras.iter().map(|e| py_str(e)).collect();
+    let verb = if extras.len() == 1 { "was" } else { "were" };
+    format!("({} {verb} unexpected)", names.join(", "))
+}
+
+fn check(
+    instance: &Value,
+    schema: &Value,
+    spath: &mut Vec<String>,
+    ipath: &mut Vec<String>,
+    errors: &mut Vec<Invalid>,
+) {
+    let Some(s) = schema.as_object() else { return };
+    let (here_s, here_i) = (spath.clone(), ipath.clone());
+    let mut fail = |keyword: &'static str, message: String, errors: &mut Vec<Invalid>| {
+        errors.push(Invalid { message, keyword, schema_path: here_s.clone(), instance_path: here_i.clone() })
+    };
+    if let Some(ty) = s.get("type") {
+        let types: Vec<&str> = match ty {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => vec![],
+        };
+        if !types.iter().any(|t| is_type(instance, t)) {
+            let names: Vec<String> = types.iter().map(|t| py_str(t)).collect();
+            fail("type", format!("{} is not of type {}", py_repr(instance), names.join(", ")), errors);
+            return;
+        }
+    }
+    if let Some(any_of) = s.get("anyOf").and_then(Value::as_array) {
+        let ok = any_of.iter().any(|sub| {
+            let mut sub_errors = Vec::new();
+            check(instance, sub, &mut Vec::new(), &mut Vec::new(), &mut sub_errors);
+            sub_errors.is_empty()
+        });
+        if !ok {
+            fail("anyOf", format!("{} is not valid under any of the given schemas", py_repr(instance)), errors);
+        }
+    }
+    match instance {
+        Value::Object(o) => check_object(o, s, spath, ipath, errors, &mut fail),
+        Value::Array(a) => {
+            if let Some(min) = s.get("minItems").and_then(Value::as_u64) {
+                if (a.len() as u64) < min {
+                    fail("minItems", format!("{} is too short", py_repr(instance)), errors);
+                }
+            }
+            if s.get("uniqueItems") == Some(&Value::Bool(true)) {
+                let dup = a.iter().enumerate().any(|(i, x)| a[..i].contains(x));
+                if dup {
+                    fail("uniqueItems", format!("{} has non-unique elements", py_repr(instance)), errors);
+                }
+            }
+            if let Some(items) = s.get("items") {
+                spath.push("items".into());
+                for (i, item) in a.iter().enumerate() {
+                    ipath.push(i.to_string());
+                    check(item, items, spath, ipath, errors);
+                    ipath.pop();
+                }
+                spath.pop();
+            }
+        }
+        Value::String(text) => {
+            let len = text.chars().count() as u64;
+            if let Some(min) = s.get("minLength").and_then(Value::as_u64) {
+                if len < min {
+                    fail("minLength", format!("{} is too short", py_repr(instance)), errors);
+                }
+            }
+            if let Some(max) = s.get("maxLength").and_then(Value::as_u64) {
+                if len > max {
+                    fail("maxLength", format!("{} is too long", py_repr(instance)), errors);
+                }
+            }
+            if let Some(p) = s.get("pattern").and_then(Value::as_str) {
+                if !matches(p, text) {
+                    fail("pattern", format!("{} does not match {}", py_repr(instance), py_str(p)), errors);
+                }
+            }
+            if s.get("format").and_then(Value::as_str) == Some("uuid") && !is_uuid(text) {
+                fail("format", format!("{} is not a 'uuid'", py_repr(instance)), errors);
+            }
+        }
+        Value::Number(n) => {
+            let x = n.as_f64().unwrap_or(0.0);
+            if let Some(min) = s.get("minimum").and_then(Value::as_f64) {
+                if x < min {
+                    let m = py_repr(&s["minimum"]);
+                    fail("minimum", format!("{} is less than the minimum of {m}", py_repr(instance)), errors);
+                }
+            }
+            if let Some(max) = s.get("maximum").and_then(Value::as_f64) {
+                if x > max {
+                    let m = py_repr(&s["maximum"]);
+                    fail("maximum", format!("{} is greater than the maximum of {m}", py_repr(instance)), errors);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn check_object(
+    o: &Map<String, Value>,
+    s: &Map<String, Value>,
+    spath: &mut Vec<String>,
+    ipath: &mut Vec<String>,
+    errors: &mut Vec<Invalid>,
+    fail: &mut impl FnMut(&'static str, String, &mut Vec<Invalid>),
+) {
+    let instance = Value::Object(o.clone());
+    if let Some(required) = s.get("required").and_then(Value::as_array) {
+        for name in required.iter().filter_map(Value::as_str) {
+            if !o.contains_key(name) {
+                fail("required", format!("{} is a required property", py_str(name)), errors);
+            }
+        }
+    }
+    if let Some(min) = s.get("minProperties").and_then(Value::as_u64) {
+        if (o.len() as u64) < min {
+            fail("minProperties", format!("{} does not have enough properties", py_repr(&instance)), errors);
+        }
+    }
+    let properties = s.get("properties").and_then(Value::as_object);
+    let patterns = s.get("patternProperties").and_then(Value::as_object);
+    let mut extras: Vec<&String> = Vec::new();
+    for (key, value) in o {
+        let mut known = false;
+        if let Some(sub) = properties.and_then(|p| p.get(key)) {
+            known = true;
+            spath.extend(["properties".to_string(), key.clone()]);
+            ipath.push(key.clone());
+            check(value, sub, spath, ipath, errors);
+            ipath.pop();
+            spath.truncate(spath.len() - 2);
+        }
+        for (pattern, sub) in patterns.into_iter().flatten() {
+            if matches(pattern, key) {
+                known = true;
+                spath.extend(["patternProperties".to_string(), pattern.clone()]);
+                ipath.push(key.clone());
+                check(value, sub, spath, ipath, errors);
+                ipath.pop();
+                spath.truncate(spath.len() - 2);
+            }
+        }
+        if !known {
+            extras.push(key);
+        }
+    }
+    match s.get("additionalProperties") {
+        Some(Value::Bool(false)) if !extras.is_empty() => {
+            if let Some(patterns) = patterns {
+                let mut regexes: Vec<String> = patterns.keys().map(|p| py_str(p)).collect();
+                regexes.sort();
+                let names: Vec<String> = extras.iter().map(|e| py_str(e)).collect();
+                let verb = if extras.len() == 1 { "does" } else { "do" };
+                fail(
+                    "additionalProperties",
+                    format!("{} {verb} not match any of the regexes: {}", names.join(", "), regexes.join(", ")),
+                    errors,
+                );
+            } else {
+                fail(
+                    "additionalProperties",
+                    format!("Additional properties are not allowed {}", unexpected(&extras)),
+                    errors,
+                );
+            }
+        }
+        Some(sub @ Value::Object(_)) => {
+            spath.push("additionalProperties".into());
+            for key in extras {
+                ipath.push(key.clone());
+                check(&o[key], sub, spath, ipath, errors);
+                ipath.pop();
+            }
+            spath.pop();
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "total": {"type": "integer", "minimum": 1, "maximum": 2147483647},
+                "name": {"type": "string", "maxLength": 5, "pattern": "^[A-Z]+$"},
+                "uuid": {"type": "string", "format": "uuid"},
+                "list": {"type": "array", "items": {"type": "string"}, "uniqueItems": true, "minItems": 1},
+            },
+            "required": ["total"],
+            "additionalProperties": false
+        })
+    }
+
+    fn err(v: Value) -> String {
+        validate(&v, &schema()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn messages_read_like_placements() {
+        assert!(validate(&json!({"total": 3}), &schema()).is_ok());
+        assert_eq!(
+            err(json!({"total": 0})),
+            "0 is less than the minimum of 1\n\nFailed validating 'minimum' in schema['properties']['total']"
+        );
+        assert!(err(json!({})).starts_with("'total' is a required property"));
+        assert!(
+            err(json!({"total": 1, "bad": 1})).contains("Additional properties are not allowed ('bad' was unexpected)")
+        );
+        assert!(err(json!({"total": "x"})).starts_with("'x' is not of type 'integer'"));
+        assert!(err(json!({"total": 2147483648u64})).contains("Failed validating 'maximum'"));
+        assert!(err(json!({"total": 1, "name": "TOOLONG"})).contains("Failed validating 'maxLength'"));
+        assert!(err(json!({"total": 1, "name": "ab"})).contains("'ab' does not match '^[A-Z]+$'"));
+        assert!(err(json!({"total": 1, "uuid": "harry"})).contains("'harry' is not a 'uuid'"));
+        assert!(err(json!({"total": 1, "list": ["a", "a"]})).contains("has non-unique elements"));
+        assert!(err(json!({"total": 1, "list": []})).contains("Failed validating 'minItems'"));
+    }
+
+    #[test]
+    fn pattern_properties_and_depth() {
+        let s = json!({
+            "type": "object",
+            "minProperties": 1,
+            "patternProperties": {"^[A-Z0-9_]+$": {"type": "integer", "minimum": 1}},
+            "additionalProperties": false
+        });
+        let e = validate(&json!({"cow": 1}), &s).unwrap_err();
+        assert_eq!(e.message, "'cow' does not match any of the regexes: '^[A-Z0-9_]+$'");
+        let e = validate(&json!({}), &s).unwrap_err();
+        assert_eq!(e.keyword, "minProperties");
+        let e = validate(&json!({"VCPU": 0}), &s).unwrap_err();
+        assert_eq!(e.keyword, "minimum");
+        assert_eq!(e.schema_path, vec!["patternProperties".to_string(), "^[A-Z0-9_]+$".to_string()]);
+    }
+}

@@ -1,0 +1,137 @@
+//! `/traits` and `/resource_providers/{uuid}/traits` (1.6 on).
+
+use std::collections::BTreeSet;
+
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use berth_core::error::codes;
+use berth_store::queries::placement::TraitFilter;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::http::{bad_request, body, conflict, not_found, plain, with_location, Pl, Query};
+use super::providers::provider_uuid;
+use super::{schema, schemas};
+use crate::error::ApiError;
+use crate::AppState;
+
+pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+    p.since(p.mv.traits())?;
+    p.accept_json()?;
+    p.admin()?;
+    let q = Query::parse(raw.as_deref());
+    q.validate(&schemas::list_traits())?;
+    let mut f = TraitFilter::default();
+    if let Some(name) = q.get("name") {
+        match name.split_once(':') {
+            Some(("in", list)) => f.name_in = Some(list.split(',').map(str::to_string).collect()),
+            Some(("startswith", prefix)) => f.prefix = Some(prefix.to_string()),
+            Some(_) => {}
+            None => {
+                return Err(bad_request(format!(
+                    "Badly formatted name parameter. Expected name query string parameter in form: \
+                     ?name=[in|startswith]:[name1,name2|prefix]. Got: \"{name}\""
+                )))
+            }
+        }
+    }
+    if let Some(a) = q.get("associated") {
+        f.associated = match a.to_ascii_lowercase().as_str() {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => return Err(bad_request("The query parameter \"associated\" only accepts \"true\" or \"false\"")),
+        };
+    }
+    let traits = s.store.traits(&f).await.map_err(plain)?;
+    Ok(p.json(StatusCode::OK, &json!({"traits": traits}), Some(chrono::Utc::now())))
+}
+
+pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    p.since(p.mv.traits())?;
+    p.admin()?;
+    if !s.store.trait_exists(&name).await.map_err(plain)? {
+        return Err(not_found(format!("No such trait(s): {name}.")));
+    }
+    Ok(p.empty(StatusCode::NO_CONTENT, Some(chrono::Utc::now())))
+}
+
+pub async fn create(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    p.since(p.mv.traits())?;
+    p.admin()?;
+    if schema::validate(&json!(name), &schemas::custom_trait()).is_err() {
+        return Err(bad_request(
+            "The trait is invalid. A valid trait must be no longer than 255 characters, start with the prefix \
+             \"CUSTOM_\" and use following characters: \"A\"-\"Z\", \"0\"-\"9\" and \"_\"",
+        ));
+    }
+    let created = s.store.create_trait(&p.meta(), &name).await.map_err(plain)?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT };
+    let resp = p.empty(status, Some(chrono::Utc::now()));
+    Ok(with_location(resp, &p.location(&format!("/traits/{name}"))))
+}
+
+pub async fn delete(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    p.since(p.mv.traits())?;
+    p.admin()?;
+    s.store.delete_trait(&p.meta(), &name).await.map_err(plain)?;
+    Ok(p.empty(StatusCode::NO_CONTENT, None))
+}
+
+pub async fn of_provider(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
+    p.since(p.mv.traits())?;
+    p.accept_json()?;
+    p.admin()?;
+    let uuid = provider_uuid(&raw)?;
+    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    let traits = s.store.provider_traits(uuid).await.map_err(plain)?;
+    let body = json!({"resource_provider_generation": rp.generation, "traits": traits});
+    Ok(p.json(StatusCode::OK, &body, Some(rp.updated_at)))
+}
+
+#[derive(Deserialize)]
+struct SetTraits {
+    traits: Vec<String>,
+    resource_provider_generation: i64,
+}
+
+fn generation_conflict() -> ApiError {
+    conflict(
+        codes::CONCURRENT_UPDATE,
+        "Resource provider's generation already changed. Please update the generation and try again.",
+    )
+}
+
+pub async fn replace(
+    p: Pl,
+    State(s): State<AppState>,
+    Path(raw): Path<String>,
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
+    p.since(p.mv.traits())?;
+    p.json_content()?;
+    p.admin()?;
+    let req: SetTraits = body(&bytes, &schemas::provider_traits())?;
+    let uuid = provider_uuid(&raw)?;
+    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    if rp.generation != req.resource_provider_generation {
+        return Err(generation_conflict());
+    }
+    let traits: BTreeSet<String> = req.traits.into_iter().collect();
+    let generation = s
+        .store
+        .replace_traits(&p.meta(), uuid, Some(req.resource_provider_generation), traits.clone())
+        .await
+        .map_err(|e| if e.code == codes::CONCURRENT_UPDATE { generation_conflict() } else { plain(e) })?;
+    let body = json!({"resource_provider_generation": generation, "traits": traits});
+    Ok(p.json(StatusCode::OK, &body, Some(chrono::Utc::now())))
+}
+
+pub async fn clear(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
+    p.since(p.mv.traits())?;
+    p.admin()?;
+    let uuid = provider_uuid(&raw)?;
+    s.store.replace_traits(&p.meta(), uuid, None, BTreeSet::new()).await.map_err(plain)?;
+    Ok(p.empty(StatusCode::NO_CONTENT, None))
+}

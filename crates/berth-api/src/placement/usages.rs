@@ -1,0 +1,59 @@
+//! `/resource_providers/{uuid}/usages` and `/usages` (1.9 on): what is held now.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use berth_store::queries::placement::ConsumerTypeFilter;
+use serde_json::{json, Map, Value};
+
+use super::http::{forbidden, plain, Pl, Query};
+use super::providers::provider_uuid;
+use super::schemas;
+use crate::error::ApiError;
+use crate::AppState;
+
+pub async fn provider(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
+    p.accept_json()?;
+    p.admin()?;
+    let uuid = provider_uuid(&raw)?;
+    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    let usages = s.store.provider_usages_now(uuid).await.map_err(plain)?;
+    let body = json!({"resource_provider_generation": rp.generation, "usages": usages});
+    Ok(p.json(StatusCode::OK, &body, Some(chrono::Utc::now())))
+}
+
+/// A project's (or one of its users') usage. Admins and services may ask
+/// about any project; others about their own.
+pub async fn totals(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+    p.since(p.mv.total_usages())?;
+    p.accept_json()?;
+    let q = Query::parse(raw.as_deref());
+    let caller = p.caller()?;
+    if !caller.is_admin_or_service() && q.get("project_id") != Some(caller.project_id.as_str()) {
+        return Err(forbidden());
+    }
+    q.validate(&schemas::usages(p.mv))?;
+    let project = q.get("project_id").unwrap_or_default();
+    let user = q.get("user_id");
+    let filter = p.mv.consumer_types().then(|| match q.get("consumer_type") {
+        None => ConsumerTypeFilter::ByType,
+        Some("all") => ConsumerTypeFilter::All,
+        Some("unknown") => ConsumerTypeFilter::Untyped,
+        Some(t) => ConsumerTypeFilter::Named(t.to_string()),
+    });
+    let rows = s.store.usages_now(project, user, filter.as_ref()).await.map_err(plain)?;
+    let usages: Value = if filter.is_some() {
+        let mut groups: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
+        for r in rows {
+            let g = groups.entry(r.group.unwrap_or_else(|| "unknown".into())).or_default();
+            g.insert(r.resource_class, json!(r.used));
+            g.insert("consumer_count".into(), json!(r.consumer_count));
+        }
+        json!(groups)
+    } else {
+        json!(rows.into_iter().map(|r| (r.resource_class, r.used)).collect::<BTreeMap<_, _>>())
+    };
+    Ok(p.json(StatusCode::OK, &json!({"usages": usages}), Some(chrono::Utc::now())))
+}

@@ -1,0 +1,2 @@
+//! Allocation candidates: which providers (a tree, plus sharing providers)
+//! could satisfy a request, generated lazily and pruned early.

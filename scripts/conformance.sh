@@ -1,0 +1,22 @@
+#!/bin/sh
+# Placement conformance: runs Placement's own API test files against a
+# release berthd (one fresh database and server per file), then drives the
+# osc-placement client against one. Run under `berthd with-postgres`, which
+# sets BERTH_PG_URL and BERTH_PG_BIN. Extra arguments go to the runner
+# (e.g. --only inventory.yaml).
+set -eu
+: "${BERTH_PG_URL:?run me under berthd with-postgres}"
+cd "$(dirname "$0")/.."
+[ -n "${BERTH_PG_BIN:-}" ] && PATH="$BERTH_PG_BIN:$PATH" && export PATH
+shared=${BERTH_SHARED_DIR:-../shared}
+berthd=${BERTHD:-target/release/berthd}
+status=0
+# The client check first, so the runner's "N passed, M failed" ends the output.
+if [ -z "${BERTH_SKIP_OSC:-}" ] && [ $# -eq 0 ] && [ -f scripts/osc-placement-check.sh ]; then
+  sh scripts/osc-placement-check.sh || status=1
+fi
+"$shared/conformance/placement/run.sh" --pg "$BERTH_PG_URL" --prefix /placement \
+  --setup "BERTH_DATABASE_URL={dburl} $berthd migrate" \
+  --server "BERTH_DATABASE_URL={dburl} BERTH_LISTEN=127.0.0.1:{port} BERTH_AUTH=noauth BERTH_LOG=warn $berthd serve" \
+  "$@" || status=$?
+exit $status
