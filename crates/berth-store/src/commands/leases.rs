@@ -437,6 +437,7 @@ async fn follow_end(
         user_id: who.get(1),
         consumer_type: who.get(2),
         allocations,
+        providers_bumped: None,
         at,
     }))
 }
