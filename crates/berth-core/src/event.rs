@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use crate::inventory::Inventory;
 use crate::lease::{LeaseEventStatus, LeaseRecord, LeaseStatus, ReservationStatus};
+use crate::quota::Scope;
 use crate::window::Window;
 
 /// One allocation: `used` of a class on a provider, held over `window`.
@@ -164,6 +165,29 @@ pub enum Event {
         resources: BTreeMap<String, i64>,
         at: DateTime<Utc>,
     },
+    // Quotas.
+    /// Limits set at one level: the resources named; the others stay.
+    QuotaSet {
+        scope: Scope,
+        limits: BTreeMap<String, i64>,
+        at: DateTime<Utc>,
+    },
+    /// Limits removed at one level: the resources named, or all when empty.
+    QuotaUnset {
+        scope: Scope,
+        resources: Vec<String>,
+        at: DateTime<Utc>,
+    },
+    /// A limit was set below what `scope` already holds (its peak from then
+    /// on). Nothing is taken away; increases are refused until usage is back
+    /// under the limit. Recorded for the record: it changes no projection.
+    QuotaOverLimit {
+        scope: Scope,
+        resource: String,
+        limit: i64,
+        usage: i64,
+        at: DateTime<Utc>,
+    },
 }
 
 impl Event {
@@ -192,6 +216,9 @@ impl Event {
             | Event::HostRemoved { provider, .. } => format!("host:{provider}"),
             Event::HostPropertyChanged { name, .. } => format!("host_property:{name}"),
             Event::ReservationDrawn { slot, .. } => format!("slot:{slot}"),
+            Event::QuotaSet { scope, .. } | Event::QuotaUnset { scope, .. } | Event::QuotaOverLimit { scope, .. } => {
+                scope.stream()
+            }
         }
     }
 

@@ -1,10 +1,11 @@
 //! berth-core: Berth's domain, with no I/O.
 //!
 //! Identifiers, time windows, inventories and capacity math, usage over time,
-//! the typed domain errors, and the events of the append-only log. Everything
-//! here is pure: no database, no HTTP, no clock reads except where a caller
-//! passes `now` in. The store, the API and the manager build on these types;
-//! this crate depends on none of them.
+//! quota limits and lease policy rules, the typed domain errors, and the
+//! events of the append-only log. Everything here is pure: no database, no
+//! HTTP, no clock reads except where a caller passes `now` in. The store, the
+//! API and the manager build on these types; this crate depends on none of
+//! them.
 
 pub mod dates;
 pub mod error;
@@ -12,7 +13,9 @@ pub mod event;
 pub mod inventory;
 pub mod lease;
 pub mod names;
+pub mod policy;
 pub mod query;
+pub mod quota;
 pub mod schedule;
 pub mod timeline;
 pub mod window;

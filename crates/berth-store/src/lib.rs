@@ -20,6 +20,7 @@ pub mod replay;
 pub mod testing;
 
 mod error;
+mod quota;
 mod sql;
 mod tx;
 

@@ -12,6 +12,7 @@ use deadpool_postgres::GenericClient;
 use crate::{sql, StoreError};
 
 mod leases;
+pub(crate) mod quotas;
 
 pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {
     match event {
@@ -196,6 +197,9 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
         | Event::HostRemoved { .. }
         | Event::HostPropertyChanged { .. }
         | Event::ReservationDrawn { .. }) => leases::apply(c, e).await?,
+        e @ (Event::QuotaSet { .. } | Event::QuotaUnset { .. } | Event::QuotaOverLimit { .. }) => {
+            quotas::apply(c, e).await?
+        }
     }
     Ok(())
 }
@@ -232,4 +236,5 @@ pub const TABLES: &[&str] = &[
     "reservation_slots",
     "lease_events",
     "reservation_draws",
+    "quota_limits",
 ];

@@ -19,7 +19,7 @@ use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::{now, record};
-use crate::{sql, Store, StoreError};
+use crate::{quota, sql, Store, StoreError};
 
 /// What the client says about the consumer's generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,13 +224,21 @@ async fn write_allocations(
     }
     let named: Vec<&str> = named.into_iter().collect();
     let class_params: [&(dyn ToSql + Sync); 1] = [&named];
-    let [consumer_rows, provider_rows, other_rows, class_rows] = sql::pipeline(
+    // Quota: the projects' guards are locked first, their limits and usage read last (crate::quota).
+    let claims = consumers.iter().map(|c| (c.consumer, &*c.project_id, &*c.user_id, &*c.allocations));
+    let quota = quota::Check::new(at, claims, Default::default());
+    let q = quota.params();
+    let [_, guard_rows, consumer_rows, provider_rows, other_rows, class_rows, limit_rows, usage_rows] = sql::pipeline(
         tx,
         [
+            (quota::GUARD_INSERT, &q.guard[..]),
+            (quota::GUARD_LOCK, &q.guard[..]),
             (LOCK_CONSUMERS, &consumer_params[..]),
             (LOCK_PROVIDERS, &provider_params[..]),
             (READ_OTHERS, &other_params[..]),
             (KNOWN_CLASSES, &class_params[..]),
+            (quota::LIMITS, &q.limits[..]),
+            (quota::USAGE, &q.usage[..]),
         ],
     )
     .await?;
@@ -367,6 +375,8 @@ async fn write_allocations(
             .into());
         }
     }
+    // Quota: within every limit bearing on the consumers' projects and users.
+    quota.decide(tx, &guard_rows, limit_rows, usage_rows).await?;
     // 4. A reshape's final inventories may drop a class only when nothing
     //    holds it any more (other consumers now or later, or this request).
     for r in reshaped {

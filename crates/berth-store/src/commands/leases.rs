@@ -585,6 +585,8 @@ impl Store {
         }
         crate::tx::command!(self, |tx| {
             let at = now();
+            // Quota: the project's guard first.
+            let quota_guards = crate::quota::lock(tx, std::slice::from_ref(&new.project_id)).await?;
             let (windows, before_end, recurring) = match &new.dates {
                 LeaseDates::One { start, end, before_end } => {
                     let s = start.resolve(at);
@@ -664,6 +666,8 @@ impl Store {
                 events.push(Event::LeaseCreated { lease: record, at });
                 events.extend(slots);
             }
+            // Quota: every slot of every lease made, and the leases themselves.
+            crate::quota::Check::for_events(at, &events).run(tx, &quota_guards).await?;
             record(tx, meta, &events).await?;
             Ok(ids)
         })
@@ -681,6 +685,8 @@ impl Store {
         crate::tx::command!(self, |tx| {
             let at = now();
             let current = lock_lease(tx, id, project).await?.record;
+            // Quota: the project's guard, before any consumer or provider.
+            let quota_guards = crate::quota::lock(tx, std::slice::from_ref(&current.project_id)).await?;
             for r in &update.reservations {
                 if !current.reservations.iter().any(|c| c.id == r.id) {
                     return Err(Error::invalid(
@@ -789,6 +795,8 @@ impl Store {
                 }
             }
             events.insert(0, Event::LeaseUpdated { lease: next, at });
+            // Quota: the slots' new holds against those they replace.
+            crate::quota::Check::for_events(at, &events).run(tx, &quota_guards).await?;
             record(tx, meta, &events).await?;
             Ok(())
         })

@@ -17,6 +17,7 @@ mod consume;
 mod hosts;
 mod leases;
 mod providers;
+mod quotas;
 
 pub use allocations::{
     ConsumerAllocations, GenerationCheck, ReshapeInventory, PROVIDER_NOT_FOUND, RESOURCE_CLASS_NOT_FOUND,
@@ -28,6 +29,7 @@ pub use leases::{
 };
 pub(crate) use providers::in_standard_order;
 pub use providers::{InventoryChange, NewProvider, ProviderUpdate, INVENTORY_EXISTS, INVENTORY_NOT_FOUND};
+pub use quotas::OverLimit;
 
 use berth_core::{Event, EventMeta};
 use chrono::{DateTime, SubsecRound, Utc};

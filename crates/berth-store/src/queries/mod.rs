@@ -13,6 +13,7 @@ use crate::Store;
 pub mod candidates;
 pub mod leases;
 pub mod placement;
+pub mod quotas;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Provider {

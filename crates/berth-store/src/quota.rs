@@ -1,0 +1,363 @@
+//! The quota check: the one function every command that raises usage runs
+//! inside its own transaction, at READ COMMITTED, before appending.
+//!
+//! Guarding: a raise locks its projects' rows in `quota_guards` FIRST (before
+//! consumers and providers), sorted, whenever any limit bears on the project
+//! (its own, its users', or a default). Two raises of one project therefore
+//! run one after the other, and the second reads usage after the first has
+//! committed. Projects with no limit anywhere take no lock and read nothing.
+//! A limit appearing between the lock and the read is caught: the check
+//! sees limits for a project it holds no guard of, takes it then and reads
+//! again (out of the usual order: a deadlock, if any, restarts the command).
+//!
+//! Deciding: usage is the project's (and user's) allocations, read from the
+//! projection joined to the consumers, only those overlapping the windows
+//! asked about, clipped and summed in SQL. The consumers being rewritten are
+//! read apart: what they hold now is what the change replaces, so a resize
+//! counts its delta and a move nothing. berth-core's [`quota::excess`] rules.
+//!
+//! Lease counts (`leases`): leases of the project (and user) not ended.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use berth_core::event::Allocation;
+use berth_core::quota::{self, Limits, Scope, LEASES};
+use berth_core::{Event, Window};
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::{sql, StoreError};
+
+/// Makes the guard rows of the projects that any limit bears on. Sent first;
+/// a separate statement from the lock, so that the lock's snapshot sees a row
+/// a concurrent first user inserted (this statement waits for it).
+pub(crate) const GUARD_INSERT: &str = "INSERT INTO quota_guards (project_id)
+     SELECT p FROM unnest($1::text[]) AS p
+     WHERE EXISTS (SELECT 1 FROM quota_limits l WHERE l.project_id = '' OR l.project_id = p)
+     ORDER BY p ON CONFLICT DO NOTHING";
+
+/// Locks the guards of the projects that any limit bears on, sorted.
+pub(crate) const GUARD_LOCK: &str = "SELECT g.project_id FROM quota_guards g
+     WHERE g.project_id = ANY($1)
+       AND EXISTS (SELECT 1 FROM quota_limits l WHERE l.project_id = '' OR l.project_id = g.project_id)
+     ORDER BY g.project_id FOR UPDATE";
+
+const GUARD_INSERT_ALL: &str =
+    "INSERT INTO quota_guards (project_id) SELECT p FROM unnest($1::text[]) AS p ORDER BY p ON CONFLICT DO NOTHING";
+const GUARD_LOCK_ALL: &str =
+    "SELECT project_id FROM quota_guards WHERE project_id = ANY($1) ORDER BY project_id FOR UPDATE";
+
+/// The limits at the levels asked about, as (project, user) pairs with ''
+/// for "none".
+pub(crate) const LIMITS: &str = "SELECT l.project_id, l.user_id, l.resource, l.hard_limit
+     FROM unnest($1::text[], $2::text[]) AS s(p, u)
+     JOIN quota_limits l ON l.project_id = s.p AND l.user_id = s.u";
+
+/// Per project and class asked about (with a limit somewhere), the holds of
+/// the project's consumers overlapping the window, clipped to it and summed
+/// by user and clipped window; `own`: held by a consumer being rewritten.
+pub(crate) const USAGE: &str = "SELECT c.project_id, c.user_id, a.resource_class,
+            greatest(lower(a.during), q.s) AS s,
+            CASE WHEN q.e IS NULL THEN upper(a.during)
+                 WHEN upper(a.during) IS NULL THEN q.e
+                 ELSE least(upper(a.during), q.e) END AS e,
+            sum(a.used)::int8, a.consumer_uuid = ANY($5) AS own
+     FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS q(p, rc, s, e)
+     JOIN consumers c ON c.project_id = q.p
+     JOIN allocations a ON a.consumer_uuid = c.uuid AND a.resource_class = q.rc
+                       AND a.during && tstzrange(q.s, q.e, '[)')
+     WHERE EXISTS (SELECT 1 FROM quota_limits l
+                   WHERE (l.project_id = '' OR l.project_id = q.p) AND l.resource = q.rc AND l.hard_limit >= 0)
+     GROUP BY 1, 2, 3, 4, 5, 7";
+
+/// Leases not ended, per project and user.
+const LEASE_COUNTS: &str = "SELECT project_id, user_id, count(*)::int8 FROM leases
+     WHERE project_id = ANY($1) AND end_at > $2 AND status NOT IN ('TERMINATED', 'TERMINATING')
+     GROUP BY 1, 2";
+
+type Holds = Vec<(Window, i64)>;
+
+/// What one command asks of the quotas: its new holds by project, user and
+/// class; the consumers whose current holds they replace; the leases it makes.
+pub(crate) struct Check {
+    at: DateTime<Utc>,
+    /// Sorted: the projects whose usage may rise.
+    projects: Vec<String>,
+    replaced: Vec<Uuid>,
+    holds: BTreeMap<(String, String, String), Holds>,
+    leases: BTreeMap<(String, String), i64>,
+    // Statement parameters, computed once.
+    scope_p: Vec<String>,
+    scope_u: Vec<String>,
+    key_p: Vec<String>,
+    key_c: Vec<String>,
+    key_s: Vec<DateTime<Utc>>,
+    key_e: Vec<Option<DateTime<Utc>>>,
+}
+
+/// The parameters of the statements a caller pipelines itself.
+pub(crate) struct Params<'a> {
+    pub guard: [&'a (dyn ToSql + Sync); 1],
+    pub limits: [&'a (dyn ToSql + Sync); 2],
+    pub usage: [&'a (dyn ToSql + Sync); 5],
+}
+
+impl Check {
+    /// `consumers`: (consumer, project, user, new allocations); `leases`:
+    /// leases made, by (project, user).
+    pub(crate) fn new<'a>(
+        at: DateTime<Utc>,
+        consumers: impl IntoIterator<Item = (Uuid, &'a str, &'a str, &'a [Allocation])>,
+        leases: BTreeMap<(String, String), i64>,
+    ) -> Check {
+        let mut replaced = Vec::new();
+        let mut holds: BTreeMap<(String, String, String), Holds> = BTreeMap::new();
+        for (consumer, project, user, allocations) in consumers {
+            replaced.push(consumer);
+            for a in allocations {
+                holds
+                    .entry((project.to_string(), user.to_string(), a.resource_class.clone()))
+                    .or_default()
+                    .push((a.window, a.used));
+            }
+        }
+        replaced.sort();
+        let mut projects: BTreeSet<String> = holds.keys().map(|k| k.0.clone()).collect();
+        projects.extend(leases.iter().filter(|(_, n)| **n > 0).map(|(k, _)| k.0.clone()));
+        let mut scopes: BTreeSet<(String, String)> = BTreeSet::from([(String::new(), String::new())]);
+        for p in &projects {
+            scopes.insert((p.clone(), String::new()));
+        }
+        scopes.extend(holds.keys().map(|k| (k.0.clone(), k.1.clone())));
+        scopes.extend(leases.keys().cloned());
+        // One usage key per project and class: the span of its new holds from now on.
+        let mut spans: BTreeMap<(String, String), Window> = BTreeMap::new();
+        for ((p, _, c), hs) in &holds {
+            for (w, _) in hs {
+                if w.end.is_some_and(|e| e <= at) {
+                    continue;
+                }
+                let w = Window { start: w.start.max(at), end: w.end };
+                spans
+                    .entry((p.clone(), c.clone()))
+                    .and_modify(|s| {
+                        s.start = s.start.min(w.start);
+                        s.end = s.end.zip(w.end).map(|(a, b)| a.max(b));
+                    })
+                    .or_insert(w);
+            }
+        }
+        let mut check = Check {
+            at,
+            projects: projects.into_iter().collect(),
+            replaced,
+            holds,
+            leases,
+            scope_p: scopes.iter().map(|s| s.0.clone()).collect(),
+            scope_u: scopes.iter().map(|s| s.1.clone()).collect(),
+            key_p: Vec::new(),
+            key_c: Vec::new(),
+            key_s: Vec::new(),
+            key_e: Vec::new(),
+        };
+        for ((p, c), w) in spans {
+            check.key_p.push(p);
+            check.key_c.push(c);
+            check.key_s.push(w.start);
+            check.key_e.push(w.end);
+        }
+        check
+    }
+
+    /// From the events a command is about to record: every consumer whose
+    /// allocations they replace (emptied ones too) and every lease they make.
+    pub(crate) fn for_events(at: DateTime<Utc>, events: &[Event]) -> Check {
+        let mut leases: BTreeMap<(String, String), i64> = BTreeMap::new();
+        for e in events {
+            if let Event::LeaseCreated { lease, .. } = e {
+                *leases.entry((lease.project_id.clone(), lease.user_id.clone())).or_default() += 1;
+            }
+        }
+        let consumers = events.iter().filter_map(|e| match e {
+            Event::AllocationsReplaced { consumer, project_id, user_id, allocations, .. } => {
+                Some((*consumer, project_id.as_str(), user_id.as_str(), allocations.as_slice()))
+            }
+            _ => None,
+        });
+        Check::new(at, consumers, leases)
+    }
+
+    pub(crate) fn params(&self) -> Params<'_> {
+        Params {
+            guard: [&self.projects],
+            limits: [&self.scope_p, &self.scope_u],
+            usage: [&self.key_p, &self.key_c, &self.key_s, &self.key_e, &self.replaced],
+        }
+    }
+
+    /// Reads limits and usage and decides, after [`Check::lock`].
+    pub(crate) async fn run(&self, tx: &impl GenericClient, guards: &[Row]) -> Result<(), StoreError> {
+        let p = self.params();
+        let [limits, usage] = sql::pipeline(tx, [(LIMITS, &p.limits[..]), (USAGE, &p.usage[..])]).await?;
+        self.decide(tx, guards, limits, usage).await
+    }
+
+    /// Decides on the rows of [`GUARD_LOCK`], [`LIMITS`] and [`USAGE`] read
+    /// in that order in the command's transaction.
+    pub(crate) async fn decide(
+        &self,
+        tx: &impl GenericClient,
+        guards: &[Row],
+        mut limit_rows: Vec<Row>,
+        mut usage_rows: Vec<Row>,
+    ) -> Result<(), StoreError> {
+        if self.projects.is_empty() {
+            return Ok(());
+        }
+        let held: BTreeSet<String> = guards.iter().map(|r| r.get(0)).collect();
+        let limited = |rows: &[Row]| -> BTreeSet<String> {
+            let any_default = rows.iter().any(|r| r.get::<_, &str>(0).is_empty());
+            self.projects
+                .iter()
+                .filter(|p| any_default || rows.iter().any(|r| r.get::<_, &str>(0) == p.as_str()))
+                .cloned()
+                .collect()
+        };
+        let unguarded: Vec<String> = limited(&limit_rows).difference(&held).cloned().collect();
+        if !unguarded.is_empty() {
+            // A limit appeared after the lock statement looked: guard now, read again.
+            let guard: [&(dyn ToSql + Sync); 1] = [&unguarded];
+            sql::pipeline(tx, [(GUARD_INSERT_ALL, &guard[..]), (GUARD_LOCK_ALL, &guard[..])]).await?;
+            let p = self.params();
+            [limit_rows, usage_rows] = sql::pipeline(tx, [(LIMITS, &p.limits[..]), (USAGE, &p.usage[..])]).await?;
+        }
+        if limit_rows.is_empty() {
+            return Ok(());
+        }
+        let levels = LevelLimits::from_rows(&limit_rows);
+        let usage = Usage::from_rows(&usage_rows);
+        // Each project and class as a whole, then each user within it.
+        let mut levels_asked: BTreeSet<(Scope, &str)> = BTreeSet::new();
+        for (project, user, class) in self.holds.keys() {
+            levels_asked.insert((Scope::project(project), class));
+            levels_asked.insert((Scope::user(project, user), class));
+        }
+        for (scope, class) in levels_asked {
+            let project = scope.project_id.as_deref().expect("a project");
+            let user = scope.user_id.as_deref();
+            let limit = match user {
+                None => levels.of(project, "").project_limit(class),
+                Some(u) => levels.of(project, u).user_limit(class),
+            };
+            let Some(limit) = limit else { continue };
+            let mine = |u: &str| user.is_none_or(|x| x == u);
+            let (others, previous) = usage.split(project, class, &mine);
+            let new: Holds = self
+                .holds
+                .iter()
+                .filter(|((p, u, c), _)| p == project && c == class && mine(u))
+                .flat_map(|(_, h)| h.iter().copied())
+                .collect();
+            if let Some(x) = quota::excess(&others, &previous, &new, limit, self.at) {
+                return Err(quota::exceeded(class, &scope, limit, x.usage, x.growth, Some(x.at)).into());
+            }
+        }
+        if self.leases.values().any(|n| *n > 0) {
+            let counts = lease_counts(tx, &self.projects, self.at).await?;
+            for ((project, user), n) in &self.leases {
+                let limits = levels.of(project, user);
+                let in_project: i64 = counts.iter().filter(|(k, _)| k.0 == *project).map(|(_, c)| c).sum();
+                let made: i64 = self.leases.iter().filter(|(k, _)| k.0 == *project).map(|(_, c)| c).sum();
+                quota::check_count(LEASES, &Scope::project(project), limits.project_limit(LEASES), in_project, made)?;
+                let mine = counts.get(&(project.clone(), user.clone())).copied().unwrap_or(0);
+                quota::check_count(LEASES, &Scope::user(project, user), limits.user_limit(LEASES), mine, *n)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The limit rows read, by level.
+struct LevelLimits {
+    rows: BTreeMap<(String, String), BTreeMap<String, i64>>,
+}
+
+impl LevelLimits {
+    fn from_rows(rows: &[Row]) -> LevelLimits {
+        let mut out: BTreeMap<(String, String), BTreeMap<String, i64>> = BTreeMap::new();
+        for r in rows {
+            out.entry((r.get(0), r.get(1))).or_default().insert(r.get(2), r.get(3));
+        }
+        LevelLimits { rows: out }
+    }
+
+    fn of(&self, project: &str, user: &str) -> Limits {
+        let get = |p: &str, u: &str| self.rows.get(&(p.to_string(), u.to_string())).cloned().unwrap_or_default();
+        Limits { defaults: get("", ""), project: get(project, ""), user: get(project, user) }
+    }
+}
+
+/// A usage row: user, clipped window, amount, held by a consumer being rewritten.
+type UsageRow = (String, Window, i64, bool);
+
+/// Usage rows read, by (project, class).
+struct Usage {
+    rows: BTreeMap<(String, String), Vec<UsageRow>>,
+}
+
+impl Usage {
+    fn from_rows(rows: &[Row]) -> Usage {
+        let mut out: BTreeMap<(String, String), Vec<UsageRow>> = BTreeMap::new();
+        for r in rows {
+            let w = Window { start: r.get(3), end: r.get(4) };
+            out.entry((r.get(0), r.get(2))).or_default().push((r.get(1), w, r.get(5), r.get(6)));
+        }
+        Usage { rows: out }
+    }
+
+    /// (others, previous) of the users `mine` selects in `project` for `class`.
+    fn split(&self, project: &str, class: &str, mine: &dyn Fn(&str) -> bool) -> (Holds, Holds) {
+        let (mut others, mut previous) = (Vec::new(), Vec::new());
+        for (user, w, used, own) in self.rows.get(&(project.to_string(), class.to_string())).into_iter().flatten() {
+            if mine(user) {
+                if *own {
+                    previous.push((*w, *used))
+                } else {
+                    others.push((*w, *used))
+                }
+            }
+        }
+        (others, previous)
+    }
+}
+
+async fn lease_counts(
+    tx: &impl GenericClient,
+    projects: &[String],
+    at: DateTime<Utc>,
+) -> Result<BTreeMap<(String, String), i64>, StoreError> {
+    Ok(sql::query(tx, LEASE_COUNTS, &[&projects, &at])
+        .await?
+        .iter()
+        .map(|r| ((r.get(0), r.get(1)), r.get(2)))
+        .collect())
+}
+
+/// Locks the guards of `projects` that any limit bears on, alone (for
+/// commands that do not pipeline it with their own first statements).
+pub(crate) async fn lock(tx: &impl GenericClient, projects: &[String]) -> Result<Vec<Row>, StoreError> {
+    let guard: [&(dyn ToSql + Sync); 1] = [&projects];
+    let [_, guards] = sql::pipeline(tx, [(GUARD_INSERT, &guard[..]), (GUARD_LOCK, &guard[..])]).await?;
+    Ok(guards)
+}
+
+/// Guards `projects` whether or not a limit bears on them yet: for commands
+/// that change limits, so that raises in flight finish first.
+pub(crate) async fn guard_all(tx: &impl GenericClient, projects: &[String]) -> Result<(), StoreError> {
+    let guard: [&(dyn ToSql + Sync); 1] = [&projects];
+    sql::pipeline(tx, [(GUARD_INSERT_ALL, &guard[..]), (GUARD_LOCK_ALL, &guard[..])]).await?;
+    Ok(())
+}
