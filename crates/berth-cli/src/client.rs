@@ -83,36 +83,40 @@ fn cell(v: &Value) -> String {
         Value::Array(a) if a.iter().all(|x| !x.is_object() && !x.is_array()) => {
             a.iter().map(cell).collect::<Vec<_>>().join(", ")
         }
-        Value::Array(a) => a.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("\n"),
+        Value::Array(a) => a.iter().map(summary).collect::<Vec<_>>().join("\n"),
+        Value::Object(_) => summary(v),
         other => other.to_string(),
     }
 }
 
-/// A boxed table; cells may span lines.
-pub fn print_table(headers: &[&str], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            let w = c.lines().map(|l| l.chars().count()).max().unwrap_or(0);
-            widths[i] = widths[i].max(w);
-        }
-    }
-    let rule = format!("+{}+", widths.iter().map(|w| "-".repeat(w + 2)).collect::<Vec<_>>().join("+"));
-    let line = |cells: Vec<&str>| {
-        let parts: Vec<String> =
-            cells.iter().zip(&widths).map(|(c, w)| format!(" {c}{} ", " ".repeat(w - c.chars().count()))).collect();
-        format!("|{}|", parts.join("|"))
+/// One line for a nested object: its short scalar fields as `key=value`,
+/// leaving out bookkeeping a person does not read in a table (ids of the
+/// parent, timestamps of the record itself). `-f json` shows everything.
+fn summary(v: &Value) -> String {
+    let Some(o) = v.as_object() else {
+        return v.to_string();
     };
-    println!("{rule}");
-    println!("{}", line(headers.to_vec()));
-    println!("{rule}");
+    o.iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "created_at" | "updated_at" | "lease_id"))
+        .filter_map(|(k, v)| match v {
+            Value::Null => None,
+            Value::String(s) => Some(format!("{k}={s}")),
+            Value::Number(_) | Value::Bool(_) => Some(format!("{k}={v}")),
+            Value::Array(a) => Some(format!("{k}=[{}]", a.len())),
+            Value::Object(_) => Some(format!("{k}={v}")),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A table; cells may span lines.
+pub fn print_table(headers: &[&str], rows: &[Vec<String>]) {
+    let mut table = comfy_table::Table::new();
+    table.load_preset(comfy_table::presets::ASCII_FULL_CONDENSED).set_header(headers.to_vec());
     for r in rows {
-        let height = r.iter().map(|c| c.lines().count().max(1)).max().unwrap_or(1);
-        for k in 0..height {
-            println!("{}", line(r.iter().map(|c| c.lines().nth(k).unwrap_or("")).collect()));
-        }
+        table.add_row(r.clone());
     }
-    println!("{rule}");
+    println!("{table}");
 }
 
 /// Splits `a=1,b=[x, y],c="p,q"` on the commas that are not inside

@@ -124,19 +124,9 @@ fn lease_id(client: &Client, given: &str) -> Result<String> {
     }
 }
 
-/// The lease shown flat: reservations and events summarised.
+/// The lease; in a table its reservations and events take a line each.
 fn show_lease(client: &Client, lease: &Value) {
-    if client.format == crate::Format::Json {
-        client.print_object(lease);
-        return;
-    }
-    let mut flat = lease.as_object().cloned().unwrap_or_default();
-    let summary = |key: &str| -> Value {
-        Value::String(lease[key].as_array().into_iter().flatten().map(|x| x.to_string()).collect::<Vec<_>>().join("\n"))
-    };
-    flat.insert("reservations".into(), summary("reservations"));
-    flat.insert("events".into(), summary("events"));
-    client.print_object(&Value::Object(flat));
+    client.print_object(lease);
 }
 
 pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {

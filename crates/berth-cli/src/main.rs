@@ -46,6 +46,10 @@ enum Command {
 }
 
 fn main() {
+    // Piped into `head` and the like, stop quietly like any other command
+    // line tool instead of failing on a closed stdout.
+    // SAFETY: restoring the default disposition of a signal at start-up.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     let client = Client::new(&cli.url, &cli.token, cli.format);
     let result = match cli.command {
