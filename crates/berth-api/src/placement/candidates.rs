@@ -1,16 +1,229 @@
-//! `GET /allocation_candidates` (1.10 on).
+//! `GET /allocation_candidates` (1.10 on): request groups from the query
+//! string, the search in the store, the answer shaped for the microversion.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use berth_store::commands::{RESOURCE_CLASS_NOT_FOUND, TRAIT_NOT_FOUND};
+use berth_store::queries::candidates::{CandidateGroup, CandidateRequest, Candidates};
+use regex::Regex;
+use serde_json::{json, Map, Value};
 
-use super::http::{err, Pl};
+use super::http::{bad_request, domain, plain, Pl, Query};
+use super::microversion::Version;
+use super::{params, schemas};
 use crate::error::ApiError;
 use crate::AppState;
 
-pub async fn list(p: Pl, State(_s): State<AppState>, RawQuery(_raw): RawQuery) -> Result<Response, ApiError> {
+pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     p.since(p.mv.allocation_candidates())?;
     p.accept_json()?;
     p.admin()?;
-    Err(err(StatusCode::NOT_IMPLEMENTED, "allocation candidates are not implemented yet"))
+    let q = Query::parse(raw.as_deref());
+    q.validate(&schemas::candidates(p.mv))?;
+    let req = request(&q, p.mv)?;
+    let found = s.store.allocation_candidates(&req).await.map_err(|e| match e.code {
+        RESOURCE_CLASS_NOT_FOUND => domain(e, "Invalid resource class in resources parameter: "),
+        TRAIT_NOT_FOUND => plain(e),
+        _ => plain(e),
+    })?;
+    Ok(p.json(StatusCode::OK, &answer(p.mv, &found), Some(chrono::Utc::now())))
+}
+
+/// The request groups and request-wide parameters of the query.
+fn request(q: &Query, v: Version) -> Result<CandidateRequest, ApiError> {
+    let pattern = Regex::new(&schemas::group_key_pattern(v)).expect("a valid pattern");
+    let mut groups: BTreeMap<String, CandidateGroup> = BTreeMap::new();
+    let keys: BTreeSet<&str> = q.pairs.iter().map(|(k, _)| k.as_str()).collect();
+    for key in keys {
+        let Some(m) = pattern.captures(key) else { continue };
+        let kind = m.get(1).map(|x| x.as_str()).unwrap_or_default();
+        let suffix = m.get(2).map(|x| x.as_str()).unwrap_or_default().to_string();
+        let g = groups.entry(suffix.clone()).or_insert_with(|| CandidateGroup { suffix, ..Default::default() });
+        match kind {
+            "resources" => g.resources = params::resources(q.get(key).unwrap_or_default())?,
+            "required" => {
+                let t = params::required(q, key, v)?.unwrap_or_default();
+                g.required = t.required;
+                g.forbidden = t.forbidden;
+            }
+            "member_of" => {
+                let m = params::member_of(q, key, v)?;
+                g.member_of = m.any_of;
+                g.forbidden_aggregates = m.forbidden;
+            }
+            _ => g.in_tree = Some(params::in_tree(q.get(key).unwrap_or_default())?),
+        }
+    }
+    let mut same_subtrees = Vec::new();
+    for value in q.all("same_subtree") {
+        let set: BTreeSet<String> = value.split(',').map(|s| s.trim().to_string()).collect();
+        if set.contains("") {
+            return Err(bad_request("Empty string (unsuffixed group) can not be specified in `same_subtree` "));
+        }
+        same_subtrees.push(set);
+    }
+    check_groups(&groups, &same_subtrees, v)?;
+    if v.forbidden_traits() {
+        let mut conflicts: Vec<String> = Vec::new();
+        for g in groups.values() {
+            for any in &g.required {
+                if any.iter().all(|t| g.forbidden.contains(t)) {
+                    let list: Vec<&str> = any.iter().map(String::as_str).collect();
+                    conflicts.push(format!("required{}: ({})", g.suffix, list.join(", ")));
+                }
+            }
+        }
+        if !conflicts.is_empty() {
+            conflicts.sort();
+            return Err(bad_request(format!(
+                "Conflicting required and forbidden traits found in the following traits keys: {}",
+                conflicts.join(", ")
+            )));
+        }
+    }
+    let group_policy = q.all("group_policy").first().map(|s| s.to_string());
+    if group_policy.is_none() && groups.keys().filter(|s| !s.is_empty()).count() > 1 {
+        return Err(bad_request(
+            "The \"group_policy\" parameter is required when specifying more than one \"resources{N}\" parameter.",
+        ));
+    }
+    let limit = match q.all("limit").first() {
+        Some(l) => Some(l.parse::<usize>().map_err(|_| bad_request(format!("Invalid limit: {l}")))?),
+        None => None,
+    };
+    let (mut root_required, mut root_forbidden) = (BTreeSet::new(), BTreeSet::new());
+    let roots = q.all("root_required");
+    if roots.len() > 1 {
+        return Err(bad_request("Query parameter 'root_required' may be specified only once."));
+    }
+    if let Some(value) = roots.first() {
+        let t = params::required(&Query { pairs: vec![("r".into(), value.to_string())] }, "r", v)?.unwrap_or_default();
+        root_required = t.required.into_iter().flatten().collect();
+        root_forbidden = t.forbidden;
+        let both: Vec<&String> = root_required.intersection(&root_forbidden).collect();
+        if !both.is_empty() {
+            let list: Vec<&str> = both.iter().map(|s| s.as_str()).collect();
+            return Err(bad_request(format!(
+                "Conflicting required and forbidden traits found in root_required: {}",
+                list.join(", ")
+            )));
+        }
+    }
+    Ok(CandidateRequest {
+        groups: groups.into_values().collect(),
+        isolate: group_policy.as_deref() == Some("isolate"),
+        limit,
+        root_required,
+        root_forbidden,
+        same_subtrees,
+        nested: v.candidates_nested(),
+        all_classes_in_summaries: v.summaries_all_classes(),
+    })
+}
+
+/// Placement's rules on which groups may go without resources.
+fn check_groups(
+    groups: &BTreeMap<String, CandidateGroup>,
+    same_subtrees: &[BTreeSet<String>],
+    v: Version,
+) -> Result<(), ApiError> {
+    if v.same_subtree() {
+        let resourceless: Vec<&String> =
+            groups.iter().filter(|(_, g)| g.resources.is_empty()).map(|(s, _)| s).collect();
+        if resourceless.len() == groups.len() {
+            return Err(bad_request("There must be at least one resources or resources[$S] parameter."));
+        }
+        let in_subtree: BTreeSet<&String> = same_subtrees.iter().flatten().collect();
+        let bad: Vec<&str> = resourceless.iter().filter(|s| !in_subtree.contains(*s)).map(|s| s.as_str()).collect();
+        if !bad.is_empty() {
+            return Err(bad_request(format!(
+                "Resourceless suffixed group request should be specified in `same_subtree` query param: \
+                 bad group(s) - {bad:?}."
+            )));
+        }
+        let missing: Vec<&str> = in_subtree.iter().filter(|s| !groups.contains_key(**s)).map(|s| s.as_str()).collect();
+        if !missing.is_empty() {
+            let all: Vec<&str> = groups.keys().map(String::as_str).collect();
+            return Err(bad_request(format!(
+                "Real suffixes should be specified in `same_subtree`: {missing:?} not found in {all:?}."
+            )));
+        }
+        return Ok(());
+    }
+    let orphans = |f: &dyn Fn(&CandidateGroup) -> bool, key: &str| -> Vec<String> {
+        groups.values().filter(|g| g.resources.is_empty() && f(g)).map(|g| format!("{key}{}", g.suffix)).collect()
+    };
+    let traits = orphans(&|g| !g.required.is_empty() || !g.forbidden.is_empty(), "required");
+    if !traits.is_empty() {
+        return Err(bad_request(format!(
+            "All traits parameters must be associated with resources.  Found the following orphaned traits keys: {}",
+            traits.join(", ")
+        )));
+    }
+    let members = orphans(&|g| !g.member_of.is_empty() || !g.forbidden_aggregates.is_empty(), "member_of");
+    if !members.is_empty() {
+        return Err(bad_request(format!(
+            "All member_of parameters must be associated with resources. Found the following orphaned member_of \
+             keys: {}",
+            members.join(", ")
+        )));
+    }
+    if groups.values().any(|g| g.resources.is_empty()) {
+        return Err(bad_request("All request groups must specify resources."));
+    }
+    if groups.is_empty() {
+        return Err(bad_request("At least one request group (`resources` or `resources{$S}`) is required."));
+    }
+    Ok(())
+}
+
+/// The answer: allocation requests (dict-shaped from 1.12, with mappings
+/// from 1.34) and provider summaries (traits from 1.17, tree from 1.29).
+fn answer(v: Version, found: &Candidates) -> Value {
+    let requests: Vec<Value> = found
+        .candidates
+        .iter()
+        .map(|c| {
+            if v.dict_allocations() {
+                let allocations: Map<String, Value> =
+                    c.allocations.iter().map(|(p, r)| (p.to_string(), json!({"resources": r}))).collect();
+                let mut out = json!({"allocations": allocations});
+                if v.mappings() {
+                    out["mappings"] = json!(c.mappings);
+                }
+                out
+            } else {
+                let list: Vec<Value> = c
+                    .allocations
+                    .iter()
+                    .map(|(p, r)| json!({"resource_provider": {"uuid": p}, "resources": r}))
+                    .collect();
+                json!({"allocations": list})
+            }
+        })
+        .collect();
+    let summaries: Map<String, Value> = found
+        .summaries
+        .iter()
+        .map(|(p, s)| {
+            let resources: Map<String, Value> = s
+                .resources
+                .iter()
+                .map(|(c, (capacity, used))| (c.clone(), json!({"capacity": capacity, "used": used})))
+                .collect();
+            let mut out = json!({"resources": resources});
+            if v.candidates_required() {
+                out["traits"] = json!(s.traits);
+            }
+            if v.candidates_nested() {
+                out["parent_provider_uuid"] = json!(s.parent);
+                out["root_provider_uuid"] = json!(s.root);
+            }
+            (p.to_string(), out)
+        })
+        .collect();
+    json!({"allocation_requests": requests, "provider_summaries": summaries})
 }

@@ -138,6 +138,12 @@ fn check(
             return;
         }
     }
+    if let Some(allowed) = s.get("enum").and_then(Value::as_array) {
+        if !allowed.contains(instance) {
+            let list = py_repr(&Value::Array(allowed.clone()));
+            fail("enum", format!("{} is not one of {list}", py_repr(instance)), errors);
+        }
+    }
     if let Some(any_of) = s.get("anyOf").and_then(Value::as_array) {
         let ok = any_of.iter().any(|sub| {
             let mut sub_errors = Vec::new();

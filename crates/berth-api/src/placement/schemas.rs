@@ -292,6 +292,48 @@ pub fn reshaper(v: Version) -> Value {
     })
 }
 
+// ---- allocation candidates
+
+/// The keys that form request groups, with their optional suffix.
+pub fn group_key_pattern(v: Version) -> String {
+    let suffix = if v.string_suffixes() { GROUP_SUFFIX } else { "[1-9][0-9]*" };
+    format!("^(resources|required|member_of|in_tree)({suffix})?$")
+}
+
+pub fn candidates(v: Version) -> Value {
+    let limit = json!({"type": ["integer", "string"], "pattern": "^[1-9][0-9]*$", "minimum": 1, "minLength": 1});
+    if !v.granular_groups() {
+        let mut props = json!({"resources": {"type": "string"}});
+        if v.candidates_limit() {
+            props["limit"] = limit;
+        }
+        if v.candidates_required() {
+            props["required"] = json!({"type": "string"});
+        }
+        if v.candidates_member_of() {
+            props["member_of"] = json!({"type": "string"});
+        }
+        return json!({"type": "object", "properties": props, "required": ["resources"], "additionalProperties": false});
+    }
+    let suffix = if v.string_suffixes() { GROUP_SUFFIX } else { "[1-9][0-9]*" };
+    let mut patterns = serde_json::Map::new();
+    let mut kinds = vec!["resources", "required", "member_of"];
+    if v.candidates_in_tree() {
+        kinds.push("in_tree");
+    }
+    for kind in kinds {
+        patterns.insert(format!("^{kind}({suffix})?$"), json!({"type": "string"}));
+    }
+    let mut props = json!({"limit": limit, "group_policy": {"type": "string", "enum": ["none", "isolate"]}});
+    if v.root_required() {
+        props["root_required"] = json!({"type": "string"});
+    }
+    if v.same_subtree() {
+        props["same_subtree"] = json!({"type": "string"});
+    }
+    json!({"type": "object", "properties": props, "patternProperties": patterns, "additionalProperties": false})
+}
+
 // ---- usages
 
 pub fn usages(v: Version) -> Value {
