@@ -11,6 +11,7 @@
 pub mod auth;
 mod blazar;
 pub mod error;
+pub mod openapi;
 pub mod placement;
 mod root;
 

@@ -9,7 +9,11 @@ use serde_json::{json, Value};
 use crate::AppState;
 
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/", get(versions)).route("/healthz", get(healthz)).route("/readyz", get(readyz))
+    Router::new()
+        .route("/", get(versions))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/openapi.json", get(openapi))
 }
 
 async fn versions() -> Json<Value> {
@@ -21,6 +25,11 @@ async fn versions() -> Json<Value> {
             "reservation": {"href": "/v1/", "version": "v1"}
         }
     }))
+}
+
+/// The OpenAPI document of every route.
+async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(crate::openapi::document())
 }
 
 /// The process is up.
