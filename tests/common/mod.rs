@@ -14,6 +14,7 @@ pub struct Server {
     pub db: TestDatabase,
     child: Child,
     http: reqwest::Client,
+    _config: Option<tempfile::NamedTempFile>,
 }
 
 impl Drop for Server {
@@ -51,10 +52,25 @@ fn free_port() -> u16 {
 impl Server {
     /// Starts `berthd serve` on a free port against a fresh database.
     pub async fn start() -> Server {
+        Server::start_with_config(None).await
+    }
+
+    /// As [`Server::start`], with a configuration file of this TOML (the
+    /// environment still sets the database, address and auth).
+    pub async fn start_with_config(toml: Option<&str>) -> Server {
         let db = TestDatabase::new().await;
         let listen = format!("127.0.0.1:{}", free_port());
-        let child = Command::new(berthd_bin())
-            .arg("serve")
+        let config = toml.map(|t| {
+            let mut f = tempfile::NamedTempFile::new().expect("config file");
+            std::io::Write::write_all(&mut f, t.as_bytes()).expect("write config");
+            f
+        });
+        let mut cmd = Command::new(berthd_bin());
+        cmd.arg("serve");
+        if let Some(f) = &config {
+            cmd.arg("--config").arg(f.path());
+        }
+        let child = cmd
             .env("BERTH_DATABASE_URL", &db.url)
             .env("BERTH_LISTEN", &listen)
             .env("BERTH_AUTH", "noauth")
@@ -64,7 +80,8 @@ impl Server {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start berthd");
-        let server = Server { url: format!("http://{listen}"), db, child, http: reqwest::Client::new() };
+        let server =
+            Server { url: format!("http://{listen}"), db, child, http: reqwest::Client::new(), _config: config };
         for _ in 0..300 {
             if let Ok(r) = server.http.get(format!("{}/readyz", server.url)).send().await {
                 if r.status().is_success() {

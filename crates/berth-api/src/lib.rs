@@ -13,6 +13,7 @@ mod blazar;
 pub mod error;
 pub mod openapi;
 pub mod placement;
+mod quotas;
 mod root;
 
 use std::sync::Arc;
@@ -29,6 +30,8 @@ pub struct AppState {
     pub auth: Arc<AuthMode>,
     /// The enabled resource plugins, by reservation type.
     pub plugins: Arc<berth_plugins::Registry>,
+    /// The lease policy beside quotas.
+    pub policy: Arc<berth_plugins::Policy>,
 }
 
 /// The whole HTTP surface.
@@ -37,6 +40,7 @@ pub fn router(state: AppState) -> Router {
         .merge(root::routes())
         .nest("/v1", blazar::routes())
         .merge(placement::routes(&state))
+        .merge(quotas::routes())
         .layer(axum::middleware::from_fn(error::request_id))
         .with_state(state)
 }

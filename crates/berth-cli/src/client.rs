@@ -47,6 +47,11 @@ impl Client {
         self.send(req)
     }
 
+    /// The project a noauth token names (`user:project`, or `user` alone).
+    pub fn token_project(&self) -> String {
+        self.token.split_once(':').map(|(_, p)| p).unwrap_or(&self.token).to_string()
+    }
+
     pub fn get(&self, path: &str) -> Result<Value> {
         self.call(Method::GET, path, None)
     }

@@ -4,6 +4,7 @@
 mod client;
 mod hosts;
 mod leases;
+mod quotas;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -41,6 +42,11 @@ enum Command {
     Host(hosts::HostCommand),
     /// When would a lease fit? The earliest windows for the reservations given.
     Availability(leases::AvailabilityArgs),
+    /// Quota limits: show, set, unset (defaults, a project, a user in it).
+    #[command(subcommand)]
+    Quota(quotas::QuotaCommand),
+    /// A project's (or user's) usage against its limits, over a window.
+    Usage(quotas::UsageArgs),
     /// The server's version document.
     Version,
 }
@@ -56,6 +62,8 @@ fn main() {
         Some(Command::Lease(c)) => leases::run(&client, c),
         Some(Command::Host(c)) => hosts::run(&client, c),
         Some(Command::Availability(a)) => leases::availability(&client, a),
+        Some(Command::Quota(c)) => quotas::run(&client, c),
+        Some(Command::Usage(a)) => quotas::usage(&client, a),
         Some(Command::Version) | None => client.get("/").map(|v| client.print_object(&v)),
     };
     if let Err(e) = result {

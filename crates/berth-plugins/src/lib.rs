@@ -7,6 +7,9 @@
 //! start, before its end and at its end. Drivers reach the outside world.
 //! Plugins never touch the database: a hook returns the [`HookOutcome`] it
 //! wants recorded and the manager records it through berth-store.
+//!
+//! Beside them, the lease policy ([`policy`]): the built-in rules as
+//! configured and the optional external policy service.
 
 pub mod config;
 pub mod driver;
@@ -14,10 +17,12 @@ pub mod external;
 pub mod host;
 pub mod instance;
 pub mod plugin;
+pub mod policy;
 pub mod registry;
 
 pub use config::PluginsConfig;
 pub use driver::{Driver, DriverConfig};
 pub use external::ExternalPlugin;
 pub use plugin::{Hook, HookError, HookOutcome, ResourcePlugin, ResourceRequest};
+pub use policy::{Policy, PolicyConfig};
 pub use registry::Registry;

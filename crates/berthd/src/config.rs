@@ -24,6 +24,10 @@ pub struct Config {
     /// `[plugins]`: enabled resource types, drivers, external types.
     #[serde(default)]
     pub plugins: berth_plugins::PluginsConfig,
+    /// `[policy]`: lease policy (maximum duration, extension window, exempt
+    /// projects, external policy service).
+    #[serde(default)]
+    pub policy: berth_plugins::PolicyConfig,
 }
 
 impl Default for Config {
@@ -35,6 +39,7 @@ impl Default for Config {
             log: "info".into(),
             pool_size: 32,
             plugins: berth_plugins::PluginsConfig::default(),
+            policy: berth_plugins::PolicyConfig::default(),
         }
     }
 }
@@ -61,6 +66,8 @@ mod tests {
         assert!(cfg.plugins.enabled.iter().any(|t| t == "virtual:floatingip"), "{:?}", cfg.plugins);
         assert!(cfg.plugins.external.contains_key("virtual:floatingip"));
         cfg.plugins.check().unwrap();
+        assert_eq!(cfg.policy.max_lease_duration, Some(604800));
+        berth_plugins::Policy::from_config(&cfg.policy).unwrap();
     }
 }
 

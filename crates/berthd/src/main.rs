@@ -130,7 +130,13 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     if applied > 0 {
         tracing::info!(applied, "schema migrated");
     }
-    let state = berth_api::AppState { store, auth: Arc::new(cfg.auth.clone()), plugins: Arc::new(plugins(&cfg)?) };
+    let policy = berth_plugins::Policy::from_config(&cfg.policy).context("the [policy] configuration")?;
+    let state = berth_api::AppState {
+        store,
+        auth: Arc::new(cfg.auth.clone()),
+        plugins: Arc::new(plugins(&cfg)?),
+        policy: Arc::new(policy),
+    };
     let app = berth_api::router(state);
     let listener =
         tokio::net::TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;

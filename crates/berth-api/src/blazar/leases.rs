@@ -193,6 +193,7 @@ pub(super) async fn create(
         dates,
         reservations,
     };
+    super::policy::check_create(&state, &new).await?;
     let ids = state.store.create_lease(&meta(&ctx), new).await?;
     let lease = state.store.lease(ids[0], None).await?;
     let mut out = lease_json(&lease);
@@ -338,6 +339,7 @@ pub(super) async fn update(
     {
         return Err(ApiError::bad_request(codes::INVALID_LEASE, "nothing to update"));
     }
+    super::policy::check_update(&state, &current, &update).await?;
     state.store.update_lease(&meta(&ctx), id, scope(&ctx), update).await?;
     let lease = state.store.lease(id, None).await?;
     Ok(Json(json!({ "lease": lease_json(&lease) })))
@@ -349,6 +351,8 @@ pub(super) async fn delete(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
+    let lease = state.store.lease(id, scope(&ctx)).await?;
     state.store.delete_lease(&meta(&ctx), id, scope(&ctx)).await?;
+    super::policy::on_end(&state, &lease).await;
     Ok(StatusCode::NO_CONTENT)
 }

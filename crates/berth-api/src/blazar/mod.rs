@@ -6,6 +6,7 @@
 mod availability;
 mod hosts;
 mod leases;
+mod policy;
 
 use axum::body::Bytes;
 use axum::http::StatusCode;
@@ -34,7 +35,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// Who did it, for the log.
-fn meta(ctx: &Context) -> EventMeta {
+pub(crate) fn meta(ctx: &Context) -> EventMeta {
     EventMeta {
         actor: Some(ctx.user_id.clone()),
         project: Some(ctx.project_id.clone()),

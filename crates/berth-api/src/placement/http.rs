@@ -36,6 +36,8 @@ const PLACEMENT_CODES: &[&str] = &[
     codes::PROVIDER_IN_USE,
     codes::CANNOT_DELETE_PARENT,
     berth_store::commands::PROVIDER_NOT_FOUND,
+    // Over quota keeps Berth's code, in Placement's error document (403).
+    berth_core::quota::codes::EXCEEDED,
 ];
 
 /// A Placement error with a status and a message.

@@ -1,0 +1,80 @@
+//! The lease policy on the lease API path: built-in rules and the external
+//! policy service (see `berth_plugins::policy`), asked before a lease is
+//! created or changed, and told when one is deleted.
+
+use berth_core::dates::DateSpec;
+use berth_plugins::policy::LeaseValues;
+use berth_store::commands::{LeaseDates, LeaseUpdate, NewLease, NewReservation};
+use berth_store::queries::leases::Lease;
+use chrono::Utc;
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::AppState;
+
+fn reservation_json(resource_type: &str, params: &Value) -> Value {
+    let mut o = params.as_object().cloned().unwrap_or_default();
+    o.insert("resource_type".into(), Value::from(resource_type));
+    Value::Object(o)
+}
+
+fn new_reservations(rs: &[NewReservation]) -> Vec<Value> {
+    rs.iter().map(|r| reservation_json(&r.resource_type, &r.params)).collect()
+}
+
+fn values_of(lease: &Lease) -> LeaseValues {
+    let r = &lease.record;
+    LeaseValues {
+        name: r.name.clone(),
+        project_id: r.project_id.clone(),
+        user_id: r.user_id.clone(),
+        start: r.start,
+        end: r.end,
+        reservations: r.reservations.iter().map(|x| reservation_json(&x.resource_type, &x.params)).collect(),
+    }
+}
+
+/// Every lease `new` would make (one per occurrence when recurring).
+pub(super) async fn check_create(state: &AppState, new: &NewLease) -> Result<(), ApiError> {
+    let now = Utc::now();
+    let windows = match &new.dates {
+        LeaseDates::One { start, end, .. } => vec![(start.resolve(now), end.resolve(now))],
+        LeaseDates::Recurring(occ) => occ.clone(),
+    };
+    for (start, end) in windows {
+        let values = LeaseValues {
+            name: new.name.clone(),
+            project_id: new.project_id.clone(),
+            user_id: new.user_id.clone(),
+            start,
+            end,
+            reservations: new_reservations(&new.reservations),
+        };
+        state.policy.check_create(&values).await?;
+    }
+    Ok(())
+}
+
+/// `current` changed by `update`.
+pub(super) async fn check_update(state: &AppState, current: &Lease, update: &LeaseUpdate) -> Result<(), ApiError> {
+    let now = Utc::now();
+    let before = values_of(current);
+    let mut after = before.clone();
+    if let Some(name) = &update.name {
+        after.name = name.clone();
+    }
+    after.start = update.start.map(|s: DateSpec| s.resolve(now)).unwrap_or(before.start);
+    after.end = update.end.map(|e: DateSpec| e.resolve(now)).unwrap_or(before.end);
+    for u in &update.reservations {
+        if let Some((i, r)) = current.record.reservations.iter().enumerate().find(|(_, r)| r.id == u.id) {
+            after.reservations[i] = reservation_json(&r.resource_type, &u.params);
+        }
+    }
+    state.policy.check_update(&before, &after, now).await?;
+    Ok(())
+}
+
+/// A lease deleted: the external service is told.
+pub(super) async fn on_end(state: &AppState, lease: &Lease) {
+    state.policy.on_end(&values_of(lease)).await;
+}

@@ -1,0 +1,291 @@
+//! Quotas under `/v1/quotas`: limits at the defaults, per project (also
+//! reachable as `tenants`) and per user within a project, and usage over a
+//! window. Admins write; a member reads its own project's limits and usage.
+//! Bodies are `{"quotas": {"VCPU": 100, "leases": 10}}` (`-1`: unlimited;
+//! `null`: remove that limit); a GET answers the limits in effect.
+
+use std::collections::{BTreeMap, HashMap};
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use berth_core::dates::{format_date, parse_date, DateSpec};
+use berth_core::quota::{codes, Scope};
+use berth_store::commands::OverLimit;
+use chrono::Utc;
+use serde_json::{json, Map, Value};
+
+use crate::auth::Context;
+use crate::blazar::meta;
+use crate::error::ApiError;
+use crate::AppState;
+
+pub fn routes() -> Router<AppState> {
+    let mut r = Router::new().route("/v1/quotas/defaults", get(show_defaults).put(set_defaults));
+    for projects in ["projects", "tenants"] {
+        let p = format!("/v1/quotas/{projects}/{{project_id}}");
+        r = r
+            .route(&p, get(show_project).put(set_project).delete(unset_project))
+            .route(&format!("{p}/usage"), get(project_usage))
+            .route(&format!("{p}/users/{{user_id}}"), get(show_user).put(set_user).delete(unset_user))
+            .route(&format!("{p}/users/{{user_id}}/usage"), get(user_usage));
+    }
+    r
+}
+
+fn bad(detail: impl Into<String>) -> ApiError {
+    ApiError::bad_request(codes::INVALID, detail)
+}
+
+fn admin(ctx: &Context) -> Result<(), ApiError> {
+    if ctx.is_admin() {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden())
+    }
+}
+
+/// Admins read anything; members their own project (and its users).
+fn reader(ctx: &Context, project: &str) -> Result<(), ApiError> {
+    if ctx.is_admin() || ctx.project_id == project {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden())
+    }
+}
+
+fn scope(project: Option<String>, user: Option<String>) -> Result<Scope, ApiError> {
+    let s = Scope { project_id: project, user_id: user };
+    s.validate()?;
+    Ok(s)
+}
+
+/// The limits in effect at `scope`.
+async fn effective(state: &AppState, scope: &Scope) -> Result<BTreeMap<String, i64>, ApiError> {
+    let limits = state.store.quota_limits(scope).await?;
+    Ok(match (&scope.project_id, &scope.user_id) {
+        (None, _) => limits.defaults,
+        (Some(_), None) => limits.effective_project(),
+        (Some(_), Some(_)) => limits.effective_user(),
+    })
+}
+
+fn over_json(over: &[OverLimit]) -> Value {
+    Value::Array(
+        over.iter()
+            .map(|o| {
+                json!({
+                    "project_id": o.scope.project_id,
+                    "user_id": o.scope.user_id,
+                    "resource": o.resource,
+                    "limit": o.limit,
+                    "usage": o.usage,
+                })
+            })
+            .collect(),
+    )
+}
+
+async fn answer(state: &AppState, scope: &Scope, over: &[OverLimit]) -> Result<Json<Value>, ApiError> {
+    let quotas = effective(state, scope).await?;
+    Ok(Json(json!({"quotas": quotas, "over_limit": over_json(over)})))
+}
+
+/// `{"quotas": {...}}` (or the bare object): limits to set and (null) to remove.
+fn parse_limits(body: &Bytes) -> Result<(BTreeMap<String, i64>, Vec<String>), ApiError> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| bad(format!("the body is not JSON: {e}")))?;
+    let Value::Object(mut obj) = v else {
+        return Err(bad("the body must be a JSON object"));
+    };
+    let inner: Map<String, Value> = match obj.remove("quotas") {
+        Some(Value::Object(q)) if obj.is_empty() => q,
+        Some(_) => return Err(bad("quotas must be an object of resource names to limits, and alone")),
+        None => obj,
+    };
+    let (mut set, mut unset) = (BTreeMap::new(), Vec::new());
+    for (k, v) in inner {
+        match v {
+            Value::Null => unset.push(k),
+            Value::Number(n) if n.as_i64().is_some() => {
+                set.insert(k, n.as_i64().expect("checked"));
+            }
+            other => return Err(bad(format!("the limit of {k} must be a whole number (-1: unlimited), not {other}"))),
+        }
+    }
+    if set.is_empty() && unset.is_empty() {
+        return Err(bad("give at least one limit, e.g. {\"quotas\": {\"VCPU\": 10}}"));
+    }
+    for (k, v) in &set {
+        berth_core::quota::check_limit(k, *v)?;
+    }
+    for k in &unset {
+        berth_core::quota::check_resource(k)?;
+    }
+    Ok((set, unset))
+}
+
+async fn write(state: &AppState, ctx: &Context, scope: Scope, body: &Bytes) -> Result<Json<Value>, ApiError> {
+    admin(ctx)?;
+    let (set, unset) = parse_limits(body)?;
+    let mut over = Vec::new();
+    if !unset.is_empty() {
+        over = state.store.unset_quota(&meta(ctx), scope.clone(), unset).await?;
+    }
+    if !set.is_empty() {
+        over.extend(state.store.set_quota(&meta(ctx), scope.clone(), set).await?);
+    }
+    answer(state, &scope, &over).await
+}
+
+async fn show_defaults(State(state): State<AppState>, _ctx: Context) -> Result<Json<Value>, ApiError> {
+    answer(&state, &Scope::defaults(), &[]).await
+}
+
+async fn set_defaults(State(state): State<AppState>, ctx: Context, body: Bytes) -> Result<Json<Value>, ApiError> {
+    write(&state, &ctx, Scope::defaults(), &body).await
+}
+
+async fn show_project(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(project): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    reader(&ctx, &project)?;
+    answer(&state, &scope(Some(project), None)?, &[]).await
+}
+
+async fn set_project(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(project): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    write(&state, &ctx, scope(Some(project), None)?, &body).await
+}
+
+async fn unset_project(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(project): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    admin(&ctx)?;
+    let scope = scope(Some(project), None)?;
+    let over = state.store.unset_quota(&meta(&ctx), scope.clone(), Vec::new()).await?;
+    answer(&state, &scope, &over).await
+}
+
+async fn show_user(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path((project, user)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    reader(&ctx, &project)?;
+    answer(&state, &scope(Some(project), Some(user))?, &[]).await
+}
+
+async fn set_user(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path((project, user)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    write(&state, &ctx, scope(Some(project), Some(user))?, &body).await
+}
+
+async fn unset_user(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path((project, user)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    admin(&ctx)?;
+    let scope = scope(Some(project), Some(user))?;
+    let over = state.store.unset_quota(&meta(&ctx), scope.clone(), Vec::new()).await?;
+    answer(&state, &scope, &over).await
+}
+
+async fn usage(
+    state: &AppState,
+    ctx: &Context,
+    project: String,
+    user: Option<String>,
+    q: &HashMap<String, String>,
+) -> Result<Json<Value>, ApiError> {
+    reader(ctx, &project)?;
+    let now = Utc::now();
+    let date = |key: &str| -> Result<Option<chrono::DateTime<Utc>>, ApiError> {
+        Ok(match q.get(key) {
+            None => None,
+            Some(s) => Some(match parse_date(key, s)? {
+                DateSpec::Now => now,
+                DateSpec::At(t) => t,
+            }),
+        })
+    };
+    let start = date("start")?.unwrap_or(now);
+    let end = date("end")?;
+    if end.is_some_and(|e| e <= start) {
+        return Err(bad("end must be after start"));
+    }
+    let report = state.store.quota_usage(&project, user.as_deref(), start, end, now).await?;
+    let usage: Map<String, Value> = report
+        .usage
+        .iter()
+        .map(|(k, u)| {
+            (k.clone(), json!({"limit": u.limit, "in_use": u.in_use, "peak": u.peak, "over_limit": u.over_limit}))
+        })
+        .collect();
+    Ok(Json(json!({
+        "project_id": project,
+        "user_id": user,
+        "start": format_date(report.start),
+        "end": format_date(report.end),
+        "usage": usage,
+    })))
+}
+
+async fn project_usage(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(project): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    usage(&state, &ctx, project, None, &q).await
+}
+
+async fn user_usage(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path((project, user)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    usage(&state, &ctx, project, Some(user), &q).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::StatusCode;
+
+    #[test]
+    fn bodies_are_parsed_strictly() {
+        let p = |s: &str| parse_limits(&Bytes::from(s.to_string()));
+        let (set, unset) = p(r#"{"quotas": {"VCPU": 10, "leases": -1, "DISK_GB": null}}"#).unwrap();
+        assert_eq!(set, BTreeMap::from([("VCPU".to_string(), 10), ("leases".to_string(), -1)]));
+        assert_eq!(unset, vec!["DISK_GB".to_string()]);
+        assert!(p(r#"{"VCPU": 3}"#).is_ok());
+        for bad in [
+            "nope",
+            "[]",
+            r#"{"quotas": {}}"#,
+            r#"{"quotas": {"VCPU": "10"}}"#,
+            r#"{"quotas": {"VCPU": 1.5}}"#,
+            r#"{"quotas": {"VCPU": -2}}"#,
+            r#"{"quotas": {"vcpu": 2}}"#,
+            r#"{"quotas": {"VCPU": 2}, "extra": 1}"#,
+        ] {
+            let e = p(bad).unwrap_err();
+            assert_eq!((e.status, e.code.as_str()), (StatusCode::BAD_REQUEST, codes::INVALID), "{bad}");
+        }
+    }
+}
