@@ -1,0 +1,57 @@
+//! `berth quota` and `berth usage` against a real berthd.
+
+mod common;
+
+use std::process::Command;
+
+use common::Server;
+use serde_json::Value;
+
+fn berth(server: &Server, token: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
+        .args(args)
+        .env("BERTH_URL", &server.url)
+        .env("BERTH_TOKEN", token)
+        .output()
+        .expect("run berth");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+fn json(server: &Server, token: &str, args: &[&str]) -> Value {
+    let mut all = vec!["-f", "json"];
+    all.extend_from_slice(args);
+    let (ok, out, err) = berth(server, token, &all);
+    assert!(ok, "berth {args:?} failed: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("berth {args:?}: not JSON ({e}): {out}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_sets_shows_and_unsets_quotas_and_reports_usage() {
+    let s = Server::start().await;
+    let d = json(&s, "admin", &["quota", "set", "VCPU=20", "leases=5"]);
+    assert_eq!(d["quotas"], serde_json::json!({"VCPU": 20, "leases": 5}));
+    json(&s, "admin", &["quota", "set", "--project", "p1", "VCPU=8"]);
+    json(&s, "admin", &["quota", "set", "--project", "p1", "--user", "alice", "VCPU=2"]);
+    let (ok, table, err) = berth(&s, "alice:p1", &["quota", "show", "--project", "p1"]);
+    assert!(ok && table.contains("VCPU") && table.contains('8') && table.contains("leases"), "{table}{err}");
+    let u = json(&s, "alice:p1", &["quota", "show", "--project", "p1", "--user", "alice"]);
+    assert_eq!(u["quotas"]["VCPU"], 2);
+    // Members may not write; bad input is refused with its code.
+    let (ok, _, err) = berth(&s, "alice:p1", &["quota", "set", "--project", "p1", "VCPU=80"]);
+    assert!(!ok && err.contains("403"), "{err}");
+    let (ok, _, err) = berth(&s, "admin", &["quota", "set", "--project", "p1", "VCPU=-7"]);
+    assert!(!ok && err.contains("berth.quota.invalid"), "{err}");
+    // Usage of the token's own project, as a table and as JSON.
+    let (ok, table, err) = berth(&s, "alice:p1", &["usage"]);
+    assert!(ok && table.contains("VCPU") && table.contains("leases"), "{table}{err}");
+    let usage = json(&s, "alice:p1", &["usage", "--start", "now", "--end", "2999-01-01 00:00"]);
+    assert_eq!(usage["usage"]["VCPU"]["limit"], 8);
+    assert_eq!(usage["end"].as_str().map(|e| e.starts_with("2999-01-01")), Some(true));
+    // Unset: the user's and the project's limits fall back.
+    json(&s, "admin", &["quota", "unset", "--project", "p1", "--user", "alice"]);
+    let p = json(&s, "admin", &["quota", "unset", "--project", "p1", "VCPU"]);
+    assert_eq!(p["quotas"]["VCPU"], 20);
+    json(&s, "admin", &["quota", "unset", "leases"]);
+    let d = json(&s, "admin", &["quota", "show"]);
+    assert_eq!(d["quotas"], serde_json::json!({"VCPU": 20}));
+}
