@@ -52,6 +52,11 @@ async fn every_documented_route_is_served() {
         }
         let resp = req.send().await.unwrap();
         let status = resp.status();
+        // A live stream never ends: that it started is the answer.
+        if resp.headers().get("content-type").is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream")) {
+            assert!(status.is_success(), "{} {path}: {status}", route.method);
+            continue;
+        }
         let body: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap_or(Value::Null);
         assert!(
             !is_route_miss(status, &body),

@@ -50,38 +50,57 @@ fn free_port() -> u16 {
 }
 
 impl Server {
-    /// Starts `berthd serve` on a free port against a fresh database.
+    /// Starts `berthd serve` on a free port against a fresh database, with
+    /// its manager off: lease statuses stay as the API left them.
     pub async fn start() -> Server {
         Server::start_with_config(None).await
     }
 
     /// As [`Server::start`], with a configuration file of this TOML (the
-    /// environment still sets the database, address and auth).
+    /// environment still sets the database, address and auth). The manager
+    /// is off: lease statuses stay as the API left them.
     pub async fn start_with_config(toml: Option<&str>) -> Server {
-        let db = TestDatabase::new().await;
-        let listen = format!("127.0.0.1:{}", free_port());
         let config = toml.map(|t| {
             let mut f = tempfile::NamedTempFile::new().expect("config file");
             std::io::Write::write_all(&mut f, t.as_bytes()).expect("write config");
             f
         });
+        let path = config.as_ref().map(|f| f.path().to_path_buf());
+        let db = TestDatabase::new().await;
+        Server::spawn(db, &[("BERTH_MANAGER__ENABLED", "false")], path.as_deref(), config).await
+    }
+
+    /// Starts `berthd serve [--config FILE]` on `db` (which other servers
+    /// may share), with extra environment; the manager runs unless the
+    /// configuration turns it off.
+    pub async fn launch(db: TestDatabase, env: &[(&str, &str)], config: Option<&std::path::Path>) -> Server {
+        Server::spawn(db, env, config, None).await
+    }
+
+    async fn spawn(
+        db: TestDatabase,
+        env: &[(&str, &str)],
+        config: Option<&std::path::Path>,
+        keep: Option<tempfile::NamedTempFile>,
+    ) -> Server {
+        let listen = format!("127.0.0.1:{}", free_port());
         let mut cmd = Command::new(berthd_bin());
         cmd.arg("serve");
-        if let Some(f) = &config {
-            cmd.arg("--config").arg(f.path());
+        if let Some(c) = config {
+            cmd.arg("--config").arg(c);
         }
-        let child = cmd
-            .env("BERTH_DATABASE_URL", &db.url)
+        cmd.env("BERTH_DATABASE_URL", &db.url)
             .env("BERTH_LISTEN", &listen)
             .env("BERTH_AUTH", "noauth")
             .env("BERTH_POOL_SIZE", "8")
             .env("BERTH_LOG", "warn")
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start berthd");
-        let server =
-            Server { url: format!("http://{listen}"), db, child, http: reqwest::Client::new(), _config: config };
+            .stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("start berthd");
+        let server = Server { url: format!("http://{listen}"), db, child, http: reqwest::Client::new(), _config: keep };
         for _ in 0..300 {
             if let Ok(r) = server.http.get(format!("{}/readyz", server.url)).send().await {
                 if r.status().is_success() {
@@ -118,6 +137,19 @@ impl Server {
     }
     pub async fn delete(&self, path: &str, token: &str) -> (StatusCode, Value) {
         self.call(Method::DELETE, path, token, None).await
+    }
+
+    /// SIGKILL: the daemon dies at once, in the middle of whatever it does.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM and wait for the daemon to exit; its exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        // SAFETY: sending a signal to our own child process.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.child.wait().expect("wait for berthd")
     }
 
     /// `berthd replay --verify` against this server's database.

@@ -11,6 +11,9 @@
 pub mod auth;
 mod blazar;
 pub mod error;
+mod events;
+pub mod log;
+pub mod metrics;
 pub mod openapi;
 pub mod placement;
 mod quotas;
@@ -41,6 +44,9 @@ pub fn router(state: AppState) -> Router {
         .nest("/v1", blazar::routes())
         .merge(placement::routes(&state))
         .merge(quotas::routes())
+        .merge(events::routes())
+        .merge(log::routes())
+        .merge(metrics::routes())
         .layer(axum::middleware::from_fn(error::request_id))
         .with_state(state)
 }

@@ -93,6 +93,11 @@ pub const ROUTES: &[Route] = &[
     // Berth's additions.
     r("POST", "/v1/availability", ADDITIONS, "The earliest windows in which a whole lease would fit"),
     r("GET", "/v1/leases/{id}/extension", ADDITIONS, "The latest end a lease could be extended to"),
+    r("GET", "/v1/leases/{id}/events", ADDITIONS, "A lease's events: due time, status, attempts, last error, claimer"),
+    r("GET", "/v1/events", ADDITIONS, "Lease events (status, event_type, lease_id; limit, marker); own project's"),
+    r("GET", "/v1/log", ADDITIONS, "The event log after a cursor, in pages (admin)"),
+    r("GET", "/v1/log/stream", ADDITIONS, "The event log live, as Server-Sent Events, resumable (admin)"),
+    r("GET", "/metrics", BERTH, "Metrics in Prometheus text format"),
 ];
 
 fn method(m: &str) -> HttpMethod {

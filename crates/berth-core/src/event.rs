@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::inventory::Inventory;
-use crate::lease::{LeaseEventStatus, LeaseRecord, LeaseStatus, ReservationStatus};
+use crate::lease::{LeaseEventStatus, LeaseEventType, LeaseRecord, LeaseStatus, ReservationStatus};
+use crate::lease_event::HookResult;
 use crate::quota::Scope;
 use crate::window::Window;
 
@@ -135,6 +136,62 @@ pub enum Event {
         claim_expires_at: Option<DateTime<Utc>>,
         at: DateTime<Utc>,
     },
+    /// A manager claimed a due lease event: attempt `attempt` begins, and
+    /// the claim holds until `claim_expires_at` unless renewed.
+    /// `rescued_from`: the claimer whose claim had expired (it died).
+    LeaseEventClaimed {
+        lease: Uuid,
+        event: Uuid,
+        event_type: LeaseEventType,
+        attempt: i32,
+        claimed_by: String,
+        claim_expires_at: DateTime<Utc>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rescued_from: Option<String>,
+        at: DateTime<Utc>,
+    },
+    /// The claimer still works on the event (a hook is running).
+    LeaseEventClaimRenewed {
+        lease: Uuid,
+        event: Uuid,
+        claimed_by: String,
+        claim_expires_at: DateTime<Utc>,
+        at: DateTime<Utc>,
+    },
+    /// An attempt failed; the event is due again at `retry_at`.
+    LeaseEventRetrying {
+        lease: Uuid,
+        event: Uuid,
+        attempt: i32,
+        error: String,
+        retry_at: DateTime<Utc>,
+        hooks: Vec<HookResult>,
+        at: DateTime<Utc>,
+    },
+    /// The last attempt's outcome: `Done`, or `Error` with its error.
+    LeaseEventFinished {
+        lease: Uuid,
+        event: Uuid,
+        attempt: i32,
+        status: LeaseEventStatus,
+        error: Option<String>,
+        hooks: Vec<HookResult>,
+        at: DateTime<Utc>,
+    },
+    /// A host held back at a lease's end (recycle or shared): in `pool`,
+    /// until `until` (None: until an admin returns it).
+    HostHeld {
+        provider: Uuid,
+        pool: Uuid,
+        until: Option<DateTime<Utc>>,
+        lease: Uuid,
+        at: DateTime<Utc>,
+    },
+    /// A held-back host is no longer held.
+    HostHoldReleased {
+        provider: Uuid,
+        at: DateTime<Utc>,
+    },
     /// A provider enrolled as a reservable host, with its extra capabilities.
     HostEnrolled {
         provider: Uuid,
@@ -208,12 +265,17 @@ impl Event {
             Event::AllocationsReplaced { consumer, .. } => format!("consumer:{consumer}"),
             Event::LeaseCreated { lease, .. } | Event::LeaseUpdated { lease, .. } => format!("lease:{}", lease.id),
             Event::LeaseDeleted { id, .. } | Event::LeaseStatusChanged { id, .. } => format!("lease:{id}"),
-            Event::ReservationStatusChanged { lease, .. } | Event::LeaseEventChanged { lease, .. } => {
-                format!("lease:{lease}")
-            }
+            Event::ReservationStatusChanged { lease, .. }
+            | Event::LeaseEventChanged { lease, .. }
+            | Event::LeaseEventClaimed { lease, .. }
+            | Event::LeaseEventClaimRenewed { lease, .. }
+            | Event::LeaseEventRetrying { lease, .. }
+            | Event::LeaseEventFinished { lease, .. } => format!("lease:{lease}"),
             Event::HostEnrolled { provider, .. }
             | Event::HostUpdated { provider, .. }
-            | Event::HostRemoved { provider, .. } => format!("host:{provider}"),
+            | Event::HostRemoved { provider, .. }
+            | Event::HostHeld { provider, .. }
+            | Event::HostHoldReleased { provider, .. } => format!("host:{provider}"),
             Event::HostPropertyChanged { name, .. } => format!("host_property:{name}"),
             Event::ReservationDrawn { slot, .. } => format!("slot:{slot}"),
             Event::QuotaSet { scope, .. } | Event::QuotaUnset { scope, .. } | Event::QuotaOverLimit { scope, .. } => {

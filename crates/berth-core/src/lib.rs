@@ -12,6 +12,7 @@ pub mod error;
 pub mod event;
 pub mod inventory;
 pub mod lease;
+pub mod lease_event;
 pub mod names;
 pub mod policy;
 pub mod query;

@@ -41,6 +41,10 @@ pub struct PluginsConfig {
     pub drivers: BTreeMap<String, DriverConfig>,
     /// Resource types served over the driver protocol, by name.
     pub external: BTreeMap<String, DriverConfig>,
+    /// `[plugins.host]`: what `physical:host` does before and at a lease's end.
+    pub host: crate::host::HostOptions,
+    /// `[plugins.instance]`: what `virtual:instance` does at a lease's end.
+    pub instance: crate::instance::InstanceOptions,
 }
 
 impl Default for PluginsConfig {
@@ -49,6 +53,8 @@ impl Default for PluginsConfig {
             enabled: BUILTIN_TYPES.iter().map(|s| s.to_string()).collect(),
             drivers: BTreeMap::new(),
             external: BTreeMap::new(),
+            host: Default::default(),
+            instance: Default::default(),
         }
     }
 }
@@ -61,6 +67,18 @@ impl PluginsConfig {
     /// The driver a built-in plugin of `resource_type` acts through.
     pub fn driver(&self, resource_type: &str) -> Result<Arc<dyn Driver>, Error> {
         self.drivers.get(resource_type).cloned().unwrap_or_default().build()
+    }
+
+    /// The built-in plugins, each with its configured driver and options.
+    pub fn builtins(&self) -> Result<Vec<Arc<dyn ResourcePlugin>>, Error> {
+        let driver = |t: &str| self.driver(t).map_err(|e| invalid(format!("drivers.{t:?}: {}", e.detail)));
+        Ok(vec![
+            Arc::new(crate::host::HostPlugin::new(driver(crate::host::RESOURCE_TYPE)?, self.host.clone())),
+            Arc::new(crate::instance::InstancePlugin::new(
+                driver(crate::instance::RESOURCE_TYPE)?,
+                self.instance.clone(),
+            )),
+        ])
     }
 
     /// Checks the section without the built-in plugins at hand: every

@@ -45,7 +45,7 @@ impl ExternalPlugin {
             o.insert("resource_type".into(), json!(self.resource_type));
         }
         let detail = self.driver.call(action, &payload, &hook.idempotency_key).await?;
-        Ok(HookOutcome { detail })
+        Ok(HookOutcome { detail, effects: Vec::new() })
     }
 }
 

@@ -2,21 +2,158 @@
 //!
 //! Parameters: `min`, `max`, `hypervisor_properties` (on vcpus, memory_mb,
 //! local_gb, hypervisor_hostname), `resource_properties` (on extra
-//! capabilities), `before_end` (what to do before the end; recorded).
+//! capabilities), `before_end` (`notify` or `snapshot`) and `end_policy`
+//! (`release`, `recycle` or `shared`), both defaulting to `[plugins.host]`.
+//!
+//! Hooks: at start the hosts leave the free pool for the lease's pool (the
+//! reservation's `resource_id`, a Placement aggregate); before the end the
+//! driver is told (`notify`) or asked to `snapshot` the instances on them;
+//! at the end they go back by the end policy. The driver acts outside; the
+//! pool moves, deleted consumers and held-back hosts are effects the manager
+//! records.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use berth_core::lease::{codes, Demand};
+use berth_core::lease::{codes, Demand, FREE_POOL};
+use berth_core::lease_event::{Effect, RECYCLE_POOL, SHARED_POOL};
 use berth_core::{query, Error};
-use serde_json::Value;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use uuid::Uuid;
 
+use crate::driver::Driver;
 use crate::plugin::{Hook, HookError, HookOutcome, ResourcePlugin, ResourceRequest};
 
 pub const RESOURCE_TYPE: &str = "physical:host";
 
-pub struct HostPlugin;
+/// How hosts go back at a lease's end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndPolicy {
+    /// Delete the other consumers on the hosts (through the driver) and put
+    /// the hosts back in the free pool.
+    #[default]
+    Release,
+    /// Keep the other consumers; a host is not reservable until they are
+    /// gone or `recycle_grace_s` has passed, then it is released.
+    Recycle,
+    /// Move the hosts to the shared pool, not reservable until an admin
+    /// returns them (makes them reservable again).
+    Shared,
+}
 
-/// A whole number from a JSON number or a string holding one (Blazar's
-/// client sends either).
+/// What happens at a lease's before-end event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BeforeEnd {
+    /// Tell the driver the lease is about to end.
+    #[default]
+    Notify,
+    /// Ask the driver to snapshot the instances on the hosts.
+    Snapshot,
+}
+
+/// `[plugins.host]`; a reservation may name its own `end_policy` and
+/// `before_end`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HostOptions {
+    pub end_policy: EndPolicy,
+    pub before_end: BeforeEnd,
+    pub recycle_grace_s: u64,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        HostOptions { end_policy: EndPolicy::Release, before_end: BeforeEnd::Notify, recycle_grace_s: 3600 }
+    }
+}
+
+pub struct HostPlugin {
+    driver: Arc<dyn Driver>,
+    options: HostOptions,
+}
+
+impl HostPlugin {
+    pub fn new(driver: Arc<dyn Driver>, options: HostOptions) -> Self {
+        HostPlugin { driver, options }
+    }
+}
+
+/// A reservation setting given as a string, or the configured default.
+fn setting<T: serde::de::DeserializeOwned>(reservation: &Value, key: &str) -> Result<Option<T>, Error> {
+    match reservation.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() || s == "default" => Ok(None),
+        Some(v @ Value::String(_)) => serde_json::from_value(v.clone())
+            .map(Some)
+            .map_err(|_| Error::invalid(codes::INVALID_LEASE, format!("{key} {v} is not one Berth knows"))),
+        Some(v) => Err(Error::invalid(codes::INVALID_LEASE, format!("{key} must be a string, not {v}"))),
+    }
+}
+
+/// A host a reservation holds, as the hook's allocations carry it.
+struct HeldHost {
+    uuid: Uuid,
+    provider: Value,
+    /// Consumers other than reservations on it (instances someone started).
+    others: Vec<Value>,
+}
+
+fn held_hosts(hook: &Hook) -> Vec<HeldHost> {
+    let mut out: Vec<HeldHost> = Vec::new();
+    for a in &hook.allocations {
+        let provider = a.get("resource_provider").cloned().unwrap_or(Value::Null);
+        let Some(uuid) = provider.get("uuid").and_then(Value::as_str).and_then(|u| Uuid::parse_str(u).ok()) else {
+            continue;
+        };
+        if out.iter().any(|h| h.uuid == uuid) {
+            continue;
+        }
+        let others = a.get("other_consumers").and_then(Value::as_array).cloned().unwrap_or_default();
+        out.push(HeldHost { uuid, provider, others });
+    }
+    out
+}
+
+fn consumer_ids(others: &[Value]) -> Vec<Uuid> {
+    others
+        .iter()
+        .filter_map(|o| o.get("consumer_id").and_then(Value::as_str).and_then(|c| Uuid::parse_str(c).ok()))
+        .collect()
+}
+
+/// The reservation's pool: its `resource_id`.
+fn pool_of(hook: &Hook) -> Result<Uuid, HookError> {
+    hook.reservation
+        .get("resource_id")
+        .and_then(Value::as_str)
+        .and_then(|u| Uuid::parse_str(u).ok())
+        .ok_or_else(|| HookError::permanent("the reservation has no pool (resource_id)"))
+}
+
+impl HostPlugin {
+    async fn call(&self, action: &str, hook: &Hook, hosts: &[HeldHost], extra: Value) -> Result<Value, HookError> {
+        let mut payload = json!({
+            "resource_type": RESOURCE_TYPE,
+            "event_type": hook.event_type,
+            "lease": hook.lease,
+            "reservation": hook.reservation,
+            "hosts": hosts.iter().map(|h| json!({"resource_provider": h.provider, "other_consumers": h.others}))
+                .collect::<Vec<_>>(),
+        });
+        if let (Some(p), Value::Object(e)) = (payload.as_object_mut(), extra) {
+            p.extend(e);
+        }
+        self.driver.call(action, &payload, &hook.idempotency_key).await
+    }
+
+    fn end_policy(&self, hook: &Hook) -> EndPolicy {
+        setting(&hook.reservation, "end_policy").ok().flatten().unwrap_or(self.options.end_policy)
+    }
+}
+
 pub(crate) fn whole(reservation: &Value, key: &str) -> Result<Option<i64>, Error> {
     let bad = || Error::invalid(codes::INVALID_LEASE, format!("reservation {key} must be a whole number"));
     match reservation.get(key) {
@@ -82,11 +219,8 @@ impl ResourcePlugin for HostPlugin {
                 format!("physical:host needs 1 <= min <= max <= 10000, got min {min}, max {max}"),
             ));
         }
-        if let Some(b) = reservation.get("before_end") {
-            if !(b.is_string() || b.is_null()) {
-                return Err(Error::invalid(codes::INVALID_LEASE, "before_end must be a string"));
-            }
-        }
+        setting::<BeforeEnd>(reservation, "before_end")?;
+        setting::<EndPolicy>(reservation, "end_policy")?;
         Ok(ResourceRequest::Hosts {
             min: min as u32,
             max: max as u32,
@@ -95,16 +229,87 @@ impl ResourcePlugin for HostPlugin {
         })
     }
 
-    async fn on_start(&self, _hook: &Hook) -> Result<HookOutcome, HookError> {
-        Ok(HookOutcome::default())
+    /// The hosts leave the free pool for the lease's pool.
+    async fn on_start(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
+        let hosts = held_hosts(hook);
+        let pool = pool_of(hook)?;
+        let detail = self.call("on_start", hook, &hosts, json!({"pool": pool})).await?;
+        let effects = vec![Effect::MoveHosts {
+            hosts: hosts.iter().map(|h| h.uuid).collect(),
+            leave: vec![FREE_POOL],
+            join: Some(pool),
+        }];
+        Ok(HookOutcome { detail, effects })
     }
 
-    async fn before_end(&self, _hook: &Hook) -> Result<HookOutcome, HookError> {
-        Ok(HookOutcome::default())
+    async fn before_end(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
+        let hosts = held_hosts(hook);
+        let action = match setting(&hook.reservation, "before_end").ok().flatten().unwrap_or(self.options.before_end) {
+            BeforeEnd::Notify => "notify",
+            BeforeEnd::Snapshot => "snapshot",
+        };
+        let detail = self.call(action, hook, &hosts, json!({})).await?;
+        Ok(HookOutcome { detail, effects: Vec::new() })
     }
 
-    async fn on_end(&self, _hook: &Hook) -> Result<HookOutcome, HookError> {
-        Ok(HookOutcome::default())
+    /// The hosts go back by the end policy.
+    async fn on_end(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
+        let hosts = held_hosts(hook);
+        let pool = pool_of(hook)?;
+        let all: Vec<Uuid> = hosts.iter().map(|h| h.uuid).collect();
+        let policy = self.end_policy(hook);
+        let (action, effects) = match policy {
+            EndPolicy::Release => {
+                let others: Vec<Uuid> = hosts.iter().flat_map(|h| consumer_ids(&h.others)).collect();
+                let mut effects = Vec::new();
+                if !others.is_empty() {
+                    effects.push(Effect::DeleteConsumers { consumers: others });
+                }
+                effects.push(Effect::MoveHosts { hosts: all, leave: vec![pool], join: Some(FREE_POOL) });
+                ("release", effects)
+            }
+            EndPolicy::Recycle => {
+                let (busy, free): (Vec<&HeldHost>, Vec<&HeldHost>) = hosts.iter().partition(|h| !h.others.is_empty());
+                let busy: Vec<Uuid> = busy.iter().map(|h| h.uuid).collect();
+                let mut effects = vec![Effect::MoveHosts {
+                    hosts: free.iter().map(|h| h.uuid).collect(),
+                    leave: vec![pool],
+                    join: Some(FREE_POOL),
+                }];
+                if !busy.is_empty() {
+                    let until = chrono::Utc::now() + chrono::Duration::seconds(self.options.recycle_grace_s as i64);
+                    effects.push(Effect::MoveHosts {
+                        hosts: busy.clone(),
+                        leave: vec![pool, FREE_POOL],
+                        join: Some(RECYCLE_POOL),
+                    });
+                    effects.push(Effect::SetReservable { hosts: busy.clone(), reservable: false });
+                    effects.push(Effect::HoldHosts { hosts: busy, pool: RECYCLE_POOL, until: Some(until) });
+                }
+                ("recycle", effects)
+            }
+            EndPolicy::Shared => (
+                "share",
+                vec![
+                    Effect::MoveHosts { hosts: all.clone(), leave: vec![pool, FREE_POOL], join: Some(SHARED_POOL) },
+                    Effect::SetReservable { hosts: all.clone(), reservable: false },
+                    Effect::HoldHosts { hosts: all, pool: SHARED_POOL, until: None },
+                ],
+            ),
+        };
+        let detail = self.call(action, hook, &hosts, json!({"pool": pool})).await?;
+        Ok(HookOutcome { detail, effects })
+    }
+
+    /// Recycled hosts due back: whoever is still on them goes.
+    async fn on_return(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
+        let hosts = held_hosts(hook);
+        let others: Vec<Uuid> = hosts.iter().flat_map(|h| consumer_ids(&h.others)).collect();
+        if others.is_empty() {
+            return Ok(HookOutcome { detail: json!({"released": []}), effects: Vec::new() });
+        }
+        let detail = self.call("release", hook, &hosts, json!({})).await?;
+        Ok(HookOutcome { detail, effects: vec![Effect::DeleteConsumers { consumers: others }] })
     }
 }
 
@@ -115,7 +320,7 @@ mod tests {
 
     #[tokio::test]
     async fn validates_blazar_host_reservations() {
-        let p = HostPlugin;
+        let p = HostPlugin::new(Arc::new(crate::driver::NoopDriver::new()), HostOptions::default());
         let r = p
             .validate(&json!({"min": "1", "max": 3, "hypervisor_properties": "[\">=\", \"$vcpus\", \"4\"]",
                               "resource_properties": ""}))

@@ -1,20 +1,89 @@
 //! `virtual:instance`: `amount` slots of vcpus, memory and disk on enrolled
 //! hosts for the lease's window, together (`affinity` true), apart (false)
 //! or anywhere (null).
+//!
+//! Each slot is a consumer. At start every slot's instance is woken up
+//! through the driver (`wake_up`, with the instance id the lease named for
+//! that slot in `instance_ids`, as when the compute service created the
+//! instance RESERVED and the lease references it); at end they are deleted
+//! or shelved, by `[plugins.instance] on_end`. One driver call per slot,
+//! keyed by the hook's key and the slot's consumer, so each slot's effect is
+//! applied once however often the event is attempted.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use berth_core::lease::codes;
 use berth_core::Error;
-use serde_json::Value;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 
+use crate::driver::Driver;
 use crate::host::{query_param, whole};
 use crate::plugin::{Hook, HookError, HookOutcome, ResourcePlugin, ResourceRequest};
 
 pub const RESOURCE_TYPE: &str = "virtual:instance";
 
-pub struct InstancePlugin;
+/// What happens to the instances at a lease's end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstanceEnd {
+    #[default]
+    Delete,
+    Shelve,
+}
+
+/// `[plugins.instance]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InstanceOptions {
+    pub on_end: InstanceEnd,
+}
+
+pub struct InstancePlugin {
+    driver: Arc<dyn Driver>,
+    options: InstanceOptions,
+}
+
+impl InstancePlugin {
+    pub fn new(driver: Arc<dyn Driver>, options: InstanceOptions) -> Self {
+        InstancePlugin { driver, options }
+    }
+
+    /// One driver call per slot, in order; the first failure stops the
+    /// round (a retry calls the done ones again with the same keys).
+    async fn each_slot(&self, action: &str, hook: &Hook) -> Result<HookOutcome, HookError> {
+        let ids = instance_ids(&hook.reservation);
+        let mut answers = Vec::new();
+        for (i, a) in hook.allocations.iter().enumerate() {
+            let consumer = a.get("consumer_id").and_then(Value::as_str).unwrap_or_default();
+            let payload = json!({
+                "resource_type": RESOURCE_TYPE,
+                "event_type": hook.event_type,
+                "instance_id": ids.get(i),
+                "consumer_id": consumer,
+                "resource_provider": a.get("resource_provider"),
+                "resources": a.get("resources"),
+                "lease": hook.lease,
+                "reservation": hook.reservation,
+            });
+            let key = format!("{}:{consumer}", hook.idempotency_key);
+            let answer = self.driver.call(action, &payload, &key).await?;
+            answers.push(json!({"consumer_id": consumer, "instance_id": ids.get(i), "answer": answer}));
+        }
+        Ok(HookOutcome { detail: json!({"action": action, "slots": answers}), effects: Vec::new() })
+    }
+}
+
+/// The instance ids a reservation names for its slots, in slot order.
+fn instance_ids(reservation: &Value) -> Vec<String> {
+    match (reservation.get("instance_ids"), reservation.get("instance_id")) {
+        (Some(Value::Array(a)), _) => a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
+        (_, Some(Value::String(s))) => vec![s.clone()],
+        _ => Vec::new(),
+    }
+}
 
 fn affinity(reservation: &Value) -> Result<Option<bool>, Error> {
     match reservation.get("affinity") {
@@ -60,6 +129,18 @@ impl ResourcePlugin for InstancePlugin {
         if disk > 0 {
             resources.insert("DISK_GB".into(), disk);
         }
+        let ids_ok = match (reservation.get("instance_ids"), reservation.get("instance_id")) {
+            (Some(Value::Array(a)), None) => a.len() as i64 <= amount && a.iter().all(|v| v.is_string()),
+            (None | Some(Value::Null), Some(Value::String(_))) => amount == 1,
+            (None | Some(Value::Null), None | Some(Value::Null)) => true,
+            _ => false,
+        };
+        if !ids_ok {
+            return Err(Error::invalid(
+                codes::INVALID_LEASE,
+                "instance_ids is a list of at most `amount` instance ids (or instance_id, one, when amount is 1)",
+            ));
+        }
         Ok(ResourceRequest::Slots {
             amount: amount as u32,
             resources,
@@ -68,16 +149,20 @@ impl ResourcePlugin for InstancePlugin {
         })
     }
 
-    async fn on_start(&self, _hook: &Hook) -> Result<HookOutcome, HookError> {
-        Ok(HookOutcome::default())
+    async fn on_start(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
+        self.each_slot("wake_up", hook).await
     }
 
     async fn before_end(&self, _hook: &Hook) -> Result<HookOutcome, HookError> {
         Ok(HookOutcome::default())
     }
 
-    async fn on_end(&self, _hook: &Hook) -> Result<HookOutcome, HookError> {
-        Ok(HookOutcome::default())
+    async fn on_end(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
+        let action = match self.options.on_end {
+            InstanceEnd::Delete => "delete",
+            InstanceEnd::Shelve => "shelve",
+        };
+        self.each_slot(action, hook).await
     }
 }
 
@@ -88,7 +173,7 @@ mod tests {
 
     #[tokio::test]
     async fn validates_instance_reservations() {
-        let p = InstancePlugin;
+        let p = InstancePlugin::new(Arc::new(crate::driver::NoopDriver::new()), InstanceOptions::default());
         let r = p
             .validate(&json!({"amount": 2, "vcpus": "2", "memory_mb": 1024, "disk_gb": 0, "affinity": "False"}))
             .await
@@ -101,6 +186,9 @@ mod tests {
             json!({"amount": 1, "memory_mb": 1}),
             json!({"amount": 1, "vcpus": 1, "memory_mb": 1, "affinity": "maybe"}),
             json!({"amount": 1, "vcpus": 1, "memory_mb": 1, "disk_gb": -1}),
+            json!({"amount": 1, "vcpus": 1, "memory_mb": 1, "instance_ids": ["a", "b"]}),
+            json!({"amount": 2, "vcpus": 1, "memory_mb": 1, "instance_id": "a"}),
+            json!({"amount": 1, "vcpus": 1, "memory_mb": 1, "instance_ids": [1]}),
         ] {
             assert!(p.validate(&bad).await.is_err(), "{bad}");
         }

@@ -46,11 +46,15 @@ pub struct Hook {
     pub allocations: Vec<serde_json::Value>,
 }
 
-/// What a hook did or wants recorded (free-form for the log; the manager
-/// interprets the well-known keys its plugins document).
+/// What a hook did (`detail`, free-form, kept in the log) and what it asks
+/// Berth to record beside the lease event's outcome (`effects`: pool moves,
+/// consumers gone, hosts held back), which the manager records through
+/// berth-store.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HookOutcome {
     pub detail: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<berth_core::lease_event::Effect>,
 }
 
 /// A hook failed. `permanent` failures are not retried.
@@ -89,6 +93,15 @@ pub trait ResourcePlugin: Send + Sync {
 
     /// A lease changed (dates or parameters) while the reservation stands.
     async fn on_update(&self, _hook: &Hook) -> Result<HookOutcome, HookError> {
+        Ok(HookOutcome::default())
+    }
+
+    /// Hosts held back at a lease's end (`recycle`) are due back in the free
+    /// pool: their grace period has passed or their other consumers are
+    /// gone. `event_type` is `return_hosts`; `allocations` lists the hosts
+    /// with the consumers still on them. Berth returns the hosts to the free
+    /// pool after recording the effects answered.
+    async fn on_return(&self, _hook: &Hook) -> Result<HookOutcome, HookError> {
         Ok(HookOutcome::default())
     }
 }

@@ -13,6 +13,7 @@ pub mod commands;
 pub mod launcher;
 pub mod log;
 pub mod migrate;
+pub mod notify;
 pub mod projection;
 pub mod queries;
 pub mod replay;
@@ -35,6 +36,8 @@ use tokio_postgres::NoTls;
 #[derive(Clone)]
 pub struct Store {
     pool: Pool,
+    /// For connections of their own (notifications).
+    url: String,
 }
 
 impl Store {
@@ -43,7 +46,7 @@ impl Store {
         let config: tokio_postgres::Config = url.parse().map_err(StoreError::Db)?;
         let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager).max_size(max_size).build().map_err(|e| StoreError::Pool(e.to_string()))?;
-        Ok(Store { pool })
+        Ok(Store { pool, url: url.to_string() })
     }
 
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {

@@ -11,6 +11,7 @@ use deadpool_postgres::GenericClient;
 
 use crate::{sql, StoreError};
 
+pub(crate) mod lease_events;
 mod leases;
 pub(crate) mod quotas;
 
@@ -200,6 +201,12 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
         e @ (Event::QuotaSet { .. } | Event::QuotaUnset { .. } | Event::QuotaOverLimit { .. }) => {
             quotas::apply(c, e).await?
         }
+        e @ (Event::LeaseEventClaimed { .. }
+        | Event::LeaseEventClaimRenewed { .. }
+        | Event::LeaseEventRetrying { .. }
+        | Event::LeaseEventFinished { .. }
+        | Event::HostHeld { .. }
+        | Event::HostHoldReleased { .. }) => lease_events::apply(c, e).await?,
     }
     Ok(())
 }
@@ -237,4 +244,5 @@ pub const TABLES: &[&str] = &[
     "lease_events",
     "reservation_draws",
     "quota_limits",
+    "host_holds",
 ];

@@ -28,6 +28,9 @@ pub struct Config {
     /// projects, external policy service).
     #[serde(default)]
     pub policy: berth_plugins::PolicyConfig,
+    /// `[manager]`: fires lease events (`BERTH_MANAGER__POLL_INTERVAL_MS`, ...).
+    #[serde(default)]
+    pub manager: berth_manager::ManagerConfig,
 }
 
 impl Default for Config {
@@ -40,6 +43,7 @@ impl Default for Config {
             pool_size: 32,
             plugins: berth_plugins::PluginsConfig::default(),
             policy: berth_plugins::PolicyConfig::default(),
+            manager: berth_manager::ManagerConfig::default(),
         }
     }
 }
@@ -51,7 +55,7 @@ impl Config {
             anyhow::ensure!(f.exists(), "configuration file {} does not exist", f.display());
             fig = fig.merge(Toml::file(f));
         }
-        fig.merge(Env::prefixed("BERTH_")).extract().context("reading the configuration")
+        fig.merge(Env::prefixed("BERTH_").split("__")).extract().context("reading the configuration")
     }
 }
 

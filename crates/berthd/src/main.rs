@@ -124,24 +124,44 @@ fn init_logging(filter: &str) {
 
 pub(crate) async fn serve(cfg: Config) -> Result<()> {
     cfg.plugins.check().context("the [plugins] configuration")?;
+    cfg.manager.check().map_err(anyhow::Error::msg).context("the [manager] configuration")?;
     tracing::info!(enabled = ?cfg.plugins.enabled, "resource types");
+    berth_api::metrics::install(&[(berth_manager::metrics::LAG, berth_manager::metrics::LAG_BUCKETS)]);
+    berth_manager::metrics::describe();
     let store = Store::connect(&cfg.database_url, cfg.pool_size).context("database URL")?;
     let applied = store.migrate().await.context("migrating the database")?;
     if applied > 0 {
         tracing::info!(applied, "schema migrated");
     }
     let policy = berth_plugins::Policy::from_config(&cfg.policy).context("the [policy] configuration")?;
+    let registry = Arc::new(plugins(&cfg)?);
     let state = berth_api::AppState {
-        store,
+        store: store.clone(),
         auth: Arc::new(cfg.auth.clone()),
-        plugins: Arc::new(plugins(&cfg)?),
+        plugins: registry.clone(),
         policy: Arc::new(policy),
     };
     let app = berth_api::router(state);
     let listener =
         tokio::net::TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;
     tracing::info!(listen = %cfg.listen, auth = ?cfg.auth, "berthd serving");
-    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let manager = cfg.manager.enabled.then(|| {
+        let m = berth_manager::Manager::new(store.clone(), registry.clone(), cfg.manager.clone());
+        tokio::spawn(m.run(stopped(stop_rx.clone())))
+    });
+    let signal = async move {
+        shutdown_signal().await;
+        let _ = stop_tx.send(true);
+        berth_api::log::close_streams();
+    };
+    axum::serve(listener, app).with_graceful_shutdown(signal).await?;
+    if let Some(m) = manager {
+        let _ = m.await;
+    }
     tracing::info!("berthd stopped");
     Ok(())
 }
@@ -149,8 +169,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
 /// The compiled-in plugins and the configured external ones, keeping those
 /// the configuration enables.
 fn plugins(cfg: &Config) -> Result<berth_plugins::Registry> {
-    let builtins: Vec<Arc<dyn berth_plugins::ResourcePlugin>> =
-        vec![Arc::new(berth_plugins::host::HostPlugin), Arc::new(berth_plugins::instance::InstancePlugin)];
+    let builtins = cfg.plugins.builtins().context("the [plugins] configuration")?;
     cfg.plugins.registry(builtins).context("the [plugins] configuration")
 }
 

@@ -177,7 +177,21 @@ impl Store {
                 }
             }
             let reservable = change.reservable.unwrap_or(reservable);
-            record(tx, meta, &[Event::HostUpdated { provider: id, reservable, capabilities: caps, at: now() }]).await?;
+            let at = now();
+            let mut events = vec![Event::HostUpdated { provider: id, reservable, capabilities: caps, at }];
+            // Made reservable again: a host held back at a lease's end
+            // (shared, recycle) returns to the free pool.
+            if change.reservable == Some(true)
+                && tx.query_opt("SELECT 1 FROM host_holds WHERE provider_uuid = $1", &[&id]).await?.is_some()
+            {
+                let mut aggs = aggregates(tx, id).await?;
+                aggs.remove(&berth_core::lease_event::SHARED_POOL);
+                aggs.remove(&berth_core::lease_event::RECYCLE_POOL);
+                aggs.insert(FREE_POOL);
+                events.push(Event::ProviderAggregatesReplaced { provider: id, aggregates: aggs, bump: true, at });
+                events.push(Event::HostHoldReleased { provider: id, at });
+            }
+            record(tx, meta, &events).await?;
             Ok(())
         })
     }

@@ -15,6 +15,7 @@ mod allocations;
 mod catalog;
 mod consume;
 mod hosts;
+mod lease_events;
 mod leases;
 mod providers;
 mod quotas;
@@ -24,6 +25,7 @@ pub use allocations::{
 };
 pub use catalog::TRAIT_NOT_FOUND;
 pub use hosts::{check_capabilities, HostChange, NewHost, HOST_FIELDS};
+pub use lease_events::{Claim, Finish, HeldHost, Outcome, Recorded};
 pub use leases::{
     Availability, Extension, LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate, SLOT_CONSUMER_TYPE,
 };

@@ -11,6 +11,7 @@ use uuid::Uuid;
 use crate::Store;
 
 pub mod candidates;
+pub mod lease_events;
 pub mod leases;
 pub mod placement;
 pub mod quotas;

@@ -1,0 +1,117 @@
+//! Lease events as operators watch them: `GET /v1/events` and
+//! `GET /v1/leases/{id}/events`, each event with its due time, status,
+//! attempts, last error and claimer. Members see their project's only.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::routing::get;
+use axum::{Json, Router};
+use berth_core::dates::format_date;
+use berth_core::lease::{codes, LeaseEventStatus, LeaseEventType};
+use berth_store::queries::lease_events::{LeaseEventFilter, LeaseEventRow};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::auth::Context;
+use crate::error::ApiError;
+use crate::AppState;
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/v1/events", get(list)).route("/v1/leases/{id}/events", get(of_lease))
+}
+
+pub fn event_json(e: &LeaseEventRow) -> Value {
+    let date = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(format_date);
+    json!({
+        "id": e.id,
+        "lease_id": e.lease_id,
+        "lease_name": e.lease_name,
+        "project_id": e.project_id,
+        "event_type": e.event_type,
+        "time": format_date(e.time),
+        "status": e.status,
+        "attempts": e.attempts,
+        "last_error": e.last_error,
+        "claimed_by": e.claimed_by,
+        "claim_expires_at": date(e.claim_expires_at),
+        "retry_at": date(e.retry_at),
+        "created_at": format_date(e.created_at),
+        "updated_at": format_date(e.updated_at),
+    })
+}
+
+fn bad(m: String) -> ApiError {
+    ApiError::bad_request(codes::INVALID_LEASE, m)
+}
+
+/// The filters both lists accept.
+fn filter(ctx: &Context, q: &HashMap<String, String>) -> Result<LeaseEventFilter, ApiError> {
+    for k in q.keys() {
+        if !["status", "event_type", "lease_id", "limit", "marker", "project_id"].contains(&k.as_str()) {
+            return Err(bad(format!("unknown filter {k:?} (status, event_type, lease_id, limit, marker, project_id)")));
+        }
+    }
+    let project_id = match (q.get("project_id"), ctx.is_admin()) {
+        (Some(p), true) => Some(p.clone()),
+        (None, true) => None,
+        (Some(p), false) if *p != ctx.project_id => return Err(ApiError::forbidden()),
+        (_, false) => Some(ctx.project_id.clone()),
+    };
+    let status = match q.get("status") {
+        Some(s) => Some(
+            LeaseEventStatus::parse(&s.to_ascii_uppercase())
+                .ok_or_else(|| bad(format!("status {s:?} is not UNDONE, IN_PROGRESS, DONE or ERROR")))?,
+        ),
+        None => None,
+    };
+    let event_type = match q.get("event_type") {
+        Some(t) => Some(
+            LeaseEventType::parse(t)
+                .ok_or_else(|| bad(format!("event_type {t:?} is not start_lease, before_end_lease or end_lease")))?,
+        ),
+        None => None,
+    };
+    let uuid = |k: &str| -> Result<Option<Uuid>, ApiError> {
+        q.get(k).map(|v| Uuid::parse_str(v).map_err(|_| bad(format!("{k} {v:?} is not an id")))).transpose()
+    };
+    let limit = match q.get("limit") {
+        Some(l) => match l.parse::<i64>() {
+            Ok(n) if n >= 1 => Some(n.min(1000)),
+            _ => return Err(bad(format!("limit {l:?} must be a positive whole number"))),
+        },
+        None => None,
+    };
+    Ok(LeaseEventFilter { project_id, lease_id: uuid("lease_id")?, status, event_type, marker: uuid("marker")?, limit })
+}
+
+async fn list(
+    State(state): State<AppState>,
+    ctx: Context,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let events = state.store.lease_events(&filter(&ctx, &q)?).await?;
+    Ok(Json(json!({ "events": events.iter().map(event_json).collect::<Vec<_>>() })))
+}
+
+async fn of_lease(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let id = Uuid::parse_str(&id).map_err(|_| {
+        ApiError::new(
+            axum::http::StatusCode::NOT_FOUND,
+            codes::LEASE_NOT_FOUND,
+            format!("lease {id} could not be found"),
+        )
+    })?;
+    // Not found unless the caller may see the lease.
+    state.store.lease(id, (!ctx.is_admin()).then_some(ctx.project_id.as_str())).await?;
+    let mut f = filter(&ctx, &q)?;
+    f.lease_id = Some(id);
+    f.project_id = None;
+    let events = state.store.lease_events(&f).await?;
+    Ok(Json(json!({ "events": events.iter().map(event_json).collect::<Vec<_>>() })))
+}

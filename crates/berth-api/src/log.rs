@@ -1,0 +1,182 @@
+//! The event log over HTTP (admin only): `GET /v1/log?after=CURSOR&limit=N`
+//! pages through it, `GET /v1/log/stream` follows it live as Server-Sent
+//! Events, resumable with `Last-Event-ID` and filterable by stream, type and
+//! lease.
+//!
+//! Both read with the store's cursor (`TXID-POSITION`), which never skips
+//! an entry even when transactions commit out of position order.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::routing::get;
+use axum::{Json, Router};
+use berth_core::error::codes;
+use berth_store::{Cursor, RecordedEvent, Store};
+use futures::Stream;
+use serde_json::{json, Value};
+
+use crate::auth::Context;
+use crate::error::ApiError;
+use crate::AppState;
+
+/// How often a live tail looks for new entries: a write shows within this
+/// (plus the time to read it).
+const TAIL_INTERVAL: Duration = Duration::from_millis(250);
+const PAGE: i64 = 500;
+
+/// Set when the server shuts down: live tails end so the graceful shutdown
+/// does not wait on them forever.
+static CLOSING: std::sync::OnceLock<tokio::sync::watch::Sender<bool>> = std::sync::OnceLock::new();
+
+fn closing() -> &'static tokio::sync::watch::Sender<bool> {
+    CLOSING.get_or_init(|| tokio::sync::watch::channel(false).0)
+}
+
+/// Ends every live tail (call when the server starts shutting down).
+pub fn close_streams() {
+    closing().send_replace(true);
+}
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/v1/log", get(page)).route("/v1/log/stream", get(stream))
+}
+
+fn bad(m: String) -> ApiError {
+    ApiError::bad_request(codes::INVALID, m)
+}
+
+fn admin(ctx: &Context) -> Result<(), ApiError> {
+    if ctx.is_admin() {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden())
+    }
+}
+
+fn cursor(s: Option<&str>) -> Result<Cursor, ApiError> {
+    match s.map(str::trim) {
+        None | Some("") => Ok(Cursor::START),
+        Some(s) => s.parse::<Cursor>().map_err(|e| bad(e.detail)),
+    }
+}
+
+fn entry_json(e: &RecordedEvent) -> Value {
+    json!({
+        "cursor": e.cursor().to_string(),
+        "position": e.position,
+        "stream": e.stream,
+        "version": e.version,
+        "type": e.event_type,
+        "data": e.data,
+        "meta": e.meta,
+        "recorded_at": berth_core::dates::format_date(e.recorded_at),
+    })
+}
+
+async fn page(
+    State(state): State<AppState>,
+    ctx: Context,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    admin(&ctx)?;
+    let after = cursor(q.get("after").map(String::as_str))?;
+    let limit = match q.get("limit") {
+        Some(l) => match l.parse::<i64>() {
+            Ok(n) if (1..=10_000).contains(&n) => n,
+            _ => return Err(bad(format!("limit {l:?} must be a whole number from 1 to 10000"))),
+        },
+        None => PAGE,
+    };
+    let entries = state.store.read_log(after, limit).await?;
+    let next = entries.last().map(|e| e.cursor()).unwrap_or(after);
+    Ok(Json(json!({
+        "entries": entries.iter().map(entry_json).collect::<Vec<_>>(),
+        "next": next.to_string(),
+    })))
+}
+
+/// Which entries a live tail sends.
+#[derive(Clone, Default)]
+struct Filter {
+    stream: Option<String>,
+    event_type: Option<String>,
+    lease: Option<String>,
+}
+
+impl Filter {
+    fn wants(&self, e: &RecordedEvent) -> bool {
+        self.stream.as_ref().is_none_or(|s| *s == e.stream)
+            && self.event_type.as_ref().is_none_or(|t| *t == e.event_type)
+            && self.lease.as_ref().is_none_or(|l| e.stream == format!("lease:{l}"))
+    }
+}
+
+async fn stream(
+    State(state): State<AppState>,
+    ctx: Context,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    admin(&ctx)?;
+    for k in q.keys() {
+        if !["after", "stream", "type", "lease"].contains(&k.as_str()) {
+            return Err(bad(format!("unknown parameter {k:?} (after, stream, type, lease)")));
+        }
+    }
+    // Resuming: the last entry the client saw, else where it asked to start.
+    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    let after = cursor(resume.or(q.get("after").map(String::as_str)))?;
+    if let Some(l) = q.get("lease") {
+        uuid::Uuid::parse_str(l).map_err(|_| bad(format!("lease {l:?} is not an id")))?;
+    }
+    let filter =
+        Filter { stream: q.get("stream").cloned(), event_type: q.get("type").cloned(), lease: q.get("lease").cloned() };
+    Ok(Sse::new(tail(state.store.clone(), after, filter)).keep_alive(KeepAlive::default()))
+}
+
+/// Entries after `after`, forever: read a page, send what passes the filter,
+/// and when caught up wait a moment and look again.
+fn tail(store: Store, after: Cursor, filter: Filter) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    futures::stream::unfold(
+        (store, after, std::collections::VecDeque::<RecordedEvent>::new()),
+        move |(store, mut after, mut buffered)| {
+            let filter = filter.clone();
+            let mut closing = closing().subscribe();
+            async move {
+                loop {
+                    if *closing.borrow_and_update() {
+                        return None;
+                    }
+                    if let Some(e) = buffered.pop_front() {
+                        let ev = SseEvent::default().id(e.cursor().to_string()).data(entry_json(&e).to_string());
+                        return Some((Ok(ev), (store, after, buffered)));
+                    }
+                    match store.read_log(after, PAGE).await {
+                        Ok(page) => {
+                            let full = page.len() as i64 == PAGE;
+                            if let Some(last) = page.last() {
+                                after = last.cursor();
+                            }
+                            buffered.extend(page.into_iter().filter(|e| filter.wants(e)));
+                            if buffered.is_empty() && !full {
+                                tokio::select! {
+                                    _ = tokio::time::sleep(TAIL_INTERVAL) => {}
+                                    _ = closing.changed() => {}
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "log tail");
+                            tokio::time::sleep(TAIL_INTERVAL * 4).await;
+                        }
+                    }
+                }
+            }
+        },
+    )
+}

@@ -1,0 +1,46 @@
+//! `/metrics` in Prometheus text format: whatever the process records through
+//! the `metrics` facade (the manager's counters and lag histogram, ...).
+
+use std::sync::OnceLock;
+
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::AppState;
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the process-wide recorder (once; later calls are no-ops), with
+/// histogram buckets per metric name.
+pub fn install(buckets: &[(&str, &[f64])]) {
+    HANDLE.get_or_init(|| {
+        let mut b = PrometheusBuilder::new();
+        for (name, bounds) in buckets {
+            b = b.set_buckets_for_metric(Matcher::Full(name.to_string()), bounds).expect("buckets are not empty");
+        }
+        let handle = b.install_recorder().expect("one metrics recorder per process");
+        let upkeep = handle.clone();
+        // Histograms are drained into their buckets on upkeep.
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                upkeep.run_upkeep();
+            }
+        });
+        handle
+    });
+}
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/metrics", get(render))
+}
+
+async fn render() -> impl IntoResponse {
+    match HANDLE.get() {
+        Some(h) => (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], h.render()),
+        None => (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "text/plain")], "metrics are not enabled\n".into()),
+    }
+}

@@ -1,0 +1,146 @@
+//! Firing lease events: what a hook may ask Berth to record, and how a lease
+//! and its reservations follow the outcome of their lease events. Pure; the
+//! manager decides with these rules and the store records the result.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::lease::{LeaseEventType, LeaseStatus, ReservationStatus};
+
+/// Hosts returned with the `shared` end policy wait here, not reservable,
+/// until an admin returns them to the free pool.
+pub const SHARED_POOL: Uuid = Uuid::from_u128(0x6265_7274_6873_6861_7265_6470_6f6f_0002);
+/// Hosts returned with the `recycle` end policy wait here, not reservable,
+/// until their other allocations are gone or their grace period has passed.
+pub const RECYCLE_POOL: Uuid = Uuid::from_u128(0x6265_7274_6872_6563_7963_6c65_6f6f_0003);
+
+/// What a hook asks Berth to record beside its lease event's outcome. The
+/// plugin decides; the manager records these through store commands (a
+/// plugin never touches the database).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "effect", rename_all = "snake_case")]
+pub enum Effect {
+    /// Hosts leave every pool in `leave` and join `join` (pools are
+    /// Placement aggregates).
+    MoveHosts { hosts: Vec<Uuid>, leave: Vec<Uuid>, join: Option<Uuid> },
+    /// These consumers are gone (instances deleted on released hosts): every
+    /// allocation they hold is deleted.
+    DeleteConsumers { consumers: Vec<Uuid> },
+    /// Hosts become reservable again, or not.
+    SetReservable { hosts: Vec<Uuid>, reservable: bool },
+    /// Hosts held back at a lease's end in `pool` (not reservable), until
+    /// `until` or, without one, until an admin returns them.
+    HoldHosts { hosts: Vec<Uuid>, pool: Uuid, until: Option<DateTime<Utc>> },
+    /// Hosts no longer held back.
+    ReleaseHolds { hosts: Vec<Uuid> },
+}
+
+/// One reservation's hook in one attempt, as the log keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HookResult {
+    pub reservation: Uuid,
+    pub resource_type: String,
+    pub ok: bool,
+    /// The hook's answer when it succeeded, its error message when not.
+    pub detail: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<Effect>,
+}
+
+/// Which lease events run first among those due at once: a lease's end
+/// (and before-end) frees hosts that another lease's start takes.
+pub fn priority(t: LeaseEventType) -> i32 {
+    match t {
+        LeaseEventType::EndLease => 0,
+        LeaseEventType::BeforeEndLease => 1,
+        LeaseEventType::StartLease => 2,
+    }
+}
+
+/// Where a lease and its reservations stand after one of its lease events
+/// finished. `ok` per reservation (in the lease's order); `done`: the event
+/// as a whole succeeded. Returns the lease's status and degraded flag, and
+/// each reservation's status.
+pub fn after_event(
+    status: LeaseStatus,
+    degraded: bool,
+    event: LeaseEventType,
+    done: bool,
+    ok: &[bool],
+) -> (LeaseStatus, bool, Vec<Option<ReservationStatus>>) {
+    let some_failed = ok.iter().any(|o| !o);
+    let some_stand = ok.iter().any(|o| *o);
+    match event {
+        LeaseEventType::StartLease => {
+            let reservations = ok
+                .iter()
+                .map(|o| Some(if *o { ReservationStatus::Active } else { ReservationStatus::Error }))
+                .collect();
+            if done {
+                (LeaseStatus::Active, degraded, reservations)
+            } else if some_stand {
+                // Part of the lease stands: it runs, degraded.
+                (LeaseStatus::Active, true, reservations)
+            } else {
+                (LeaseStatus::Error, degraded, reservations)
+            }
+        }
+        // A failed warning leaves the lease standing.
+        LeaseEventType::BeforeEndLease => (status, degraded || !done, ok.iter().map(|_| None).collect()),
+        LeaseEventType::EndLease => {
+            let reservations = ok
+                .iter()
+                .map(|o| Some(if *o { ReservationStatus::Deleted } else { ReservationStatus::Error }))
+                .collect();
+            if done {
+                (LeaseStatus::Terminated, degraded, reservations)
+            } else {
+                (LeaseStatus::Error, degraded || some_failed, reservations)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lease_follows_its_events() {
+        let (s, d, r) = after_event(LeaseStatus::Pending, false, LeaseEventType::StartLease, true, &[true, true]);
+        assert_eq!((s, d), (LeaseStatus::Active, false));
+        assert_eq!(r, vec![Some(ReservationStatus::Active); 2]);
+        let (s, d, r) = after_event(LeaseStatus::Pending, false, LeaseEventType::StartLease, false, &[true, false]);
+        assert_eq!((s, d), (LeaseStatus::Active, true));
+        assert_eq!(r[1], Some(ReservationStatus::Error));
+        let (s, _, _) = after_event(LeaseStatus::Pending, false, LeaseEventType::StartLease, false, &[false]);
+        assert_eq!(s, LeaseStatus::Error);
+        let (s, d, r) = after_event(LeaseStatus::Active, false, LeaseEventType::BeforeEndLease, false, &[false]);
+        assert_eq!((s, d, r), (LeaseStatus::Active, true, vec![None]));
+        let (s, _, r) = after_event(LeaseStatus::Active, false, LeaseEventType::EndLease, true, &[true]);
+        assert_eq!((s, r), (LeaseStatus::Terminated, vec![Some(ReservationStatus::Deleted)]));
+        let (s, _, _) = after_event(LeaseStatus::Active, false, LeaseEventType::EndLease, false, &[false]);
+        assert_eq!(s, LeaseStatus::Error);
+        // A lease with no reservations starts and ends like any other.
+        assert_eq!(
+            after_event(LeaseStatus::Pending, false, LeaseEventType::StartLease, true, &[]).0,
+            LeaseStatus::Active
+        );
+    }
+
+    #[test]
+    fn ends_come_before_starts() {
+        let mut v = [LeaseEventType::StartLease, LeaseEventType::EndLease, LeaseEventType::BeforeEndLease];
+        v.sort_by_key(|t| priority(*t));
+        assert_eq!(v, [LeaseEventType::EndLease, LeaseEventType::BeforeEndLease, LeaseEventType::StartLease]);
+    }
+
+    #[test]
+    fn effects_read_and_write_as_tagged_objects() {
+        let e = Effect::HoldHosts { hosts: vec![Uuid::nil()], pool: SHARED_POOL, until: None };
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["effect"], "hold_hosts");
+        assert_eq!(serde_json::from_value::<Effect>(v).unwrap(), e);
+    }
+}

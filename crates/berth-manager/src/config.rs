@@ -1,0 +1,81 @@
+//! `[manager]`: how often to look, how long a claim holds, how hard to retry.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ManagerConfig {
+    /// Run the manager in this berthd (any number may share a database).
+    pub enabled: bool,
+    /// This manager's name in claims and the log; host, process and a random
+    /// suffix when absent.
+    pub id: Option<String>,
+    /// Look for due events at least this often, whatever the notifications
+    /// say: a lost notification costs at most this long.
+    pub poll_interval_ms: u64,
+    /// How long a claim holds without renewal. Claims are renewed while hooks
+    /// run; a berthd that dies loses its claims this long after its last
+    /// renewal, and another takes them back.
+    pub claim_ttl_ms: u64,
+    /// Most events claimed by one statement.
+    pub batch_size: i64,
+    /// Most events whose hooks run at once in this berthd.
+    pub max_in_flight: usize,
+    /// Attempts of a lease event before it is marked ERROR.
+    pub max_attempts: i32,
+    /// The first pause before a retry; doubles each attempt (with jitter) up
+    /// to `retry_max_ms`.
+    pub retry_min_ms: u64,
+    pub retry_max_ms: u64,
+    /// Notifications arriving within this long of each other cause one look.
+    pub debounce_ms: u64,
+    /// On shutdown, how long running hooks may take to finish; the claims of
+    /// those that do not are left to expire (another berthd retries them).
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for ManagerConfig {
+    fn default() -> Self {
+        ManagerConfig {
+            enabled: true,
+            id: None,
+            poll_interval_ms: 5_000,
+            claim_ttl_ms: 30_000,
+            batch_size: 256,
+            max_in_flight: 512,
+            max_attempts: 5,
+            retry_min_ms: 1_000,
+            retry_max_ms: 300_000,
+            debounce_ms: 10,
+            shutdown_grace_ms: 10_000,
+        }
+    }
+}
+
+impl ManagerConfig {
+    pub fn poll_interval(&self) -> Duration {
+        Duration::from_millis(self.poll_interval_ms.max(10))
+    }
+    pub fn claim_ttl(&self) -> Duration {
+        Duration::from_millis(self.claim_ttl_ms.max(100))
+    }
+    pub fn debounce(&self) -> Duration {
+        Duration::from_millis(self.debounce_ms)
+    }
+
+    /// Checks what would make the manager misbehave.
+    pub fn check(&self) -> Result<(), String> {
+        if self.max_attempts < 1 {
+            return Err("manager.max_attempts must be at least 1".into());
+        }
+        if self.batch_size < 1 || self.max_in_flight < 1 {
+            return Err("manager.batch_size and manager.max_in_flight must be at least 1".into());
+        }
+        if self.retry_max_ms < self.retry_min_ms {
+            return Err("manager.retry_max_ms must not be below manager.retry_min_ms".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,62 @@
+//! The manager's metrics (exported by berthd's `/metrics`).
+
+use berth_store::commands::{Claim, Finish, Outcome, Recorded};
+use chrono::{DateTime, Utc};
+
+pub const DUE: &str = "berth_manager_events_due";
+pub const CLAIMED: &str = "berth_manager_events_claimed_total";
+pub const DONE: &str = "berth_manager_events_done_total";
+pub const FAILED: &str = "berth_manager_events_failed_total";
+pub const RETRIES: &str = "berth_manager_retries_total";
+pub const RESCUES: &str = "berth_manager_claim_rescues_total";
+pub const CLAIMS_LOST: &str = "berth_manager_claims_lost_total";
+/// Seconds from an event's due time to its hook starting.
+pub const LAG: &str = "berth_manager_lag_seconds";
+/// Buckets for [`LAG`], in seconds.
+pub const LAG_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+
+/// Describes every metric (for the exporter's HELP lines).
+pub fn describe() {
+    metrics::describe_gauge!(DUE, "Lease events due and not yet claimed");
+    metrics::describe_counter!(CLAIMED, "Lease events claimed (each attempt)");
+    metrics::describe_counter!(DONE, "Lease events done");
+    metrics::describe_counter!(FAILED, "Lease events that ended ERROR");
+    metrics::describe_counter!(RETRIES, "Failed attempts that will be retried");
+    metrics::describe_counter!(RESCUES, "Expired claims taken back from another manager");
+    metrics::describe_counter!(CLAIMS_LOST, "Claims lost to another manager before the outcome was recorded");
+    metrics::describe_histogram!(LAG, metrics::Unit::Seconds, "From a lease event's due time to its hook starting");
+}
+
+pub(crate) fn claimed(n: usize) {
+    metrics::counter!(CLAIMED).increment(n as u64);
+}
+
+pub(crate) fn started(claim: &Claim, at: DateTime<Utc>) {
+    let lag = (at - claim.due).num_microseconds().unwrap_or(0).max(0) as f64 / 1e6;
+    metrics::histogram!(LAG).record(lag);
+    if claim.rescued_from.is_some() {
+        metrics::counter!(RESCUES).increment(1);
+    }
+}
+
+pub(crate) fn recorded(batch: &[Finish], recorded: &[Recorded]) {
+    for (f, r) in batch.iter().zip(recorded) {
+        if *r != Recorded::Yes {
+            metrics::counter!(CLAIMS_LOST).increment(1);
+            continue;
+        }
+        match f.outcome {
+            Outcome::Done => metrics::counter!(DONE).increment(1),
+            Outcome::Retry { .. } => metrics::counter!(RETRIES).increment(1),
+            Outcome::Failed { .. } => metrics::counter!(FAILED).increment(1),
+        }
+    }
+}
+
+pub(crate) fn claim_lost() {
+    metrics::counter!(CLAIMS_LOST).increment(1);
+}
+
+pub(crate) fn due(n: i64) {
+    metrics::gauge!(DUE).set(n as f64);
+}

@@ -1,0 +1,87 @@
+//! PostgreSQL notifications, on a connection of their own (a pooled
+//! connection is only read while a query runs, so it cannot wait for them).
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use crate::Store;
+
+/// The channel lease events notify on when they become due (payload: the
+/// earliest due time, microseconds since the epoch).
+pub const LEASE_EVENTS: &str = "berth_lease_events";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notification {
+    Payload(String),
+    /// The connection was (re)established: notifications sent while it was
+    /// down are lost, so the listener should look again.
+    Connected,
+}
+
+impl Store {
+    /// Listens on `channel` until the receiver is dropped, reconnecting
+    /// (with a pause) whenever the connection fails.
+    pub fn listen(&self, channel: &'static str) -> mpsc::Receiver<Notification> {
+        let (tx, rx) = mpsc::channel(1024);
+        let url = self.url.clone();
+        tokio::spawn(async move {
+            let mut pause = Duration::from_millis(100);
+            while !tx.is_closed() {
+                match listen_once(&url, channel, &tx).await {
+                    Ok(()) => return,
+                    Err(e) => {
+                        tracing::warn!(channel, error = %e, ?pause, "notification connection lost; reconnecting");
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_secs(5));
+                    }
+                }
+            }
+        });
+        rx
+    }
+}
+
+/// One connection's life: Ok when the receiver went away, Err when the
+/// connection failed.
+async fn listen_once(url: &str, channel: &str, tx: &mpsc::Sender<Notification>) -> Result<(), tokio_postgres::Error> {
+    let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
+    let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+    let statement = format!("LISTEN {channel}");
+    let listen = client.batch_execute(&statement);
+    tokio::pin!(listen);
+    // The connection must be driven while LISTEN runs.
+    loop {
+        tokio::select! {
+            r = &mut listen => { r?; break; }
+            m = messages.next() => match m {
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                None => return Ok(()),
+            }
+        }
+    }
+    if tx.send(Notification::Connected).await.is_err() {
+        return Ok(());
+    }
+    loop {
+        tokio::select! {
+            m = messages.next() => match m {
+                Some(Ok(AsyncMessage::Notification(n))) => {
+                    if tx.send(Notification::Payload(n.payload().to_string())).await.is_err() {
+                        return Ok(());
+                    }
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                None => {
+                    // Closed by the server: treat as a failure to reconnect.
+                    return client.batch_execute("SELECT 1").await;
+                }
+            },
+            _ = tx.closed() => return Ok(()),
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! Reads for the manager and for operators watching it: lease events with
+//! their attempts and claims, when the next one is due, and what a hook
+//! needs to know about its lease.
+
+use std::collections::HashMap;
+
+use berth_core::lease::{codes, LeaseEventStatus, LeaseEventType};
+use berth_core::Error;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::leases::{load_leases, Lease};
+use crate::{Store, StoreError};
+
+/// A lease event as operators see it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeaseEventRow {
+    pub id: Uuid,
+    pub lease_id: Uuid,
+    pub lease_name: String,
+    pub project_id: String,
+    pub event_type: String,
+    pub time: DateTime<Utc>,
+    pub status: String,
+    pub attempts: i32,
+    pub last_error: Option<String>,
+    pub claimed_by: Option<String>,
+    pub claim_expires_at: Option<DateTime<Utc>>,
+    pub retry_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Which lease events a list returns, in due-time order.
+#[derive(Debug, Clone, Default)]
+pub struct LeaseEventFilter {
+    /// Only this project's (None: every project; for admins).
+    pub project_id: Option<String>,
+    pub lease_id: Option<Uuid>,
+    pub status: Option<LeaseEventStatus>,
+    pub event_type: Option<LeaseEventType>,
+    /// Events after this one (in due-time order).
+    pub marker: Option<Uuid>,
+    pub limit: Option<i64>,
+}
+
+/// Another consumer on a host a reservation holds (an instance someone
+/// started on it).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OtherConsumer {
+    pub provider: Uuid,
+    pub consumer: Uuid,
+    pub project_id: String,
+    pub resources: serde_json::Value,
+}
+
+/// What a hook call needs: the lease, the names of the providers its slots
+/// are on, and who else holds those providers now.
+#[derive(Debug, Clone)]
+pub struct HookContext {
+    pub lease: Lease,
+    pub provider_names: HashMap<Uuid, String>,
+    pub others: Vec<OtherConsumer>,
+}
+
+fn db(e: tokio_postgres::Error) -> Error {
+    StoreError::from(e).into()
+}
+
+const COLUMNS: &str = "e.id, e.lease_id, l.name, l.project_id, e.event_type, e.time, e.status, e.attempts,
+    e.last_error, e.claimed_by, e.claim_expires_at, e.retry_at, e.created_at, e.updated_at";
+
+fn row(r: &tokio_postgres::Row) -> LeaseEventRow {
+    LeaseEventRow {
+        id: r.get(0),
+        lease_id: r.get(1),
+        lease_name: r.get(2),
+        project_id: r.get(3),
+        event_type: r.get(4),
+        time: r.get(5),
+        status: r.get(6),
+        attempts: r.get(7),
+        last_error: r.get(8),
+        claimed_by: r.get(9),
+        claim_expires_at: r.get(10),
+        retry_at: r.get(11),
+        created_at: r.get(12),
+        updated_at: r.get(13),
+    }
+}
+
+impl Store {
+    /// Lease events in due-time order, filtered.
+    pub async fn lease_events(&self, filter: &LeaseEventFilter) -> Result<Vec<LeaseEventRow>, Error> {
+        let c = self.client().await?;
+        if let Some(m) = filter.marker {
+            let seen = c
+                .query_opt(
+                    "SELECT 1 FROM lease_events e JOIN leases l ON l.id = e.lease_id
+                     WHERE e.id = $1 AND ($2::text IS NULL OR l.project_id = $2)",
+                    &[&m, &filter.project_id],
+                )
+                .await
+                .map_err(db)?;
+            if seen.is_none() {
+                return Err(Error::invalid(
+                    codes::INVALID_LEASE,
+                    format!("marker {m} is not a lease event you can see"),
+                ));
+            }
+        }
+        let limit = filter.limit.unwrap_or(1000).clamp(0, 10_000);
+        let rows = c
+            .query(
+                &format!(
+                    "SELECT {COLUMNS} FROM lease_events e JOIN leases l ON l.id = e.lease_id
+                     WHERE ($1::text IS NULL OR l.project_id = $1)
+                       AND ($2::uuid IS NULL OR e.lease_id = $2)
+                       AND ($3::text IS NULL OR e.status = $3)
+                       AND ($4::text IS NULL OR e.event_type = $4)
+                       AND ($5::uuid IS NULL OR (e.time, e.id) > (SELECT time, id FROM lease_events WHERE id = $5))
+                     ORDER BY e.time, e.id LIMIT $6"
+                ),
+                &[
+                    &filter.project_id,
+                    &filter.lease_id,
+                    &filter.status.map(|s| s.as_str()),
+                    &filter.event_type.map(|t| t.as_str()),
+                    &filter.marker,
+                    &limit,
+                ],
+            )
+            .await
+            .map_err(db)?;
+        Ok(rows.iter().map(row).collect())
+    }
+
+    /// When the manager must next look: the earliest due time (or claim
+    /// expiry) after `after`. Events already due but waiting for another
+    /// to finish are not counted: finishing that one wakes the manager.
+    pub async fn next_lease_event_due(&self, after: DateTime<Utc>) -> Result<Option<DateTime<Utc>>, Error> {
+        let c = self.client().await?;
+        let r = crate::sql::query(
+            &c,
+            "SELECT least(
+                 (SELECT min(coalesce(retry_at, time)) FROM lease_events
+                  WHERE status = 'UNDONE' AND coalesce(retry_at, time) > $1),
+                 (SELECT min(claim_expires_at) FROM lease_events WHERE status = 'IN_PROGRESS' AND claim_expires_at > $1))",
+            &[&after],
+        )
+        .await
+        .map_err(db)?;
+        Ok(r.first().and_then(|r| r.get(0)))
+    }
+
+    /// How many lease events are due and not yet claimed (for metrics).
+    pub async fn lease_events_due(&self, at: DateTime<Utc>) -> Result<i64, Error> {
+        let c = self.client().await?;
+        let r = crate::sql::query(
+            &c,
+            "SELECT count(*) FROM lease_events WHERE status = 'UNDONE' AND coalesce(retry_at, time) <= $1",
+            &[&at],
+        )
+        .await
+        .map_err(db)?;
+        Ok(r.first().map(|r| r.get(0)).unwrap_or(0))
+    }
+
+    /// What a hook on `lease` needs; None when the lease is gone.
+    pub async fn hook_context(&self, lease: Uuid, at: DateTime<Utc>) -> Result<Option<HookContext>, Error> {
+        let c = self.client().await?;
+        let Some(lease) = load_leases(&c, &[lease]).await?.pop() else {
+            return Ok(None);
+        };
+        let slots: Vec<_> = lease.record.reservations.iter().flat_map(|r| r.slots.iter()).collect();
+        if slots.is_empty() {
+            return Ok(Some(HookContext { lease, provider_names: HashMap::new(), others: Vec::new() }));
+        }
+        let mut providers: Vec<Uuid> = slots.iter().map(|s| s.provider).collect();
+        providers.sort();
+        providers.dedup();
+        let own: Vec<Uuid> = slots.iter().map(|s| s.consumer).collect();
+        let [names, others] = crate::sql::pipeline(
+            &c,
+            [
+                ("SELECT uuid, name FROM providers WHERE uuid = ANY($1)", &[&providers]),
+                (
+                    "SELECT a.provider_uuid, a.consumer_uuid, c.project_id, jsonb_object_agg(a.resource_class, a.used)
+                     FROM allocations a JOIN consumers c ON c.uuid = a.consumer_uuid
+                     WHERE a.provider_uuid = ANY($1) AND a.consumer_uuid <> ALL($2)
+                       AND c.consumer_type IS DISTINCT FROM 'RESERVATION'
+                       -- Current, or drawn from this lease's slots (those end with the lease).
+                       AND (a.during @> $3::timestamptz
+                            OR a.consumer_uuid IN (SELECT consumer_uuid FROM reservation_draws
+                                                   WHERE slot_consumer = ANY($2)))
+                     GROUP BY 1, 2, 3 ORDER BY 1, 2",
+                    &[&providers, &own, &at],
+                ),
+            ],
+        )
+        .await
+        .map_err(db)?;
+        Ok(Some(HookContext {
+            lease,
+            provider_names: names.iter().map(|r| (r.get(0), r.get(1))).collect(),
+            others: others
+                .iter()
+                .map(|r| OtherConsumer {
+                    provider: r.get(0),
+                    consumer: r.get(1),
+                    project_id: r.get(2),
+                    resources: r.get(3),
+                })
+                .collect(),
+        }))
+    }
+}
+
+/// A host held back at a lease's end.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HostHold {
+    pub pool: Uuid,
+    pub until: Option<DateTime<Utc>>,
+    pub lease_id: Uuid,
+}
+
+impl Store {
+    /// The pools (Placement aggregates) a host is in.
+    pub async fn host_pools(&self, provider: Uuid) -> Result<Vec<Uuid>, Error> {
+        let c = self.client().await?;
+        let rows = c
+            .query(
+                "SELECT aggregate FROM provider_aggregates WHERE provider_uuid = $1 ORDER BY aggregate",
+                &[&provider],
+            )
+            .await
+            .map_err(db)?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// Whether (and how) a host is held back at a lease's end.
+    pub async fn host_hold(&self, provider: Uuid) -> Result<Option<HostHold>, Error> {
+        let c = self.client().await?;
+        let row = c
+            .query_opt("SELECT pool, until, lease_id FROM host_holds WHERE provider_uuid = $1", &[&provider])
+            .await
+            .map_err(db)?;
+        Ok(row.map(|r| HostHold { pool: r.get(0), until: r.get(1), lease_id: r.get(2) }))
+    }
+}

@@ -1,0 +1,141 @@
+//! A real HTTP receiver standing in for the compute service (or any far side
+//! of a webhook driver): it applies each effect once per idempotency key and
+//! answers a repeated key with its first answer, as docs/plugins.md asks.
+//!
+//! Behaviour per URL query, so one receiver serves several plugins:
+//! - `fail=N`: the first N calls of each key answer 503;
+//! - `fail=always`: every call answers 503 `{"error": "compute is down"}`;
+//! - `fail=permanent`: every call answers 400 `{"error": "no such instance"}`;
+//! - `hold=1`: the first call of each key is held until released;
+//! - `validate=nothing`: `validate` calls answer `{"kind": "nothing"}` (an
+//!   external resource type held entirely outside).
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use axum::Router;
+use serde_json::{json, Value};
+
+/// One call as the receiver saw it.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub action: String,
+    pub key: String,
+    pub payload: Value,
+    pub at: Instant,
+    /// The Idempotency-Key header (must equal `key`).
+    pub header_key: Option<String>,
+}
+
+#[derive(Default)]
+pub struct Receiver {
+    pub calls: Mutex<Vec<Call>>,
+    /// Effects applied: key -> (action, answer). At most one per key.
+    pub applied: Mutex<HashMap<String, (String, Value)>>,
+    tries: Mutex<HashMap<String, u32>>,
+    held: tokio::sync::Notify,
+    release: Mutex<bool>,
+}
+
+impl Receiver {
+    pub fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap().clone()
+    }
+    pub fn calls_of(&self, action: &str) -> Vec<Call> {
+        self.calls().into_iter().filter(|c| c.action == action).collect()
+    }
+    pub fn applied(&self) -> HashMap<String, (String, Value)> {
+        self.applied.lock().unwrap().clone()
+    }
+    /// Lets held calls (and every later one) through.
+    pub fn release(&self) {
+        *self.release.lock().unwrap() = true;
+        self.held.notify_waiters();
+    }
+    /// Waits until `pred` holds over the calls seen, up to `secs`.
+    pub async fn wait_for(&self, secs: u64, what: &str, pred: impl Fn(&[Call]) -> bool) {
+        let deadline = Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            if pred(&self.calls()) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "receiver: timed out waiting for {what}; saw {:?}", self.calls());
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
+
+async fn receive(
+    State(r): State<Arc<Receiver>>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (StatusCode, String) {
+    let envelope: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let action = envelope["action"].as_str().unwrap_or_default().to_string();
+    let key = envelope["idempotency_key"].as_str().unwrap_or_default().to_string();
+    let header_key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_string);
+    r.calls.lock().unwrap().push(Call {
+        action: action.clone(),
+        key: key.clone(),
+        payload: envelope["payload"].clone(),
+        at: Instant::now(),
+        header_key,
+    });
+    if action == "validate" {
+        return match q.get("validate").map(String::as_str) {
+            Some("nothing") => (StatusCode::OK, json!({"kind": "nothing"}).to_string()),
+            _ => (StatusCode::BAD_REQUEST, json!({"error": "validate is not served here"}).to_string()),
+        };
+    }
+    let tries = {
+        let mut t = r.tries.lock().unwrap();
+        let n = t.entry(key.clone()).or_default();
+        *n += 1;
+        *n
+    };
+    if q.contains_key("hold") && tries == 1 {
+        loop {
+            let notified = r.held.notified();
+            if *r.release.lock().unwrap() {
+                break;
+            }
+            notified.await;
+        }
+    }
+    match q.get("fail").map(String::as_str) {
+        Some("always") => {
+            return (StatusCode::SERVICE_UNAVAILABLE, json!({"error": "compute is down"}).to_string());
+        }
+        Some("permanent") => return (StatusCode::BAD_REQUEST, json!({"error": "no such instance"}).to_string()),
+        Some(n) if tries <= n.parse::<u32>().unwrap_or(0) => {
+            return (StatusCode::SERVICE_UNAVAILABLE, json!({"error": format!("busy (try {tries})")}).to_string());
+        }
+        _ => {}
+    }
+    let mut applied = r.applied.lock().unwrap();
+    let answer = applied
+        .entry(key.clone())
+        .or_insert_with(|| (action.clone(), json!({"applied": action, "key": key})))
+        .1
+        .clone();
+    (StatusCode::OK, answer.to_string())
+}
+
+/// Starts a receiver on the loopback; returns it and its base URL (append
+/// `/hook?...`).
+pub async fn start() -> (Arc<Receiver>, String) {
+    let r = Arc::new(Receiver::default());
+    let app = Router::new().route("/hook", post(receive)).with_state(r.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (r, url)
+}
