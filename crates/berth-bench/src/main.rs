@@ -4,6 +4,7 @@
 //! `BERTH_PG_URL` (and `BERTH_PG_BIN`). Each scenario gets a fresh database.
 
 mod pgbench;
+mod placement_claims;
 mod report;
 mod store_claims;
 
@@ -19,7 +20,7 @@ struct Args {
     /// Concurrent clients for pgbench and for the claim scenarios.
     #[arg(long, default_value_t = 16)]
     clients: usize,
-    /// Only these scenarios (comma-separated): store-claims, replay.
+    /// Only these scenarios (comma-separated): store-claims, replay, placement-claims.
     #[arg(long)]
     only: Option<String>,
 }
@@ -37,6 +38,9 @@ async fn main() -> Result<()> {
 
     if wants("store-claims") || wants("replay") {
         store_claims::run(&mut report, args.clients, args.seconds, wants("replay")).await?;
+    }
+    if wants("placement-claims") {
+        placement_claims::run(&mut report, args.clients, args.seconds).await?;
     }
     report.print();
     Ok(())

@@ -1,0 +1,129 @@
+//! Placement claims over HTTP: the real router on a loopback port, 100
+//! providers with VCPU and MEMORY_MB, `clients` connections each issuing
+//! `PUT /placement/allocations/{new consumer}` (microversion 1.39) for
+//! `seconds`. Reports claims per second, latency, and the providers over
+//! capacity afterwards (which must be none).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Result};
+use berth_api::{AppState, AuthMode};
+use berth_core::{EventMeta, Inventory};
+use berth_store::commands::NewProvider;
+use berth_store::testing::TestDatabase;
+use rand::Rng;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::report::{ms, percentile, Report};
+
+const PROVIDERS: usize = 100;
+/// Per provider: room for this many one-VCPU claims, more than a run makes
+/// on this kind of machine, so the run measures claims, not refusals.
+const VCPU: i64 = 1024;
+
+pub async fn run(report: &mut Report, clients: usize, seconds: u64) -> Result<()> {
+    let db = TestDatabase::new().await;
+    let store = db.store(clients + 4);
+    let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
+    let mut providers = Vec::new();
+    for i in 0..PROVIDERS {
+        let p =
+            store.create_provider(&meta, NewProvider { uuid: None, name: format!("host-{i}"), parent: None }).await?;
+        let inv = BTreeMap::from([
+            ("VCPU".to_string(), Inventory { total: VCPU, ..Default::default() }),
+            ("MEMORY_MB".to_string(), Inventory { total: VCPU * 256, ..Default::default() }),
+        ]);
+        store.replace_inventories(&meta, p, None, inv).await?;
+        providers.push(p);
+    }
+    let state = AppState {
+        store: store.clone(),
+        auth: Arc::new(AuthMode::Noauth),
+        plugins: Arc::new(berth_plugins::Registry::default()),
+        policy: Arc::new(berth_plugins::Policy::default()),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}/placement", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, berth_api::router(state)).await });
+
+    let providers = Arc::new(providers);
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (providers, base) = (providers.clone(), base.clone());
+        // One connection per client, kept alive.
+        let http = reqwest::Client::builder().pool_max_idle_per_host(1).build()?;
+        tasks.push(tokio::spawn(async move {
+            let (mut latencies, mut refused, mut failed) = (Vec::new(), 0usize, 0usize);
+            while Instant::now() < deadline {
+                let p = providers[rand::thread_rng().gen_range(0..providers.len())];
+                let body = json!({
+                    "allocations": {p.to_string(): {"resources": {"VCPU": 1, "MEMORY_MB": 256}}},
+                    "project_id": "bench",
+                    "user_id": "bench",
+                    "consumer_generation": null,
+                    "consumer_type": "INSTANCE",
+                });
+                let t = Instant::now();
+                let resp = http
+                    .put(format!("{base}/allocations/{}", Uuid::new_v4()))
+                    .header("x-auth-token", "admin")
+                    .header("openstack-api-version", "placement 1.39")
+                    .json(&body)
+                    .send()
+                    .await;
+                match resp.map(|r| r.status().as_u16()) {
+                    Ok(204) => latencies.push(t.elapsed()),
+                    Ok(409) => refused += 1,
+                    _ => failed += 1,
+                }
+            }
+            (latencies, refused, failed)
+        }));
+    }
+    let started = Instant::now();
+    let (mut latencies, mut refused, mut failed) = (Vec::new(), 0, 0);
+    for t in tasks {
+        let (l, r, f) = t.await?;
+        latencies.extend(l);
+        refused += r;
+        failed += f;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    latencies.sort();
+    report.rate(
+        &format!(
+            "Placement claims over HTTP ({clients} connections, {PROVIDERS} providers; {refused} refused for capacity, \
+             {failed} failed)"
+        ),
+        latencies.len() as f64 / elapsed,
+    );
+    report.line(format!(
+        "Placement claim latency: p50 {}, p99 {}",
+        ms(percentile(&latencies, 50.0)),
+        ms(percentile(&latencies, 99.0))
+    ));
+    // Over capacity, as Placement's own read view shows it.
+    let http = reqwest::Client::new();
+    let mut over = 0;
+    for p in providers.iter() {
+        let usages: serde_json::Value = http
+            .get(format!("{base}/resource_providers/{p}/usages"))
+            .header("x-auth-token", "admin")
+            .send()
+            .await?
+            .json()
+            .await?;
+        let vcpu = usages["usages"]["VCPU"].as_i64().unwrap_or(0);
+        let mem = usages["usages"]["MEMORY_MB"].as_i64().unwrap_or(0);
+        if vcpu > VCPU || mem > VCPU * 256 {
+            over += 1;
+        }
+    }
+    report.line(format!("Placement providers over capacity after the run: {over}"));
+    ensure!(failed == 0, "{failed} claims failed with something other than a capacity refusal");
+    Ok(())
+}
