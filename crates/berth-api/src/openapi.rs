@@ -98,6 +98,20 @@ pub const ROUTES: &[Route] = &[
     r("GET", "/v1/log", ADDITIONS, "The event log after a cursor, in pages (admin)"),
     r("GET", "/v1/log/stream", ADDITIONS, "The event log live, as Server-Sent Events, resumable (admin)"),
     r("GET", "/metrics", BERTH, "Metrics in Prometheus text format"),
+    // Quotas (admins write; members read their own project).
+    r("GET", "/v1/quotas/defaults", ADDITIONS, "The default limits"),
+    r("PUT", "/v1/quotas/defaults", ADDITIONS, "Set default limits ({\"quotas\": {...}}; -1 unlimited, null removes)"),
+    r("GET", "/v1/quotas/projects/{project_id}", ADDITIONS, "A project's limits in effect"),
+    r("PUT", "/v1/quotas/projects/{project_id}", ADDITIONS, "Set a project's limits; reports any left over a limit"),
+    r("DELETE", "/v1/quotas/projects/{project_id}", ADDITIONS, "Remove a project's limits (back to the defaults)"),
+    r("GET", "/v1/quotas/tenants/{project_id}", ADDITIONS, "A project's limits in effect (tenants: an alias)"),
+    r("PUT", "/v1/quotas/tenants/{project_id}", ADDITIONS, "Set a project's limits (tenants: an alias)"),
+    r("DELETE", "/v1/quotas/tenants/{project_id}", ADDITIONS, "Remove a project's limits (tenants: an alias)"),
+    r("GET", "/v1/quotas/projects/{project_id}/usage", ADDITIONS, "Limit, in use and peak per resource (start, end)"),
+    r("GET", "/v1/quotas/projects/{project_id}/users/{user_id}", ADDITIONS, "A user's limits in effect"),
+    r("PUT", "/v1/quotas/projects/{project_id}/users/{user_id}", ADDITIONS, "Set a user's limits within its project"),
+    r("DELETE", "/v1/quotas/projects/{project_id}/users/{user_id}", ADDITIONS, "Remove a user's limits"),
+    r("GET", "/v1/quotas/projects/{project_id}/users/{user_id}/usage", ADDITIONS, "A user's usage over a window"),
 ];
 
 fn method(m: &str) -> HttpMethod {
