@@ -5,6 +5,7 @@
 
 mod pgbench;
 mod placement_claims;
+mod quota_claims;
 mod report;
 mod store_claims;
 
@@ -20,7 +21,7 @@ struct Args {
     /// Concurrent clients for pgbench and for the claim scenarios.
     #[arg(long, default_value_t = 16)]
     clients: usize,
-    /// Only these scenarios (comma-separated): store-claims, replay, placement-claims.
+    /// Only these scenarios (comma-separated): store-claims, replay, placement-claims, quota-claims.
     #[arg(long)]
     only: Option<String>,
 }
@@ -41,6 +42,9 @@ async fn main() -> Result<()> {
     }
     if wants("placement-claims") {
         placement_claims::run(&mut report, args.clients, args.seconds).await?;
+    }
+    if wants("quota-claims") {
+        quota_claims::run(&mut report, args.clients, args.seconds).await?;
     }
     report.print();
     Ok(())
