@@ -3,6 +3,7 @@
 //! on any machine. Runs under `berthd with-postgres`, which sets
 //! `BERTH_PG_URL` (and `BERTH_PG_BIN`). Each scenario gets a fresh database.
 
+mod manager;
 mod pgbench;
 mod placement_claims;
 mod quota_claims;
@@ -21,7 +22,7 @@ struct Args {
     /// Concurrent clients for pgbench and for the claim scenarios.
     #[arg(long, default_value_t = 16)]
     clients: usize,
-    /// Only these scenarios (comma-separated): store-claims, replay, placement-claims, quota-claims.
+    /// Only these scenarios (comma-separated): store-claims, replay, placement-claims, quota-claims, manager.
     #[arg(long)]
     only: Option<String>,
 }
@@ -45,6 +46,9 @@ async fn main() -> Result<()> {
     }
     if wants("quota-claims") {
         quota_claims::run(&mut report, args.clients, args.seconds).await?;
+    }
+    if wants("manager") {
+        manager::run(&mut report, args.seconds.min(10)).await?;
     }
     report.print();
     Ok(())

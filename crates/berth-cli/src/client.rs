@@ -56,6 +56,27 @@ impl Client {
         self.call(Method::GET, path, None)
     }
 
+    /// A long-lived GET (Server-Sent Events): no timeout; resumes after
+    /// `last_event_id` when given.
+    pub fn stream(&self, path: &str, last_event_id: Option<&str>) -> Result<reqwest::blocking::Response> {
+        let http = reqwest::blocking::Client::builder().timeout(None).build()?;
+        let mut req = http
+            .get(format!("{}{path}", self.base))
+            .header("x-auth-token", &self.token)
+            .header("accept", "text/event-stream");
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        let resp = req.send()?;
+        if !resp.status().is_success() {
+            let status = resp.status();
+            let body: Value = serde_json::from_str(&resp.text()?).unwrap_or(Value::Null);
+            let message = body.get("error_message").and_then(Value::as_str).unwrap_or("").to_string();
+            return Err(anyhow!("{} {message}", status.as_u16()));
+        }
+        Ok(resp)
+    }
+
     /// One object: a two-column table of its fields, or JSON.
     pub fn print_object(&self, v: &Value) {
         if self.format == Format::Json {

@@ -2,6 +2,7 @@
 //! `BERTH_TOKEN`); depends on berth-core types only.
 
 mod client;
+mod events;
 mod hosts;
 mod leases;
 mod quotas;
@@ -47,6 +48,12 @@ enum Command {
     Quota(quotas::QuotaCommand),
     /// A project's (or user's) usage against its limits, over a window.
     Usage(quotas::UsageArgs),
+    /// Lease events: list, or tail them as they change (--follow).
+    #[command(subcommand)]
+    Events(events::EventsCommand),
+    /// The event log (admin): tail it, live with --follow.
+    #[command(subcommand)]
+    Log(events::LogCommand),
     /// The server's version document.
     Version,
 }
@@ -64,6 +71,8 @@ fn main() {
         Some(Command::Availability(a)) => leases::availability(&client, a),
         Some(Command::Quota(c)) => quotas::run(&client, c),
         Some(Command::Usage(a)) => quotas::usage(&client, a),
+        Some(Command::Events(c)) => events::run_events(&client, c),
+        Some(Command::Log(c)) => events::run_log(&client, c),
         Some(Command::Version) | None => client.get("/").map(|v| client.print_object(&v)),
     };
     if let Err(e) = result {

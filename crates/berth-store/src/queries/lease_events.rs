@@ -249,3 +249,12 @@ impl Store {
         Ok(row.map(|r| HostHold { pool: r.get(0), until: r.get(1), lease_id: r.get(2) }))
     }
 }
+
+impl Store {
+    /// How many lease events there are in each status.
+    pub async fn lease_event_counts(&self) -> Result<HashMap<String, i64>, Error> {
+        let c = self.client().await?;
+        let rows = c.query("SELECT status, count(*) FROM lease_events GROUP BY status", &[]).await.map_err(db)?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+}

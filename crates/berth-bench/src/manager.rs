@@ -1,0 +1,228 @@
+//! The manager: lag from an event's due time to its hook starting, with many
+//! events due in the same second and with a steady stream; and events per
+//! second through the whole path (claim, hook through the noop driver,
+//! outcome and lease status recorded).
+//!
+//! The manager runs in process on the store. Its plugin is a resource type
+//! held entirely outside (validate: nothing) whose hooks call the noop
+//! driver, so what is measured is Berth's own work.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+use async_trait::async_trait;
+use berth_core::dates::DateSpec;
+use berth_core::lease::Demand;
+use berth_core::EventMeta;
+use berth_manager::{Manager, ManagerConfig};
+use berth_plugins::driver::{Driver, NoopDriver};
+use berth_plugins::{Hook, HookError, HookOutcome, Registry, ResourcePlugin, ResourceRequest};
+use berth_store::commands::{LeaseDates, NewLease, NewReservation};
+use berth_store::testing::TestDatabase;
+use berth_store::Store;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::report::{ms, percentile, Report};
+
+const TYPE: &str = "bench:noop";
+
+/// Records when each lease's start hook began, against its due time.
+struct BenchPlugin {
+    driver: NoopDriver,
+    due: Mutex<HashMap<Uuid, DateTime<Utc>>>,
+    lags: Mutex<Vec<Duration>>,
+}
+
+#[async_trait]
+impl ResourcePlugin for BenchPlugin {
+    fn resource_type(&self) -> &str {
+        TYPE
+    }
+    async fn validate(&self, _: &serde_json::Value) -> Result<ResourceRequest, berth_core::Error> {
+        Ok(ResourceRequest::Nothing)
+    }
+    async fn on_start(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
+        let now = Utc::now();
+        let lease = hook.lease["id"].as_str().and_then(|s| s.parse::<Uuid>().ok());
+        if let Some(due) = lease.and_then(|l| self.due.lock().unwrap().get(&l).copied()) {
+            self.lags.lock().unwrap().push((now - due).to_std().unwrap_or(Duration::ZERO));
+        }
+        let detail = self.driver.call("on_start", &serde_json::Value::Null, &hook.idempotency_key).await?;
+        Ok(HookOutcome { detail, effects: Vec::new() })
+    }
+    async fn before_end(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
+        let detail = self.driver.call("before_end", &serde_json::Value::Null, &hook.idempotency_key).await?;
+        Ok(HookOutcome { detail, effects: Vec::new() })
+    }
+    async fn on_end(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
+        let detail = self.driver.call("on_end", &serde_json::Value::Null, &hook.idempotency_key).await?;
+        Ok(HookOutcome { detail, effects: Vec::new() })
+    }
+}
+
+fn config() -> ManagerConfig {
+    ManagerConfig { id: Some("bench".into()), poll_interval_ms: 1_000, ..Default::default() }
+}
+
+/// Creates leases starting at `starts` (and ending a day later), from
+/// `clients` writers at once; returns lease id -> start.
+async fn book(store: &Store, starts: &[DateTime<Utc>], clients: usize) -> Result<HashMap<Uuid, DateTime<Utc>>> {
+    let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
+    let starts = Arc::new(starts.to_vec());
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..clients)
+        .map(|_| {
+            let (store, meta, starts, next) = (store.clone(), meta.clone(), starts.clone(), next.clone());
+            tokio::spawn(async move {
+                let mut out = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(start) = starts.get(i).copied() else { break };
+                    let new = NewLease {
+                        name: format!("bench-{i}"),
+                        project_id: "bench".into(),
+                        user_id: "bench".into(),
+                        dates: LeaseDates::One {
+                            start: DateSpec::At(start),
+                            end: DateSpec::At(start + chrono::Duration::days(1)),
+                            before_end: None,
+                        },
+                        reservations: vec![NewReservation {
+                            resource_type: TYPE.into(),
+                            params: serde_json::json!({}),
+                            demand: Demand::Nothing,
+                        }],
+                    };
+                    let id = store.create_lease(&meta, new).await?[0];
+                    out.push((id, start));
+                }
+                Ok::<_, berth_core::Error>(out)
+            })
+        })
+        .collect();
+    let mut all = HashMap::new();
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    Ok(all)
+}
+
+async fn done(store: &Store) -> Result<i64> {
+    Ok(store.lease_event_counts().await?.get("DONE").copied().unwrap_or(0))
+}
+
+/// Waits until `n` events are DONE; the instant the last one was seen.
+async fn wait_done(store: &Store, n: i64, limit: Duration) -> Result<Instant> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if done(store).await? >= n {
+            return Ok(Instant::now());
+        }
+        if Instant::now() > deadline {
+            bail!("only {} of {n} lease events done after {limit:?}", done(store).await?);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+struct Setup {
+    _db: TestDatabase,
+    store: Store,
+    plugin: Arc<BenchPlugin>,
+    registry: Arc<Registry>,
+}
+
+async fn setup() -> Setup {
+    let db = TestDatabase::new().await;
+    let store = db.store(24);
+    let plugin = Arc::new(BenchPlugin { driver: NoopDriver::new(), due: Mutex::default(), lags: Mutex::default() });
+    let mut registry = Registry::new();
+    registry.register(plugin.clone());
+    Setup { _db: db, store, plugin, registry: Arc::new(registry) }
+}
+
+fn start(s: &Setup) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let m = Manager::new(s.store.clone(), s.registry.clone(), config());
+    (
+        tx,
+        tokio::spawn(m.run(async move {
+            let _ = rx.await;
+        })),
+    )
+}
+
+fn lags_line(report: &mut Report, what: &str, plugin: &BenchPlugin) {
+    let mut lags = plugin.lags.lock().unwrap().clone();
+    lags.sort();
+    report.line(format!(
+        "manager lag due -> hook start, {what}: p50 {}, p99 {}, max {} ({} events)",
+        ms(percentile(&lags, 50.0)),
+        ms(percentile(&lags, 99.0)),
+        ms(lags.last().copied().unwrap_or_default()),
+        lags.len()
+    ));
+}
+
+pub async fn run(report: &mut Report, seconds: u64) -> Result<()> {
+    // 1,000 start events due in the same second (the same instant).
+    {
+        let s = setup().await;
+        let (stop, running) = start(&s);
+        let at = Utc::now() + chrono::Duration::seconds(30);
+        let due = book(&s.store, &vec![at; 1000], 16).await?;
+        if Utc::now() >= at {
+            bail!("booking 1,000 leases took more than 30 s");
+        }
+        *s.plugin.due.lock().unwrap() = due;
+        wait_done(&s.store, 1000, Duration::from_secs(120)).await?;
+        lags_line(report, "1,000 due in the same second", &s.plugin);
+        let _ = stop.send(());
+        running.await?;
+    }
+    // A steady 200 events per second.
+    {
+        let s = setup().await;
+        let (stop, running) = start(&s);
+        let n = 200 * seconds as usize;
+        let first = Utc::now() + chrono::Duration::seconds(30);
+        let starts: Vec<_> = (0..n).map(|i| first + chrono::Duration::microseconds(5_000 * i as i64)).collect();
+        let due = book(&s.store, &starts, 16).await?;
+        if Utc::now() >= first {
+            bail!("booking {n} leases took more than 30 s");
+        }
+        *s.plugin.due.lock().unwrap() = due;
+        wait_done(&s.store, n as i64, Duration::from_secs(seconds + 120)).await?;
+        lags_line(report, "steady 200/s", &s.plugin);
+        let _ = stop.send(());
+        running.await?;
+    }
+    // Throughput: many events already due when the manager starts.
+    {
+        let s = setup().await;
+        let n = 10_000usize;
+        let at = Utc::now() + chrono::Duration::seconds(1);
+        book(&s.store, &vec![at; n], 16).await?;
+        tokio::time::sleep((at - Utc::now()).to_std().unwrap_or_default()).await;
+        let t = Instant::now();
+        let (stop, running) = start(&s);
+        let end = wait_done(&s.store, n as i64, Duration::from_secs(600)).await?;
+        let elapsed = end.duration_since(t).as_secs_f64();
+        report.line(format!(
+            "manager throughput, noop driver: {n} due events in {elapsed:.2} s = {:.0} events/s ({} driver calls)",
+            n as f64 / elapsed,
+            s.plugin.driver.calls()
+        ));
+        let _ = stop.send(());
+        running.await?;
+        let r = s.store.replay_verify().await?;
+        report.line(format!(
+            "after the manager runs: replay {}",
+            if r.is_clean() { "matches the projections" } else { "DIFFERS FROM THE PROJECTIONS" }
+        ));
+    }
+    Ok(())
+}
