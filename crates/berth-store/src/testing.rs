@@ -22,11 +22,12 @@ struct Server {
 }
 
 static SERVER: OnceLock<Server> = OnceLock::new();
-static OWN_CLUSTER: OnceLock<LocalPostgres> = OnceLock::new();
+static OWN_CLUSTER: OnceLock<(LocalPostgres, std::path::PathBuf)> = OnceLock::new();
 
 extern "C" fn stop_own_cluster() {
-    if let Some(pg) = OWN_CLUSTER.get() {
+    if let Some((pg, dir)) = OWN_CLUSTER.get() {
         let _ = pg.stop();
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
 
@@ -38,7 +39,7 @@ fn server() -> &'static Server {
         }
         let dir = tempfile::Builder::new().prefix("berth-test-pg-").tempdir().expect("temp dir").keep();
         let pg = LocalPostgres::start(&dir, THROWAWAY_SETTINGS, false).expect("start a throwaway PostgreSQL");
-        let pg = OWN_CLUSTER.get_or_init(|| pg);
+        let (pg, _) = OWN_CLUSTER.get_or_init(|| (pg, dir));
         // SAFETY: registering a plain extern "C" function with atexit.
         unsafe { libc::atexit(stop_own_cluster) };
         Server { base: pg.base_url(), _pg: Some(pg) }
