@@ -432,7 +432,7 @@ async fn candidates_on_nested_and_sharing_providers() {
     let c = api.admin(Method::GET, "/allocation_candidates?resources=VCPU:1&root_required=HW_NUMA_ROOT", None).await;
     assert_eq!(c.body["allocation_requests"].as_array().unwrap().len(), 0);
 
-    // Before 1.29, nested trees are not candidates; the lone disk still is.
+    // Before 1.29: one provider per tree; the disk is the only one with DISK_GB.
     let old = api
         .call_with(
             Some("admin"),

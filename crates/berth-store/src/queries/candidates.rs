@@ -52,7 +52,9 @@ pub struct CandidateRequest {
     pub root_forbidden: BTreeSet<String>,
     /// Each set of suffixes: their providers all sit under one of them.
     pub same_subtrees: Vec<BTreeSet<String>>,
-    /// Nested trees are considered (1.29 on); before, only lone providers.
+    /// Several providers of one tree may serve a candidate, and summaries
+    /// cover whole trees (1.29 on); before, one provider per tree and
+    /// summaries of the providers used only.
     pub nested: bool,
     /// Summaries list every class a provider has (1.27 on), not only the requested ones.
     pub all_classes_in_summaries: bool,
@@ -210,6 +212,12 @@ impl Walk<'_> {
     /// Whether `p` may take slot `i` given what is already chosen.
     fn admits(&self, i: usize, p: Uuid) -> bool {
         let slot = &self.slots[i];
+        if !self.req.nested {
+            let root = self.world.facts(&p).root;
+            if self.chosen.iter().any(|q| *q != p && self.world.facts(q).root == root) {
+                return false;
+            }
+        }
         if slot.granular && self.req.isolate {
             let taken = self.chosen.iter().enumerate().any(|(j, q)| self.slots[j].granular && *q == p);
             if taken {
@@ -289,9 +297,6 @@ pub fn search(world: &World, req: &CandidateRequest) -> Vec<Candidate> {
             continue;
         }
         let tree: Vec<Uuid> = world.providers.iter().filter(|(_, f)| f.root == *root).map(|(u, _)| *u).collect();
-        if !req.nested && tree.len() > 1 {
-            continue;
-        }
         // Sharing providers in an aggregate with some provider of this tree.
         let tree_aggs: BTreeSet<Uuid> = tree.iter().flat_map(|p| world.facts(p).aggregates.iter().copied()).collect();
         let mut avail = tree.clone();
@@ -484,7 +489,11 @@ async fn summaries(
 ) -> Result<BTreeMap<Uuid, ProviderSummary>, StoreError> {
     let used: BTreeSet<Uuid> = candidates.iter().flat_map(|c| c.allocations.keys().copied()).collect();
     let roots: BTreeSet<Uuid> = used.iter().map(|p| world.facts(p).root).collect();
-    let members: Vec<Uuid> = world.providers.iter().filter(|(_, f)| roots.contains(&f.root)).map(|(u, _)| *u).collect();
+    let members: Vec<Uuid> = if req.nested {
+        world.providers.iter().filter(|(_, f)| roots.contains(&f.root)).map(|(u, _)| *u).collect()
+    } else {
+        used.into_iter().collect()
+    };
     let all: Vec<String> = if req.all_classes_in_summaries {
         c.query("SELECT DISTINCT resource_class FROM inventories WHERE provider_uuid = ANY($1)", &[&members])
             .await?
