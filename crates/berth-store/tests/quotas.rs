@@ -380,3 +380,29 @@ async fn forty_concurrent_leases_under_a_limit_of_ten_get_exactly_ten() {
     let report = store.quota_usage("p", None, t(1), Some(t(3)), Utc::now()).await.unwrap();
     assert_eq!(report.usage["VCPU"].peak, 10);
 }
+
+#[tokio::test]
+async fn drawing_from_a_reservation_counts_once() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    let h = host(&store, "h", 8).await;
+    set(&store, Scope::project("p"), &[("VCPU", 4)]).await;
+    let now = NewLease {
+        dates: LeaseDates::One { start: DateSpec::Now, end: DateSpec::At(t(5)), before_end: None },
+        ..lease("l", 0, 1, vec![slots(1, 4)])
+    };
+    let id = store.create_lease(&meta(), now).await.unwrap()[0];
+    let l = store.lease(id, None).await.unwrap().record;
+    let class = berth_core::lease::reservation_class(l.reservations[0].id);
+    let from_now = Window::from(Utc::now());
+    // The project holds its whole limit through the lease; an instance drawing
+    // from the reservation moves usage within the project, adding nothing.
+    let x = Uuid::new_v4();
+    let draw = vec![hold(h, "VCPU", 2, from_now), hold(h, &class, 1, from_now)];
+    put(&store, claim(x, "p", "u", draw)).await.unwrap();
+    assert_quota(put(&store, claim(Uuid::new_v4(), "p", "u", vec![hold(h, "VCPU", 1, from_now)])).await, "on top");
+    // Giving it back needs no quota either.
+    put(&store, claim(x, "p", "u", vec![])).await.unwrap();
+    assert_eq!(in_use(&store, "p", None, "VCPU").await.0, 4);
+    assert_replay_clean(&store).await;
+}

@@ -65,6 +65,9 @@ pub(crate) async fn draw_from_holds(
             return Ok(batch);
         }
     }
+    // Quota: the projects' guards come before any consumer (crate::quota).
+    let projects: std::collections::BTreeSet<String> = batch.iter().map(|c| c.project_id.clone()).collect();
+    crate::quota::lock(tx, &projects.into_iter().collect::<Vec<_>>()).await?;
     // The batch's consumers first (their draws cannot change under us), then their slots.
     tx.query("SELECT 1 FROM consumers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE", &[&ids]).await?;
     let mut old: HashMap<(Uuid, Uuid), Amounts> = HashMap::new();
