@@ -9,6 +9,7 @@ mod placement_claims;
 mod quota_claims;
 mod report;
 mod store_claims;
+mod store_leases;
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -22,7 +23,10 @@ struct Args {
     /// Concurrent clients for pgbench and for the claim scenarios.
     #[arg(long, default_value_t = 16)]
     clients: usize,
-    /// Only these scenarios (comma-separated): store-claims, replay, placement-claims, quota-claims, manager.
+    /// Leases booked before timing lease creation: the small and the large case.
+    #[arg(long, value_delimiter = ',', default_values_t = [1_000usize, 100_000])]
+    booked: Vec<usize>,
+    /// Only these scenarios (comma-separated): store-claims, replay, placement-claims, quota-claims, manager, leases.
     #[arg(long)]
     only: Option<String>,
 }
@@ -49,6 +53,9 @@ async fn main() -> Result<()> {
     }
     if wants("manager") {
         manager::run(&mut report, args.seconds.min(10)).await?;
+    }
+    if wants("leases") {
+        store_leases::run(&mut report, args.clients, args.seconds, &args.booked).await?;
     }
     report.print();
     Ok(())

@@ -97,6 +97,14 @@ impl TestDatabase {
         TestDatabase { url: url_for(&base, &name), name }
     }
 
+    /// Refreshes the planner's statistics (after a bulk load, as autovacuum
+    /// would eventually).
+    pub async fn analyze(&self) {
+        let (c, conn) = tokio_postgres::connect(&self.url, NoTls).await.expect("connect");
+        tokio::spawn(conn);
+        c.batch_execute("VACUUM ANALYZE").await.expect("vacuum analyze");
+    }
+
     pub fn store(&self, pool_size: usize) -> Store {
         Store::connect(&self.url, pool_size).expect("connect")
     }

@@ -219,13 +219,26 @@ async fn gather(
     let hosts = load_hosts(tx, Some(&ids)).await?;
     let ids: Vec<Uuid> = hosts.keys().copied().collect();
     let mut holds: HashMap<Uuid, BTreeMap<String, Vec<(Window, i64)>>> = HashMap::new();
+    // One probe of the timeline index per provider and class, each bounded
+    // by all three of its columns: the cost follows what overlaps the span,
+    // not what the provider carries in all.
+    let (mut keys_p, mut keys_c): (Vec<Uuid>, Vec<&str>) = (Vec::new(), Vec::new());
+    for (id, h) in &hosts {
+        for class in h.inventories.keys() {
+            keys_p.push(*id);
+            keys_c.push(class.as_str());
+        }
+    }
     for r in tx
         .query(
-            "SELECT a.provider_uuid, a.resource_class, lower(a.during), upper(a.during), a.used
-             FROM unnest($1::uuid[]) AS q(p)
-             JOIN allocations a ON a.provider_uuid = q.p AND a.during && tstzrange($2, $3, '[)')
-             WHERE a.consumer_uuid <> ALL($4)",
-            &[&ids, &span.start, &span.end, &own],
+            "SELECT q.p, q.rc, lower(a.during), upper(a.during), a.used
+             FROM unnest($1::uuid[], $2::text[]) AS q(p, rc)
+             CROSS JOIN LATERAL (
+                 SELECT during, used FROM allocations
+                 WHERE provider_uuid = q.p AND resource_class = q.rc AND during && tstzrange($3, $4, '[)')
+                   AND consumer_uuid <> ALL($5)
+             ) a",
+            &[&keys_p, &keys_c, &span.start, &span.end, &own],
         )
         .await?
     {
@@ -338,6 +351,14 @@ async fn plan(
         start: windows.iter().map(|w| w.start).min().expect("a window"),
         end: windows.iter().filter_map(|w| w.end).max(),
     };
+    // Nothing to place (reservations that hold no inventory): no reads, no locks.
+    let idle = items.iter().all(|i| match i {
+        Item::Place(d, _) => matches!(d, Demand::Nothing),
+        Item::Fixed(slots) => slots.is_empty(),
+    });
+    if idle {
+        return Ok(Ok(windows.iter().map(|_| items.iter().map(|_| Vec::new()).collect()).collect()));
+    }
     let mut g = gather(tx, items, span, windows[0], own, true).await?;
     Ok(decide(&mut g, items, windows))
 }

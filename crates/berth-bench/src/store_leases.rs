@@ -1,0 +1,244 @@
+//! Lease creation straight on the store.
+//!
+//! Scaling: ten hosts carry N leases already (each host booked one hour in
+//! two, back to back from tomorrow on); new leases are created one at a time
+//! in the free hours of the first 200 hours, where both bookings look the
+//! same. With N = 1,000 and N = 100,000 the latency should barely differ:
+//! the capacity check reads only what overlaps the window (and one
+//! neighbour on each side), not everything a provider carries.
+//!
+//! Throughput: `clients` concurrent writers creating one-host leases at
+//! random hours over a year on 100 hosts, for `seconds`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use berth_core::dates::DateSpec;
+use berth_core::event::Allocation;
+use berth_core::lease::{self, Demand, LeaseRecord, LeaseStatus, ReservationRecord, ReservationStatus, Slot};
+use berth_core::{Event, EventMeta, Window};
+use berth_store::commands::{LeaseDates, NewHost, NewLease, NewReservation, SLOT_CONSUMER_TYPE};
+use berth_store::testing::TestDatabase;
+use berth_store::Store;
+use chrono::{DateTime, DurationRound, Utc};
+use rand::Rng;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::report::{ms, percentile, Report};
+
+const HOSTS: usize = 10;
+const MEASURED: usize = 300;
+const WARMUP: usize = 20;
+
+fn meta() -> EventMeta {
+    EventMeta { actor: Some("bench".into()), ..Default::default() }
+}
+
+fn one_host() -> NewReservation {
+    NewReservation {
+        resource_type: "physical:host".into(),
+        params: json!({"min": 1, "max": 1}),
+        demand: Demand::Hosts { min: 1, max: 1, hypervisor_properties: None, resource_properties: None },
+    }
+}
+
+fn hour(base: DateTime<Utc>, h: i64) -> DateTime<Utc> {
+    base + chrono::Duration::hours(h)
+}
+
+async fn hosts(store: &Store, n: usize) -> Result<Vec<Uuid>> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let new = NewHost {
+            name: format!("bench-host-{i}"),
+            resources: Some((16, 65_536, 1_000)),
+            reservable: true,
+            capabilities: BTreeMap::new(),
+        };
+        out.push(store.enrol_host(&meta(), new).await?);
+    }
+    Ok(out)
+}
+
+/// Books `n` leases as the log would hold them, in batches (the same
+/// events lease creation records, without deciding each one).
+async fn book(store: &Store, hosts: &[Uuid], base: DateTime<Utc>, n: usize) -> Result<()> {
+    let at = Utc::now();
+    let whole =
+        BTreeMap::from([("VCPU".to_string(), 16), ("MEMORY_MB".to_string(), 65_536), ("DISK_GB".to_string(), 1_000)]);
+    let mut batch = Vec::new();
+    for i in 0..n {
+        let provider = hosts[i % hosts.len()];
+        let k = (i / hosts.len()) as i64;
+        let (start, end) = (hour(base, 2 * k), hour(base, 2 * k + 1));
+        let slot = Slot { consumer: Uuid::new_v4(), provider, resources: whole.clone() };
+        let rid = Uuid::new_v4();
+        let record = LeaseRecord {
+            id: Uuid::new_v4(),
+            name: format!("booked-{i}"),
+            project_id: "bench".into(),
+            user_id: "bench".into(),
+            start,
+            end,
+            status: LeaseStatus::Pending,
+            degraded: false,
+            recurrence_id: None,
+            reservations: vec![ReservationRecord {
+                id: rid,
+                resource_type: "physical:host".into(),
+                resource_id: Uuid::new_v4(),
+                status: ReservationStatus::Pending,
+                params: json!({"min": 1, "max": 1}),
+                slots: vec![slot.clone()],
+                created_at: at,
+            }],
+            events: lease::new_events(start, end - chrono::Duration::minutes(30), end),
+        };
+        let window = Window { start, end: Some(end) };
+        batch.push(Event::LeaseCreated { lease: record, at });
+        batch.push(Event::AllocationsReplaced {
+            consumer: slot.consumer,
+            project_id: "bench".into(),
+            user_id: "bench".into(),
+            consumer_type: Some(SLOT_CONSUMER_TYPE.into()),
+            allocations: whole
+                .iter()
+                .map(|(c, u)| Allocation { provider, resource_class: c.clone(), used: *u, window })
+                .collect(),
+            providers_bumped: None,
+            at,
+        });
+        if batch.len() >= 2_000 {
+            store.append(&meta(), &batch, None).await?;
+            batch.clear();
+        }
+    }
+    if !batch.is_empty() {
+        store.append(&meta(), &batch, None).await?;
+    }
+    Ok(())
+}
+
+async fn create(
+    store: &Store,
+    name: String,
+    start: DateTime<Utc>,
+    end: DateTime<Utc>,
+) -> Result<(), berth_core::Error> {
+    let new = NewLease {
+        name,
+        project_id: "bench".into(),
+        user_id: "bench".into(),
+        dates: LeaseDates::One { start: DateSpec::At(start), end: DateSpec::At(end), before_end: None },
+        reservations: vec![one_host()],
+    };
+    store.create_lease(&meta(), new).await.map(|_| ())
+}
+
+/// Latencies of lease creation on hosts carrying `n` leases.
+async fn latencies_with(n: usize) -> Result<(Vec<Duration>, Duration)> {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    let hosts = hosts(&store, HOSTS).await?;
+    let base = (Utc::now() + chrono::Duration::days(1)).duration_trunc(chrono::Duration::hours(1))?;
+    let t = Instant::now();
+    book(&store, &hosts, base, n).await?;
+    db.analyze().await;
+    let booking = t.elapsed();
+    // Free hours 2k+1 in the first 200 hours; each takes HOSTS leases.
+    let gap = |j: usize| {
+        let k = (j / HOSTS) as i64;
+        (hour(base, 2 * k + 1), hour(base, 2 * k + 2))
+    };
+    for j in 0..WARMUP {
+        let (s, e) = gap(j + MEASURED);
+        create(&store, format!("warm-{j}"), s, e).await?;
+    }
+    let mut out = Vec::new();
+    for j in 0..MEASURED {
+        let (s, e) = gap(j);
+        let t = Instant::now();
+        create(&store, format!("new-{j}"), s, e).await?;
+        out.push(t.elapsed());
+    }
+    out.sort();
+    Ok((out, booking))
+}
+
+pub async fn run(report: &mut Report, clients: usize, seconds: u64, booked: &[usize]) -> Result<()> {
+    // Throughput first, on a fresh server, before the large booking fills it.
+    throughput(report, clients, seconds).await?;
+    let (n_small, n_large) = (booked.first().copied().unwrap_or(1_000), booked.last().copied().unwrap_or(100_000));
+    let (small, booked_small) = latencies_with(n_small).await?;
+    let (large, booked_large) = latencies_with(n_large).await?;
+    for (n, l, b) in [(n_small, &small, booked_small), (n_large, &large, booked_large)] {
+        report.line(format!(
+            "lease creation on {HOSTS} hosts carrying {n} leases (booked in {:.1} s): p50 {}, p99 {}, mean {}",
+            b.as_secs_f64(),
+            ms(percentile(l, 50.0)),
+            ms(percentile(l, 99.0)),
+            ms(l.iter().sum::<Duration>() / l.len().max(1) as u32)
+        ));
+    }
+    let ratio = percentile(&large, 50.0).as_secs_f64() / percentile(&small, 50.0).as_secs_f64();
+    report.line(format!(
+        "lease creation p50, {n_large} vs {n_small} leases booked: ratio {ratio:.2} ({})",
+        if ratio <= 1.5 { "within 1.5" } else { "ABOVE 1.5" }
+    ));
+    Ok(())
+}
+
+async fn throughput(report: &mut Report, clients: usize, seconds: u64) -> Result<()> {
+    let db = TestDatabase::new().await;
+    let store = db.store(clients + 2);
+    hosts(&store, 100).await?;
+    let base = (Utc::now() + chrono::Duration::days(1)).duration_trunc(chrono::Duration::hours(1))?;
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let store = Arc::new(store);
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let (mut ok, mut full, mut other, mut latencies) = (0usize, 0usize, 0usize, Vec::new());
+            let mut i = 0;
+            while Instant::now() < deadline {
+                let h = rand::thread_rng().gen_range(0..24 * 365);
+                let t = Instant::now();
+                match create(&store, format!("c{c}-{i}"), hour(base, h), hour(base, h + 1)).await {
+                    Ok(()) => {
+                        ok += 1;
+                        latencies.push(t.elapsed());
+                    }
+                    Err(e) if e.kind == berth_core::error::ErrorKind::Capacity => full += 1,
+                    Err(_) => other += 1,
+                }
+                i += 1;
+            }
+            (ok, full, other, latencies)
+        }));
+    }
+    let started = Instant::now();
+    let (mut ok, mut full, mut other, mut latencies) = (0, 0, 0, Vec::new());
+    for t in tasks {
+        let (a, b, c, l) = t.await?;
+        ok += a;
+        full += b;
+        other += c;
+        latencies.extend(l);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    latencies.sort();
+    report.rate(
+        &format!("lease creations ({clients} clients, 100 hosts; {full} refused for capacity, {other} other errors)"),
+        ok as f64 / elapsed,
+    );
+    report.line(format!(
+        "lease creation latency under {clients} clients: p50 {}, p99 {}",
+        ms(percentile(&latencies, 50.0)),
+        ms(percentile(&latencies, 99.0))
+    ));
+    Ok(())
+}
