@@ -226,7 +226,8 @@ async fn two_daemons_on_one_database_run_a_thousand_due_events_once_each() {
     let a = Server::launch(db, &[], Some(&cfg)).await;
     let b = Server::launch(db2, &[], Some(&cfg)).await;
     // 334 leases of three events each, all due within the same second.
-    let due = Utc::now() + chrono::Duration::seconds(12);
+    // Wide enough that creating them on a loaded machine still ends before they are due.
+    let due = Utc::now() + chrono::Duration::seconds(30);
     let bodies: Vec<Value> = (0..334)
         .map(|i| {
             json!({"name": format!("l{i}"), "start_date": rfc(due), "end_date": rfc(due + chrono::Duration::milliseconds(500)),
