@@ -11,7 +11,7 @@ use berth_store::queries::candidates::{CandidateGroup, CandidateRequest, Candida
 use regex::Regex;
 use serde_json::{json, Map, Value};
 
-use super::http::{bad_request, domain, plain, Pl, Query};
+use super::http::{bad_request, domain, err, plain, Pl, Query};
 use super::microversion::Version;
 use super::{params, schemas};
 use crate::error::ApiError;
@@ -30,6 +30,17 @@ pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> 
         _ => plain(e),
     })?;
     Ok(p.json(StatusCode::OK, &answer(p.mv, &found), Some(chrono::Utc::now())))
+}
+
+const BAD_VALUE: &str = "placement.query.bad_value";
+const MISSING_VALUE: &str = "placement.query.missing_value";
+const DUPLICATE_KEY: &str = "placement.query.duplicate_key";
+
+/// A 400 with one of Placement's query codes.
+fn query_error(code: &str, detail: impl Into<String>) -> ApiError {
+    let mut e = err(StatusCode::BAD_REQUEST, detail);
+    e.code = code.to_string();
+    e
 }
 
 /// The request groups and request-wide parameters of the query.
@@ -61,7 +72,10 @@ fn request(q: &Query, v: Version) -> Result<CandidateRequest, ApiError> {
     for value in q.all("same_subtree") {
         let set: BTreeSet<String> = value.split(',').map(|s| s.trim().to_string()).collect();
         if set.contains("") {
-            return Err(bad_request("Empty string (unsuffixed group) can not be specified in `same_subtree` "));
+            return Err(query_error(
+                BAD_VALUE,
+                "Empty string (unsuffixed group) can not be specified in `same_subtree` ",
+            ));
         }
         same_subtrees.push(set);
     }
@@ -97,7 +111,7 @@ fn request(q: &Query, v: Version) -> Result<CandidateRequest, ApiError> {
     let (mut root_required, mut root_forbidden) = (BTreeSet::new(), BTreeSet::new());
     let roots = q.all("root_required");
     if roots.len() > 1 {
-        return Err(bad_request("Query parameter 'root_required' may be specified only once."));
+        return Err(query_error(DUPLICATE_KEY, "Query parameter 'root_required' may be specified only once."));
     }
     if let Some(value) = roots.first() {
         let t = params::required(&Query { pairs: vec![("r".into(), value.to_string())] }, "r", v)?.unwrap_or_default();
@@ -106,10 +120,10 @@ fn request(q: &Query, v: Version) -> Result<CandidateRequest, ApiError> {
         let both: Vec<&String> = root_required.intersection(&root_forbidden).collect();
         if !both.is_empty() {
             let list: Vec<&str> = both.iter().map(|s| s.as_str()).collect();
-            return Err(bad_request(format!(
-                "Conflicting required and forbidden traits found in root_required: {}",
-                list.join(", ")
-            )));
+            return Err(query_error(
+                BAD_VALUE,
+                format!("Conflicting required and forbidden traits found in root_required: {}", list.join(", ")),
+            ));
         }
     }
     Ok(CandidateRequest {
@@ -134,22 +148,26 @@ fn check_groups(
         let resourceless: Vec<&String> =
             groups.iter().filter(|(_, g)| g.resources.is_empty()).map(|(s, _)| s).collect();
         if resourceless.len() == groups.len() {
-            return Err(bad_request("There must be at least one resources or resources[$S] parameter."));
+            return Err(query_error(MISSING_VALUE, "There must be at least one resources or resources[$S] parameter."));
         }
         let in_subtree: BTreeSet<&String> = same_subtrees.iter().flatten().collect();
         let bad: Vec<&str> = resourceless.iter().filter(|s| !in_subtree.contains(*s)).map(|s| s.as_str()).collect();
         if !bad.is_empty() {
-            return Err(bad_request(format!(
-                "Resourceless suffixed group request should be specified in `same_subtree` query param: \
-                 bad group(s) - {bad:?}."
-            )));
+            return Err(query_error(
+                BAD_VALUE,
+                format!(
+                    "Resourceless suffixed group request should be specified in `same_subtree` query param: \
+                     bad group(s) - {bad:?}."
+                ),
+            ));
         }
         let missing: Vec<&str> = in_subtree.iter().filter(|s| !groups.contains_key(**s)).map(|s| s.as_str()).collect();
         if !missing.is_empty() {
             let all: Vec<&str> = groups.keys().map(String::as_str).collect();
-            return Err(bad_request(format!(
-                "Real suffixes should be specified in `same_subtree`: {missing:?} not found in {all:?}."
-            )));
+            return Err(query_error(
+                BAD_VALUE,
+                format!("Real suffixes should be specified in `same_subtree`: {missing:?} not found in {all:?}."),
+            ));
         }
         return Ok(());
     }

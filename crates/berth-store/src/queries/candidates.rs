@@ -169,7 +169,7 @@ struct Walk<'a> {
     unsuffixed: Option<usize>,
     chosen: Vec<Uuid>,
     load: HashMap<(Uuid, String), i64>,
-    seen: HashSet<Vec<(Uuid, String, i64)>>,
+    seen: HashSet<Seen>,
     out: Vec<Candidate>,
     limit: usize,
 }
@@ -271,21 +271,27 @@ impl Walk<'_> {
             }
             mappings.entry(self.req.groups[slot.group].suffix.clone()).or_default().insert(*p);
         }
-        let key: Vec<(Uuid, String, i64)> =
-            allocations.iter().flat_map(|(p, r)| r.iter().map(move |(c, a)| (*p, c.clone(), *a))).collect();
         // Resourceless groups put nothing on a provider; they only shape the choice.
         allocations.retain(|_, r| !r.is_empty());
+        // The same allocations reached with the same mappings are one candidate.
+        let key: Seen = (
+            allocations.iter().flat_map(|(p, r)| r.iter().map(move |(c, a)| (*p, c.clone(), *a))).collect(),
+            mappings.iter().map(|(s, ps)| (s.clone(), ps.iter().copied().collect())).collect(),
+        );
         if self.seen.insert(key) {
             self.out.push(Candidate { allocations, mappings });
         }
     }
 }
 
+/// What makes two candidates the same: their allocations and their mappings.
+type Seen = (Vec<(Uuid, String, i64)>, Vec<(String, Vec<Uuid>)>);
+
 /// The candidates in `world` for `req`, at most `req.limit` of them.
 pub fn search(world: &World, req: &CandidateRequest) -> Vec<Candidate> {
     let limit = req.limit.unwrap_or(usize::MAX);
     let mut out: Vec<Candidate> = Vec::new();
-    let mut seen: HashSet<Vec<(Uuid, String, i64)>> = HashSet::new();
+    let mut seen: HashSet<Seen> = HashSet::new();
     let sharing: Vec<Uuid> =
         world.providers.iter().filter(|(_, f)| f.traits.contains(SHARING_TRAIT)).map(|(u, _)| *u).collect();
     for root in &world.roots {
@@ -509,12 +515,10 @@ async fn summaries(
         .iter()
         .map(|p| {
             let f = world.facts(p);
-            let summary = ProviderSummary {
-                resources: BTreeMap::new(),
-                traits: f.traits.iter().cloned().collect(),
-                parent: f.parent,
-                root: f.root,
-            };
+            // Standard traits first, then custom ones, as Placement lists them.
+            let mut traits: Vec<String> = f.traits.iter().cloned().collect();
+            traits.sort_by_key(|t| (t.starts_with("CUSTOM_"), t.clone()));
+            let summary = ProviderSummary { resources: BTreeMap::new(), traits, parent: f.parent, root: f.root };
             (*p, summary)
         })
         .collect();
@@ -618,7 +622,7 @@ mod tests {
             nested: true,
             ..Default::default()
         };
-        assert_eq!(search(&w, &req).len(), 1, "a and b, either way round, give one allocation");
+        assert_eq!(search(&w, &req).len(), 2, "a and b, either way round (the mappings differ)");
         w.providers.get_mut(&b).unwrap().parent = Some(Uuid::from_u128(1));
         assert!(search(&w, &req).is_empty(), "siblings share no subtree rooted at either");
     }
