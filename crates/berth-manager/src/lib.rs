@@ -28,6 +28,7 @@ use backon::BackoffBuilder;
 use berth_plugins::{Hook, Registry};
 use berth_store::commands::{Claim, Finish, Outcome, Recorded};
 use berth_store::notify::{Notification, LEASE_EVENTS};
+use berth_store::queries::lease_events::HookContext;
 use berth_store::Store;
 use chrono::{DateTime, Utc};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
@@ -202,9 +203,13 @@ async fn claim_due(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>
             }
         };
         let n = claims.len() as i64;
-        if n > 0 {
-            metrics::claimed(claims.len());
+        if n == 0 {
+            return;
         }
+        metrics::claimed(claims.len());
+        // What the hooks need, read once for the whole batch.
+        let leases: Vec<Uuid> = claims.iter().map(|c| c.lease).collect();
+        let contexts = inner.store.hook_contexts(&leases, Utc::now()).await.map(Arc::new).map_err(|e| e.to_string());
         for claim in claims {
             let Ok(permit) = inner.permits.clone().try_acquire_owned() else {
                 // Cannot happen (only this loop acquires); the claim expires and is retried.
@@ -217,7 +222,11 @@ async fn claim_due(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>
                 .expect("running")
                 .insert(claim.event, Running { attempt: claim.attempt, expires: claim.claim_expires_at, abort: None });
             let event = claim.event;
-            let handle = tasks.spawn(run_event(inner.clone(), claim, finish_tx.clone(), permit));
+            let context = match &contexts {
+                Ok(all) => Ok(all.get(&claim.lease).cloned()),
+                Err(e) => Err(e.clone()),
+            };
+            let handle = tasks.spawn(run_event(inner.clone(), claim, context, finish_tx.clone(), permit));
             if let Some(r) = inner.running.lock().expect("running").get_mut(&event) {
                 r.abort = Some(handle);
             }
@@ -247,6 +256,7 @@ pub fn retry_delay(cfg: &ManagerConfig, attempt: i32) -> Duration {
 async fn run_event(
     inner: Arc<Inner>,
     claim: Claim,
+    context: Result<Option<HookContext>, String>,
     finish_tx: mpsc::UnboundedSender<Finish>,
     permit: OwnedSemaphorePermit,
 ) {
@@ -256,7 +266,7 @@ async fn run_event(
         tracing::warn!(event = %claim.event, lease = %claim.lease, from = %from, attempt = claim.attempt,
             "took back a lease event whose claim expired");
     }
-    let finish = match inner.store.hook_context(claim.lease, started).await {
+    let finish = match context {
         Ok(Some(ctx)) => {
             let attempt = hooks::attempt(&inner.registry, &claim, &ctx).await;
             let outcome = if let Some(p) = attempt.permanent {

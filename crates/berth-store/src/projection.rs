@@ -211,6 +211,32 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
     Ok(())
 }
 
+/// Applies `events` in order, as [`apply`] one by one would; a run of
+/// consecutive events of one kind that write distinct rows (lease event
+/// outcomes, lease and reservation statuses) is written by one statement.
+pub async fn apply_all(c: &impl GenericClient, events: &[Event]) -> Result<(), StoreError> {
+    let mut i = 0;
+    while i < events.len() {
+        let mut end = i + 1;
+        if let Some((kind, key)) = lease_events::batch_key(&events[i]) {
+            let mut rows = std::collections::HashSet::from([key]);
+            while let Some((k, r)) = events.get(end).and_then(lease_events::batch_key) {
+                if k != kind || !rows.insert(r) {
+                    break;
+                }
+                end += 1;
+            }
+        }
+        if end - i > 1 {
+            lease_events::apply_run(c, &events[i..end]).await?;
+        } else {
+            apply(c, &events[i]).await?;
+        }
+        i = end;
+    }
+    Ok(())
+}
+
 async fn bump_providers(
     c: &impl GenericClient,
     providers: &[uuid::Uuid],

@@ -20,7 +20,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{now, record};
+use super::{now, record, record_all};
 use crate::{sql, Store, StoreError};
 
 /// A lease event a manager now works on.
@@ -77,40 +77,62 @@ const ORDER: &str = "CASE event_type WHEN 'start_lease' THEN 0 WHEN 'before_end_
 fn claim_sql() -> String {
     let own = ORDER.replace("event_type", "o.event_type");
     let mine = ORDER.replace("event_type", "e.event_type");
+    // The rules every candidate must meet, waiting or expired alike.
+    let rules = format!(
+        "-- A lease's own events fire in order: start, before end, end.
+         AND NOT EXISTS (
+             SELECT 1 FROM lease_events o
+             WHERE o.lease_id = e.lease_id AND o.status IN ('UNDONE', 'IN_PROGRESS') AND {own} < {mine})
+         -- Whole hosts: another lease's end (or before end) due no later on
+         -- the same host runs before this start.
+         AND (e.event_type <> 'start_lease' OR NOT EXISTS (
+             SELECT 1
+             FROM reservations re
+             JOIN reservation_slots se ON se.reservation_id = re.id
+             JOIN reservation_slots so ON so.provider_uuid = se.provider_uuid
+             JOIN reservations ro ON ro.id = so.reservation_id
+             JOIN lease_events o ON o.lease_id = ro.lease_id
+             WHERE re.lease_id = e.lease_id AND re.resource_type = 'physical:host'
+               AND ro.resource_type = 'physical:host' AND ro.lease_id <> e.lease_id
+               AND o.event_type IN ('end_lease', 'before_end_lease')
+               AND o.status IN ('UNDONE', 'IN_PROGRESS') AND o.time <= e.time))"
+    );
+    let priority = "CASE e.event_type WHEN 'end_lease' THEN 0 WHEN 'before_end_lease' THEN 1 ELSE 2 END";
+    // Two scans, each in the order of its own index and no finer, so each
+    // stops as soon as it has enough (a finer order would look at every
+    // event due at the same instant before taking any; ends before starts
+    // are the rules' business): events waiting for their due time, and
+    // claims that expired. A lease being updated or deleted is skipped (its
+    // row is locked); an update waits for the claim, then sees its event
+    // started. The id list lets the update find its rows by index.
     format!(
-        "WITH due AS (
-             SELECT e.id, e.status AS was, e.claimed_by AS was_by, coalesce(e.retry_at, e.time) AS due
+        "WITH waiting AS (
+             SELECT e.id, e.status AS was, e.claimed_by AS was_by, coalesce(e.retry_at, e.time) AS due,
+                    {priority} AS priority
              FROM lease_events e JOIN leases l ON l.id = e.lease_id
-             WHERE ((e.status = 'UNDONE' AND coalesce(e.retry_at, e.time) <= $1)
-                 OR (e.status = 'IN_PROGRESS' AND e.claim_expires_at <= $1))
-               -- A lease's own events fire in order: start, before end, end.
-               AND NOT EXISTS (
-                   SELECT 1 FROM lease_events o
-                   WHERE o.lease_id = e.lease_id AND o.status IN ('UNDONE', 'IN_PROGRESS') AND {own} < {mine})
-               -- Whole hosts: another lease's end (or before end) due no later
-               -- on the same host runs before this start.
-               AND (e.event_type <> 'start_lease' OR NOT EXISTS (
-                   SELECT 1
-                   FROM reservations re
-                   JOIN reservation_slots se ON se.reservation_id = re.id
-                   JOIN reservation_slots so ON so.provider_uuid = se.provider_uuid
-                   JOIN reservations ro ON ro.id = so.reservation_id
-                   JOIN lease_events o ON o.lease_id = ro.lease_id
-                   WHERE re.lease_id = e.lease_id AND re.resource_type = 'physical:host'
-                     AND ro.resource_type = 'physical:host' AND ro.lease_id <> e.lease_id
-                     AND o.event_type IN ('end_lease', 'before_end_lease')
-                     AND o.status IN ('UNDONE', 'IN_PROGRESS') AND o.time <= e.time))
-             ORDER BY coalesce(e.retry_at, e.time),
-                      CASE e.event_type WHEN 'end_lease' THEN 0 WHEN 'before_end_lease' THEN 1 ELSE 2 END, e.id
+             WHERE e.status = 'UNDONE' AND coalesce(e.retry_at, e.time) <= $1
+               {rules}
+             ORDER BY coalesce(e.retry_at, e.time)
              LIMIT $2
-             -- A lease being updated or deleted is skipped; an update waits for
-             -- the claim and then sees its event started.
              FOR UPDATE OF e SKIP LOCKED FOR SHARE OF l SKIP LOCKED
+         ), expired AS (
+             SELECT e.id, e.status AS was, e.claimed_by AS was_by, coalesce(e.retry_at, e.time) AS due,
+                    {priority} AS priority
+             FROM lease_events e JOIN leases l ON l.id = e.lease_id
+             WHERE e.status = 'IN_PROGRESS' AND e.claim_expires_at <= $1
+               {rules}
+             ORDER BY e.claim_expires_at
+             LIMIT $2
+             FOR UPDATE OF e SKIP LOCKED FOR SHARE OF l SKIP LOCKED
+         ), picked AS (
+             SELECT * FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired) AS both_kinds
+             ORDER BY due, priority, id
+             LIMIT $2
          )
          UPDATE lease_events e
          SET status = 'IN_PROGRESS', attempts = e.attempts + 1, claimed_by = $3, claim_expires_at = $4, updated_at = $1
-         FROM due WHERE e.id = due.id
-         RETURNING e.lease_id, e.id, e.event_type, e.time, due.due, e.attempts, due.was, due.was_by"
+         FROM picked WHERE e.id = picked.id AND e.id = ANY (ARRAY(SELECT id FROM picked))
+         RETURNING e.lease_id, e.id, e.event_type, e.time, picked.due, e.attempts, picked.was, picked.was_by"
     )
 }
 
@@ -451,7 +473,10 @@ impl Store {
                 .flat_map(|(f, _)| f.hooks.iter().filter(|h| h.ok).flat_map(|h| h.effects.iter()))
                 .collect();
             let mut state = lock_effects(tx, &effects).await?;
-            let mut out = Vec::new();
+            // Grouped by kind (each kind writes its own table, so the order
+            // between kinds does not matter) so that runs apply set-wise.
+            let (mut outcomes, mut moved, mut reservation_statuses, mut lease_statuses) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for (f, r) in finishes.iter().zip(&recorded) {
                 if *r != Recorded::Yes {
                     continue;
@@ -460,7 +485,7 @@ impl Store {
                     current.get(&f.event).and_then(|c| LeaseEventType::parse(&c.3)).unwrap_or(LeaseEventType::EndLease);
                 let (done, error) = match &f.outcome {
                     Outcome::Retry { error, retry_at } => {
-                        out.push(Event::LeaseEventRetrying {
+                        outcomes.push(Event::LeaseEventRetrying {
                             lease: f.lease,
                             event: f.event,
                             attempt: f.attempt,
@@ -474,7 +499,7 @@ impl Store {
                     Outcome::Done => (true, None),
                     Outcome::Failed { error } => (false, Some(error.clone())),
                 };
-                out.push(Event::LeaseEventFinished {
+                outcomes.push(Event::LeaseEventFinished {
                     lease: f.lease,
                     event: f.event,
                     attempt: f.attempt,
@@ -485,7 +510,7 @@ impl Store {
                 });
                 for h in f.hooks.iter().filter(|h| h.ok) {
                     for e in &h.effects {
-                        effect_events(e, f.lease, &mut state, at, &mut out);
+                        effect_events(e, f.lease, &mut state, at, &mut moved);
                     }
                 }
                 let list = reservations.entry(f.lease).or_default();
@@ -499,15 +524,19 @@ impl Store {
                 for ((id, was), s) in list.iter_mut().zip(res) {
                     if let Some(s) = s.filter(|s| s.as_str() != was) {
                         *was = s.as_str().to_string();
-                        out.push(Event::ReservationStatusChanged { lease: f.lease, reservation: *id, status: s, at });
+                        reservation_statuses.push(Event::ReservationStatusChanged { lease: f.lease, reservation: *id, status: s, at });
                     }
                 }
                 if (next, next_degraded) != (status, degraded) {
-                    out.push(Event::LeaseStatusChanged { id: f.lease, status: next, degraded: next_degraded, at });
+                    lease_statuses.push(Event::LeaseStatusChanged { id: f.lease, status: next, degraded: next_degraded, at });
                     lease_state.insert(f.lease, (next, next_degraded));
                 }
             }
-            record(tx, &manager_meta(claimer), &out).await?;
+            let mut out = outcomes;
+            out.append(&mut moved);
+            out.append(&mut reservation_statuses);
+            out.append(&mut lease_statuses);
+            record_all(tx, &manager_meta(claimer), &out).await?;
             Ok(recorded)
         })
     }

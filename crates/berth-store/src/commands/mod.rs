@@ -56,6 +56,22 @@ pub(crate) async fn record(tx: &Transaction<'_>, meta: &EventMeta, events: &[Eve
     }
 }
 
+/// As [`record`], with runs of like events applied set-wise
+/// ([`crate::projection::apply_all`]): for commands that record many.
+pub(crate) async fn record_all(
+    tx: &Transaction<'_>,
+    meta: &EventMeta,
+    events: &[Event],
+) -> Result<Vec<i64>, StoreError> {
+    let append = crate::log::append(tx, meta, events);
+    let apply = crate::projection::apply_all(tx, events);
+    match tokio::join!(append, apply) {
+        (Ok(positions), Ok(())) => Ok(positions),
+        (Err(e), Ok(())) | (Ok(_), Err(e)) => Err(e),
+        (Err(a), Err(b)) => Err(crate::sql::root_cause(a, b, StoreError::sqlstate)),
+    }
+}
+
 /// The instant a command decides at, at the precision the database keeps.
 pub(crate) fn now() -> DateTime<Utc> {
     Utc::now().trunc_subsecs(6)

@@ -63,3 +63,104 @@ pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), S
     }
     Ok(())
 }
+
+/// The row a batchable event writes, if it is one: runs of events of one
+/// kind on distinct rows are applied by one statement.
+pub(super) fn batch_key(event: &Event) -> Option<(u8, uuid::Uuid)> {
+    match event {
+        Event::LeaseEventFinished { event, .. } => Some((0, *event)),
+        Event::LeaseEventRetrying { event, .. } => Some((1, *event)),
+        Event::ReservationStatusChanged { reservation, .. } => Some((2, *reservation)),
+        Event::LeaseStatusChanged { id, .. } => Some((3, *id)),
+        _ => None,
+    }
+}
+
+/// Applies a run of events of one batchable kind on distinct rows: the same
+/// rows as applying them one by one.
+pub(super) async fn apply_run(c: &impl GenericClient, run: &[Event]) -> Result<(), StoreError> {
+    use chrono::{DateTime, Utc};
+    use uuid::Uuid;
+    let mut ids: Vec<Uuid> = Vec::with_capacity(run.len());
+    let mut leases: Vec<Uuid> = Vec::new();
+    let mut texts: Vec<String> = Vec::new();
+    let mut errors: Vec<Option<String>> = Vec::new();
+    let mut times: Vec<DateTime<Utc>> = Vec::new();
+    let mut ats: Vec<DateTime<Utc>> = Vec::new();
+    let mut flags: Vec<bool> = Vec::new();
+    for e in run {
+        match e {
+            Event::LeaseEventFinished { event, status, error, at, .. } => {
+                ids.push(*event);
+                texts.push(status.as_str().to_string());
+                errors.push(error.clone());
+                ats.push(*at);
+            }
+            Event::LeaseEventRetrying { event, error, retry_at, at, .. } => {
+                ids.push(*event);
+                errors.push(Some(error.clone()));
+                times.push(*retry_at);
+                ats.push(*at);
+            }
+            Event::ReservationStatusChanged { lease, reservation, status, at } => {
+                ids.push(*reservation);
+                leases.push(*lease);
+                texts.push(status.as_str().to_string());
+                ats.push(*at);
+            }
+            Event::LeaseStatusChanged { id, status, degraded, at } => {
+                ids.push(*id);
+                texts.push(status.as_str().to_string());
+                flags.push(*degraded);
+                ats.push(*at);
+            }
+            _ => unreachable!("not a batchable event"),
+        }
+    }
+    match &run[0] {
+        Event::LeaseEventFinished { .. } => {
+            sql::execute(
+                c,
+                "UPDATE lease_events e SET status = u.status, last_error = coalesce(u.error, e.last_error),
+                        retry_at = NULL, claim_expires_at = NULL, updated_at = u.at
+                 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[]) AS u(id, status, error, at)
+                 WHERE e.id = u.id",
+                &[&ids, &texts, &errors, &ats],
+            )
+            .await?;
+        }
+        Event::LeaseEventRetrying { .. } => {
+            sql::execute(
+                c,
+                "UPDATE lease_events e SET status = 'UNDONE', last_error = u.error, retry_at = u.retry_at,
+                        claim_expires_at = NULL, updated_at = u.at
+                 FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS u(id, error, retry_at, at)
+                 WHERE e.id = u.id",
+                &[&ids, &errors, &times, &ats],
+            )
+            .await?;
+        }
+        Event::ReservationStatusChanged { .. } => {
+            sql::execute(
+                c,
+                "UPDATE reservations r SET status = u.status, updated_at = u.at
+                 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[]) AS u(id, lease, status, at)
+                 WHERE r.id = u.id AND r.lease_id = u.lease",
+                &[&ids, &leases, &texts, &ats],
+            )
+            .await?;
+        }
+        Event::LeaseStatusChanged { .. } => {
+            sql::execute(
+                c,
+                "UPDATE leases l SET status = u.status, degraded = u.degraded, updated_at = u.at
+                 FROM unnest($1::uuid[], $2::text[], $3::bool[], $4::timestamptz[]) AS u(id, status, degraded, at)
+                 WHERE l.id = u.id",
+                &[&ids, &texts, &flags, &ats],
+            )
+            .await?;
+        }
+        _ => unreachable!("not a batchable event"),
+    }
+    Ok(())
+}

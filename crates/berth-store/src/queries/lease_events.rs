@@ -64,6 +64,9 @@ pub struct HookContext {
     pub others: Vec<OtherConsumer>,
 }
 
+/// Whole-host reservations: the type whose hooks act on the other consumers.
+const HOSTS: &str = "physical:host";
+
 fn db(e: tokio_postgres::Error) -> Error {
     StoreError::from(e).into()
 }
@@ -167,53 +170,94 @@ impl Store {
         Ok(r.first().map(|r| r.get(0)).unwrap_or(0))
     }
 
-    /// What a hook on `lease` needs; None when the lease is gone.
-    pub async fn hook_context(&self, lease: Uuid, at: DateTime<Utc>) -> Result<Option<HookContext>, Error> {
+    /// What hooks on `leases` need, by lease (a lease that is gone is not
+    /// in the answer). Other consumers are read for whole-host reservations
+    /// only: those holding the host now, and those that drew from the
+    /// lease's own slots (their allocations end with the lease).
+    pub async fn hook_contexts(
+        &self,
+        leases: &[Uuid],
+        at: DateTime<Utc>,
+    ) -> Result<HashMap<Uuid, HookContext>, Error> {
         let c = self.client().await?;
-        let Some(lease) = load_leases(&c, &[lease]).await?.pop() else {
-            return Ok(None);
-        };
-        let slots: Vec<_> = lease.record.reservations.iter().flat_map(|r| r.slots.iter()).collect();
-        if slots.is_empty() {
-            return Ok(Some(HookContext { lease, provider_names: HashMap::new(), others: Vec::new() }));
+        let mut ids = leases.to_vec();
+        ids.sort();
+        ids.dedup();
+        let loaded = load_leases(&c, &ids).await?;
+        let mut providers: Vec<Uuid> = Vec::new();
+        let mut host_slots: Vec<Uuid> = Vec::new();
+        let mut host_providers: Vec<Uuid> = Vec::new();
+        for l in &loaded {
+            for r in &l.record.reservations {
+                for s in &r.slots {
+                    providers.push(s.provider);
+                    if r.resource_type == HOSTS {
+                        host_providers.push(s.provider);
+                        host_slots.push(s.consumer);
+                    }
+                }
+            }
         }
-        let mut providers: Vec<Uuid> = slots.iter().map(|s| s.provider).collect();
         providers.sort();
         providers.dedup();
-        let own: Vec<Uuid> = slots.iter().map(|s| s.consumer).collect();
-        let [names, others] = crate::sql::pipeline(
-            &c,
-            [
-                ("SELECT uuid, name FROM providers WHERE uuid = ANY($1)", &[&providers]),
-                (
-                    "SELECT a.provider_uuid, a.consumer_uuid, c.project_id, jsonb_object_agg(a.resource_class, a.used)
-                     FROM allocations a JOIN consumers c ON c.uuid = a.consumer_uuid
-                     WHERE a.provider_uuid = ANY($1) AND a.consumer_uuid <> ALL($2)
-                       AND c.consumer_type IS DISTINCT FROM 'RESERVATION'
-                       -- Current, or drawn from this lease's slots (those end with the lease).
-                       AND (a.during @> $3::timestamptz
-                            OR a.consumer_uuid IN (SELECT consumer_uuid FROM reservation_draws
-                                                   WHERE slot_consumer = ANY($2)))
-                     GROUP BY 1, 2, 3 ORDER BY 1, 2",
-                    &[&providers, &own, &at],
-                ),
-            ],
-        )
-        .await
-        .map_err(db)?;
-        Ok(Some(HookContext {
-            lease,
-            provider_names: names.iter().map(|r| (r.get(0), r.get(1))).collect(),
-            others: others
+        host_providers.sort();
+        host_providers.dedup();
+        let (names, others) = if providers.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            let [names, others] = crate::sql::pipeline(
+                &c,
+                [
+                    ("SELECT uuid, name FROM providers WHERE uuid = ANY($1)", &[&providers]),
+                    (
+                        "SELECT a.provider_uuid, a.consumer_uuid, c.project_id, jsonb_object_agg(a.resource_class, a.used),
+                                bool_or(a.during @> $3::timestamptz),
+                                coalesce((SELECT array_agg(d.slot_consumer) FROM reservation_draws d
+                                          WHERE d.consumer_uuid = a.consumer_uuid AND d.slot_consumer = ANY($2)), '{}')
+                         FROM allocations a JOIN consumers c ON c.uuid = a.consumer_uuid
+                         WHERE a.provider_uuid = ANY($1) AND c.consumer_type IS DISTINCT FROM 'RESERVATION'
+                           AND (a.during @> $3::timestamptz
+                                OR a.consumer_uuid IN (SELECT consumer_uuid FROM reservation_draws
+                                                       WHERE slot_consumer = ANY($2)))
+                         GROUP BY 1, 2, 3 ORDER BY 1, 2",
+                        &[&host_providers, &host_slots, &at],
+                    ),
+                ],
+            )
+            .await
+            .map_err(db)?;
+            (names, others)
+        };
+        let names: HashMap<Uuid, String> = names.iter().map(|r| (r.get(0), r.get(1))).collect();
+        // (provider, consumer, project, resources, held now, slots drawn from)
+        type Row = (Uuid, Uuid, String, serde_json::Value, bool, Vec<Uuid>);
+        let others: Vec<Row> =
+            others.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5))).collect();
+        let mut out = HashMap::new();
+        for lease in loaded {
+            let mut mine: Vec<Uuid> = Vec::new();
+            let mut own: Vec<Uuid> = Vec::new();
+            for r in lease.record.reservations.iter().filter(|r| r.resource_type == HOSTS) {
+                for s in &r.slots {
+                    mine.push(s.provider);
+                    own.push(s.consumer);
+                }
+            }
+            let provider_names = lease
+                .record
+                .reservations
                 .iter()
-                .map(|r| OtherConsumer {
-                    provider: r.get(0),
-                    consumer: r.get(1),
-                    project_id: r.get(2),
-                    resources: r.get(3),
-                })
-                .collect(),
-        }))
+                .flat_map(|r| r.slots.iter())
+                .filter_map(|s| names.get(&s.provider).map(|n| (s.provider, n.clone())))
+                .collect();
+            let others = others
+                .iter()
+                .filter(|o| mine.contains(&o.0) && (o.4 || o.5.iter().any(|s| own.contains(s))))
+                .map(|o| OtherConsumer { provider: o.0, consumer: o.1, project_id: o.2.clone(), resources: o.3.clone() })
+                .collect();
+            out.insert(lease.record.id, HookContext { lease, provider_names, others });
+        }
+        Ok(out)
     }
 }
 
