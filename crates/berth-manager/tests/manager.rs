@@ -427,3 +427,30 @@ async fn back_to_back_leases_on_one_host_end_before_the_next_starts() {
     m.stop().await;
     replay_clean(&store.replay_verify().await.unwrap());
 }
+
+#[tokio::test]
+async fn deleting_a_running_host_lease_returns_its_hosts_to_the_free_pool() {
+    let db = TestDatabase::new().await;
+    let store = db.store(8);
+    let (_rx, base) = receiver::start().await;
+    let reg = registry(&base, "", "", json!({}));
+    let host = enrol(&store, "h1").await;
+    let far = Utc::now() + chrono::Duration::hours(2);
+    let id = lease(
+        &store,
+        &reg,
+        "l",
+        DateSpec::Now,
+        far,
+        vec![json!({"resource_type": "physical:host", "min": 1, "max": 1})],
+    )
+    .await;
+    let m = start(&store, reg, test_config("m1"));
+    wait_event(&store, id, LeaseEventType::StartLease, "DONE", 10).await;
+    let pool = store.lease(id, None).await.unwrap().record.reservations[0].resource_id;
+    assert_eq!(store.host_pools(host).await.unwrap(), vec![pool]);
+    store.delete_lease(&meta(), id, None).await.unwrap();
+    assert_eq!(store.host_pools(host).await.unwrap(), vec![FREE_POOL]);
+    m.stop().await;
+    replay_clean(&store.replay_verify().await.unwrap());
+}

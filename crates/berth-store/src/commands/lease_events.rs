@@ -524,11 +524,21 @@ impl Store {
                 for ((id, was), s) in list.iter_mut().zip(res) {
                     if let Some(s) = s.filter(|s| s.as_str() != was) {
                         *was = s.as_str().to_string();
-                        reservation_statuses.push(Event::ReservationStatusChanged { lease: f.lease, reservation: *id, status: s, at });
+                        reservation_statuses.push(Event::ReservationStatusChanged {
+                            lease: f.lease,
+                            reservation: *id,
+                            status: s,
+                            at,
+                        });
                     }
                 }
                 if (next, next_degraded) != (status, degraded) {
-                    lease_statuses.push(Event::LeaseStatusChanged { id: f.lease, status: next, degraded: next_degraded, at });
+                    lease_statuses.push(Event::LeaseStatusChanged {
+                        id: f.lease,
+                        status: next,
+                        degraded: next_degraded,
+                        at,
+                    });
                     lease_state.insert(f.lease, (next, next_degraded));
                 }
             }

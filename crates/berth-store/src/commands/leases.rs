@@ -852,6 +852,38 @@ impl Store {
             events.extend(
                 current.reservations.iter().flat_map(|r| r.slots.iter()).map(|s| released(s.consumer, &current, at)),
             );
+            // A host lease deleted while it runs: its end will not fire, so
+            // its hosts leave its pool for the free pool here.
+            let pools: Vec<Uuid> = current
+                .reservations
+                .iter()
+                .filter(|r| !r.slots.is_empty() && r.resource_type == "physical:host")
+                .map(|r| r.resource_id)
+                .collect();
+            if !pools.is_empty() {
+                for r in tx
+                    .query(
+                        "SELECT provider_uuid, array_agg(aggregate) FROM provider_aggregates
+                         WHERE provider_uuid = ANY($1) GROUP BY 1 ORDER BY 1",
+                        &[&providers],
+                    )
+                    .await?
+                {
+                    let aggregates: Vec<Uuid> = r.get(1);
+                    let mut aggregates: BTreeSet<Uuid> = aggregates.into_iter().collect();
+                    let before = aggregates.len();
+                    aggregates.retain(|a| !pools.contains(a));
+                    if aggregates.len() != before {
+                        aggregates.insert(lease::FREE_POOL);
+                        events.push(Event::ProviderAggregatesReplaced {
+                            provider: r.get(0),
+                            aggregates,
+                            bump: true,
+                            at,
+                        });
+                    }
+                }
+            }
             record(tx, meta, &events).await?;
             Ok(())
         })

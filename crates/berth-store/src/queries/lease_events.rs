@@ -174,11 +174,7 @@ impl Store {
     /// in the answer). Other consumers are read for whole-host reservations
     /// only: those holding the host now, and those that drew from the
     /// lease's own slots (their allocations end with the lease).
-    pub async fn hook_contexts(
-        &self,
-        leases: &[Uuid],
-        at: DateTime<Utc>,
-    ) -> Result<HashMap<Uuid, HookContext>, Error> {
+    pub async fn hook_contexts(&self, leases: &[Uuid], at: DateTime<Utc>) -> Result<HashMap<Uuid, HookContext>, Error> {
         let c = self.client().await?;
         let mut ids = leases.to_vec();
         ids.sort();
@@ -253,7 +249,12 @@ impl Store {
             let others = others
                 .iter()
                 .filter(|o| mine.contains(&o.0) && (o.4 || o.5.iter().any(|s| own.contains(s))))
-                .map(|o| OtherConsumer { provider: o.0, consumer: o.1, project_id: o.2.clone(), resources: o.3.clone() })
+                .map(|o| OtherConsumer {
+                    provider: o.0,
+                    consumer: o.1,
+                    project_id: o.2.clone(),
+                    resources: o.3.clone(),
+                })
                 .collect();
             out.insert(lease.record.id, HookContext { lease, provider_names, others });
         }
