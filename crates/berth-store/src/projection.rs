@@ -127,7 +127,8 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
             at,
         } => {
             // Which providers get a new generation: the ones named, or (when
-            // none are) every one held before or now. `$bumped` stands for them.
+            // none are) every one held before or now; as one array, so each is
+            // found by its key.
             let named: Vec<uuid::Uuid> = providers_bumped.clone().unwrap_or_default();
             let explicit = providers_bumped.is_some();
             let providers: Vec<uuid::Uuid> = allocations.iter().map(|a| a.provider).collect();
@@ -143,7 +144,7 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
                     "WITH gone AS (DELETE FROM allocations WHERE consumer_uuid = $1 RETURNING provider_uuid),
                           consumer AS (DELETE FROM consumers WHERE uuid = $1 AND EXISTS (SELECT 1 FROM gone))
                      UPDATE providers SET generation = generation + 1, updated_at = $2
-                     WHERE CASE WHEN $3 THEN uuid = ANY($4) ELSE uuid IN (SELECT provider_uuid FROM gone) END",
+                     WHERE uuid = ANY(CASE WHEN $3 THEN $4::uuid[] ELSE ARRAY(SELECT provider_uuid FROM gone) END)",
                     &[consumer, at, &explicit, &named],
                 )
                 .await?;
@@ -167,8 +168,8 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
                               FROM unnest($6::uuid[], $7::text[], $8::int8[], $9::timestamptz[], $10::timestamptz[])
                                    AS t(p, rc, u, s, e))
                      UPDATE providers SET generation = generation + 1, updated_at = $5
-                     WHERE CASE WHEN $11 THEN uuid = ANY($12)
-                                ELSE uuid IN (SELECT provider_uuid FROM gone UNION SELECT unnest($6::uuid[])) END",
+                     WHERE uuid = ANY(CASE WHEN $11 THEN $12::uuid[]
+                                           ELSE ARRAY(SELECT provider_uuid FROM gone) || $6::uuid[] END)",
                     &[
                         consumer,
                         project_id,

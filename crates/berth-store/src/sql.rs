@@ -6,6 +6,14 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error, Row};
 
+/// For the rest of the transaction, prepared statements run on their generic
+/// plan. The hot commands' statements take arrays, for which the planner
+/// otherwise keeps planning anew on every run (custom plans it never finds
+/// worse than the generic one), and planning costs more than running them.
+/// Set per transaction, not per connection: other statements keep the
+/// planner's choice.
+pub(crate) const GENERIC_PLANS: &str = "SET LOCAL plan_cache_mode = force_generic_plan";
+
 pub(crate) async fn query(
     c: &impl GenericClient,
     sql: &str,

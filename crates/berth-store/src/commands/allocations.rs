@@ -149,23 +149,30 @@ const LOCK_CONSUMERS: &str = "SELECT c.uuid, c.generation, a.provider_uuid, a.re
      FROM consumers c LEFT JOIN allocations a ON a.consumer_uuid = c.uuid
      WHERE c.uuid = ANY($1) ORDER BY c.uuid FOR UPDATE OF c";
 
+// One array of keys (not `uuid = ANY($1) OR uuid IN (...)`), so the
+// providers are found by their key however many there are.
 const LOCK_PROVIDERS: &str =
     "SELECT p.uuid, p.generation, i.resource_class, i.total, i.reserved, i.min_unit, i.max_unit, i.step_size,
             i.allocation_ratio
      FROM providers p LEFT JOIN inventories i ON i.provider_uuid = p.uuid
-     WHERE p.uuid = ANY($1)
-        OR p.uuid IN (SELECT provider_uuid FROM allocations WHERE consumer_uuid = ANY($2))
+     WHERE p.uuid = ANY($1::uuid[] || ARRAY(SELECT provider_uuid FROM allocations WHERE consumer_uuid = ANY($2)))
      ORDER BY p.uuid FOR UPDATE OF p";
 
-const READ_OTHERS: &str = "SELECT a.provider_uuid, a.resource_class, greatest(lower(a.during), q.s) AS s,
+// Each (provider, class) probes the timeline index on its own (a lateral
+// subquery kept apart by `OFFSET 0`): the statement runs on a generic plan,
+// and a join the planner may pick from stale statistics would scan every
+// allocation instead.
+const READ_OTHERS: &str = "SELECT q.p, q.rc, greatest(lower(a.during), q.s) AS s,
             CASE WHEN q.e IS NULL THEN upper(a.during)
              WHEN upper(a.during) IS NULL THEN q.e
              ELSE least(upper(a.during), q.e) END AS e,
             sum(a.used)::int8
      FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS q(p, rc, s, e)
-     JOIN allocations a ON a.provider_uuid = q.p AND a.resource_class = q.rc
-                   AND a.during && tstzrange(q.s, q.e, '[)')
-     WHERE a.consumer_uuid <> ALL($5)
+     CROSS JOIN LATERAL (
+         SELECT a.during, a.used FROM allocations a
+         WHERE a.provider_uuid = q.p AND a.resource_class = q.rc AND a.during && tstzrange(q.s, q.e, '[)')
+           AND a.consumer_uuid <> ALL($5)
+         OFFSET 0) AS a
      GROUP BY 1, 2, 3, 4";
 
 const KNOWN_CLASSES: &str = "SELECT name FROM resource_classes WHERE name = ANY($1)";
@@ -228,20 +235,22 @@ async fn write_allocations(
     let claims = consumers.iter().map(|c| (c.consumer, &*c.project_id, &*c.user_id, &*c.allocations));
     let quota = quota::Check::new(at, claims, Default::default());
     let q = quota.params();
-    let [_, guard_rows, consumer_rows, provider_rows, other_rows, class_rows, limit_rows, usage_rows] = sql::pipeline(
-        tx,
-        [
-            (quota::GUARD_INSERT, &q.guard[..]),
-            (quota::GUARD_LOCK, &q.guard[..]),
-            (LOCK_CONSUMERS, &consumer_params[..]),
-            (LOCK_PROVIDERS, &provider_params[..]),
-            (READ_OTHERS, &other_params[..]),
-            (KNOWN_CLASSES, &class_params[..]),
-            (quota::LIMITS, &q.limits[..]),
-            (quota::USAGE, &q.usage[..]),
-        ],
-    )
-    .await?;
+    let [_, _, guard_rows, consumer_rows, provider_rows, other_rows, class_rows, limit_rows, usage_rows] =
+        sql::pipeline(
+            tx,
+            [
+                (sql::GENERIC_PLANS, &[]),
+                (quota::GUARD_INSERT, &q.guard[..]),
+                (quota::GUARD_LOCK, &q.guard[..]),
+                (LOCK_CONSUMERS, &consumer_params[..]),
+                (LOCK_PROVIDERS, &provider_params[..]),
+                (READ_OTHERS, &other_params[..]),
+                (KNOWN_CLASSES, &class_params[..]),
+                (quota::LIMITS, &q.limits[..]),
+                (quota::USAGE, &q.usage[..]),
+            ],
+        )
+        .await?;
 
     let mut current: HashMap<Uuid, (i64, Option<String>)> = HashMap::new();
     let mut previous: HashMap<Key, Vec<(Window, i64)>> = HashMap::new();

@@ -60,8 +60,9 @@ pub(crate) async fn draw_from_holds(
     ids.sort();
     if !wants_reservation {
         let any =
-            tx.query_opt("SELECT 1 FROM reservation_draws WHERE consumer_uuid = ANY($1) LIMIT 1", &[&ids]).await?;
-        if any.is_none() {
+            crate::sql::query(tx, "SELECT 1 FROM reservation_draws WHERE consumer_uuid = ANY($1) LIMIT 1", &[&ids])
+                .await?;
+        if any.is_empty() {
             return Ok(batch);
         }
     }
