@@ -7,12 +7,15 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error, Row};
 
 /// For the rest of the transaction, prepared statements run on their generic
-/// plan. The hot commands' statements take arrays, for which the planner
-/// otherwise keeps planning anew on every run (custom plans it never finds
-/// worse than the generic one), and planning costs more than running them.
-/// Set per transaction, not per connection: other statements keep the
-/// planner's choice.
-pub(crate) const GENERIC_PLANS: &str = "SET LOCAL plan_cache_mode = force_generic_plan";
+/// plan, never compiled (JIT). The hot commands' statements take arrays, for
+/// which the planner otherwise plans anew on every run (it never finds a
+/// custom plan worse than the generic one), and planning costs more than
+/// running them. A generic plan's cost is a guess over arrays of unknown
+/// length and can pass the JIT threshold: compiling then takes longer than
+/// the statement ever runs. Set per transaction, not per connection: other
+/// statements keep the planner's choices.
+pub(crate) const GENERIC_PLANS: &str =
+    "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('jit', 'off', true)";
 
 pub(crate) async fn query(
     c: &impl GenericClient,
