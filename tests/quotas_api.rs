@@ -363,3 +363,28 @@ async fn lease_policy_filters_and_the_external_policy_service() {
     assert_eq!(update.2["current_lease"]["name"], "fine");
     assert!(seen.iter().any(|(c, _, b)| c == "on-end" && b["lease"]["id"].is_null() && b["lease"]["name"] == "fine"));
 }
+
+#[tokio::test]
+async fn a_lease_that_ends_on_its_own_tells_the_policy_service() {
+    let (url, seen) = policy_service().await;
+    let mut config = tempfile::NamedTempFile::new().unwrap();
+    std::io::Write::write_all(&mut config, format!("[policy.external]\nurl = \"{url}\"\n").as_bytes()).unwrap();
+    // With its manager on: the end event is what tells the service.
+    let s = Server::launch(berth_store::testing::TestDatabase::new().await, &[], Some(config.path())).await;
+    enrol(&s, "h1", 64).await;
+    let end = (Utc::now() + Duration::seconds(2)).to_rfc3339();
+    let (st, brief) = s.post("/v1/leases", MEMBER, instances("brief", "now", &end, 1, 1)).await;
+    assert_eq!(st, StatusCode::CREATED, "{brief}");
+    let brief_id = brief["lease"]["id"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let told = seen.lock().unwrap().iter().any(|(c, _, b)| c == "on-end" && b["lease"]["name"] == "brief");
+        let (_, l) = s.get(&format!("/v1/leases/{brief_id}"), MEMBER).await;
+        if told {
+            assert_eq!(l["lease"]["status"], "TERMINATED", "told only once ended: {l}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "on-end never sent for a lease that ended: {l}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

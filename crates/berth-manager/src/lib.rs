@@ -25,7 +25,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backon::BackoffBuilder;
-use berth_plugins::{Hook, Registry};
+use berth_core::lease::LeaseEventType;
+use berth_plugins::policy::LeaseValues;
+use berth_plugins::{Hook, Policy, Registry};
 use berth_store::commands::{Claim, Finish, Outcome, Recorded};
 use berth_store::notify::{Notification, LEASE_EVENTS};
 use berth_store::queries::lease_events::HookContext;
@@ -46,11 +48,16 @@ struct Running {
     attempt: i32,
     expires: DateTime<Utc>,
     abort: Option<AbortHandle>,
+    /// An end event whose hooks all succeeded: the lease the policy service
+    /// is told of once the outcome is recorded.
+    ended: Option<LeaseValues>,
 }
 
 struct Inner {
     store: Store,
     registry: Arc<Registry>,
+    /// Told when a lease ends (its end event done).
+    policy: Option<Arc<Policy>>,
     cfg: ManagerConfig,
     id: String,
     /// Wakes the scheduler: something finished, or hook slots freed up.
@@ -96,6 +103,7 @@ impl Manager {
             inner: Arc::new(Inner {
                 store,
                 registry,
+                policy: None,
                 cfg,
                 id,
                 wake: Notify::new(),
@@ -105,6 +113,13 @@ impl Manager {
                 sweeping: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// Tells `policy` (its external service's `on-end`) of every lease
+    /// whose end event this manager finishes. Before the manager runs.
+    pub fn with_policy(mut self, policy: Arc<Policy>) -> Manager {
+        Arc::get_mut(&mut self.inner).expect("set before the manager is shared").policy = Some(policy);
+        self
     }
 
     /// The name this manager claims under.
@@ -216,11 +231,10 @@ async fn claim_due(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>
                 tracing::error!(event = %claim.event, "no hook slot for a claimed event");
                 continue;
             };
-            inner
-                .running
-                .lock()
-                .expect("running")
-                .insert(claim.event, Running { attempt: claim.attempt, expires: claim.claim_expires_at, abort: None });
+            inner.running.lock().expect("running").insert(
+                claim.event,
+                Running { attempt: claim.attempt, expires: claim.claim_expires_at, abort: None, ended: None },
+            );
             let event = claim.event;
             let context = match &contexts {
                 Ok(all) => Ok(all.get(&claim.lease).cloned()),
@@ -282,6 +296,11 @@ async fn run_event(
             } else {
                 Outcome::Done
             };
+            if outcome == Outcome::Done && claim.event_type == LeaseEventType::EndLease && inner.policy.is_some() {
+                if let Some(r) = inner.running.lock().expect("running").get_mut(&claim.event) {
+                    r.ended = Some(lease_values(&ctx));
+                }
+            }
             Finish { lease: claim.lease, event: claim.event, attempt: claim.attempt, outcome, hooks: attempt.hooks }
         }
         Ok(None) => {
@@ -314,6 +333,13 @@ async fn run_event(
     }
 }
 
+/// The lease as the policy service is told of it.
+fn lease_values(ctx: &HookContext) -> LeaseValues {
+    let r = &ctx.lease.record;
+    let reservations = r.reservations.iter().map(|x| (x.resource_type.as_str(), &x.params));
+    LeaseValues::of_record(&r.name, &r.project_id, &r.user_id, (r.start, r.end), reservations)
+}
+
 /// Records finishes in batches, in one transaction each.
 async fn record_loop(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<Finish>) {
     while let Some(first) = rx.recv().await {
@@ -326,7 +352,7 @@ async fn record_loop(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<Finish>)
         }
         let mut pause = Duration::from_millis(50);
         let give_up = Instant::now() + inner.cfg.claim_ttl();
-        loop {
+        let recorded: Vec<Recorded> = loop {
             match inner.store.finish_lease_events(&inner.id, &batch).await {
                 Ok(recorded) => {
                     metrics::recorded(&batch, &recorded);
@@ -336,7 +362,7 @@ async fn record_loop(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<Finish>)
                                 "lease event claim lost before its outcome was recorded; another manager has it");
                         }
                     }
-                    break;
+                    break recorded;
                 }
                 Err(e) if Instant::now() < give_up => {
                     tracing::warn!(error = %e, ?pause, "recording lease event outcomes; retrying");
@@ -347,15 +373,28 @@ async fn record_loop(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<Finish>)
                     // The claims have expired by now: another manager (or
                     // this one) takes the events back and runs them again.
                     tracing::error!(error = %e, events = batch.len(), "could not record lease event outcomes");
-                    break;
+                    break Vec::new();
                 }
             }
-        }
-        {
+        };
+        let ended: Vec<LeaseValues> = {
             let mut running = inner.running.lock().expect("running");
-            for f in &batch {
-                running.remove(&f.event);
-            }
+            batch
+                .iter()
+                .zip(recorded.iter().map(Some).chain(std::iter::repeat(None)))
+                .filter_map(|(f, r)| {
+                    let gone = running.remove(&f.event)?;
+                    (r == Some(&Recorded::Yes)).then_some(gone.ended).flatten()
+                })
+                .collect()
+        };
+        if let (Some(policy), false) = (&inner.policy, ended.is_empty()) {
+            let policy = policy.clone();
+            tokio::spawn(async move {
+                for lease in &ended {
+                    policy.on_end(lease).await;
+                }
+            });
         }
         inner.wake.notify_one();
     }

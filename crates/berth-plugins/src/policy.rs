@@ -86,6 +86,34 @@ pub struct LeaseValues {
     pub reservations: Vec<Value>,
 }
 
+impl LeaseValues {
+    /// A lease as recorded: its reservations as (resource type, parameters).
+    pub fn of_record<'a>(
+        name: &str,
+        project_id: &str,
+        user_id: &str,
+        (start, end): (DateTime<Utc>, DateTime<Utc>),
+        reservations: impl IntoIterator<Item = (&'a str, &'a Value)>,
+    ) -> LeaseValues {
+        LeaseValues {
+            name: name.to_string(),
+            project_id: project_id.to_string(),
+            user_id: user_id.to_string(),
+            start,
+            end,
+            reservations: reservations.into_iter().map(|(t, p)| LeaseValues::reservation(t, p)).collect(),
+        }
+    }
+
+    /// A reservation as a client gives it: its parameters with its
+    /// `resource_type`.
+    pub fn reservation(resource_type: &str, params: &Value) -> Value {
+        let mut o = params.as_object().cloned().unwrap_or_default();
+        o.insert("resource_type".into(), Value::from(resource_type));
+        Value::Object(o)
+    }
+}
+
 fn date(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%dT%H:%M:%S").to_string()
 }

@@ -133,13 +133,13 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     if applied > 0 {
         tracing::info!(applied, "schema migrated");
     }
-    let policy = berth_plugins::Policy::from_config(&cfg.policy).context("the [policy] configuration")?;
+    let policy = Arc::new(berth_plugins::Policy::from_config(&cfg.policy).context("the [policy] configuration")?);
     let registry = Arc::new(plugins(&cfg)?);
     let state = berth_api::AppState {
         store: store.clone(),
         auth: Arc::new(cfg.auth.clone()),
         plugins: registry.clone(),
-        policy: Arc::new(policy),
+        policy: policy.clone(),
     };
     let app = berth_api::router(state);
     let listener =
@@ -150,7 +150,8 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
         let _ = rx.wait_for(|s| *s).await;
     };
     let manager = cfg.manager.enabled.then(|| {
-        let m = berth_manager::Manager::new(store.clone(), registry.clone(), cfg.manager.clone());
+        let m = berth_manager::Manager::new(store.clone(), registry.clone(), cfg.manager.clone())
+            .with_policy(policy.clone());
         tokio::spawn(m.run(stopped(stop_rx.clone())))
     });
     let signal = async move {

@@ -13,9 +13,7 @@ use crate::error::ApiError;
 use crate::AppState;
 
 fn reservation_json(resource_type: &str, params: &Value) -> Value {
-    let mut o = params.as_object().cloned().unwrap_or_default();
-    o.insert("resource_type".into(), Value::from(resource_type));
-    Value::Object(o)
+    LeaseValues::reservation(resource_type, params)
 }
 
 fn new_reservations(rs: &[NewReservation]) -> Vec<Value> {
@@ -24,14 +22,8 @@ fn new_reservations(rs: &[NewReservation]) -> Vec<Value> {
 
 fn values_of(lease: &Lease) -> LeaseValues {
     let r = &lease.record;
-    LeaseValues {
-        name: r.name.clone(),
-        project_id: r.project_id.clone(),
-        user_id: r.user_id.clone(),
-        start: r.start,
-        end: r.end,
-        reservations: r.reservations.iter().map(|x| reservation_json(&x.resource_type, &x.params)).collect(),
-    }
+    let reservations = r.reservations.iter().map(|x| (x.resource_type.as_str(), &x.params));
+    LeaseValues::of_record(&r.name, &r.project_id, &r.user_id, (r.start, r.end), reservations)
 }
 
 /// Every lease `new` would make (one per occurrence when recurring).
@@ -74,7 +66,8 @@ pub(super) async fn check_update(state: &AppState, current: &Lease, update: &Lea
     Ok(())
 }
 
-/// A lease deleted: the external service is told.
+/// A lease deleted: the external service is told (a lease that ends on its
+/// own is told by the manager once its end event is done).
 pub(super) async fn on_end(state: &AppState, lease: &Lease) {
     state.policy.on_end(&values_of(lease)).await;
 }
