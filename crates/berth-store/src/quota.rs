@@ -59,26 +59,29 @@ pub(crate) const LIMITS: &str = "SELECT l.project_id, l.user_id, l.resource, l.h
 /// Per project and class asked about (with a limit somewhere), the holds of
 /// the project's consumers overlapping the window, clipped to it and summed
 /// by user and clipped window; `own`: held by a consumer being rewritten.
-/// The fenced subqueries (`OFFSET 0`) keep the plan fixed whatever the
-/// statistics (it is generic): the classes no limit bears on are dropped
-/// before the join, so a project without limits reads none of its holds,
-/// and the project's consumers and each one's holds are read by their keys.
-pub(crate) const USAGE: &str = "SELECT c.project_id, c.user_id, a.resource_class,
+/// The statement runs on a generic plan, so its steps are fenced to keep
+/// their plan whatever the statistics: the classes no limit bears on are
+/// dropped first (a project without limits reads none of its holds), then
+/// the projects' consumers are read by key, each consumer's holds by key.
+pub(crate) const USAGE: &str = "WITH q AS MATERIALIZED (
+         SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS q(p, rc, s, e)
+         WHERE EXISTS (SELECT 1 FROM quota_limits l
+                       WHERE (l.project_id = '' OR l.project_id = q.p) AND l.resource = q.rc AND l.hard_limit >= 0)),
+     c AS MATERIALIZED (
+         SELECT c.* FROM (SELECT DISTINCT p FROM q) AS qp
+         CROSS JOIN LATERAL (SELECT c.uuid, c.project_id, c.user_id FROM consumers c
+                             WHERE c.project_id = qp.p OFFSET 0) AS c),
+     a AS MATERIALIZED (
+         SELECT c.project_id, c.user_id, a.* FROM c
+         CROSS JOIN LATERAL (SELECT a.consumer_uuid, a.resource_class, a.during, a.used FROM allocations a
+                             WHERE a.consumer_uuid = c.uuid OFFSET 0) AS a)
+     SELECT a.project_id, a.user_id, a.resource_class,
             greatest(lower(a.during), q.s) AS s,
             CASE WHEN q.e IS NULL THEN upper(a.during)
                  WHEN upper(a.during) IS NULL THEN q.e
                  ELSE least(upper(a.during), q.e) END AS e,
             sum(a.used)::int8, a.consumer_uuid = ANY($5) AS own
-     FROM (SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS q(p, rc, s, e)
-           WHERE EXISTS (SELECT 1 FROM quota_limits l
-                         WHERE (l.project_id = '' OR l.project_id = q.p) AND l.resource = q.rc
-                           AND l.hard_limit >= 0)
-           OFFSET 0) AS q
-     CROSS JOIN LATERAL (SELECT c.uuid, c.project_id, c.user_id FROM consumers c WHERE c.project_id = q.p OFFSET 0) AS c
-     CROSS JOIN LATERAL (
-         SELECT a.consumer_uuid, a.resource_class, a.during, a.used FROM allocations a
-         WHERE a.consumer_uuid = c.uuid OFFSET 0) AS a
-     WHERE a.resource_class = q.rc AND a.during && tstzrange(q.s, q.e, '[)')
+     FROM a JOIN q ON q.p = a.project_id AND q.rc = a.resource_class AND a.during && tstzrange(q.s, q.e, '[)')
      GROUP BY 1, 2, 3, 4, 5, 7";
 
 /// Leases not ended, per project and user.

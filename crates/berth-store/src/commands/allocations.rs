@@ -66,10 +66,20 @@ impl Store {
         consumers: Vec<ConsumerAllocations>,
     ) -> Result<(), Error> {
         check_batch_shape(&consumers)?;
+        // Reservation classes draw from their reservation's hold (see
+        // consume.rs). Most batches neither name one nor hold a draw: they
+        // go straight to the write, which finds out (with the consumers
+        // locked) whether they hold one; if so, nothing is written and the
+        // batch goes the drawing way.
+        if !super::consume::names_reservation(&consumers) {
+            let written = crate::tx::command!(self, |tx| { write_allocations(tx, meta, &consumers, &[], true).await })?;
+            if written {
+                return Ok(());
+            }
+        }
         crate::tx::command!(self, |tx| {
-            // Reservation classes draw from their reservation's hold (see consume.rs).
             let consumers = super::consume::draw_from_holds(tx, meta, consumers.clone()).await?;
-            write_allocations(tx, meta, &consumers, &[]).await
+            write_allocations(tx, meta, &consumers, &[], false).await.map(|_| ())
         })
     }
 
@@ -120,7 +130,9 @@ impl Store {
                 inv.validate(class)?;
             }
         }
-        crate::tx::command!(self, |tx| { write_allocations(tx, meta, &consumers, &inventories).await })
+        crate::tx::command!(self, |tx| {
+            write_allocations(tx, meta, &consumers, &inventories, false).await.map(|_| ())
+        })
     }
 }
 
@@ -181,12 +193,15 @@ fn show_generation(g: Option<i64>) -> String {
     g.map(|g| g.to_string()).unwrap_or_else(|| "null".into())
 }
 
+/// Writes the batch; with `unless_drawing`, writes nothing and answers
+/// false when a consumer holds a draw (it must go through consume.rs).
 async fn write_allocations(
     tx: &Transaction<'_>,
     meta: &EventMeta,
     consumers: &[ConsumerAllocations],
     reshaped: &[ReshapeInventory],
-) -> Result<(), StoreError> {
+    unless_drawing: bool,
+) -> Result<bool, StoreError> {
     let at = now();
     let mut consumer_ids: Vec<Uuid> = consumers.iter().map(|c| c.consumer).collect();
     consumer_ids.sort();
@@ -235,7 +250,7 @@ async fn write_allocations(
     let claims = consumers.iter().map(|c| (c.consumer, &*c.project_id, &*c.user_id, &*c.allocations));
     let quota = quota::Check::new(at, claims, Default::default());
     let q = quota.params();
-    let [_, _, guard_rows, consumer_rows, provider_rows, other_rows, class_rows, limit_rows, usage_rows] =
+    let [_, _, guard_rows, consumer_rows, draw_rows, provider_rows, other_rows, class_rows, limit_rows, usage_rows] =
         sql::pipeline(
             tx,
             [
@@ -243,6 +258,7 @@ async fn write_allocations(
                 (quota::GUARD_INSERT, &q.guard[..]),
                 (quota::GUARD_LOCK, &q.guard[..]),
                 (LOCK_CONSUMERS, &consumer_params[..]),
+                (super::consume::HOLDS_DRAWS, &consumer_params[..]),
                 (LOCK_PROVIDERS, &provider_params[..]),
                 (READ_OTHERS, &other_params[..]),
                 (KNOWN_CLASSES, &class_params[..]),
@@ -251,6 +267,9 @@ async fn write_allocations(
             ],
         )
         .await?;
+    if unless_drawing && !draw_rows.is_empty() {
+        return Ok(false);
+    }
 
     let mut current: HashMap<Uuid, (i64, Option<String>)> = HashMap::new();
     let mut previous: HashMap<Key, Vec<(Window, i64)>> = HashMap::new();
@@ -420,7 +439,7 @@ async fn write_allocations(
         at,
     }));
     record(tx, meta, &events).await?;
-    Ok(())
+    Ok(true)
 }
 
 /// Classes a reshape drops from a provider must be left without

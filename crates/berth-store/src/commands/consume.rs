@@ -46,26 +46,24 @@ fn amounts(v: Value) -> Amounts {
     serde_json::from_value(v).unwrap_or_default()
 }
 
+/// Whether `batch` names a reservation's class (and so draws from a slot).
+pub(crate) fn names_reservation(batch: &[ConsumerAllocations]) -> bool {
+    batch.iter().any(|c| c.allocations.iter().any(|a| reservation_of_class(&a.resource_class).is_some()))
+}
+
+/// Whether any of `consumers` holds a draw now (replacing its allocations
+/// gives the draw back). Read with the consumers locked, it cannot change.
+pub(crate) const HOLDS_DRAWS: &str = "SELECT 1 FROM reservation_draws WHERE consumer_uuid = ANY($1) LIMIT 1";
+
 /// Rewrites `batch` so reservation classes draw from their slots; records
-/// the draws. A batch that names no reservation class and holds no draw is
-/// returned as it is, after one indexed read.
+/// the draws. For a batch that names a reservation class or holds a draw.
 pub(crate) async fn draw_from_holds(
     tx: &Transaction<'_>,
     meta: &EventMeta,
     mut batch: Vec<ConsumerAllocations>,
 ) -> Result<Vec<ConsumerAllocations>, StoreError> {
-    let wants_reservation =
-        batch.iter().any(|c| c.allocations.iter().any(|a| reservation_of_class(&a.resource_class).is_some()));
     let mut ids: Vec<Uuid> = batch.iter().map(|c| c.consumer).collect();
     ids.sort();
-    if !wants_reservation {
-        let any =
-            crate::sql::query(tx, "SELECT 1 FROM reservation_draws WHERE consumer_uuid = ANY($1) LIMIT 1", &[&ids])
-                .await?;
-        if any.is_empty() {
-            return Ok(batch);
-        }
-    }
     // Quota: the projects' guards come before any consumer (crate::quota).
     let projects: std::collections::BTreeSet<String> = batch.iter().map(|c| c.project_id.clone()).collect();
     crate::quota::lock(tx, &projects.into_iter().collect::<Vec<_>>()).await?;
