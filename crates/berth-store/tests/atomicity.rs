@@ -201,3 +201,52 @@ async fn a_reshape_moves_inventory_and_allocations_together_or_not_at_all() {
     assert!(rows.iter().any(|r| r.provider == gpu1 && r.resource_class == "VGPU" && r.used == 2));
     assert!(store.replay_verify().await.unwrap().is_clean());
 }
+
+/// A command whose caller goes away mid-transaction (its future dropped, as
+/// when an HTTP client disconnects) leaves no transaction open on the pooled
+/// connection: it is rolled back, and the next command on that connection
+/// runs in a transaction of its own.
+#[tokio::test]
+async fn a_command_dropped_midway_leaves_no_transaction_open() {
+    let db = TestDatabase::new().await;
+    let store = db.store(1);
+    let p = provider(&store, "p", &[("VCPU", 8)]).await;
+    // Another session holds the provider, so the claim waits on its lock inside its transaction.
+    let (blocker, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    blocker.batch_execute(&format!("BEGIN; SELECT 1 FROM providers WHERE uuid = '{p}' FOR UPDATE")).await.unwrap();
+    let waiting = Uuid::new_v4();
+    let now = Window::from(Utc::now());
+    let meta = meta();
+    let claim =
+        store.replace_allocations(&meta, vec![consumer(waiting, GenerationCheck::New, vec![hold(p, "VCPU", 1, now)])]);
+    assert!(tokio::time::timeout(std::time::Duration::from_millis(500), claim).await.is_err(), "it waited");
+    blocker.batch_execute("ROLLBACK").await.unwrap();
+    // The dropped command's transaction ends once the server gets past its lock wait.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let open: i64 = blocker
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if open == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the pooled connection was left in a transaction");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Nothing of the dropped claim stands; the next command on the one pooled connection commits alone.
+    assert!(store.consumer(waiting).await.unwrap().is_none());
+    let next = Uuid::new_v4();
+    store
+        .replace_allocations(&meta, vec![consumer(next, GenerationCheck::New, vec![hold(p, "VCPU", 1, now)])])
+        .await
+        .unwrap();
+    let seen: i64 = blocker.query_one("SELECT count(*) FROM consumers WHERE uuid = $1", &[&next]).await.unwrap().get(0);
+    assert_eq!(seen, 1, "committed, visible to another session");
+}
