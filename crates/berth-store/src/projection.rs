@@ -163,8 +163,9 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
                               ON CONFLICT (uuid) DO UPDATE SET project_id = $2, user_id = $3, consumer_type = $4,
                                   generation = consumers.generation + 1, updated_at = $5),
                           added AS (
-                              INSERT INTO allocations (consumer_uuid, provider_uuid, resource_class, used, during)
-                              SELECT $1, p, rc, u, tstzrange(s, e, '[)')
+                              INSERT INTO allocations (consumer_uuid, provider_uuid, resource_class, used, during,
+                                                       project_id, user_id)
+                              SELECT $1, p, rc, u, tstzrange(s, e, '[)'), $2, $3
                               FROM unnest($6::uuid[], $7::text[], $8::int8[], $9::timestamptz[], $10::timestamptz[])
                                    AS t(p, rc, u, s, e))
                      UPDATE providers SET generation = generation + 1, updated_at = $5

@@ -11,10 +11,10 @@
 //! again (out of the usual order: a deadlock, if any, restarts the command).
 //!
 //! Deciding: usage is the project's (and user's) allocations, read from the
-//! projection joined to the consumers, only those overlapping the windows
-//! asked about, clipped and summed in SQL. The consumers being rewritten are
-//! read apart: what they hold now is what the change replaces, so a resize
-//! counts its delta and a move nothing. berth-core's [`quota::excess`] rules.
+//! projection (each allocation carries its consumer's project and user),
+//! only those overlapping the windows asked about, clipped and summed in
+//! SQL. The consumers being rewritten are read apart: what they hold now is
+//! what the change replaces, so a resize counts its delta and a move nothing. berth-core's [`quota::excess`] rules.
 //!
 //! Lease counts (`leases`): leases of the project (and user) not ended.
 
@@ -62,19 +62,15 @@ pub(crate) const LIMITS: &str = "SELECT l.project_id, l.user_id, l.resource, l.h
 /// The statement runs on a generic plan, so its steps are fenced to keep
 /// their plan whatever the statistics: the classes no limit bears on are
 /// dropped first (a project without limits reads none of its holds), then
-/// the projects' consumers are read by key, each consumer's holds by key.
+/// each project's holds are read from its range of the project index.
 pub(crate) const USAGE: &str = "WITH q AS MATERIALIZED (
          SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS q(p, rc, s, e)
          WHERE EXISTS (SELECT 1 FROM quota_limits l
                        WHERE (l.project_id = '' OR l.project_id = q.p) AND l.resource = q.rc AND l.hard_limit >= 0)),
-     c AS MATERIALIZED (
-         SELECT c.* FROM (SELECT DISTINCT p FROM q) AS qp
-         CROSS JOIN LATERAL (SELECT c.uuid, c.project_id, c.user_id FROM consumers c
-                             WHERE c.project_id = qp.p OFFSET 0) AS c),
      a AS MATERIALIZED (
-         SELECT c.project_id, c.user_id, a.* FROM c
-         CROSS JOIN LATERAL (SELECT a.consumer_uuid, a.resource_class, a.during, a.used FROM allocations a
-                             WHERE a.consumer_uuid = c.uuid OFFSET 0) AS a)
+         SELECT a.* FROM (SELECT DISTINCT p FROM q) AS qp
+         CROSS JOIN LATERAL (SELECT a.project_id, a.user_id, a.consumer_uuid, a.resource_class, a.during, a.used
+                             FROM allocations a WHERE a.project_id = qp.p OFFSET 0) AS a)
      SELECT a.project_id, a.user_id, a.resource_class,
             greatest(lower(a.during), q.s) AS s,
             CASE WHEN q.e IS NULL THEN upper(a.during)

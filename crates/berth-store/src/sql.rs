@@ -7,15 +7,19 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error, Row};
 
 /// For the rest of the transaction, prepared statements run on their generic
-/// plan, never compiled (JIT). The hot commands' statements take arrays, for
+/// plan, never compiled (JIT), with no sequential scan where an index serves.
+/// The hot commands' statements take arrays, for
 /// which the planner otherwise plans anew on every run (it never finds a
 /// custom plan worse than the generic one), and planning costs more than
 /// running them. A generic plan's cost is a guess over arrays of unknown
 /// length and can pass the JIT threshold: compiling then takes longer than
-/// the statement ever runs. Set per transaction, not per connection: other
-/// statements keep the planner's choices.
-pub(crate) const GENERIC_PLANS: &str =
-    "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('jit', 'off', true)";
+/// the statement ever runs. A generic plan is made once, often while a table
+/// is nearly empty and without statistics, where a sequential scan looks
+/// cheapest; every statement on these paths looks rows up by key, so scans
+/// are ruled out wherever an index serves. Set per transaction, not per
+/// connection: other statements keep the planner's choices.
+pub(crate) const GENERIC_PLANS: &str = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
+            set_config('jit', 'off', true), set_config('enable_seqscan', 'off', true)";
 
 pub(crate) async fn query(
     c: &impl GenericClient,
