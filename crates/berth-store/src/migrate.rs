@@ -24,6 +24,19 @@ impl Store {
         Ok(report.applied_migrations().len())
     }
 
+    /// Applies the migrations up to and including `version` (for tests of an
+    /// upgrade over existing data); returns how many ran.
+    pub async fn migrate_to(&self, version: u32) -> Result<usize, StoreError> {
+        let mut client = self.client().await?;
+        let mut runner = embedded::migrations::runner().set_target(refinery::Target::Version(version));
+        let report = runner
+            .set_migration_table_name("berth_schema_history")
+            .run_async(&mut **client)
+            .await
+            .map_err(|e| StoreError::Pool(format!("migration failed: {e}")))?;
+        Ok(report.applied_migrations().len())
+    }
+
     /// Whether the database's schema is behind this build's migrations.
     pub async fn schema_is_behind(&self) -> Result<bool, StoreError> {
         let client = self.client().await?;

@@ -406,3 +406,33 @@ async fn drawing_from_a_reservation_counts_once() {
     assert_eq!(in_use(&store, "p", None, "VCPU").await.0, 4);
     assert_replay_clean(&store).await;
 }
+
+/// Upgrading to the schema where allocations carry their consumer's project
+/// and user fills both in for the allocations already there.
+#[tokio::test]
+async fn the_upgrade_gives_existing_allocations_their_project_and_user() {
+    let db = TestDatabase::new().await;
+    let (admin, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let name = format!("{}_upgrade", db.name);
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    let url = db.url.replacen(&db.name, &name, 1);
+    let store = Store::connect(&url, 2).unwrap();
+    store.migrate_to(30).await.unwrap();
+    let (c, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    c.batch_execute(
+        "INSERT INTO providers (uuid, name, generation, root_uuid, created_at, updated_at)
+             VALUES ('00000000-0000-4000-8000-000000000001', 'p', 1, '00000000-0000-4000-8000-000000000001', now(), now());
+         INSERT INTO consumers (uuid, project_id, user_id, generation, created_at, updated_at)
+             VALUES ('00000000-0000-4000-8000-000000000002', 'p1', 'u1', 1, now(), now());
+         INSERT INTO allocations (consumer_uuid, provider_uuid, resource_class, used, during)
+             VALUES ('00000000-0000-4000-8000-000000000002', '00000000-0000-4000-8000-000000000001', 'VCPU', 2,
+                     tstzrange(now(), NULL));",
+    )
+    .await
+    .unwrap();
+    store.migrate().await.unwrap();
+    let row = c.query_one("SELECT project_id, user_id FROM allocations", &[]).await.unwrap();
+    assert_eq!((row.get::<_, String>(0), row.get::<_, String>(1)), ("p1".to_string(), "u1".to_string()));
+}
