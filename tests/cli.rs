@@ -3,28 +3,7 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::Server;
-use serde_json::Value;
-
-fn berth(server: &Server, token: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
-        .args(args)
-        .env("BERTH_URL", &server.url)
-        .env("BERTH_TOKEN", token)
-        .output()
-        .expect("run berth");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
-}
-
-fn json(server: &Server, token: &str, args: &[&str]) -> Value {
-    let mut all = vec!["-f", "json"];
-    all.extend_from_slice(args);
-    let (ok, out, err) = berth(server, token, &all);
-    assert!(ok, "berth {args:?} failed: {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("berth {args:?}: not JSON ({e}): {out}"))
-}
+use common::{berth, berth_json as json, Server};
 
 fn future(days: i64, hour: u32) -> String {
     let d = chrono::Utc::now().date_naive() + chrono::Duration::days(days);

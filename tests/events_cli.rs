@@ -8,18 +8,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use berth_store::testing::TestDatabase;
-use common::Server;
+use common::{berth, Server};
 use serde_json::{json, Value};
-
-fn berth(server: &Server, token: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_berth"))
-        .args(args)
-        .env("BERTH_URL", &server.url)
-        .env("BERTH_TOKEN", token)
-        .output()
-        .expect("run berth");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn events_and_the_log_from_the_command_line() {

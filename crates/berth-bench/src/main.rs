@@ -8,6 +8,7 @@ mod pgbench;
 mod placement_claims;
 mod quota_claims;
 mod report;
+mod setup;
 mod store_claims;
 mod store_leases;
 

@@ -4,14 +4,12 @@
 //! `seconds`. Reports claims per second, latency, and the providers over
 //! capacity afterwards (which must be none).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
 use berth_api::{AppState, AuthMode};
-use berth_core::{EventMeta, Inventory};
-use berth_store::commands::NewProvider;
+use berth_core::EventMeta;
 use berth_store::testing::TestDatabase;
 use rand::Rng;
 use serde_json::json;
@@ -28,17 +26,7 @@ pub async fn run(report: &mut Report, clients: usize, seconds: u64) -> Result<()
     let db = TestDatabase::new().await;
     let store = db.store(clients + 4);
     let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
-    let mut providers = Vec::new();
-    for i in 0..PROVIDERS {
-        let p =
-            store.create_provider(&meta, NewProvider { uuid: None, name: format!("host-{i}"), parent: None }).await?;
-        let inv = BTreeMap::from([
-            ("VCPU".to_string(), Inventory { total: VCPU, ..Default::default() }),
-            ("MEMORY_MB".to_string(), Inventory { total: VCPU * 256, ..Default::default() }),
-        ]);
-        store.replace_inventories(&meta, p, None, inv).await?;
-        providers.push(p);
-    }
+    let providers = crate::setup::providers(&store, &meta, PROVIDERS, "host-", VCPU, VCPU * 256).await?;
     let state = AppState {
         store: store.clone(),
         auth: Arc::new(AuthMode::Noauth),

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use berth_core::event::Allocation;
 use berth_core::quota::Scope;
-use berth_core::{EventMeta, Inventory, Window};
-use berth_store::commands::{ConsumerAllocations, GenerationCheck, NewProvider};
+use berth_core::{EventMeta, Window};
+use berth_store::commands::{ConsumerAllocations, GenerationCheck};
 use berth_store::testing::TestDatabase;
 use berth_store::Store;
 use chrono::Utc;
@@ -40,17 +40,7 @@ async fn phase(clients: usize, seconds: u64, limits: bool) -> Result<Phase> {
     let db = TestDatabase::new().await;
     let store = db.store(clients + 2);
     let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
-    let mut providers = Vec::new();
-    for i in 0..PROVIDERS {
-        let p =
-            store.create_provider(&meta, NewProvider { uuid: None, name: format!("bench-{i}"), parent: None }).await?;
-        let inv = BTreeMap::from([
-            ("VCPU".to_string(), Inventory { total: 1_000_000, ..Default::default() }),
-            ("MEMORY_MB".to_string(), Inventory { total: 1_000_000_000, ..Default::default() }),
-        ]);
-        store.replace_inventories(&meta, p, None, inv).await?;
-        providers.push(p);
-    }
+    let providers = crate::setup::providers(&store, &meta, PROVIDERS, "bench-", 1_000_000, 1_000_000_000).await?;
     if limits {
         let set = |v: i64| BTreeMap::from([("VCPU".to_string(), v), ("MEMORY_MB".to_string(), v * 1024)]);
         store.set_quota(&meta, Scope::defaults(), set(50_000_000)).await?;

@@ -3,14 +3,13 @@
 //! the providers are checked for any instant over capacity, and (optionally)
 //! the whole log is replayed for events per second.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use berth_core::event::Allocation;
-use berth_core::{EventMeta, Inventory, Window};
-use berth_store::commands::{ConsumerAllocations, GenerationCheck, NewProvider};
+use berth_core::{EventMeta, Window};
+use berth_store::commands::{ConsumerAllocations, GenerationCheck};
 use berth_store::testing::TestDatabase;
 use chrono::Utc;
 use rand::Rng;
@@ -24,17 +23,7 @@ pub async fn run(report: &mut Report, clients: usize, seconds: u64, replay: bool
     let db = TestDatabase::new().await;
     let store = db.store(clients + 2);
     let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
-    let mut providers = Vec::new();
-    for i in 0..PROVIDERS {
-        let p =
-            store.create_provider(&meta, NewProvider { uuid: None, name: format!("bench-{i}"), parent: None }).await?;
-        let inv = BTreeMap::from([
-            ("VCPU".to_string(), Inventory { total: 100_000, ..Default::default() }),
-            ("MEMORY_MB".to_string(), Inventory { total: 100_000_000, ..Default::default() }),
-        ]);
-        store.replace_inventories(&meta, p, None, inv).await?;
-        providers.push(p);
-    }
+    let providers = crate::setup::providers(&store, &meta, PROVIDERS, "bench-", 100_000, 100_000_000).await?;
     let providers = Arc::new(providers);
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut tasks = Vec::new();

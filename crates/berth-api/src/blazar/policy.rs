@@ -12,12 +12,8 @@ use serde_json::Value;
 use crate::error::ApiError;
 use crate::AppState;
 
-fn reservation_json(resource_type: &str, params: &Value) -> Value {
-    LeaseValues::reservation(resource_type, params)
-}
-
 fn new_reservations(rs: &[NewReservation]) -> Vec<Value> {
-    rs.iter().map(|r| reservation_json(&r.resource_type, &r.params)).collect()
+    rs.iter().map(|r| LeaseValues::reservation(&r.resource_type, &r.params)).collect()
 }
 
 fn values_of(lease: &Lease) -> LeaseValues {
@@ -59,7 +55,7 @@ pub(super) async fn check_update(state: &AppState, current: &Lease, update: &Lea
     after.end = update.end.map(|e: DateSpec| e.resolve(now)).unwrap_or(before.end);
     for u in &update.reservations {
         if let Some((i, r)) = current.record.reservations.iter().enumerate().find(|(_, r)| r.id == u.id) {
-            after.reservations[i] = reservation_json(&r.resource_type, &u.params);
+            after.reservations[i] = LeaseValues::reservation(&r.resource_type, &u.params);
         }
     }
     state.policy.check_update(&before, &after, now).await?;
