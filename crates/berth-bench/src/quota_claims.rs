@@ -12,13 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use berth_core::event::Allocation;
 use berth_core::quota::Scope;
-use berth_core::{EventMeta, Window};
-use berth_store::commands::{ConsumerAllocations, GenerationCheck};
+use berth_core::EventMeta;
 use berth_store::testing::TestDatabase;
 use berth_store::Store;
-use chrono::Utc;
 use rand::Rng;
 use uuid::Uuid;
 
@@ -75,18 +72,7 @@ async fn claim_until(store: &Store, providers: &[Uuid], meta: &EventMeta, deadli
             let mut rng = rand::thread_rng();
             (providers[rng.gen_range(0..providers.len())], rng.gen_range(0..PROJECTS), rng.gen_range(0..USERS))
         };
-        let now = Window::from(Utc::now());
-        let claim = ConsumerAllocations {
-            consumer: Uuid::new_v4(),
-            project_id: format!("bench-p{project}"),
-            user_id: format!("bench-u{user}"),
-            consumer_type: None,
-            generation: GenerationCheck::New,
-            allocations: vec![
-                Allocation { provider: p, resource_class: "VCPU".into(), used: 1, window: now },
-                Allocation { provider: p, resource_class: "MEMORY_MB".into(), used: 256, window: now },
-            ],
-        };
+        let claim = crate::setup::claim(p, format!("bench-p{project}"), format!("bench-u{user}"));
         let t = Instant::now();
         match store.replace_allocations(meta, vec![claim]).await {
             Ok(()) => latencies.push(t.elapsed()),

@@ -3,9 +3,11 @@
 use std::collections::BTreeMap;
 
 use anyhow::Result;
-use berth_core::{EventMeta, Inventory};
-use berth_store::commands::NewProvider;
+use berth_core::event::Allocation;
+use berth_core::{EventMeta, Inventory, Window};
+use berth_store::commands::{ConsumerAllocations, GenerationCheck, NewProvider};
 use berth_store::Store;
+use chrono::Utc;
 use uuid::Uuid;
 
 /// `count` providers named `{prefix}{i}`, each with this VCPU and MEMORY_MB
@@ -30,4 +32,21 @@ pub async fn providers(
         providers.push(p);
     }
     Ok(providers)
+}
+
+/// A new consumer's claim of 1 VCPU and 256 MEMORY_MB on `provider`, from now
+/// on, open-ended.
+pub fn claim(provider: Uuid, project_id: String, user_id: String) -> ConsumerAllocations {
+    let now = Window::from(Utc::now());
+    ConsumerAllocations {
+        consumer: Uuid::new_v4(),
+        project_id,
+        user_id,
+        consumer_type: None,
+        generation: GenerationCheck::New,
+        allocations: vec![
+            Allocation { provider, resource_class: "VCPU".into(), used: 1, window: now },
+            Allocation { provider, resource_class: "MEMORY_MB".into(), used: 256, window: now },
+        ],
+    }
 }

@@ -7,13 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use berth_core::event::Allocation;
-use berth_core::{EventMeta, Window};
-use berth_store::commands::{ConsumerAllocations, GenerationCheck};
+use berth_core::EventMeta;
 use berth_store::testing::TestDatabase;
 use chrono::Utc;
 use rand::Rng;
-use uuid::Uuid;
 
 use crate::report::{ms, percentile, Report};
 
@@ -34,18 +31,7 @@ pub async fn run(report: &mut Report, clients: usize, seconds: u64, replay: bool
             let mut failures = 0usize;
             while Instant::now() < deadline {
                 let p = providers[rand::thread_rng().gen_range(0..providers.len())];
-                let now = Window::from(Utc::now());
-                let claim = ConsumerAllocations {
-                    consumer: Uuid::new_v4(),
-                    project_id: "bench".into(),
-                    user_id: "bench".into(),
-                    consumer_type: None,
-                    generation: GenerationCheck::New,
-                    allocations: vec![
-                        Allocation { provider: p, resource_class: "VCPU".into(), used: 1, window: now },
-                        Allocation { provider: p, resource_class: "MEMORY_MB".into(), used: 256, window: now },
-                    ],
-                };
+                let claim = crate::setup::claim(p, "bench".into(), "bench".into());
                 let t = Instant::now();
                 match store.replace_allocations(&meta, vec![claim]).await {
                     Ok(()) => latencies.push(t.elapsed()),
