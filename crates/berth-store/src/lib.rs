@@ -38,6 +38,8 @@ pub struct Store {
     pool: Pool,
     /// For connections of their own (notifications).
     url: String,
+    /// Claims waiting to be decided together (commands::claims).
+    claims: std::sync::Arc<commands::Claims>,
 }
 
 impl Store {
@@ -46,7 +48,7 @@ impl Store {
         let config: tokio_postgres::Config = url.parse().map_err(StoreError::Db)?;
         let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager).max_size(max_size).build().map_err(|e| StoreError::Pool(e.to_string()))?;
-        Ok(Store { pool, url: url.to_string() })
+        Ok(Store { pool, url: url.to_string(), claims: Default::default() })
     }
 
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {

@@ -94,45 +94,62 @@ pub async fn append_expecting(
     if events.is_empty() {
         return Ok(Vec::new());
     }
-    let meta = serde_json::to_value(meta).expect("meta serializes");
-    let mut streams = Vec::with_capacity(events.len());
-    let mut types = Vec::with_capacity(events.len());
-    let mut datas = Vec::with_capacity(events.len());
-    for e in events {
-        let (ty, data) = e.to_parts();
-        streams.push(e.stream());
-        types.push(ty);
-        datas.push(data);
-    }
     if let Some(expected) = expected_version {
+        let stream = events[0].stream();
         let current: i64 = tx
-            .query_one("SELECT coalesce(max(version), 0) FROM log_events WHERE stream = $1", &[&streams[0]])
+            .query_one("SELECT coalesce(max(version), 0) FROM log_events WHERE stream = $1", &[&stream])
             .await?
             .get(0);
         if current != expected {
             return Err(Error::conflict(
                 codes::STREAM_VERSION,
-                format!("stream {} is at version {current}, not {expected}", streams[0]),
+                format!("stream {stream} is at version {current}, not {expected}"),
             )
             .into());
         }
+    }
+    let meta = serde_json::to_value(meta).expect("meta serializes");
+    insert(tx, events.iter().map(|e| (e, meta.clone()))).await
+}
+
+/// Appends events of several requests at once, each with its own metadata
+/// (a batch of claims decided together, see commands::claims).
+pub(crate) async fn append_each(tx: &Transaction<'_>, events: &[(&EventMeta, Event)]) -> Result<Vec<i64>, StoreError> {
+    insert(tx, events.iter().map(|(m, e)| (e, serde_json::to_value(m).expect("meta serializes")))).await
+}
+
+async fn insert<'a>(
+    tx: &Transaction<'_>,
+    events: impl Iterator<Item = (&'a Event, serde_json::Value)>,
+) -> Result<Vec<i64>, StoreError> {
+    let (mut streams, mut types, mut datas, mut metas) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (e, meta) in events {
+        let (ty, data) = e.to_parts();
+        streams.push(e.stream());
+        types.push(ty);
+        datas.push(data);
+        metas.push(meta);
+    }
+    if streams.is_empty() {
+        return Ok(Vec::new());
     }
     // One statement: number events per stream in input order, on top of each
     // stream's current version.
     let rows = crate::sql::query(
         tx,
         "WITH input AS (
-                 SELECT s, t, d, ord FROM unnest($1::text[], $2::text[], $3::jsonb[]) WITH ORDINALITY AS i(s, t, d, ord)
+                 SELECT s, t, d, m, ord
+                 FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::jsonb[]) WITH ORDINALITY AS i(s, t, d, m, ord)
              ), numbered AS (
-                 SELECT s, t, d, ord,
+                 SELECT s, t, d, m, ord,
                         (SELECT coalesce(max(version), 0) FROM log_events l WHERE l.stream = input.s)
                           + row_number() OVER (PARTITION BY s ORDER BY ord) AS v
                  FROM input
              )
              INSERT INTO log_events (stream, version, type, data, meta)
-             SELECT s, v, t, d, $4 FROM numbered ORDER BY ord
+             SELECT s, v, t, d, m FROM numbered ORDER BY ord
              RETURNING position",
-        &[&streams, &types, &datas, &meta],
+        &[&streams, &types, &datas, &metas],
     )
     .await?;
     Ok(rows.iter().map(|r| r.get(0)).collect())

@@ -21,6 +21,7 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
             c.execute("INSERT INTO resource_classes (name, standard) VALUES ($1, false)", &[name]).await?;
         }
         Event::ResourceClassDeleted { name } => {
+            c.execute("DELETE FROM provider_open_usage WHERE resource_class = $1", &[name]).await?;
             c.execute("DELETE FROM resource_classes WHERE name = $1", &[name]).await?;
         }
         Event::ResourceClassRenamed { from, to } => {
@@ -29,6 +30,8 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
             c.execute("INSERT INTO resource_classes (name, standard) VALUES ($1, false)", &[to]).await?;
             c.execute("UPDATE inventories SET resource_class = $2 WHERE resource_class = $1", &[from, to]).await?;
             c.execute("UPDATE allocations SET resource_class = $2 WHERE resource_class = $1", &[from, to]).await?;
+            c.execute("UPDATE provider_open_usage SET resource_class = $2 WHERE resource_class = $1", &[from, to])
+                .await?;
             c.execute("DELETE FROM resource_classes WHERE name = $1", &[from]).await?;
         }
         Event::TraitCreated { name } => {
@@ -68,7 +71,7 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
         Event::ProviderDeleted { uuid } => {
             // Explicit rather than by ON DELETE CASCADE: replay's scratch
             // tables carry no foreign keys, and both paths must agree.
-            for table in ["inventories", "provider_traits", "provider_aggregates"] {
+            for table in ["inventories", "provider_traits", "provider_aggregates", "provider_open_usage"] {
                 c.execute(&format!("DELETE FROM {table} WHERE provider_uuid = $1"), &[uuid]).await?;
             }
             c.execute("DELETE FROM providers WHERE uuid = $1", &[uuid]).await?;
@@ -141,8 +144,14 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
                 // held gets a new generation.
                 sql::execute(
                     c,
-                    "WITH gone AS (DELETE FROM allocations WHERE consumer_uuid = $1 RETURNING provider_uuid),
-                          consumer AS (DELETE FROM consumers WHERE uuid = $1 AND EXISTS (SELECT 1 FROM gone))
+                    "WITH gone AS (DELETE FROM allocations WHERE consumer_uuid = $1
+                                   RETURNING provider_uuid, resource_class, used, during),
+                          consumer AS (DELETE FROM consumers WHERE uuid = $1 AND EXISTS (SELECT 1 FROM gone)),
+                          counted AS (
+                              UPDATE provider_open_usage u SET used = u.used - g.used
+                              FROM (SELECT provider_uuid, resource_class, sum(used)::int8 AS used FROM gone
+                                    WHERE upper_inf(during) GROUP BY 1, 2) AS g
+                              WHERE (u.provider_uuid, u.resource_class) = (g.provider_uuid, g.resource_class))
                      UPDATE providers SET generation = generation + 1, updated_at = $2
                      WHERE uuid = ANY(CASE WHEN $3 THEN $4::uuid[] ELSE ARRAY(SELECT provider_uuid FROM gone) END)",
                     &[consumer, at, &explicit, &named],
@@ -156,7 +165,8 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
                 // generation of every provider held before or now.
                 sql::execute(
                     c,
-                    "WITH gone AS (DELETE FROM allocations WHERE consumer_uuid = $1 RETURNING provider_uuid),
+                    "WITH gone AS (DELETE FROM allocations WHERE consumer_uuid = $1
+                                   RETURNING provider_uuid, resource_class, used, during),
                           consumer AS (
                               INSERT INTO consumers (uuid, project_id, user_id, consumer_type, generation, created_at, updated_at)
                               VALUES ($1, $2, $3, $4, 1, $5, $5)
@@ -167,7 +177,16 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
                                                        project_id, user_id)
                               SELECT $1, p, rc, u, tstzrange(s, e, '[)'), $2, $3
                               FROM unnest($6::uuid[], $7::text[], $8::int8[], $9::timestamptz[], $10::timestamptz[])
-                                   AS t(p, rc, u, s, e))
+                                   AS t(p, rc, u, s, e)),
+                          counted AS (
+                              INSERT INTO provider_open_usage AS o (provider_uuid, resource_class, used)
+                              SELECT p, rc, sum(d)::int8 FROM (
+                                  SELECT provider_uuid, resource_class, -used FROM gone WHERE upper_inf(during)
+                                  UNION ALL
+                                  SELECT p, rc, u FROM unnest($6::uuid[], $7::text[], $8::int8[], $10::timestamptz[])
+                                       AS t(p, rc, u, e) WHERE e IS NULL) AS x(p, rc, d)
+                              GROUP BY p, rc HAVING sum(d) <> 0
+                              ON CONFLICT (provider_uuid, resource_class) DO UPDATE SET used = o.used + excluded.used)
                      UPDATE providers SET generation = generation + 1, updated_at = $5
                      WHERE uuid = ANY(CASE WHEN $11 THEN $12::uuid[]
                                            ELSE ARRAY(SELECT provider_uuid FROM gone) || $6::uuid[] END)",
@@ -264,6 +283,7 @@ pub const TABLES: &[&str] = &[
     "provider_aggregates",
     "consumers",
     "allocations",
+    "provider_open_usage",
     "hosts",
     "host_properties",
     "leases",

@@ -58,7 +58,8 @@ pub(crate) const LIMITS: &str = "SELECT l.project_id, l.user_id, l.resource, l.h
 
 /// Per project and class asked about (with a limit somewhere), the holds of
 /// the project's consumers overlapping the window, clipped to it and summed
-/// by user and clipped window; `own`: held by a consumer being rewritten.
+/// by user and clipped window; `own`: the consumer being rewritten that holds
+/// them (null for everyone else's).
 /// The statement runs on a generic plan, so its steps are fenced to keep
 /// their plan whatever the statistics: the classes no limit bears on are
 /// dropped first (a project without limits reads none of its holds), then
@@ -76,7 +77,7 @@ pub(crate) const USAGE: &str = "WITH q AS MATERIALIZED (
             CASE WHEN q.e IS NULL THEN upper(a.during)
                  WHEN upper(a.during) IS NULL THEN q.e
                  ELSE least(upper(a.during), q.e) END AS e,
-            sum(a.used)::int8, a.consumer_uuid = ANY($5) AS own
+            sum(a.used)::int8, CASE WHEN a.consumer_uuid = ANY($5) THEN a.consumer_uuid END AS own
      FROM a JOIN q ON q.p = a.project_id AND q.rc = a.resource_class AND a.during && tstzrange(q.s, q.e, '[)')
      GROUP BY 1, 2, 3, 4, 5, 7";
 
@@ -85,7 +86,7 @@ const LEASE_COUNTS: &str = "SELECT project_id, user_id, count(*)::int8 FROM leas
      WHERE project_id = ANY($1) AND end_at > $2 AND status NOT IN ('TERMINATED', 'TERMINATING')
      GROUP BY 1, 2";
 
-type Holds = Vec<(Window, i64)>;
+pub(crate) type Holds = Vec<(Window, i64)>;
 
 /// What one command asks of the quotas: its new holds by project, user and
 /// class; the consumers whose current holds they replace; the leases it makes.
@@ -213,16 +214,45 @@ impl Check {
     }
 
     /// Decides on the rows of [`GUARD_LOCK`], [`LIMITS`] and [`USAGE`] read
-    /// in that order in the command's transaction.
+    /// in that order in the command's transaction: the whole command as one.
     pub(crate) async fn decide(
+        &self,
+        tx: &impl GenericClient,
+        guards: &[Row],
+        limit_rows: Vec<Row>,
+        usage_rows: Vec<Row>,
+    ) -> Result<(), StoreError> {
+        let Some(limited) = self.limits(tx, guards, limit_rows, usage_rows).await? else {
+            return Ok(());
+        };
+        limited.check(&self.holds, &self.replaced, &[])?;
+        if self.leases.values().any(|n| *n > 0) {
+            let counts = lease_counts(tx, &self.projects, self.at).await?;
+            for ((project, user), n) in &self.leases {
+                let limits = limited.levels.of(project, user);
+                let in_project: i64 = counts.iter().filter(|(k, _)| k.0 == *project).map(|(_, c)| c).sum();
+                let made: i64 = self.leases.iter().filter(|(k, _)| k.0 == *project).map(|(_, c)| c).sum();
+                quota::check_count(LEASES, &Scope::project(project), limits.project_limit(LEASES), in_project, made)?;
+                let mine = counts.get(&(project.clone(), user.clone())).copied().unwrap_or(0);
+                quota::check_count(LEASES, &Scope::user(project, user), limits.user_limit(LEASES), mine, *n)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The limits and usage that bear on this check, from the rows of
+    /// [`GUARD_LOCK`], [`LIMITS`] and [`USAGE`]; `None` when no limit does.
+    /// A limit that appeared after the guards were locked is guarded now and
+    /// everything read again.
+    pub(crate) async fn limits(
         &self,
         tx: &impl GenericClient,
         guards: &[Row],
         mut limit_rows: Vec<Row>,
         mut usage_rows: Vec<Row>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<Limited>, StoreError> {
         if self.projects.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let held: BTreeSet<String> = guards.iter().map(|r| r.get(0)).collect();
         let limited = |rows: &[Row]| -> BTreeSet<String> {
@@ -235,20 +265,52 @@ impl Check {
         };
         let unguarded: Vec<String> = limited(&limit_rows).difference(&held).cloned().collect();
         if !unguarded.is_empty() {
-            // A limit appeared after the lock statement looked: guard now, read again.
             let guard: [&(dyn ToSql + Sync); 1] = [&unguarded];
             sql::pipeline(tx, [(GUARD_INSERT_ALL, &guard[..]), (GUARD_LOCK_ALL, &guard[..])]).await?;
             let p = self.params();
             [limit_rows, usage_rows] = sql::pipeline(tx, [(LIMITS, &p.limits[..]), (USAGE, &p.usage[..])]).await?;
         }
         if limit_rows.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
-        let levels = LevelLimits::from_rows(&limit_rows);
-        let usage = Usage::from_rows(&usage_rows);
+        Ok(Some(Limited {
+            at: self.at,
+            levels: LevelLimits::from_rows(&limit_rows),
+            usage: Usage::from_rows(&usage_rows),
+        }))
+    }
+}
+
+/// A consumer whose new holds an earlier request of the same batch wrote:
+/// they stand in for what it held before.
+pub(crate) struct Accepted<'a> {
+    pub consumer: Uuid,
+    pub project: &'a str,
+    pub user: &'a str,
+    pub allocations: &'a [Allocation],
+}
+
+/// The limits and usage read for a check, to decide one request or several
+/// in turn.
+pub(crate) struct Limited {
+    at: DateTime<Utc>,
+    levels: LevelLimits,
+    usage: Usage,
+}
+
+impl Limited {
+    /// Whether `holds` (new holds by project, user and class) fit every
+    /// limit bearing on them. `replaced`: the consumers they replace; the
+    /// `accepted` consumers hold their new holds instead of what was read.
+    pub(crate) fn check(
+        &self,
+        holds: &BTreeMap<(String, String, String), Holds>,
+        replaced: &[Uuid],
+        accepted: &[Accepted<'_>],
+    ) -> Result<(), berth_core::Error> {
         // Each project and class as a whole, then each user within it.
         let mut levels_asked: BTreeSet<(Scope, &str)> = BTreeSet::new();
-        for (project, user, class) in self.holds.keys() {
+        for (project, user, class) in holds.keys() {
             levels_asked.insert((Scope::project(project), class));
             levels_asked.insert((Scope::user(project, user), class));
         }
@@ -256,31 +318,34 @@ impl Check {
             let project = scope.project_id.as_deref().expect("a project");
             let user = scope.user_id.as_deref();
             let limit = match user {
-                None => levels.of(project, "").project_limit(class),
-                Some(u) => levels.of(project, u).user_limit(class),
+                None => self.levels.of(project, "").project_limit(class),
+                Some(u) => self.levels.of(project, u).user_limit(class),
             };
             let Some(limit) = limit else { continue };
             let mine = |u: &str| user.is_none_or(|x| x == u);
-            let (others, previous) = usage.split(project, class, &mine);
-            let new: Holds = self
-                .holds
+            let (mut others, mut previous) = (Vec::new(), Vec::new());
+            for (u, w, used, own) in
+                self.usage.rows.get(&(project.to_string(), class.to_string())).into_iter().flatten()
+            {
+                if !mine(u) {
+                    continue;
+                }
+                match own {
+                    Some(c) if replaced.contains(c) => previous.push((*w, *used)),
+                    Some(c) if accepted.iter().any(|a| a.consumer == *c) => {}
+                    _ => others.push((*w, *used)),
+                }
+            }
+            for a in accepted.iter().filter(|a| a.project == project && mine(a.user)) {
+                others.extend(a.allocations.iter().filter(|x| x.resource_class == class).map(|x| (x.window, x.used)));
+            }
+            let new: Holds = holds
                 .iter()
                 .filter(|((p, u, c), _)| p == project && c == class && mine(u))
                 .flat_map(|(_, h)| h.iter().copied())
                 .collect();
             if let Some(x) = quota::excess(&others, &previous, &new, limit, self.at) {
-                return Err(quota::exceeded(class, &scope, limit, x.usage, x.growth, Some(x.at)).into());
-            }
-        }
-        if self.leases.values().any(|n| *n > 0) {
-            let counts = lease_counts(tx, &self.projects, self.at).await?;
-            for ((project, user), n) in &self.leases {
-                let limits = levels.of(project, user);
-                let in_project: i64 = counts.iter().filter(|(k, _)| k.0 == *project).map(|(_, c)| c).sum();
-                let made: i64 = self.leases.iter().filter(|(k, _)| k.0 == *project).map(|(_, c)| c).sum();
-                quota::check_count(LEASES, &Scope::project(project), limits.project_limit(LEASES), in_project, made)?;
-                let mine = counts.get(&(project.clone(), user.clone())).copied().unwrap_or(0);
-                quota::check_count(LEASES, &Scope::user(project, user), limits.user_limit(LEASES), mine, *n)?;
+                return Err(quota::exceeded(class, &scope, limit, x.usage, x.growth, Some(x.at)));
             }
         }
         Ok(())
@@ -307,8 +372,9 @@ impl LevelLimits {
     }
 }
 
-/// A usage row: user, clipped window, amount, held by a consumer being rewritten.
-type UsageRow = (String, Window, i64, bool);
+/// A usage row: user, clipped window, amount, the consumer being rewritten
+/// that holds it (none: everyone else's).
+type UsageRow = (String, Window, i64, Option<Uuid>);
 
 /// Usage rows read, by (project, class).
 struct Usage {
@@ -323,21 +389,6 @@ impl Usage {
             out.entry((r.get(0), r.get(2))).or_default().push((r.get(1), w, r.get(5), r.get(6)));
         }
         Usage { rows: out }
-    }
-
-    /// (others, previous) of the users `mine` selects in `project` for `class`.
-    fn split(&self, project: &str, class: &str, mine: &dyn Fn(&str) -> bool) -> (Holds, Holds) {
-        let (mut others, mut previous) = (Vec::new(), Vec::new());
-        for (user, w, used, own) in self.rows.get(&(project.to_string(), class.to_string())).into_iter().flatten() {
-            if mine(user) {
-                if *own {
-                    previous.push((*w, *used))
-                } else {
-                    others.push((*w, *used))
-                }
-            }
-        }
-        (others, previous)
     }
 }
 

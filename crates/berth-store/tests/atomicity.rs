@@ -202,30 +202,12 @@ async fn a_reshape_moves_inventory_and_allocations_together_or_not_at_all() {
     assert!(store.replay_verify().await.unwrap().is_clean());
 }
 
-/// A command whose caller goes away mid-transaction (its future dropped, as
-/// when an HTTP client disconnects) leaves no transaction open on the pooled
-/// connection: it is rolled back, and the next command on that connection
-/// runs in a transaction of its own.
-#[tokio::test]
-async fn a_command_dropped_midway_leaves_no_transaction_open() {
-    let db = TestDatabase::new().await;
-    let store = db.store(1);
-    let p = provider(&store, "p", &[("VCPU", 8)]).await;
-    // Another session holds the provider, so the claim waits on its lock inside its transaction.
-    let (blocker, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
-    tokio::spawn(conn);
-    blocker.batch_execute(&format!("BEGIN; SELECT 1 FROM providers WHERE uuid = '{p}' FOR UPDATE")).await.unwrap();
-    let waiting = Uuid::new_v4();
-    let now = Window::from(Utc::now());
-    let meta = meta();
-    let claim =
-        store.replace_allocations(&meta, vec![consumer(waiting, GenerationCheck::New, vec![hold(p, "VCPU", 1, now)])]);
-    assert!(tokio::time::timeout(std::time::Duration::from_millis(500), claim).await.is_err(), "it waited");
-    blocker.batch_execute("ROLLBACK").await.unwrap();
-    // The dropped command's transaction ends once the server gets past its lock wait.
+/// Waits until no session of the test database but `watcher`'s is idle in
+/// a transaction.
+async fn no_transaction_left_open(watcher: &tokio_postgres::Client) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let open: i64 = blocker
+        let open: i64 = watcher
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity
                  WHERE datname = current_database() AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%'",
@@ -235,13 +217,40 @@ async fn a_command_dropped_midway_leaves_no_transaction_open() {
             .unwrap()
             .get(0);
         if open == 0 {
-            break;
+            return;
         }
-        assert!(std::time::Instant::now() < deadline, "the pooled connection was left in a transaction");
+        assert!(std::time::Instant::now() < deadline, "a pooled connection was left in a transaction");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    // Nothing of the dropped claim stands; the next command on the one pooled connection commits alone.
-    assert!(store.consumer(waiting).await.unwrap().is_none());
+}
+
+/// A command whose caller goes away mid-transaction (its future dropped, as
+/// when an HTTP client disconnects) leaves no transaction open on the pooled
+/// connection: it is rolled back, and the next command on that connection
+/// runs in a transaction of its own.
+#[tokio::test]
+async fn a_command_dropped_midway_leaves_no_transaction_open() {
+    let db = TestDatabase::new().await;
+    let store = db.store(1);
+    let p = provider(&store, "p", &[("VCPU", 8)]).await;
+    let now = Window::from(Utc::now());
+    let meta = meta();
+    let held = Uuid::new_v4();
+    store
+        .replace_allocations(&meta, vec![consumer(held, GenerationCheck::New, vec![hold(p, "VCPU", 1, now)])])
+        .await
+        .unwrap();
+    // Another session holds the consumer, so the delete waits on its lock inside its transaction.
+    let (blocker, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    blocker.batch_execute(&format!("BEGIN; SELECT 1 FROM consumers WHERE uuid = '{held}' FOR UPDATE")).await.unwrap();
+    let delete = store.delete_allocations(&meta, held);
+    assert!(tokio::time::timeout(std::time::Duration::from_millis(500), delete).await.is_err(), "it waited");
+    blocker.batch_execute("ROLLBACK").await.unwrap();
+    // The dropped command's transaction ends once the server gets past its lock wait.
+    no_transaction_left_open(&blocker).await;
+    // Nothing of the dropped delete stands; the next command on the one pooled connection commits alone.
+    assert!(store.consumer(held).await.unwrap().is_some(), "the dropped delete was rolled back");
     let next = Uuid::new_v4();
     store
         .replace_allocations(&meta, vec![consumer(next, GenerationCheck::New, vec![hold(p, "VCPU", 1, now)])])
@@ -249,4 +258,61 @@ async fn a_command_dropped_midway_leaves_no_transaction_open() {
         .unwrap();
     let seen: i64 = blocker.query_one("SELECT count(*) FROM consumers WHERE uuid = $1", &[&next]).await.unwrap().get(0);
     assert_eq!(seen, 1, "committed, visible to another session");
+}
+
+/// Claims are decided together in batches (commands::claims): a claim
+/// whose caller goes away is still decided, and neither it nor the others
+/// of its batch are cut short. Each of many concurrent claims gets its own
+/// answer and its own log event, and a refused one writes nothing.
+#[tokio::test]
+async fn claims_decided_together_each_get_their_own_answer() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    let p = provider(&store, "p", &[("VCPU", 8)]).await;
+    let now = Window::from(Utc::now());
+    let meta = meta();
+    // Another session holds the provider: every claim queues up behind it.
+    let (blocker, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    blocker.batch_execute(&format!("BEGIN; SELECT 1 FROM providers WHERE uuid = '{p}' FOR UPDATE")).await.unwrap();
+    let log_before = log_length(&db.url).await;
+    let dropped = Uuid::new_v4();
+    let claim =
+        store.replace_allocations(&meta, vec![consumer(dropped, GenerationCheck::New, vec![hold(p, "VCPU", 1, now)])]);
+    assert!(tokio::time::timeout(std::time::Duration::from_millis(300), claim).await.is_err(), "it waited");
+    // Twelve more, two VCPU each: with the dropped one's, room for three of them.
+    let mut tasks = Vec::new();
+    for _ in 0..12 {
+        let (store, meta) = (store.clone(), meta.clone());
+        tasks.push(tokio::spawn(async move {
+            let c = Uuid::new_v4();
+            let r = store
+                .replace_allocations(&meta, vec![consumer(c, GenerationCheck::New, vec![hold(p, "VCPU", 2, now)])])
+                .await;
+            (c, r)
+        }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    blocker.batch_execute("ROLLBACK").await.unwrap();
+    let mut granted = Vec::new();
+    for t in tasks {
+        let (c, r) = t.await.unwrap();
+        match r {
+            Ok(()) => granted.push(c),
+            Err(e) => {
+                assert_eq!(e.kind, ErrorKind::Capacity, "{e:?}");
+                assert!(store.consumer(c).await.unwrap().is_none(), "a refused claim wrote nothing");
+            }
+        }
+    }
+    assert_eq!(granted.len(), 3, "1 + 3 x 2 of 8 VCPU, and no more");
+    no_transaction_left_open(&blocker).await;
+    assert!(store.consumer(dropped).await.unwrap().is_some(), "the claim whose caller left was still decided");
+    assert_eq!(log_length(&db.url).await - log_before, 4, "one event per claim written");
+    let usage: i64 = blocker
+        .query_one("SELECT coalesce(sum(used), 0)::int8 FROM allocations WHERE provider_uuid = $1", &[&p])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(usage, 7);
 }

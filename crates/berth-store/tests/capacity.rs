@@ -87,6 +87,7 @@ async fn concurrent_writers_never_push_an_instant_over_capacity() {
         }
         assert!(timeline::peak(&holds, &everything) <= CAPACITY);
     }
+    open_usage_matches_allocations(&db.url).await;
     assert!(store.replay_verify().await.unwrap().is_clean());
 }
 
@@ -116,4 +117,48 @@ async fn back_to_back_windows_fit_and_overlapping_ones_compete() {
     let rows: HashMap<Uuid, i64> =
         store.provider_allocations(q, None).await.unwrap().into_iter().map(|r| (r.consumer, r.used)).collect();
     assert!(rows.is_empty(), "a refused batch wrote nothing");
+}
+
+/// Claims from now on, open-ended (as Placement makes them), counted against
+/// what earlier claims hold from before them: exactly the capacity is
+/// granted, and what a delete gives back is granted again, no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn open_ended_claims_from_now_get_exactly_the_capacity() {
+    let db = TestDatabase::new().await;
+    let store = db.store(WRITERS);
+    let p = provider(&store, "small", &[("VCPU", CAPACITY)]).await;
+    let claim_many = |n: usize| {
+        let store = store.clone();
+        async move {
+            let mut tasks = Vec::new();
+            for _ in 0..n {
+                let store = store.clone();
+                tasks.push(tokio::spawn(async move {
+                    let id = Uuid::new_v4();
+                    let req = consumer(id, GenerationCheck::New, vec![hold(p, "VCPU", 1, Window::from(Utc::now()))]);
+                    match store.replace_allocations(&meta(), vec![req]).await {
+                        Ok(()) => Some(id),
+                        Err(e) if e.kind == ErrorKind::Capacity => None,
+                        Err(e) => panic!("unexpected error: {e}"),
+                    }
+                }));
+            }
+            let mut granted = Vec::new();
+            for t in tasks {
+                granted.extend(t.await.unwrap());
+            }
+            granted
+        }
+    };
+    let granted = claim_many(40).await;
+    assert_eq!(granted.len(), CAPACITY as usize);
+    for id in &granted[..3] {
+        store.delete_allocations(&meta(), *id).await.unwrap();
+    }
+    let again = claim_many(40).await;
+    assert_eq!(again.len(), 3, "what the deletes gave back, no more");
+    let rows = store.provider_allocations(p, None).await.unwrap();
+    assert_eq!(rows.iter().map(|r| r.used).sum::<i64>(), CAPACITY);
+    open_usage_matches_allocations(&db.url).await;
+    assert!(store.replay_verify().await.unwrap().is_clean());
 }

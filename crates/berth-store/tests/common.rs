@@ -40,3 +40,28 @@ pub fn consumer(uuid: Uuid, generation: GenerationCheck, allocations: Vec<Alloca
         allocations,
     }
 }
+
+/// Panics unless the open-ended usage projection is exactly the sum of the
+/// open-ended allocations, per provider and class (rows at zero may stay).
+pub async fn open_usage_matches_allocations(url: &str) {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let rows = client
+        .query(
+            "WITH counted AS (SELECT provider_uuid, resource_class, used FROM provider_open_usage WHERE used <> 0),
+                  summed AS (SELECT provider_uuid, resource_class, sum(used)::int8 AS used FROM allocations
+                             WHERE upper_inf(during) GROUP BY 1, 2)
+             (SELECT 'counted', * FROM counted EXCEPT SELECT 'counted', * FROM summed)
+             UNION ALL
+             (SELECT 'summed', * FROM summed EXCEPT SELECT 'summed', * FROM counted)",
+            &[],
+        )
+        .await
+        .unwrap();
+    let differences: Vec<(String, Uuid, String, i64)> =
+        rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect();
+    assert!(differences.is_empty(), "open-ended usage drifted from the allocations: {differences:?}");
+    let counted: i64 =
+        client.query_one("SELECT count(*) FROM provider_open_usage WHERE used <> 0", &[]).await.unwrap().get(0);
+    assert!(counted > 0, "the check compared something");
+}

@@ -67,19 +67,20 @@ impl Store {
     ) -> Result<(), Error> {
         check_batch_shape(&consumers)?;
         // Reservation classes draw from their reservation's hold (see
-        // consume.rs). Most batches neither name one nor hold a draw: they
-        // go straight to the write, which finds out (with the consumers
-        // locked) whether they hold one; if so, nothing is written and the
-        // batch goes the drawing way.
+        // consume.rs). Most requests neither name one nor hold a draw: they
+        // are decided together with other requests in flight (see claims.rs),
+        // which finds out (with the consumers locked) whether they hold one;
+        // if so, nothing is written and the request goes the drawing way.
         if !super::consume::names_reservation(&consumers) {
-            let written = crate::tx::command!(self, |tx| { write_allocations(tx, meta, &consumers, &[], true).await })?;
-            if written {
-                return Ok(());
+            match self.claims.submit(self, meta, consumers.clone()).await? {
+                Decision::Written => return Ok(()),
+                Decision::Refused(e) => return Err(e),
+                Decision::HoldsDraw => {}
             }
         }
         crate::tx::command!(self, |tx| {
             let consumers = super::consume::draw_from_holds(tx, meta, consumers.clone()).await?;
-            write_allocations(tx, meta, &consumers, &[], false).await.map(|_| ())
+            write_one(tx, meta, &consumers, &[], false).await.map(|_| ())
         })
     }
 
@@ -130,9 +131,7 @@ impl Store {
                 inv.validate(class)?;
             }
         }
-        crate::tx::command!(self, |tx| {
-            write_allocations(tx, meta, &consumers, &inventories, false).await.map(|_| ())
-        })
+        crate::tx::command!(self, |tx| { write_one(tx, meta, &consumers, &inventories, false).await.map(|_| ()) })
     }
 }
 
@@ -170,22 +169,39 @@ const LOCK_PROVIDERS: &str =
      WHERE p.uuid = ANY($1::uuid[] || ARRAY(SELECT provider_uuid FROM allocations WHERE consumer_uuid = ANY($2)))
      ORDER BY p.uuid FOR UPDATE OF p";
 
-// Each (provider, class) probes the timeline index on its own (a lateral
-// subquery kept apart by `OFFSET 0`): the statement runs on a generic plan,
-// and a join the planner may pick from stale statistics would scan every
-// allocation instead.
-const READ_OTHERS: &str = "SELECT q.p, q.rc, greatest(lower(a.during), q.s) AS s,
-            CASE WHEN q.e IS NULL THEN upper(a.during)
-             WHEN upper(a.during) IS NULL THEN q.e
-             ELSE least(upper(a.during), q.e) END AS e,
-            sum(a.used)::int8
-     FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS q(p, rc, s, e)
-     CROSS JOIN LATERAL (
+// Everyone else's holds on each (provider, class) asked about, over the
+// window asked about, in three kinds of row:
+// 0. bounded holds (leases) overlapping the window, clipped to it and summed
+//    by clipped window (the peak is the same);
+// 1. open-ended holds that start inside the window or after it, one by one,
+//    with their consumer;
+// 2. the sum of all open-ended holds (provider_open_usage).
+// The open-ended holds that began before the window are kind 2 less kind 1
+// less the batch's own (known from its locked consumers): one hold over the
+// whole window. So a claim reads a few rows however many claims came before.
+// Each (provider, class) probes its indexes on its own (lateral subqueries
+// kept apart by `OFFSET 0`): the statement runs on a generic plan, and a
+// join the planner may pick from stale statistics would scan instead.
+const READ_OTHERS: &str = "WITH q AS MATERIALIZED (
+         SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS q(p, rc, s, e))
+     SELECT 0, q.p, q.rc, greatest(lower(a.during), q.s),
+            CASE WHEN q.e IS NULL THEN upper(a.during) ELSE least(upper(a.during), q.e) END,
+            sum(a.used)::int8, NULL::uuid
+     FROM q CROSS JOIN LATERAL (
          SELECT a.during, a.used FROM allocations a
          WHERE a.provider_uuid = q.p AND a.resource_class = q.rc AND a.during && tstzrange(q.s, q.e, '[)')
-           AND a.consumer_uuid <> ALL($5)
+           AND NOT upper_inf(a.during) AND a.consumer_uuid <> ALL($5)
          OFFSET 0) AS a
-     GROUP BY 1, 2, 3, 4";
+     GROUP BY 2, 3, 4, 5
+     UNION ALL
+     SELECT 1, q.p, q.rc, lower(a.during), NULL, a.used, a.consumer_uuid
+     FROM q CROSS JOIN LATERAL (
+         SELECT a.during, a.used, a.consumer_uuid FROM allocations a
+         WHERE a.provider_uuid = q.p AND a.resource_class = q.rc AND upper_inf(a.during) AND lower(a.during) >= q.s
+         OFFSET 0) AS a
+     UNION ALL
+     SELECT 2, u.provider_uuid, u.resource_class, NULL, NULL, u.used, NULL
+     FROM q JOIN provider_open_usage u ON u.provider_uuid = q.p AND u.resource_class = q.rc";
 
 const KNOWN_CLASSES: &str = "SELECT name FROM resource_classes WHERE name = ANY($1)";
 
@@ -193,21 +209,62 @@ fn show_generation(g: Option<i64>) -> String {
     g.map(|g| g.to_string()).unwrap_or_else(|| "null".into())
 }
 
-/// Writes the batch; with `unless_drawing`, writes nothing and answers
-/// false when a consumer holds a draw (it must go through consume.rs).
-async fn write_allocations(
+/// One request of a batch: decided on its own, written all or nothing.
+pub(crate) struct Request<'a> {
+    pub meta: &'a EventMeta,
+    pub consumers: &'a [ConsumerAllocations],
+}
+
+/// What became of one request of a batch.
+#[derive(Debug)]
+pub(crate) enum Decision {
+    Written,
+    /// Nothing written: a consumer holds a reservation draw, and replacing
+    /// its allocations must give the draw back (consume.rs).
+    HoldsDraw,
+    Refused(Error),
+}
+
+/// Writes one request alone; with `unless_drawing`, writes nothing and
+/// answers false when a consumer holds a draw.
+async fn write_one(
     tx: &Transaction<'_>,
     meta: &EventMeta,
     consumers: &[ConsumerAllocations],
     reshaped: &[ReshapeInventory],
     unless_drawing: bool,
 ) -> Result<bool, StoreError> {
+    let request = Request { meta, consumers };
+    let decision = write_allocations(tx, std::slice::from_ref(&request), reshaped, unless_drawing).await?;
+    match decision.into_iter().next() {
+        Some(Decision::Written) => Ok(true),
+        Some(Decision::HoldsDraw) => Ok(false),
+        Some(Decision::Refused(e)) => Err(e.into()),
+        None => unreachable!("one decision per request"),
+    }
+}
+
+/// A consumer's holds as this batch stands: what it held when locked, or
+/// the new ones once its request is decided.
+type Held = Vec<(Key, Window, i64)>;
+
+/// Decides `requests` in order, each on its own, with everything read once
+/// for all of them: a request sees the holds of the requests accepted
+/// before it. Writes the accepted ones. A reshape is a batch of one.
+pub(crate) async fn write_allocations(
+    tx: &Transaction<'_>,
+    requests: &[Request<'_>],
+    reshaped: &[ReshapeInventory],
+    unless_drawing: bool,
+) -> Result<Vec<Decision>, StoreError> {
+    debug_assert!(reshaped.is_empty() || requests.len() == 1, "a reshape is decided alone");
     let at = now();
-    let mut consumer_ids: Vec<Uuid> = consumers.iter().map(|c| c.consumer).collect();
+    let all: Vec<&ConsumerAllocations> = requests.iter().flat_map(|r| r.consumers.iter()).collect();
+    let mut consumer_ids: Vec<Uuid> = all.iter().map(|c| c.consumer).collect();
     consumer_ids.sort();
-    // The new holds, by provider and class, known from the request alone.
+    // The new holds, by provider and class, known from the requests alone.
     let mut wanted: BTreeMap<Key, Vec<(Window, i64)>> = BTreeMap::new();
-    for c in consumers {
+    for c in &all {
         for a in &c.allocations {
             wanted.entry((a.provider, a.resource_class.clone())).or_default().push((a.window, a.used));
         }
@@ -227,16 +284,17 @@ async fn write_allocations(
         keys_e.push(span.end);
     }
 
-    // 1. Three statements sent together (pipelined on the connection); the
-    //    server runs them in order, so the last one reads after both locks
-    //    are held and sees every earlier writer's committed rows:
-    //    a. lock the consumers, sorted, with what they hold (which cannot
-    //       change while we hold them);
+    // 1. Statements sent together (pipelined on the connection); the
+    //    server runs them in order, so the reads after the locks see every
+    //    earlier writer's committed rows:
+    //    a. lock the projects' quota guards, then the consumers, sorted, with
+    //       what they hold (which cannot change while we hold them);
     //    b. lock the providers of the new holds and those the consumers hold
     //       now (they get a new generation too), sorted, with their inventories;
     //    c. everyone else's holds overlapping the new windows, clipped to the
     //       window asked about and summed by clipped window: the peak is the
-    //       same, and open-ended holds that began earlier collapse into one row.
+    //       same, and open-ended holds that began earlier collapse into one row;
+    //    d. the classes named, the limits and the usage that bear on them.
     let consumer_params: [&(dyn ToSql + Sync); 1] = [&consumer_ids];
     let provider_params: [&(dyn ToSql + Sync); 2] = [&provider_ids, &consumer_ids];
     let other_params: [&(dyn ToSql + Sync); 5] = [&keys_p, &keys_c, &keys_s, &keys_e, &consumer_ids];
@@ -247,7 +305,7 @@ async fn write_allocations(
     let named: Vec<&str> = named.into_iter().collect();
     let class_params: [&(dyn ToSql + Sync); 1] = [&named];
     // Quota: the projects' guards are locked first, their limits and usage read last (crate::quota).
-    let claims = consumers.iter().map(|c| (c.consumer, &*c.project_id, &*c.user_id, &*c.allocations));
+    let claims = all.iter().map(|c| (c.consumer, &*c.project_id, &*c.user_id, &*c.allocations));
     let quota = quota::Check::new(at, claims, Default::default());
     let q = quota.params();
     let [_, _, guard_rows, consumer_rows, draw_rows, provider_rows, other_rows, class_rows, limit_rows, usage_rows] =
@@ -267,35 +325,15 @@ async fn write_allocations(
             ],
         )
         .await?;
-    if unless_drawing && !draw_rows.is_empty() {
-        return Ok(false);
-    }
+    let drawing: BTreeSet<Uuid> = draw_rows.iter().map(|r| r.get(0)).collect();
 
     let mut current: HashMap<Uuid, (i64, Option<String>)> = HashMap::new();
-    let mut previous: HashMap<Key, Vec<(Window, i64)>> = HashMap::new();
-    let mut previous_providers: HashMap<Uuid, BTreeSet<Uuid>> = HashMap::new();
+    let mut held: HashMap<Uuid, Held> = HashMap::new();
     for r in &consumer_rows {
         current.insert(r.get(0), (r.get(1), r.get(7)));
         if let Some(provider) = r.get::<_, Option<Uuid>>(2) {
-            let key: Key = (provider, r.get(3));
-            previous.entry(key).or_default().push((Window { start: r.get(5), end: r.get(6) }, r.get(4)));
-            previous_providers.entry(r.get(0)).or_default().insert(provider);
-        }
-    }
-    for c in consumers {
-        let actual = current.get(&c.consumer).map(|x| x.0);
-        let given = match c.generation {
-            GenerationCheck::Any => continue,
-            GenerationCheck::New => None,
-            GenerationCheck::Exactly(g) => Some(g),
-        };
-        if actual != given {
-            return Err(Error::generation(format!(
-                "consumer generation conflict - expected {} but got {}",
-                show_generation(actual),
-                show_generation(given)
-            ))
-            .into());
+            let window = Window { start: r.get(5), end: r.get(6) };
+            held.entry(r.get(0)).or_default().push(((provider, r.get(3)), window, r.get(4)));
         }
     }
     let mut generations: HashMap<Uuid, i64> = HashMap::new();
@@ -314,39 +352,9 @@ async fn write_allocations(
             inventories.insert((r.get(0), class), inv);
         }
     }
-    for r in reshaped {
-        match generations.get(&r.provider) {
-            None => {
-                return Err(Error::invalid(
-                    PROVIDER_NOT_FOUND,
-                    format!("Resource provider {} in inventories not found", r.provider),
-                )
-                .into())
-            }
-            Some(g) if *g != r.expected_generation => {
-                return Err(Error::generation(format!(
-                    "resource provider generation conflict for provider {}: actual: {g}, given: {}",
-                    r.provider, r.expected_generation
-                ))
-                .into())
-            }
-            Some(_) => {}
-        }
-    }
-    if let Some(missing) = provider_ids.iter().find(|p| !generations.contains_key(p)) {
-        return Err(Error::invalid(
-            PROVIDER_NOT_FOUND,
-            format!("Allocation for resource provider '{missing}' that does not exist."),
-        )
-        .into());
-    }
     let known: BTreeSet<String> = class_rows.iter().map(|r| r.get(0)).collect();
-    if let Some(unknown) = named.iter().find(|n| !known.contains(**n)) {
-        return Err(Error::invalid(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {unknown}.")).into());
-    }
     // 2. Inventories as the allocations see them (in a reshape: the interim
-    //    union of the new classes and the dropped ones), and each amount
-    //    within its inventory's units.
+    //    union of the new classes and the dropped ones).
     let mut interim: Vec<(Uuid, BTreeMap<String, Inventory>)> = Vec::new();
     for r in reshaped {
         if r.inventories.is_empty() {
@@ -362,84 +370,261 @@ async fn write_allocations(
             .collect();
         interim.push((r.provider, union));
     }
-    for c in consumers {
-        for a in &c.allocations {
-            let Some(inv) = inventories.get(&(a.provider, a.resource_class.clone())) else {
-                return Err(Error::capacity(format!(
-                    "Inventory for '{}' on resource provider '{}' invalid.",
-                    a.resource_class, a.provider
-                ))
-                .into());
-            };
-            if inv.check_amount(&a.provider.to_string(), &a.resource_class, a.used).is_err() {
-                return Err(Error::capacity(format!(
-                    "Unable to create allocation for '{}' on resource provider '{}'. \
-                     The requested amount would violate inventory constraints.",
-                    a.resource_class, a.provider
-                ))
-                .into());
+    let others = others_by_key(&other_rows, &keys_p, &keys_c, &keys_s, &keys_e, &held);
+    let limited = quota.limits(tx, &guard_rows, limit_rows, usage_rows).await?;
+    let read = Read { current: &current, generations: &generations, inventories: &inventories, known: &known, others };
+
+    // 3. Decide each request in turn; an accepted one's holds replace what
+    //    its consumers held for the requests after it.
+    let mut decisions = Vec::with_capacity(requests.len());
+    let mut events: Vec<(&EventMeta, Event)> = interim
+        .into_iter()
+        .map(|(provider, inventories)| (requests[0].meta, Event::InventoriesReplaced { provider, inventories, at }))
+        .collect();
+    let mut accepted: Vec<quota::Accepted<'_>> = Vec::new();
+    for request in requests {
+        if unless_drawing && request.consumers.iter().any(|c| drawing.contains(&c.consumer)) {
+            decisions.push(Decision::HoldsDraw);
+            continue;
+        }
+        let verdict = read.decide(request.consumers, &held, reshaped).and_then(|()| match &limited {
+            Some(limited) => limited.check(&quota_holds(request.consumers), &ids(request.consumers), &accepted),
+            None => Ok(()),
+        });
+        if let Err(e) = verdict {
+            decisions.push(Decision::Refused(e));
+            continue;
+        }
+        let mut bumped: BTreeSet<Uuid> = BTreeSet::new();
+        for c in request.consumers {
+            let mut mine: BTreeSet<Uuid> = c.allocations.iter().map(|a| a.provider).collect();
+            if c.allocations.is_empty() {
+                mine.extend(held.get(&c.consumer).into_iter().flatten().map(|h| h.0 .0));
             }
+            let providers_bumped: Vec<Uuid> = mine.into_iter().filter(|p| bumped.insert(*p)).collect();
+            let consumer_type = c.consumer_type.clone().or_else(|| current.get(&c.consumer).and_then(|x| x.1.clone()));
+            events.push((
+                request.meta,
+                Event::AllocationsReplaced {
+                    consumer: c.consumer,
+                    project_id: c.project_id.clone(),
+                    user_id: c.user_id.clone(),
+                    consumer_type,
+                    allocations: c.allocations.clone(),
+                    providers_bumped: Some(providers_bumped),
+                    at,
+                },
+            ));
+            held.insert(
+                c.consumer,
+                c.allocations.iter().map(|a| ((a.provider, a.resource_class.clone()), a.window, a.used)).collect(),
+            );
+            accepted.push(quota::Accepted {
+                consumer: c.consumer,
+                project: &c.project_id,
+                user: &c.user_id,
+                allocations: &c.allocations,
+            });
         }
+        decisions.push(Decision::Written);
     }
-    let mut others: HashMap<Key, Vec<(Window, i64)>> = HashMap::new();
-    for r in other_rows {
-        let w = Window { start: r.get(2), end: r.get(3) };
-        others.entry((r.get(0), r.get(1))).or_default().push((w, r.get(4)));
-    }
-    // 3. Decide: every instant of every new window stays within capacity,
-    //    unless the request raises what these consumers held at no instant.
-    //    A reshape moves inventory, so nothing it held before excuses it.
-    for (key, holds) in &wanted {
-        let inv = &inventories[key];
-        let others = others.remove(key).unwrap_or_default();
-        let before: &[(Window, i64)] =
-            if reshaped.is_empty() { previous.get(key).map(Vec::as_slice).unwrap_or(&[]) } else { &[] };
-        if !timeline::fits(&others, before, holds, inv.capacity()) {
-            return Err(Error::capacity(format!(
-                "Unable to create allocation for '{}' on resource provider '{}'. \
-                 The requested amount would exceed the capacity.",
-                key.1, key.0
-            ))
-            .into());
-        }
-    }
-    // Quota: within every limit bearing on the consumers' projects and users.
-    quota.decide(tx, &guard_rows, limit_rows, usage_rows).await?;
     // 4. A reshape's final inventories may drop a class only when nothing
     //    holds it any more (other consumers now or later, or this request).
-    for r in reshaped {
-        check_dropped_classes(tx, r, consumers, &consumer_ids).await?;
-    }
-    // 5. Record: interim inventories, every consumer, final inventories.
-    let mut events: Vec<Event> = interim
-        .into_iter()
-        .map(|(provider, inventories)| Event::InventoriesReplaced { provider, inventories, at })
-        .collect();
-    let mut bumped: BTreeSet<Uuid> = BTreeSet::new();
-    for c in consumers {
-        let mut mine: BTreeSet<Uuid> = c.allocations.iter().map(|a| a.provider).collect();
-        if c.allocations.is_empty() {
-            mine.extend(previous_providers.get(&c.consumer).into_iter().flatten().copied());
+    if matches!(decisions.first(), Some(Decision::Written)) {
+        for r in reshaped {
+            check_dropped_classes(tx, r, requests[0].consumers, &consumer_ids).await?;
         }
-        let providers_bumped: Vec<Uuid> = mine.into_iter().filter(|p| bumped.insert(*p)).collect();
-        let consumer_type = c.consumer_type.clone().or_else(|| current.get(&c.consumer).and_then(|x| x.1.clone()));
-        events.push(Event::AllocationsReplaced {
-            consumer: c.consumer,
-            project_id: c.project_id.clone(),
-            user_id: c.user_id.clone(),
-            consumer_type,
-            allocations: c.allocations.clone(),
-            providers_bumped: Some(providers_bumped),
-            at,
-        });
+        events.extend(reshaped.iter().map(|r| {
+            (
+                requests[0].meta,
+                Event::InventoriesReplaced { provider: r.provider, inventories: r.inventories.clone(), at },
+            )
+        }));
     }
-    events.extend(reshaped.iter().map(|r| Event::InventoriesReplaced {
-        provider: r.provider,
-        inventories: r.inventories.clone(),
-        at,
-    }));
-    record(tx, meta, &events).await?;
-    Ok(true)
+    // 5. Record what was accepted (a reshape: interim inventories, every
+    //    consumer, final inventories).
+    if decisions.iter().any(|d| matches!(d, Decision::Written)) {
+        super::record_each(tx, &events).await?;
+    }
+    Ok(decisions)
+}
+
+/// Everyone else's holds by provider and class, from the rows of
+/// [`READ_OTHERS`] for the keys asked about; `held`: what the batch's own
+/// consumers hold (they are not "everyone else").
+fn others_by_key(
+    rows: &[tokio_postgres::Row],
+    keys_p: &[Uuid],
+    keys_c: &[&str],
+    keys_s: &[DateTime<Utc>],
+    keys_e: &[Option<DateTime<Utc>>],
+    held: &HashMap<Uuid, Held>,
+) -> HashMap<Key, Vec<(Window, i64)>> {
+    let mut others: HashMap<Key, Vec<(Window, i64)>> = HashMap::new();
+    // Open-ended holds that began before the window, by key.
+    let mut before: HashMap<Key, i64> = HashMap::new();
+    for r in rows {
+        let key: Key = (r.get(1), r.get(2));
+        let used: i64 = r.get(5);
+        match r.get::<_, i32>(0) {
+            0 => others.entry(key).or_default().push((Window { start: r.get(3), end: r.get(4) }, used)),
+            1 => {
+                *before.entry(key.clone()).or_default() -= used;
+                let consumer: Uuid = r.get(6);
+                if !held.contains_key(&consumer) {
+                    others.entry(key).or_default().push((Window { start: r.get(3), end: None }, used));
+                }
+            }
+            _ => *before.entry(key).or_default() += used,
+        }
+    }
+    for (i, (p, c)) in keys_p.iter().zip(keys_c).enumerate() {
+        let key: Key = (*p, c.to_string());
+        let (start, end) = (keys_s[i], keys_e[i]);
+        let own: i64 = held
+            .values()
+            .flatten()
+            .filter(|(k, w, _)| *k == key && w.end.is_none() && w.start < start)
+            .map(|(_, _, used)| used)
+            .sum();
+        let earlier = before.remove(&key).unwrap_or(0) - own;
+        if earlier > 0 {
+            others.entry(key).or_default().push((Window { start, end }, earlier));
+        }
+    }
+    others
+}
+
+fn ids(consumers: &[ConsumerAllocations]) -> Vec<Uuid> {
+    consumers.iter().map(|c| c.consumer).collect()
+}
+
+/// New holds by project, user and class, as the quota check takes them.
+fn quota_holds(consumers: &[ConsumerAllocations]) -> BTreeMap<(String, String, String), quota::Holds> {
+    let mut out: BTreeMap<(String, String, String), quota::Holds> = BTreeMap::new();
+    for c in consumers {
+        for a in &c.allocations {
+            out.entry((c.project_id.clone(), c.user_id.clone(), a.resource_class.clone()))
+                .or_default()
+                .push((a.window, a.used));
+        }
+    }
+    out
+}
+
+/// What a batch read, once for all its requests.
+struct Read<'a> {
+    current: &'a HashMap<Uuid, (i64, Option<String>)>,
+    generations: &'a HashMap<Uuid, i64>,
+    inventories: &'a HashMap<Key, Inventory>,
+    known: &'a BTreeSet<String>,
+    /// Holds of consumers outside the batch, by provider and class.
+    others: HashMap<Key, Vec<(Window, i64)>>,
+}
+
+impl Read<'_> {
+    /// Whether one request may be written, with the batch's consumers
+    /// holding `held`. A reshape moves inventory, so nothing its consumers
+    /// held before excuses it.
+    fn decide(
+        &self,
+        consumers: &[ConsumerAllocations],
+        held: &HashMap<Uuid, Held>,
+        reshaped: &[ReshapeInventory],
+    ) -> Result<(), Error> {
+        for c in consumers {
+            let actual = self.current.get(&c.consumer).map(|x| x.0);
+            let given = match c.generation {
+                GenerationCheck::Any => continue,
+                GenerationCheck::New => None,
+                GenerationCheck::Exactly(g) => Some(g),
+            };
+            if actual != given {
+                return Err(Error::generation(format!(
+                    "consumer generation conflict - expected {} but got {}",
+                    show_generation(actual),
+                    show_generation(given)
+                )));
+            }
+        }
+        for r in reshaped {
+            match self.generations.get(&r.provider) {
+                None => {
+                    return Err(Error::invalid(
+                        PROVIDER_NOT_FOUND,
+                        format!("Resource provider {} in inventories not found", r.provider),
+                    ))
+                }
+                Some(g) if *g != r.expected_generation => {
+                    return Err(Error::generation(format!(
+                        "resource provider generation conflict for provider {}: actual: {g}, given: {}",
+                        r.provider, r.expected_generation
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        let mut wanted: BTreeMap<Key, Vec<(Window, i64)>> = BTreeMap::new();
+        for c in consumers {
+            for a in &c.allocations {
+                wanted.entry((a.provider, a.resource_class.clone())).or_default().push((a.window, a.used));
+            }
+        }
+        if let Some((missing, _)) = wanted.keys().find(|k| !self.generations.contains_key(&k.0)) {
+            return Err(Error::invalid(
+                PROVIDER_NOT_FOUND,
+                format!("Allocation for resource provider '{missing}' that does not exist."),
+            ));
+        }
+        if let Some((_, unknown)) = wanted.keys().find(|k| !self.known.contains(&k.1)) {
+            return Err(Error::invalid(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {unknown}.")));
+        }
+        // Each amount within its inventory's units.
+        for c in consumers {
+            for a in &c.allocations {
+                let Some(inv) = self.inventories.get(&(a.provider, a.resource_class.clone())) else {
+                    return Err(Error::capacity(format!(
+                        "Inventory for '{}' on resource provider '{}' invalid.",
+                        a.resource_class, a.provider
+                    )));
+                };
+                if inv.check_amount(&a.provider.to_string(), &a.resource_class, a.used).is_err() {
+                    return Err(Error::capacity(format!(
+                        "Unable to create allocation for '{}' on resource provider '{}'. \
+                         The requested amount would violate inventory constraints.",
+                        a.resource_class, a.provider
+                    )));
+                }
+            }
+        }
+        // Every instant of every new window stays within capacity, unless
+        // the request raises what its consumers held at no instant.
+        let mine: BTreeSet<Uuid> = consumers.iter().map(|c| c.consumer).collect();
+        for (key, holds) in &wanted {
+            let mut others = self.others.get(key).cloned().unwrap_or_default();
+            let mut before = Vec::new();
+            for (consumer, hs) in held {
+                for (k, w, used) in hs {
+                    if k != key {
+                        continue;
+                    }
+                    if !mine.contains(consumer) {
+                        others.push((*w, *used));
+                    } else if reshaped.is_empty() {
+                        before.push((*w, *used));
+                    }
+                }
+            }
+            if !timeline::fits(&others, &before, holds, self.inventories[key].capacity()) {
+                return Err(Error::capacity(format!(
+                    "Unable to create allocation for '{}' on resource provider '{}'. \
+                     The requested amount would exceed the capacity.",
+                    key.1, key.0
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Classes a reshape drops from a provider must be left without

@@ -51,9 +51,10 @@ pub(crate) fn names_reservation(batch: &[ConsumerAllocations]) -> bool {
     batch.iter().any(|c| c.allocations.iter().any(|a| reservation_of_class(&a.resource_class).is_some()))
 }
 
-/// Whether any of `consumers` holds a draw now (replacing its allocations
-/// gives the draw back). Read with the consumers locked, it cannot change.
-pub(crate) const HOLDS_DRAWS: &str = "SELECT 1 FROM reservation_draws WHERE consumer_uuid = ANY($1) LIMIT 1";
+/// Which of `consumers` hold a draw now (replacing their allocations gives
+/// the draw back). Read with the consumers locked, it cannot change.
+pub(crate) const HOLDS_DRAWS: &str =
+    "SELECT DISTINCT consumer_uuid FROM reservation_draws WHERE consumer_uuid = ANY($1)";
 
 /// Rewrites `batch` so reservation classes draw from their slots; records
 /// the draws. For a batch that names a reservation class or holds a draw.

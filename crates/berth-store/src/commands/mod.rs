@@ -13,6 +13,7 @@
 
 mod allocations;
 mod catalog;
+mod claims;
 mod consume;
 mod hosts;
 mod lease_events;
@@ -24,6 +25,7 @@ pub use allocations::{
     ConsumerAllocations, GenerationCheck, ReshapeInventory, PROVIDER_NOT_FOUND, RESOURCE_CLASS_NOT_FOUND,
 };
 pub use catalog::TRAIT_NOT_FOUND;
+pub(crate) use claims::Claims;
 pub use hosts::{check_capabilities, HostChange, NewHost, HOST_FIELDS};
 pub use lease_events::{Claim, Finish, HeldHost, Outcome, Recorded};
 pub use leases::{
@@ -45,6 +47,22 @@ pub(crate) async fn record(tx: &Transaction<'_>, meta: &EventMeta, events: &[Eve
     let append = crate::log::append(tx, meta, events);
     let apply = async {
         for e in events {
+            crate::projection::apply(tx, e).await?;
+        }
+        Ok::<(), StoreError>(())
+    };
+    match tokio::join!(append, apply) {
+        (Ok(positions), Ok(())) => Ok(positions),
+        (Err(e), Ok(())) | (Ok(_), Err(e)) => Err(e),
+        (Err(a), Err(b)) => Err(crate::sql::root_cause(a, b, StoreError::sqlstate)),
+    }
+}
+
+/// As [`record`], for events of several requests, each with its own metadata.
+pub(crate) async fn record_each(tx: &Transaction<'_>, events: &[(&EventMeta, Event)]) -> Result<Vec<i64>, StoreError> {
+    let append = crate::log::append_each(tx, events);
+    let apply = async {
+        for (_, e) in events {
             crate::projection::apply(tx, e).await?;
         }
         Ok::<(), StoreError>(())
