@@ -51,6 +51,13 @@ impl Store {
         Ok(Store { pool, url: url.to_string(), claims: Default::default() })
     }
 
+    /// Decides claims in at most `lanes` transactions at once (see
+    /// commands::claims; about the database server's cores).
+    pub fn with_claim_lanes(mut self, lanes: usize) -> Store {
+        self.claims = std::sync::Arc::new(commands::Claims::with_lanes(lanes));
+        self
+    }
+
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.pool.get().await.map_err(|e| StoreError::Pool(e.to_string()))
     }

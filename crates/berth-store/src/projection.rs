@@ -258,6 +258,114 @@ pub async fn apply_all(c: &impl GenericClient, events: &[Event]) -> Result<(), S
     Ok(())
 }
 
+/// Applies a run of [`Event::AllocationsReplaced`] of distinct consumers,
+/// each naming the providers it bumps, as one statement: what [`apply`]
+/// one by one would write (a batch of claims records such runs).
+pub(crate) async fn apply_allocations_run(c: &impl GenericClient, events: &[&Event]) -> Result<(), StoreError> {
+    use std::collections::BTreeMap;
+    type At = chrono::DateTime<chrono::Utc>;
+    let (mut consumers, mut projects, mut users, mut types, mut ats, mut emptied) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut a_consumer, mut a_provider, mut a_class, mut a_used, mut a_start, mut a_end) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::<At>::new(), Vec::<Option<At>>::new());
+    // Per provider: how many bumps, and the instant of the last one.
+    let mut bumps: BTreeMap<uuid::Uuid, (i64, At)> = BTreeMap::new();
+    for e in events {
+        let Event::AllocationsReplaced {
+            consumer,
+            project_id,
+            user_id,
+            consumer_type,
+            allocations,
+            providers_bumped: Some(bumped),
+            at,
+        } = e
+        else {
+            unreachable!("a run holds allocation replacements naming their bumps");
+        };
+        consumers.push(*consumer);
+        projects.push(project_id.as_str());
+        users.push(user_id.as_str());
+        types.push(consumer_type.as_deref());
+        ats.push(*at);
+        emptied.push(allocations.is_empty());
+        for a in allocations {
+            a_consumer.push(*consumer);
+            a_provider.push(a.provider);
+            a_class.push(a.resource_class.as_str());
+            a_used.push(a.used);
+            a_start.push(a.window.start);
+            a_end.push(a.window.end);
+        }
+        for p in bumped {
+            let b = bumps.entry(*p).or_insert((0, *at));
+            *b = (b.0 + 1, *at);
+        }
+    }
+    let bumped: Vec<uuid::Uuid> = bumps.keys().copied().collect();
+    let counts: Vec<i64> = bumps.values().map(|b| b.0).collect();
+    let bumped_at: Vec<At> = bumps.values().map(|b| b.1).collect();
+    sql::execute(
+        c,
+        "WITH gone AS (DELETE FROM allocations WHERE consumer_uuid = ANY($1)
+                       RETURNING provider_uuid, resource_class, used, during),
+              c AS MATERIALIZED (
+                  SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::bool[])
+                      AS c(uuid, p, u, t, at, emptied)),
+              dropped AS (DELETE FROM consumers WHERE uuid = ANY(ARRAY(SELECT uuid FROM c WHERE emptied))),
+              upserted AS (
+                  INSERT INTO consumers (uuid, project_id, user_id, consumer_type, generation, created_at, updated_at)
+                  SELECT uuid, p, u, t, 1, at, at FROM c WHERE NOT emptied
+                  ON CONFLICT (uuid) DO UPDATE SET project_id = excluded.project_id, user_id = excluded.user_id,
+                      consumer_type = excluded.consumer_type, generation = consumers.generation + 1,
+                      updated_at = excluded.updated_at),
+              a AS MATERIALIZED (
+                  SELECT * FROM unnest($7::uuid[], $8::uuid[], $9::text[], $10::int8[], $11::timestamptz[],
+                                       $12::timestamptz[]) AS a(c, p, rc, u, s, e)),
+              added AS (
+                  INSERT INTO allocations (consumer_uuid, provider_uuid, resource_class, used, during, project_id, user_id)
+                  SELECT a.c, a.p, a.rc, a.u, tstzrange(a.s, a.e, '[)'), c.p, c.u FROM a JOIN c ON c.uuid = a.c),
+              counted AS (
+                  INSERT INTO provider_open_usage AS o (provider_uuid, resource_class, used)
+                  SELECT p, rc, sum(d)::int8 FROM (
+                      SELECT provider_uuid, resource_class, -used FROM gone WHERE upper_inf(during)
+                      UNION ALL
+                      SELECT p, rc, u FROM a WHERE e IS NULL) AS x(p, rc, d)
+                  GROUP BY p, rc HAVING sum(d) <> 0
+                  ON CONFLICT (provider_uuid, resource_class) DO UPDATE SET used = o.used + excluded.used),
+              b AS MATERIALIZED (SELECT * FROM unnest($13::uuid[], $14::int8[], $15::timestamptz[]) AS b(uuid, n, at))
+         UPDATE providers p SET generation = p.generation + b.n, updated_at = b.at
+         FROM b WHERE p.uuid = ANY($13) AND p.uuid = b.uuid",
+        &[
+            &consumers,
+            &projects,
+            &users,
+            &types,
+            &ats,
+            &emptied,
+            &a_consumer,
+            &a_provider,
+            &a_class,
+            &a_used,
+            &a_start,
+            &a_end,
+            &bumped,
+            &counts,
+            &bumped_at,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Whether `event` may be part of a run for [`apply_allocations_run`].
+pub(crate) fn runs_with_allocations(event: &Event) -> Option<uuid::Uuid> {
+    match event {
+        Event::AllocationsReplaced { consumer, providers_bumped: Some(_), .. } => Some(*consumer),
+        _ => None,
+    }
+}
+
 async fn bump_providers(
     c: &impl GenericClient,
     providers: &[uuid::Uuid],

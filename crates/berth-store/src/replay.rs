@@ -14,6 +14,28 @@ use crate::projection::TABLES;
 use crate::{log, Store, StoreError};
 
 const SCRATCH: &str = "berth_replay";
+
+/// Rules the live tables keep without a constraint enforcing them (for the
+/// claim path's speed), each as a query of the rows that break it.
+const CONSISTENCY: &[(&str, &str)] = &[
+    (
+        "allocations naming a missing provider, consumer or class",
+        "SELECT 1 FROM {live}.allocations a
+         WHERE NOT EXISTS (SELECT 1 FROM {live}.providers p WHERE p.uuid = a.provider_uuid)
+            OR NOT EXISTS (SELECT 1 FROM {live}.consumers c WHERE c.uuid = a.consumer_uuid)
+            OR NOT EXISTS (SELECT 1 FROM {live}.resource_classes r WHERE r.name = a.resource_class)",
+    ),
+    (
+        "provider_open_usage differing from the sum of open-ended allocations",
+        "(SELECT provider_uuid, resource_class, used FROM {live}.provider_open_usage WHERE used <> 0
+          EXCEPT SELECT provider_uuid, resource_class, sum(used)::int8 FROM {live}.allocations
+                 WHERE upper_inf(during) GROUP BY 1, 2)
+         UNION ALL
+         (SELECT provider_uuid, resource_class, sum(used)::int8 FROM {live}.allocations
+                 WHERE upper_inf(during) GROUP BY 1, 2
+          EXCEPT SELECT provider_uuid, resource_class, used FROM {live}.provider_open_usage WHERE used <> 0)",
+    ),
+];
 const PAGE: i64 = 5_000;
 
 #[derive(Debug, Clone, Serialize)]
@@ -102,6 +124,16 @@ impl Store {
                     .get(0);
                 if only_live != 0 || only_replayed != 0 {
                     differences.push(TableDifference { table: t.to_string(), only_live, only_replayed });
+                }
+            }
+            // What the schema does not enforce, checked on the live tables.
+            for (name, violations) in CONSISTENCY {
+                let n: i64 = tx
+                    .query_one(&format!("SELECT count(*) FROM ({}) v", violations.replace("{live}", &live)), &[])
+                    .await?
+                    .get(0);
+                if n != 0 {
+                    differences.push(TableDifference { table: name.to_string(), only_live: n, only_replayed: 0 });
                 }
             }
             tx.rollback().await?;

@@ -315,4 +315,6 @@ async fn claims_decided_together_each_get_their_own_answer() {
         .unwrap()
         .get(0);
     assert_eq!(usage, 7);
+    // The batch's events, replayed one by one, give what it wrote all at once.
+    assert!(store.replay_verify().await.unwrap().is_clean());
 }

@@ -166,3 +166,43 @@ async fn replay_notices_a_projection_that_drifted() {
     assert_eq!(report.differences[0].table, "providers");
     assert_eq!((report.differences[0].only_live, report.differences[0].only_replayed), (1, 1));
 }
+
+/// What no constraint enforces on the claim path is checked by replay: an
+/// allocation whose consumer is gone, and open-ended usage that no longer
+/// sums the open-ended allocations.
+#[tokio::test]
+async fn replay_checks_what_no_constraint_enforces() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    random_workload(&store, 13, 120).await;
+    assert!(store.replay_verify().await.unwrap().is_clean());
+    let (c, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let row = c
+        .query_one("SELECT provider_uuid, resource_class FROM provider_open_usage WHERE used > 0 LIMIT 1", &[])
+        .await
+        .unwrap();
+    let (p, rc): (Uuid, String) = (row.get(0), row.get(1));
+    let bump = "UPDATE provider_open_usage SET used = used + $3 WHERE provider_uuid = $1 AND resource_class = $2";
+    c.execute(bump, &[&p, &rc, &1i64]).await.unwrap();
+    let report = store.replay_verify().await.unwrap();
+    let tables: Vec<&str> = report.differences.iter().map(|d| d.table.as_str()).collect();
+    assert_eq!(
+        tables,
+        ["provider_open_usage", "provider_open_usage differing from the sum of open-ended allocations"],
+        "{:?}",
+        report.differences
+    );
+    c.execute(bump, &[&p, &rc, &-1i64]).await.unwrap();
+    c.batch_execute("DELETE FROM consumers WHERE uuid = (SELECT consumer_uuid FROM allocations LIMIT 1)")
+        .await
+        .unwrap();
+    let report = store.replay_verify().await.unwrap();
+    let tables: Vec<&str> = report.differences.iter().map(|d| d.table.as_str()).collect();
+    assert_eq!(
+        tables,
+        ["consumers", "allocations naming a missing provider, consumer or class"],
+        "{:?}",
+        report.differences
+    );
+}

@@ -21,6 +21,10 @@ pub struct Config {
     pub log: String,
     /// `BERTH_POOL_SIZE`: database connections.
     pub pool_size: usize,
+    /// `BERTH_CLAIM_LANES`: claim transactions in flight at once; claims
+    /// waiting meanwhile are decided together in the next one. About the
+    /// database server's cores.
+    pub claim_lanes: usize,
     /// `[plugins]`: enabled resource types, drivers, external types.
     #[serde(default)]
     pub plugins: berth_plugins::PluginsConfig,
@@ -41,6 +45,7 @@ impl Default for Config {
             auth: AuthMode::Noauth,
             log: "info".into(),
             pool_size: 32,
+            claim_lanes: berth_store::commands::DEFAULT_CLAIM_LANES,
             plugins: berth_plugins::PluginsConfig::default(),
             policy: berth_plugins::PolicyConfig::default(),
             manager: berth_manager::ManagerConfig::default(),

@@ -128,7 +128,8 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     tracing::info!(enabled = ?cfg.plugins.enabled, "resource types");
     berth_api::metrics::install(&[(berth_manager::metrics::LAG, berth_manager::metrics::LAG_BUCKETS)]);
     berth_manager::metrics::describe();
-    let store = Store::connect(&cfg.database_url, cfg.pool_size).context("database URL")?;
+    let store =
+        Store::connect(&cfg.database_url, cfg.pool_size).context("database URL")?.with_claim_lanes(cfg.claim_lanes);
     let applied = store.migrate().await.context("migrating the database")?;
     if applied > 0 {
         tracing::info!(applied, "schema migrated");

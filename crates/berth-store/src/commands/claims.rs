@@ -26,9 +26,11 @@ use crate::Store;
 /// Most requests one transaction decides.
 const MAX_BATCH: usize = 32;
 
-/// Batches in flight at once: while one waits for the database, another is
-/// being decided.
-const LANES: usize = 4;
+/// Batches in flight at once, unless configured: while one waits for the
+/// database, another is being decided. More lanes make smaller batches; on
+/// a 2-core server, 2 lanes gave the most claims per second (1: 2,323/s,
+/// 2: 2,921 to 3,144/s, 3: 2,745/s, 6: 2,475/s).
+pub const DEFAULT_LANES: usize = 2;
 
 struct Pending {
     meta: EventMeta,
@@ -44,11 +46,15 @@ pub(crate) struct Claims {
 
 impl Default for Claims {
     fn default() -> Claims {
-        Claims { queue: Mutex::new(VecDeque::new()), lanes: Arc::new(Semaphore::new(LANES)) }
+        Claims::with_lanes(DEFAULT_LANES)
     }
 }
 
 impl Claims {
+    pub(crate) fn with_lanes(lanes: usize) -> Claims {
+        Claims { queue: Mutex::new(VecDeque::new()), lanes: Arc::new(Semaphore::new(lanes.max(1))) }
+    }
+
     /// Decides one request, together with whatever else is waiting.
     pub(crate) async fn submit(
         &self,

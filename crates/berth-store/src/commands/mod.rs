@@ -26,6 +26,7 @@ pub use allocations::{
 };
 pub use catalog::TRAIT_NOT_FOUND;
 pub(crate) use claims::Claims;
+pub use claims::DEFAULT_LANES as DEFAULT_CLAIM_LANES;
 pub use hosts::{check_capabilities, HostChange, NewHost, HOST_FIELDS};
 pub use lease_events::{Claim, Finish, HeldHost, Outcome, Recorded};
 pub use leases::{
@@ -62,8 +63,25 @@ pub(crate) async fn record(tx: &Transaction<'_>, meta: &EventMeta, events: &[Eve
 pub(crate) async fn record_each(tx: &Transaction<'_>, events: &[(&EventMeta, Event)]) -> Result<Vec<i64>, StoreError> {
     let append = crate::log::append_each(tx, events);
     let apply = async {
-        for (_, e) in events {
-            crate::projection::apply(tx, e).await?;
+        // Runs of allocation replacements of distinct consumers go in one statement.
+        let mut i = 0;
+        while i < events.len() {
+            let mut consumers = std::collections::HashSet::new();
+            let mut end = i;
+            while let Some(c) = events.get(end).and_then(|(_, e)| crate::projection::runs_with_allocations(e)) {
+                if !consumers.insert(c) {
+                    break;
+                }
+                end += 1;
+            }
+            if end - i > 1 {
+                let run: Vec<&Event> = events[i..end].iter().map(|(_, e)| e).collect();
+                crate::projection::apply_allocations_run(tx, &run).await?;
+                i = end;
+            } else {
+                crate::projection::apply(tx, &events[i].1).await?;
+                i += 1;
+            }
         }
         Ok::<(), StoreError>(())
     };
