@@ -22,6 +22,7 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
         }
         Event::ResourceClassDeleted { name } => {
             c.execute("DELETE FROM provider_open_usage WHERE resource_class = $1", &[name]).await?;
+            c.execute("DELETE FROM project_open_usage WHERE resource_class = $1", &[name]).await?;
             c.execute("DELETE FROM resource_classes WHERE name = $1", &[name]).await?;
         }
         Event::ResourceClassRenamed { from, to } => {
@@ -29,9 +30,10 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
             // carry no foreign keys): add the new name, move the rows, drop the old.
             c.execute("INSERT INTO resource_classes (name, standard) VALUES ($1, false)", &[to]).await?;
             c.execute("UPDATE inventories SET resource_class = $2 WHERE resource_class = $1", &[from, to]).await?;
-            c.execute("UPDATE allocations SET resource_class = $2 WHERE resource_class = $1", &[from, to]).await?;
-            c.execute("UPDATE provider_open_usage SET resource_class = $2 WHERE resource_class = $1", &[from, to])
-                .await?;
+            for table in ["allocations", "provider_open_usage", "project_open_usage"] {
+                c.execute(&format!("UPDATE {table} SET resource_class = $2 WHERE resource_class = $1"), &[from, to])
+                    .await?;
+            }
             c.execute("DELETE FROM resource_classes WHERE name = $1", &[from]).await?;
         }
         Event::TraitCreated { name } => {
@@ -145,13 +147,18 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
                 sql::execute(
                     c,
                     "WITH gone AS (DELETE FROM allocations WHERE consumer_uuid = $1
-                                   RETURNING provider_uuid, resource_class, used, during),
+                                   RETURNING provider_uuid, resource_class, used, during, project_id, user_id),
                           consumer AS (DELETE FROM consumers WHERE uuid = $1 AND EXISTS (SELECT 1 FROM gone)),
                           counted AS (
                               UPDATE provider_open_usage u SET used = u.used - g.used
                               FROM (SELECT provider_uuid, resource_class, sum(used)::int8 AS used FROM gone
                                     WHERE upper_inf(during) GROUP BY 1, 2) AS g
-                              WHERE (u.provider_uuid, u.resource_class) = (g.provider_uuid, g.resource_class))
+                              WHERE (u.provider_uuid, u.resource_class) = (g.provider_uuid, g.resource_class)),
+                          project_counted AS (
+                              UPDATE project_open_usage u SET used = u.used - g.used
+                              FROM (SELECT project_id, user_id, resource_class, sum(used)::int8 AS used FROM gone
+                                    WHERE upper_inf(during) GROUP BY 1, 2, 3) AS g
+                              WHERE (u.project_id, u.resource_class, u.user_id) = (g.project_id, g.resource_class, g.user_id))
                      UPDATE providers SET generation = generation + 1, updated_at = $2
                      WHERE uuid = ANY(CASE WHEN $3 THEN $4::uuid[] ELSE ARRAY(SELECT provider_uuid FROM gone) END)",
                     &[consumer, at, &explicit, &named],
@@ -166,7 +173,7 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
                 sql::execute(
                     c,
                     "WITH gone AS (DELETE FROM allocations WHERE consumer_uuid = $1
-                                   RETURNING provider_uuid, resource_class, used, during),
+                                   RETURNING provider_uuid, resource_class, used, during, project_id, user_id),
                           consumer AS (
                               INSERT INTO consumers (uuid, project_id, user_id, consumer_type, generation, created_at, updated_at)
                               VALUES ($1, $2, $3, $4, 1, $5, $5)
@@ -185,8 +192,17 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
                                   UNION ALL
                                   SELECT p, rc, u FROM unnest($6::uuid[], $7::text[], $8::int8[], $10::timestamptz[])
                                        AS t(p, rc, u, e) WHERE e IS NULL) AS x(p, rc, d)
-                              GROUP BY p, rc HAVING sum(d) <> 0
-                              ON CONFLICT (provider_uuid, resource_class) DO UPDATE SET used = o.used + excluded.used)
+                              GROUP BY p, rc HAVING sum(d) <> 0 ORDER BY p, rc
+                              ON CONFLICT (provider_uuid, resource_class) DO UPDATE SET used = o.used + excluded.used),
+                          project_counted AS (
+                              INSERT INTO project_open_usage AS o (project_id, user_id, resource_class, used)
+                              SELECT pr, us, rc, sum(d)::int8 FROM (
+                                  SELECT project_id, user_id, resource_class, -used FROM gone WHERE upper_inf(during)
+                                  UNION ALL
+                                  SELECT $2, $3, rc, u FROM unnest($7::text[], $8::int8[], $10::timestamptz[])
+                                       AS t(rc, u, e) WHERE e IS NULL) AS x(pr, us, rc, d)
+                              GROUP BY pr, us, rc HAVING sum(d) <> 0 ORDER BY pr, rc, us
+                              ON CONFLICT (project_id, resource_class, user_id) DO UPDATE SET used = o.used + excluded.used)
                      UPDATE providers SET generation = generation + 1, updated_at = $5
                      WHERE uuid = ANY(CASE WHEN $11 THEN $12::uuid[]
                                            ELSE ARRAY(SELECT provider_uuid FROM gone) || $6::uuid[] END)",
@@ -308,7 +324,7 @@ pub(crate) async fn apply_allocations_run(c: &impl GenericClient, events: &[&Eve
     sql::execute(
         c,
         "WITH gone AS (DELETE FROM allocations WHERE consumer_uuid = ANY($1)
-                       RETURNING provider_uuid, resource_class, used, during),
+                       RETURNING provider_uuid, resource_class, used, during, project_id, user_id),
               c AS MATERIALIZED (
                   SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::bool[])
                       AS c(uuid, p, u, t, at, emptied)),
@@ -331,8 +347,16 @@ pub(crate) async fn apply_allocations_run(c: &impl GenericClient, events: &[&Eve
                       SELECT provider_uuid, resource_class, -used FROM gone WHERE upper_inf(during)
                       UNION ALL
                       SELECT p, rc, u FROM a WHERE e IS NULL) AS x(p, rc, d)
-                  GROUP BY p, rc HAVING sum(d) <> 0
+                  GROUP BY p, rc HAVING sum(d) <> 0 ORDER BY p, rc
                   ON CONFLICT (provider_uuid, resource_class) DO UPDATE SET used = o.used + excluded.used),
+              project_counted AS (
+                  INSERT INTO project_open_usage AS o (project_id, user_id, resource_class, used)
+                  SELECT pr, us, rc, sum(d)::int8 FROM (
+                      SELECT project_id, user_id, resource_class, -used FROM gone WHERE upper_inf(during)
+                      UNION ALL
+                      SELECT c.p, c.u, a.rc, a.u FROM a JOIN c ON c.uuid = a.c WHERE a.e IS NULL) AS x(pr, us, rc, d)
+                  GROUP BY pr, us, rc HAVING sum(d) <> 0 ORDER BY pr, rc, us
+                  ON CONFLICT (project_id, resource_class, user_id) DO UPDATE SET used = o.used + excluded.used),
               b AS MATERIALIZED (SELECT * FROM unnest($13::uuid[], $14::int8[], $15::timestamptz[]) AS b(uuid, n, at))
          UPDATE providers p SET generation = p.generation + b.n, updated_at = b.at
          FROM b WHERE p.uuid = ANY($13) AND p.uuid = b.uuid",
@@ -392,6 +416,7 @@ pub const TABLES: &[&str] = &[
     "consumers",
     "allocations",
     "provider_open_usage",
+    "project_open_usage",
     "hosts",
     "host_properties",
     "leases",

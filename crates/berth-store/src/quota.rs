@@ -56,30 +56,52 @@ pub(crate) const LIMITS: &str = "SELECT l.project_id, l.user_id, l.resource, l.h
      FROM unnest($1::text[], $2::text[]) AS s(p, u)
      JOIN quota_limits l ON l.project_id = s.p AND l.user_id = s.u";
 
-/// Per project and class asked about (with a limit somewhere), the holds of
-/// the project's consumers overlapping the window, clipped to it and summed
-/// by user and clipped window; `own`: the consumer being rewritten that holds
-/// them (null for everyone else's).
+/// Per project and class asked about (with a limit somewhere), the
+/// project's holds over the window asked about, in four kinds of row (as a
+/// capacity check reads a provider's, see commands/allocations.rs):
+/// 0. bounded holds (leases) overlapping the window, clipped to it and
+///    summed by user, clipped window and the consumer being rewritten that
+///    holds them (null for everyone else's);
+/// 1. open-ended holds that start inside the window or after it, one by one;
+/// 2. the sum of all open-ended holds, per user (project_open_usage);
+/// 3. the open-ended holds of the consumers being rewritten that began
+///    before the window (read by consumer, fenced from the project's rows).
+///
+/// The open-ended holds that began before the window are kind 2 less kinds 1
+/// and 3: one hold per user over the whole window.
+///
 /// The statement runs on a generic plan, so its steps are fenced to keep
-/// their plan whatever the statistics: the classes no limit bears on are
-/// dropped first (a project without limits reads none of its holds), then
-/// each project's holds are read from its range of the project index.
+/// their plan whatever the statistics; the classes no limit bears on are
+/// dropped first (a project without limits reads nothing).
 pub(crate) const USAGE: &str = "WITH q AS MATERIALIZED (
          SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS q(p, rc, s, e)
          WHERE EXISTS (SELECT 1 FROM quota_limits l
                        WHERE (l.project_id = '' OR l.project_id = q.p) AND l.resource = q.rc AND l.hard_limit >= 0)),
-     a AS MATERIALIZED (
-         SELECT a.* FROM (SELECT DISTINCT p FROM q) AS qp
-         CROSS JOIN LATERAL (SELECT a.project_id, a.user_id, a.consumer_uuid, a.resource_class, a.during, a.used
-                             FROM allocations a WHERE a.project_id = qp.p OFFSET 0) AS a)
-     SELECT a.project_id, a.user_id, a.resource_class,
-            greatest(lower(a.during), q.s) AS s,
-            CASE WHEN q.e IS NULL THEN upper(a.during)
-                 WHEN upper(a.during) IS NULL THEN q.e
-                 ELSE least(upper(a.during), q.e) END AS e,
-            sum(a.used)::int8, CASE WHEN a.consumer_uuid = ANY($5) THEN a.consumer_uuid END AS own
-     FROM a JOIN q ON q.p = a.project_id AND q.rc = a.resource_class AND a.during && tstzrange(q.s, q.e, '[)')
-     GROUP BY 1, 2, 3, 4, 5, 7";
+     own AS MATERIALIZED (
+         SELECT a.project_id, a.user_id, a.resource_class, a.during, a.used, a.consumer_uuid FROM allocations a
+         WHERE a.consumer_uuid = ANY($5))
+     SELECT 0, a.project_id, a.user_id, q.rc, greatest(lower(a.during), q.s),
+            CASE WHEN q.e IS NULL THEN upper(a.during) ELSE least(upper(a.during), q.e) END,
+            sum(a.used)::int8, CASE WHEN a.consumer_uuid = ANY($5) THEN a.consumer_uuid END
+     FROM q CROSS JOIN LATERAL (
+         SELECT a.project_id, a.user_id, a.consumer_uuid, a.during, a.used FROM allocations a
+         WHERE a.project_id = q.p AND a.resource_class = q.rc AND a.during && tstzrange(q.s, q.e, '[)')
+           AND upper(a.during) IS NOT NULL
+         OFFSET 0) AS a
+     GROUP BY 2, 3, 4, 5, 6, 8
+     UNION ALL
+     SELECT 1, a.project_id, a.user_id, q.rc, lower(a.during), NULL, a.used, a.consumer_uuid
+     FROM q CROSS JOIN LATERAL (
+         SELECT a.project_id, a.user_id, a.consumer_uuid, a.during, a.used FROM allocations a
+         WHERE a.project_id = q.p AND a.resource_class = q.rc AND upper(a.during) IS NULL AND lower(a.during) >= q.s
+         OFFSET 0) AS a
+     UNION ALL
+     SELECT 2, u.project_id, u.user_id, u.resource_class, NULL, NULL, u.used, NULL
+     FROM q JOIN project_open_usage u ON u.project_id = q.p AND u.resource_class = q.rc
+     UNION ALL
+     SELECT 3, o.project_id, o.user_id, o.resource_class, lower(o.during), NULL, o.used, o.consumer_uuid
+     FROM q JOIN own o ON o.project_id = q.p AND o.resource_class = q.rc AND upper_inf(o.during)
+                          AND lower(o.during) < q.s";
 
 /// Leases not ended, per project and user.
 const LEASE_COUNTS: &str = "SELECT project_id, user_id, count(*)::int8 FROM leases
@@ -198,6 +220,54 @@ impl Check {
         Check::new(at, consumers, leases)
     }
 
+    /// Usage rows by (project, class), from the rows of [`USAGE`].
+    fn usage(&self, rows: &[Row]) -> Usage {
+        let mut out: BTreeMap<(String, String), Vec<UsageRow>> = BTreeMap::new();
+        // Open-ended holds that began before the window, by (project, class, user).
+        let mut before: BTreeMap<(String, String, String), i64> = BTreeMap::new();
+        let own = |c: Option<Uuid>| c.filter(|c| self.replaced.binary_search(c).is_ok());
+        for r in rows {
+            let (project, user, class): (String, String, String) = (r.get(1), r.get(2), r.get(3));
+            let used: i64 = r.get(6);
+            let consumer: Option<Uuid> = r.get(7);
+            match r.get::<_, i32>(0) {
+                0 => {
+                    let w = Window { start: r.get(4), end: r.get(5) };
+                    out.entry((project, class)).or_default().push((user, w, used, consumer));
+                }
+                1 => {
+                    *before.entry((project.clone(), class.clone(), user.clone())).or_default() -= used;
+                    let w = Window { start: r.get(4), end: None };
+                    out.entry((project, class)).or_default().push((user, w, used, own(consumer)));
+                }
+                2 => *before.entry((project, class, user)).or_default() += used,
+                _ => {
+                    *before.entry((project.clone(), class.clone(), user.clone())).or_default() -= used;
+                    let w = self.window_of(&project, &class);
+                    out.entry((project, class)).or_default().push((user, w, used, consumer));
+                }
+            }
+        }
+        for ((project, class, user), used) in before {
+            if used > 0 {
+                let w = self.window_of(&project, &class);
+                out.entry((project, class)).or_default().push((user, w, used, None));
+            }
+        }
+        Usage { rows: out }
+    }
+
+    /// The window asked about for a project and class.
+    fn window_of(&self, project: &str, class: &str) -> Window {
+        let i = self
+            .key_p
+            .iter()
+            .zip(&self.key_c)
+            .position(|(p, c)| p == project && c == class)
+            .expect("usage is read only for the keys asked about");
+        Window { start: self.key_s[i], end: self.key_e[i] }
+    }
+
     pub(crate) fn params(&self) -> Params<'_> {
         Params {
             guard: [&self.projects],
@@ -273,11 +343,7 @@ impl Check {
         if limit_rows.is_empty() {
             return Ok(None);
         }
-        Ok(Some(Limited {
-            at: self.at,
-            levels: LevelLimits::from_rows(&limit_rows),
-            usage: Usage::from_rows(&usage_rows),
-        }))
+        Ok(Some(Limited { at: self.at, levels: LevelLimits::from_rows(&limit_rows), usage: self.usage(&usage_rows) }))
     }
 }
 
@@ -379,17 +445,6 @@ type UsageRow = (String, Window, i64, Option<Uuid>);
 /// Usage rows read, by (project, class).
 struct Usage {
     rows: BTreeMap<(String, String), Vec<UsageRow>>,
-}
-
-impl Usage {
-    fn from_rows(rows: &[Row]) -> Usage {
-        let mut out: BTreeMap<(String, String), Vec<UsageRow>> = BTreeMap::new();
-        for r in rows {
-            let w = Window { start: r.get(3), end: r.get(4) };
-            out.entry((r.get(0), r.get(2))).or_default().push((r.get(1), w, r.get(5), r.get(6)));
-        }
-        Usage { rows: out }
-    }
 }
 
 async fn lease_counts(

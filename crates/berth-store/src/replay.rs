@@ -35,6 +35,16 @@ const CONSISTENCY: &[(&str, &str)] = &[
                  WHERE upper_inf(during) GROUP BY 1, 2
           EXCEPT SELECT provider_uuid, resource_class, used FROM {live}.provider_open_usage WHERE used <> 0)",
     ),
+    (
+        "project_open_usage differing from the sum of open-ended allocations",
+        "(SELECT project_id, user_id, resource_class, used FROM {live}.project_open_usage WHERE used <> 0
+          EXCEPT SELECT project_id, user_id, resource_class, sum(used)::int8 FROM {live}.allocations
+                 WHERE upper_inf(during) GROUP BY 1, 2, 3)
+         UNION ALL
+         (SELECT project_id, user_id, resource_class, sum(used)::int8 FROM {live}.allocations
+                 WHERE upper_inf(during) GROUP BY 1, 2, 3
+          EXCEPT SELECT project_id, user_id, resource_class, used FROM {live}.project_open_usage WHERE used <> 0)",
+    ),
 ];
 const PAGE: i64 = 5_000;
 

@@ -41,8 +41,9 @@ pub fn consumer(uuid: Uuid, generation: GenerationCheck, allocations: Vec<Alloca
     }
 }
 
-/// Panics unless the open-ended usage projection is exactly the sum of the
-/// open-ended allocations, per provider and class (rows at zero may stay).
+/// Panics unless the open-ended usage projections are exactly the sums of
+/// the open-ended allocations, per provider and class and per project, user
+/// and class (rows at zero may stay).
 pub async fn open_usage_matches_allocations(url: &str) {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(conn);
@@ -64,4 +65,19 @@ pub async fn open_usage_matches_allocations(url: &str) {
     let counted: i64 =
         client.query_one("SELECT count(*) FROM provider_open_usage WHERE used <> 0", &[]).await.unwrap().get(0);
     assert!(counted > 0, "the check compared something");
+    let rows = client
+        .query(
+            "WITH counted AS (SELECT project_id, user_id, resource_class, used FROM project_open_usage WHERE used <> 0),
+                  summed AS (SELECT project_id, user_id, resource_class, sum(used)::int8 AS used FROM allocations
+                             WHERE upper_inf(during) GROUP BY 1, 2, 3)
+             (SELECT 'counted', * FROM counted EXCEPT SELECT 'counted', * FROM summed)
+             UNION ALL
+             (SELECT 'summed', * FROM summed EXCEPT SELECT 'summed', * FROM counted)",
+            &[],
+        )
+        .await
+        .unwrap();
+    let differences: Vec<(String, String, String, String, i64)> =
+        rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4))).collect();
+    assert!(differences.is_empty(), "open-ended usage by project drifted from the allocations: {differences:?}");
 }

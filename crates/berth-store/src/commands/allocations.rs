@@ -19,6 +19,9 @@ use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::{now, record};
+
+#[cfg(test)]
+mod plan_tests;
 use crate::{quota, sql, Store, StoreError};
 
 /// What the client says about the consumer's generation.

@@ -1,0 +1,68 @@
+//! The claim path's statements run on generic plans (`sql::GENERIC_PLANS`),
+//! often made while the tables are nearly empty, where every usable index
+//! costs the same as any other; a plan picked then stays for the life of the
+//! connection. These tests make those plans on a freshly migrated, empty
+//! database and check that each statement reads from the indexes meant for
+//! it, and scans no table.
+
+use crate::testing::TestDatabase;
+
+/// The generic plan of `sql` (its parameters' types inferred), as EXPLAIN prints it.
+async fn generic_plan(client: &tokio_postgres::Client, sql: &str, params: usize) -> String {
+    client.batch_execute("BEGIN").await.unwrap();
+    client.query(crate::sql::GENERIC_PLANS, &[]).await.unwrap();
+    client.batch_execute(&format!("PREPARE s AS {sql}")).await.unwrap();
+    let nulls = vec!["NULL"; params].join(", ");
+    let rows = client.query(&format!("EXPLAIN EXECUTE s({nulls})"), &[]).await.unwrap();
+    client.batch_execute("ROLLBACK; DEALLOCATE s").await.unwrap();
+    rows.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>().join("\n")
+}
+
+fn check(plan: &str, uses: &[&str], never: &[&str]) {
+    assert!(!plan.contains("Seq Scan on"), "a table is scanned:\n{plan}");
+    for index in uses {
+        assert!(plan.contains(&format!(" {index} ")), "{index} is not used:\n{plan}");
+    }
+    for index in never {
+        assert!(!plan.contains(&format!(" {index} ")), "{index} is used:\n{plan}");
+    }
+}
+
+#[tokio::test]
+async fn claim_statements_read_from_their_own_indexes_from_the_start() {
+    let db = TestDatabase::new().await;
+    let (client, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    // Everyone else's holds on a provider: its bounded holds, its open-ended
+    // ones from the window on, its open-ended sum; never a project's rows, nor
+    // the timeline index (which holds every open-ended hold ever made).
+    let plan = generic_plan(&client, super::READ_OTHERS, 5).await;
+    check(
+        &plan,
+        &["allocations_bounded", "allocations_open_start", "provider_open_usage_pkey"],
+        &["allocations_timeline", "allocations_project_bounded", "allocations_project_open_start"],
+    );
+    // A project's usage: the same, on the project's side.
+    let plan = generic_plan(&client, crate::quota::USAGE, 5).await;
+    check(
+        &plan,
+        &[
+            "allocations_project_bounded",
+            "allocations_project_open_start",
+            "project_open_usage_pkey",
+            "allocations_consumer",
+        ],
+        &["allocations_timeline", "allocations_bounded", "allocations_open_start", "allocations_provider_upper"],
+    );
+    for (sql, params) in [
+        (crate::quota::GUARD_INSERT, 1),
+        (crate::quota::GUARD_LOCK, 1),
+        (super::LOCK_CONSUMERS, 1),
+        (super::super::consume::HOLDS_DRAWS, 1),
+        (super::LOCK_PROVIDERS, 2),
+        (super::KNOWN_CLASSES, 1),
+        (crate::quota::LIMITS, 2),
+    ] {
+        check(&generic_plan(&client, sql, params).await, &[], &["allocations_timeline"]);
+    }
+}
