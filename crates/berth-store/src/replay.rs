@@ -90,7 +90,9 @@ impl Store {
                 tx.batch_execute(&format!("INSERT INTO {SCRATCH}.{t} SELECT * FROM {live}.{t} WHERE standard")).await?;
             }
             // Projection tables resolve to the scratch copies; the log to the live one.
-            tx.batch_execute(&format!("SET LOCAL search_path TO {SCRATCH}, {live}")).await?;
+            // The sums are rebuilt at the end (projection::SUMS).
+            tx.batch_execute(&format!("SET LOCAL search_path TO {SCRATCH}, {live}; SET LOCAL berth.replaying = 'on'"))
+                .await?;
             let started = Instant::now();
             let mut events = 0u64;
             let mut after = 0i64;
@@ -111,25 +113,32 @@ impl Store {
                 }
                 after = page.last().map(|e| e.position).unwrap_or(after);
             }
+            for (table, sum) in crate::projection::SUMS {
+                let columns = if *table == "provider_open_usage" {
+                    "provider_uuid, resource_class, used"
+                } else {
+                    "project_id, user_id, resource_class, used"
+                };
+                tx.batch_execute(&format!("INSERT INTO {SCRATCH}.{table} ({columns}) {sum}")).await?;
+            }
             let elapsed = started.elapsed();
             let mut differences = Vec::new();
             for t in TABLES {
+                // A sum keeps rows at zero where a write emptied them; a rebuild has none.
+                let rows = |schema: &str| {
+                    if crate::projection::SUMS.iter().any(|(s, _)| s == t) {
+                        format!("SELECT * FROM {schema}.{t} WHERE used <> 0")
+                    } else {
+                        format!("SELECT * FROM {schema}.{t}")
+                    }
+                };
+                let (live_rows, scratch_rows) = (rows(&live), rows(SCRATCH));
                 let only_live: i64 = tx
-                    .query_one(
-                        &format!(
-                            "SELECT count(*) FROM (SELECT * FROM {live}.{t} EXCEPT ALL SELECT * FROM {SCRATCH}.{t}) d"
-                        ),
-                        &[],
-                    )
+                    .query_one(&format!("SELECT count(*) FROM ({live_rows} EXCEPT ALL {scratch_rows}) d"), &[])
                     .await?
                     .get(0);
                 let only_replayed: i64 = tx
-                    .query_one(
-                        &format!(
-                            "SELECT count(*) FROM (SELECT * FROM {SCRATCH}.{t} EXCEPT ALL SELECT * FROM {live}.{t}) d"
-                        ),
-                        &[],
-                    )
+                    .query_one(&format!("SELECT count(*) FROM ({scratch_rows} EXCEPT ALL {live_rows}) d"), &[])
                     .await?
                     .get(0);
                 if only_live != 0 || only_replayed != 0 {

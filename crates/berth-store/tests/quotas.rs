@@ -408,9 +408,10 @@ async fn drawing_from_a_reservation_counts_once() {
 }
 
 /// Upgrading to the schema where allocations carry their consumer's project
-/// and user fills both in for the allocations already there.
+/// and user fills both in for the allocations already there; upgrading to
+/// the open-ended sums (V32, V34) sums what is already held.
 #[tokio::test]
-async fn the_upgrade_gives_existing_allocations_their_project_and_user() {
+async fn the_upgrade_gives_existing_allocations_their_project_and_user_and_sums_open_ended_holds() {
     let db = TestDatabase::new().await;
     let (admin, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(conn);
@@ -428,11 +429,25 @@ async fn the_upgrade_gives_existing_allocations_their_project_and_user() {
              VALUES ('00000000-0000-4000-8000-000000000002', 'p1', 'u1', 1, now(), now());
          INSERT INTO allocations (consumer_uuid, provider_uuid, resource_class, used, during)
              VALUES ('00000000-0000-4000-8000-000000000002', '00000000-0000-4000-8000-000000000001', 'VCPU', 2,
-                     tstzrange(now(), NULL));",
+                     tstzrange(now(), NULL)),
+                    ('00000000-0000-4000-8000-000000000002', '00000000-0000-4000-8000-000000000001', 'VCPU', 3,
+                     tstzrange(now() + interval '1 day', NULL)),
+                    ('00000000-0000-4000-8000-000000000002', '00000000-0000-4000-8000-000000000001', 'VCPU', 5,
+                     tstzrange(now(), now() + interval '1 hour'));",
     )
     .await
     .unwrap();
     store.migrate().await.unwrap();
-    let row = c.query_one("SELECT project_id, user_id FROM allocations", &[]).await.unwrap();
-    assert_eq!((row.get::<_, String>(0), row.get::<_, String>(1)), ("p1".to_string(), "u1".to_string()));
+    let rows = c.query("SELECT DISTINCT project_id, user_id FROM allocations", &[]).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].get::<_, String>(0), rows[0].get::<_, String>(1)), ("p1".to_string(), "u1".to_string()));
+    // The open-ended holds are summed (V32, V34); the bounded one is not.
+    let by_provider: i64 = c.query_one("SELECT used FROM provider_open_usage", &[]).await.unwrap().get(0);
+    assert_eq!(by_provider, 5);
+    let row =
+        c.query_one("SELECT project_id, user_id, resource_class, used FROM project_open_usage", &[]).await.unwrap();
+    assert_eq!(
+        (row.get::<_, String>(0), row.get::<_, String>(1), row.get::<_, String>(2), row.get::<_, i64>(3)),
+        ("p1".to_string(), "u1".to_string(), "VCPU".to_string(), 5)
+    );
 }
