@@ -13,7 +13,7 @@
 //! The batch runs in a task of its own, so a caller that goes away (a client
 //! hanging up) never cancels the transaction of the others.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use berth_core::{Error, EventMeta};
@@ -38,9 +38,41 @@ struct Pending {
     reply: oneshot::Sender<Result<Decision, Error>>,
 }
 
+/// What a request locks that another lane's batch may lock too.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Lock {
+    Consumer(Uuid),
+    Provider(Uuid),
+    /// The project's quota guard and its rows of open-ended usage.
+    Project(String),
+}
+
+impl Pending {
+    fn locks(&self) -> impl Iterator<Item = Lock> + '_ {
+        self.consumers.iter().flat_map(|c| {
+            [Lock::Consumer(c.consumer), Lock::Project(c.project_id.clone())]
+                .into_iter()
+                .chain(c.allocations.iter().map(|a| Lock::Provider(a.provider)))
+        })
+    }
+}
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<Pending>,
+    /// What the batches in flight lock, with how many of them do.
+    busy: HashMap<Lock, usize>,
+}
+
+impl State {
+    fn free(&self, p: &Pending, taken: &HashSet<Lock>) -> bool {
+        p.locks().all(|l| !self.busy.contains_key(&l) && !matches!(l, Lock::Consumer(_) if taken.contains(&l)))
+    }
+}
+
 /// The queue of claims waiting for a lane.
 pub(crate) struct Claims {
-    queue: Mutex<VecDeque<Pending>>,
+    state: Mutex<State>,
     lanes: Arc<Semaphore>,
 }
 
@@ -52,7 +84,7 @@ impl Default for Claims {
 
 impl Claims {
     pub(crate) fn with_lanes(lanes: usize) -> Claims {
-        Claims { queue: Mutex::new(VecDeque::new()), lanes: Arc::new(Semaphore::new(lanes.max(1))) }
+        Claims { state: Mutex::new(State::default()), lanes: Arc::new(Semaphore::new(lanes.max(1))) }
     }
 
     /// Decides one request, together with whatever else is waiting.
@@ -63,7 +95,7 @@ impl Claims {
         consumers: Vec<ConsumerAllocations>,
     ) -> Result<Decision, Error> {
         let (reply, answer) = oneshot::channel();
-        self.queue.lock().expect("claims queue").push_back(Pending { meta: meta.clone(), consumers, reply });
+        self.state.lock().expect("claims").queue.push_back(Pending { meta: meta.clone(), consumers, reply });
         self.start_lane(store);
         answer.await.map_err(|_| Error::internal("the batch deciding this claim ended without an answer"))?
     }
@@ -77,38 +109,71 @@ impl Claims {
         }
     }
 
-    /// The next batch: waiting requests in arrival order, skipping (for the
-    /// next batch) any that names a consumer already taken.
-    fn take(&self) -> Vec<Pending> {
-        let mut queue = self.queue.lock().expect("claims queue");
+    /// The next batch: waiting requests in arrival order, never two naming
+    /// the same consumer. Requests naming a consumer, provider or project
+    /// that a batch in flight locks are left for later while others wait
+    /// (they would only wait for that batch in the database); when only
+    /// such requests wait, they are taken all the same (one busy project
+    /// must not leave the other lanes idle). Marks what the batch locks as
+    /// busy.
+    fn take(&self) -> (Vec<Pending>, Vec<Lock>) {
+        let mut state = self.state.lock().expect("claims");
         let mut batch = Vec::new();
-        let mut taken: BTreeSet<Uuid> = BTreeSet::new();
-        let mut i = 0;
-        while i < queue.len() && batch.len() < MAX_BATCH {
-            if queue[i].consumers.iter().any(|c| taken.contains(&c.consumer)) {
-                i += 1;
-                continue;
+        let mut taken: HashSet<Lock> = HashSet::new();
+        for only_free in [true, false] {
+            let mut i = 0;
+            while i < state.queue.len() && batch.len() < MAX_BATCH {
+                let p = &state.queue[i];
+                let ok = if only_free {
+                    state.free(p, &taken)
+                } else {
+                    p.consumers.iter().all(|c| !taken.contains(&Lock::Consumer(c.consumer)))
+                };
+                if !ok {
+                    i += 1;
+                    continue;
+                }
+                let p = state.queue.remove(i).expect("in range");
+                taken.extend(p.locks());
+                batch.push(p);
             }
-            let p = queue.remove(i).expect("in range");
-            taken.extend(p.consumers.iter().map(|c| c.consumer));
-            batch.push(p);
+            if !batch.is_empty() {
+                break;
+            }
         }
-        batch
+        let taken: Vec<Lock> = taken.into_iter().collect();
+        for l in &taken {
+            *state.busy.entry(l.clone()).or_default() += 1;
+        }
+        (batch, taken)
+    }
+
+    fn release(&self, locks: Vec<Lock>) {
+        let mut state = self.state.lock().expect("claims");
+        for l in locks {
+            if let Some(n) = state.busy.get_mut(&l) {
+                *n -= 1;
+                if *n == 0 {
+                    state.busy.remove(&l);
+                }
+            }
+        }
     }
 
     fn is_empty(&self) -> bool {
-        self.queue.lock().expect("claims queue").is_empty()
+        self.state.lock().expect("claims").queue.is_empty()
     }
 }
 
 /// A lane: decides batches until the queue is empty.
 async fn drain(store: Store, permit: OwnedSemaphorePermit) {
     loop {
-        let batch = store.claims.take();
+        let (batch, locks) = store.claims.take();
         if batch.is_empty() {
             break;
         }
         decide(&store, batch).await;
+        store.claims.release(locks);
     }
     drop(permit);
     // A request pushed after the last look found every lane busy.
