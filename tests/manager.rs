@@ -529,14 +529,6 @@ async fn a_log_reader_and_a_live_tail_see_every_entry_of_a_busy_run_once() {
         assert!(Instant::now() < deadline, "events did not all finish");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let mut log = Vec::new();
-    let mut cursor = berth_store::Cursor::START;
-    loop {
-        let page = store.read_log(cursor, 1000).await.unwrap();
-        let Some(last) = page.last() else { break };
-        cursor = last.cursor();
-        log.extend(page.iter().map(|e| e.position));
-    }
     let first = first_part.await.unwrap();
     assert_eq!(first.len(), 40);
     let resumed =
@@ -547,6 +539,22 @@ async fn a_log_reader_and_a_live_tail_see_every_entry_of_a_busy_run_once() {
     let whole = whole.await.unwrap();
     let resumed = resumed.await.unwrap();
     let paged = pager.await.unwrap();
+    // The reader's view of the whole log. A read returns only what no running
+    // transaction can still commit below, so a transaction open at that
+    // moment (a lane deciding a claim, the manager recording) holds it back
+    // for as long as it runs: read until the reader has caught up with what
+    // the tail saw.
+    let mut log = Vec::new();
+    let mut cursor = berth_store::Cursor::START;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while log.len() < whole.len() && Instant::now() < deadline {
+        let page = store.read_log(cursor, 1000).await.unwrap();
+        match page.last() {
+            Some(last) => cursor = last.cursor(),
+            None => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+        log.extend(page.iter().map(|e| e.position));
+    }
     let positions = |v: &[(String, Value)]| v.iter().map(|(_, d)| d["position"].as_i64().unwrap()).collect::<Vec<_>>();
     assert_eq!(positions(&whole), log, "the live tail saw every entry once, in the reader's order");
     let mut joined = positions(&first);
