@@ -318,3 +318,36 @@ async fn claims_decided_together_each_get_their_own_answer() {
     // The batch's events, replayed one by one, give what it wrote all at once.
     assert!(store.replay_verify().await.unwrap().is_clean());
 }
+
+/// A reshape naming a resource class that does not exist, in an inventory
+/// rather than an allocation, is refused as such (Placement's 400), before
+/// anything about the classes it drops, and writes nothing.
+#[tokio::test]
+async fn a_reshape_naming_an_unknown_class_in_an_inventory_is_refused() {
+    let db = TestDatabase::new().await;
+    let store = db.store(2);
+    let m = meta();
+    let p = provider(&store, "compute", &[("DISK_GB", 100)]).await;
+    let id = Uuid::new_v4();
+    let now = Window::from(Utc::now());
+    store
+        .replace_allocations(&m, vec![consumer(id, GenerationCheck::New, vec![hold(p, "DISK_GB", 10, now)])])
+        .await
+        .unwrap();
+    let generation = store.provider(p).await.unwrap().generation;
+    let before = log_length(&db.url).await;
+    let err = store
+        .reshape(
+            &m,
+            vec![ReshapeInventory {
+                provider: p,
+                expected_generation: generation,
+                inventories: BTreeMap::from([("DISK_OF_STEEL".into(), Inventory { total: 100, ..Default::default() })]),
+            }],
+            vec![consumer(id, GenerationCheck::Any, vec![hold(p, "DISK_GB", 10, now)])],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!((err.kind, err.code), (ErrorKind::Invalid, berth_store::commands::RESOURCE_CLASS_NOT_FOUND), "{err:?}");
+    assert_eq!(log_length(&db.url).await, before);
+}

@@ -579,7 +579,10 @@ impl Read<'_> {
                 format!("Allocation for resource provider '{missing}' that does not exist."),
             ));
         }
-        if let Some((_, unknown)) = wanted.keys().find(|k| !self.known.contains(&k.1)) {
+        // Every class named, by an allocation or by a reshaped inventory.
+        let mut named: BTreeSet<&str> = wanted.keys().map(|k| k.1.as_str()).collect();
+        named.extend(reshaped.iter().flat_map(|r| r.inventories.keys().map(String::as_str)));
+        if let Some(unknown) = named.iter().find(|n| !self.known.contains(**n)) {
             return Err(Error::invalid(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {unknown}.")));
         }
         // Each amount within its inventory's units.
