@@ -122,109 +122,24 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
                 bump_providers(c, &[*provider], at).await?;
             }
         }
-        Event::AllocationsReplaced {
-            consumer,
-            project_id,
-            user_id,
-            consumer_type,
-            allocations,
-            providers_bumped,
-            at,
-        } => {
+        Event::AllocationsReplaced { consumer, allocations, providers_bumped, .. } => {
             // Which providers get a new generation: the ones named, or (when
-            // none are) every one held before or now; as one array, so each is
-            // found by its key.
-            let named: Vec<uuid::Uuid> = providers_bumped.clone().unwrap_or_default();
-            let explicit = providers_bumped.is_some();
-            let providers: Vec<uuid::Uuid> = allocations.iter().map(|a| a.provider).collect();
-            let classes: Vec<&str> = allocations.iter().map(|a| a.resource_class.as_str()).collect();
-            let used: Vec<i64> = allocations.iter().map(|a| a.used).collect();
-            let starts: Vec<chrono::DateTime<chrono::Utc>> = allocations.iter().map(|a| a.window.start).collect();
-            let ends: Vec<Option<chrono::DateTime<chrono::Utc>>> = allocations.iter().map(|a| a.window.end).collect();
-            if allocations.is_empty() {
-                // The consumer goes with its last allocation; every provider it
-                // held gets a new generation.
-                sql::execute(
-                    c,
-                    "WITH gone AS (DELETE FROM allocations WHERE consumer_uuid = $1
-                                   RETURNING provider_uuid, resource_class, used, during, project_id, user_id),
-                          consumer AS (DELETE FROM consumers WHERE uuid = $1 AND EXISTS (SELECT 1 FROM gone)),
-                          counted AS (
-                              UPDATE provider_open_usage u SET used = u.used - g.used
-                              FROM (SELECT provider_uuid, resource_class, sum(used)::int8 AS used FROM gone
-                                    WHERE upper_inf(during) GROUP BY 1, 2) AS g
-                              WHERE (u.provider_uuid, u.resource_class) = (g.provider_uuid, g.resource_class)
-                                AND current_setting('berth.replaying', true) IS DISTINCT FROM 'on'),
-                          project_counted AS (
-                              UPDATE project_open_usage u SET used = u.used - g.used
-                              FROM (SELECT project_id, user_id, resource_class, sum(used)::int8 AS used FROM gone
-                                    WHERE upper_inf(during) GROUP BY 1, 2, 3) AS g
-                              WHERE (u.project_id, u.resource_class, u.user_id) = (g.project_id, g.resource_class, g.user_id)
-                                AND current_setting('berth.replaying', true) IS DISTINCT FROM 'on')
-                     UPDATE providers SET generation = generation + 1, updated_at = $2
-                     WHERE uuid = ANY(CASE WHEN $3 THEN $4::uuid[] ELSE ARRAY(SELECT provider_uuid FROM gone) END)",
-                    &[consumer, at, &explicit, &named],
-                )
-                .await?;
-                // A consumer row never exists without allocations, but be exact
-                // for one that somehow had none.
-                sql::execute(c, "DELETE FROM consumers WHERE uuid = $1", &[consumer]).await?;
-            } else {
-                // One statement: replace the rows, upsert the consumer, bump the
-                // generation of every provider held before or now.
-                sql::execute(
-                    c,
-                    "WITH gone AS (DELETE FROM allocations WHERE consumer_uuid = $1
-                                   RETURNING provider_uuid, resource_class, used, during, project_id, user_id),
-                          consumer AS (
-                              INSERT INTO consumers (uuid, project_id, user_id, consumer_type, generation, created_at, updated_at)
-                              VALUES ($1, $2, $3, $4, 1, $5, $5)
-                              ON CONFLICT (uuid) DO UPDATE SET project_id = $2, user_id = $3, consumer_type = $4,
-                                  generation = consumers.generation + 1, updated_at = $5),
-                          added AS (
-                              INSERT INTO allocations (consumer_uuid, provider_uuid, resource_class, used, during,
-                                                       project_id, user_id)
-                              SELECT $1, p, rc, u, tstzrange(s, e, '[)'), $2, $3
-                              FROM unnest($6::uuid[], $7::text[], $8::int8[], $9::timestamptz[], $10::timestamptz[])
-                                   AS t(p, rc, u, s, e)),
-                          counted AS (
-                              INSERT INTO provider_open_usage AS o (provider_uuid, resource_class, used)
-                              SELECT p, rc, sum(d)::int8 FROM (
-                                  SELECT provider_uuid, resource_class, -used FROM gone WHERE upper_inf(during)
-                                  UNION ALL
-                                  SELECT p, rc, u FROM unnest($6::uuid[], $7::text[], $8::int8[], $10::timestamptz[])
-                                       AS t(p, rc, u, e) WHERE e IS NULL) AS x(p, rc, d)
-                              GROUP BY p, rc HAVING sum(d) <> 0 AND current_setting('berth.replaying', true) IS DISTINCT FROM 'on' ORDER BY p, rc
-                              ON CONFLICT (provider_uuid, resource_class) DO UPDATE SET used = o.used + excluded.used),
-                          project_counted AS (
-                              INSERT INTO project_open_usage AS o (project_id, user_id, resource_class, used)
-                              SELECT pr, us, rc, sum(d)::int8 FROM (
-                                  SELECT project_id, user_id, resource_class, -used FROM gone WHERE upper_inf(during)
-                                  UNION ALL
-                                  SELECT $2, $3, rc, u FROM unnest($7::text[], $8::int8[], $10::timestamptz[])
-                                       AS t(rc, u, e) WHERE e IS NULL) AS x(pr, us, rc, d)
-                              GROUP BY pr, us, rc HAVING sum(d) <> 0 AND current_setting('berth.replaying', true) IS DISTINCT FROM 'on' ORDER BY pr, rc, us
-                              ON CONFLICT (project_id, resource_class, user_id) DO UPDATE SET used = o.used + excluded.used)
-                     UPDATE providers SET generation = generation + 1, updated_at = $5
-                     WHERE uuid = ANY(CASE WHEN $11 THEN $12::uuid[]
-                                           ELSE ARRAY(SELECT provider_uuid FROM gone) || $6::uuid[] END)",
-                    &[
-                        consumer,
-                        project_id,
-                        user_id,
-                        consumer_type,
-                        at,
-                        &providers,
-                        &classes,
-                        &used,
-                        &starts,
-                        &ends,
-                        &explicit,
-                        &named,
-                    ],
-                )
-                .await?;
-            }
+            // the event names none, as the lease commands' do) every one held
+            // before or now.
+            let bumped: Vec<uuid::Uuid> = match providers_bumped {
+                Some(named) => named.clone(),
+                None => {
+                    let mut held: std::collections::BTreeSet<uuid::Uuid> =
+                        sql::query(c, "SELECT provider_uuid FROM allocations WHERE consumer_uuid = $1", &[consumer])
+                            .await?
+                            .iter()
+                            .map(|r| r.get(0))
+                            .collect();
+                    held.extend(allocations.iter().map(|a| a.provider));
+                    held.into_iter().collect()
+                }
+            };
+            write_allocations(c, &[(event, &bumped)]).await?;
         }
         e @ (Event::LeaseCreated { .. }
         | Event::LeaseUpdated { .. }
@@ -280,6 +195,21 @@ pub async fn apply_all(c: &impl GenericClient, events: &[Event]) -> Result<(), S
 /// each naming the providers it bumps, as one statement: what [`apply`]
 /// one by one would write (a batch of claims records such runs).
 pub(crate) async fn apply_allocations_run(c: &impl GenericClient, events: &[&Event]) -> Result<(), StoreError> {
+    let run: Vec<(&Event, &[uuid::Uuid])> = events
+        .iter()
+        .map(|e| match e {
+            Event::AllocationsReplaced { providers_bumped: Some(bumped), .. } => (*e, bumped.as_slice()),
+            _ => unreachable!("a run holds allocation replacements naming their bumps"),
+        })
+        .collect();
+    write_allocations(c, &run).await
+}
+
+/// Writes allocation replacements of distinct consumers, each with the
+/// providers it gives a new generation, in one statement: the allocations,
+/// the consumers (made, updated, or gone with their last allocation), the
+/// open-ended sums, the provider generations.
+async fn write_allocations(c: &impl GenericClient, events: &[(&Event, &[uuid::Uuid])]) -> Result<(), StoreError> {
     use std::collections::BTreeMap;
     type At = chrono::DateTime<chrono::Utc>;
     let (mut consumers, mut projects, mut users, mut types, mut ats, mut emptied) =
@@ -288,18 +218,9 @@ pub(crate) async fn apply_allocations_run(c: &impl GenericClient, events: &[&Eve
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::<At>::new(), Vec::<Option<At>>::new());
     // Per provider: how many bumps, and the instant of the last one.
     let mut bumps: BTreeMap<uuid::Uuid, (i64, At)> = BTreeMap::new();
-    for e in events {
-        let Event::AllocationsReplaced {
-            consumer,
-            project_id,
-            user_id,
-            consumer_type,
-            allocations,
-            providers_bumped: Some(bumped),
-            at,
-        } = e
-        else {
-            unreachable!("a run holds allocation replacements naming their bumps");
+    for (e, bumped) in events {
+        let Event::AllocationsReplaced { consumer, project_id, user_id, consumer_type, allocations, at, .. } = e else {
+            unreachable!("only allocation replacements");
         };
         consumers.push(*consumer);
         projects.push(project_id.as_str());
@@ -315,7 +236,7 @@ pub(crate) async fn apply_allocations_run(c: &impl GenericClient, events: &[&Eve
             a_start.push(a.window.start);
             a_end.push(a.window.end);
         }
-        for p in bumped {
+        for p in bumped.iter() {
             let b = bumps.entry(*p).or_insert((0, *at));
             *b = (b.0 + 1, *at);
         }

@@ -159,6 +159,6 @@ async fn open_ended_claims_from_now_get_exactly_the_capacity() {
     assert_eq!(again.len(), 3, "what the deletes gave back, no more");
     let rows = store.provider_allocations(p, None).await.unwrap();
     assert_eq!(rows.iter().map(|r| r.used).sum::<i64>(), CAPACITY);
-    open_usage_matches_allocations(&db.url).await;
+    assert_eq!(open_usage_matches_allocations(&db.url).await, 1);
     assert!(store.replay_verify().await.unwrap().is_clean());
 }
