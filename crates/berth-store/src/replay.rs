@@ -93,6 +93,9 @@ impl Store {
             // The sums are rebuilt at the end (projection::SUMS).
             tx.batch_execute(&format!("SET LOCAL search_path TO {SCRATCH}, {live}; SET LOCAL berth.replaying = 'on'"))
                 .await?;
+            // The scratch tables start empty and grow by every event: plans
+            // made at the start must keep to the indexes (see sql::GENERIC_PLANS).
+            tx.query(crate::sql::GENERIC_PLANS, &[]).await?;
             let started = Instant::now();
             let mut events = 0u64;
             let mut after = 0i64;
