@@ -167,42 +167,51 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
 
 /// Applies `events` in order, as [`apply`] one by one would; a run of
 /// consecutive events of one kind that write distinct rows (lease event
-/// outcomes, lease and reservation statuses) is written by one statement.
-pub async fn apply_all(c: &impl GenericClient, events: &[Event]) -> Result<(), StoreError> {
+/// outcomes, lease and reservation statuses, allocation replacements naming
+/// their bumps) is written by one statement.
+pub async fn apply_all(c: &impl GenericClient, events: &[&Event]) -> Result<(), StoreError> {
     let mut i = 0;
     while i < events.len() {
         let mut end = i + 1;
-        if let Some((kind, key)) = lease_events::batch_key(&events[i]) {
+        if let Some((kind, key)) = run_key(events[i]) {
             let mut rows = std::collections::HashSet::from([key]);
-            while let Some((k, r)) = events.get(end).and_then(lease_events::batch_key) {
+            while let Some((k, r)) = events.get(end).and_then(|e| run_key(e)) {
                 if k != kind || !rows.insert(r) {
                     break;
                 }
                 end += 1;
             }
         }
-        if end - i > 1 {
-            lease_events::apply_run(c, &events[i..end]).await?;
-        } else {
-            apply(c, &events[i]).await?;
+        let run = &events[i..end];
+        match run_key(events[i]) {
+            _ if run.len() == 1 => apply(c, events[i]).await?,
+            Some((ALLOCATIONS_RUN, _)) => {
+                let run: Vec<(&Event, &[uuid::Uuid])> = run
+                    .iter()
+                    .map(|e| match e {
+                        Event::AllocationsReplaced { providers_bumped: Some(bumped), .. } => (*e, bumped.as_slice()),
+                        _ => unreachable!("a run of allocation replacements naming their bumps"),
+                    })
+                    .collect();
+                write_allocations(c, &run).await?
+            }
+            _ => lease_events::apply_run(c, run).await?,
         }
         i = end;
     }
     Ok(())
 }
 
-/// Applies a run of [`Event::AllocationsReplaced`] of distinct consumers,
-/// each naming the providers it bumps, as one statement: what [`apply`]
-/// one by one would write (a batch of claims records such runs).
-pub(crate) async fn apply_allocations_run(c: &impl GenericClient, events: &[&Event]) -> Result<(), StoreError> {
-    let run: Vec<(&Event, &[uuid::Uuid])> = events
-        .iter()
-        .map(|e| match e {
-            Event::AllocationsReplaced { providers_bumped: Some(bumped), .. } => (*e, bumped.as_slice()),
-            _ => unreachable!("a run holds allocation replacements naming their bumps"),
-        })
-        .collect();
-    write_allocations(c, &run).await
+/// The kind of run of [`run_key`] that allocation replacements make.
+const ALLOCATIONS_RUN: u8 = u8::MAX;
+
+/// For an event that may be applied in a run: its kind of run and the row
+/// it writes (a run never writes one row twice).
+fn run_key(event: &Event) -> Option<(u8, uuid::Uuid)> {
+    match event {
+        Event::AllocationsReplaced { consumer, providers_bumped: Some(_), .. } => Some((ALLOCATIONS_RUN, *consumer)),
+        e => lease_events::batch_key(e),
+    }
 }
 
 /// Writes allocation replacements of distinct consumers, each with the
@@ -305,14 +314,6 @@ async fn write_allocations(c: &impl GenericClient, events: &[(&Event, &[uuid::Uu
     Ok(())
 }
 
-/// Whether `event` may be part of a run for [`apply_allocations_run`].
-pub(crate) fn runs_with_allocations(event: &Event) -> Option<uuid::Uuid> {
-    match event {
-        Event::AllocationsReplaced { consumer, providers_bumped: Some(_), .. } => Some(*consumer),
-        _ => None,
-    }
-}
-
 async fn bump_providers(
     c: &impl GenericClient,
     providers: &[uuid::Uuid],
@@ -328,21 +329,27 @@ async fn bump_providers(
     Ok(())
 }
 
-/// Tables that sum other projections (the open-ended holds): kept by every
-/// write, but not during replay, which sets `berth.replaying` and rebuilds
-/// them once at the end from the replayed allocations (one transaction
-/// updating a hot row thousands of times walks ever longer version chains).
-/// Each is the rows of its sum with `used` not zero.
-pub const SUMS: &[(&str, &str)] = &[
-    (
-        "provider_open_usage",
-        "SELECT provider_uuid, resource_class, sum(used)::int8 FROM allocations WHERE upper_inf(during) GROUP BY 1, 2",
-    ),
-    (
-        "project_open_usage",
-        "SELECT project_id, user_id, resource_class, sum(used)::int8 FROM allocations WHERE upper_inf(during)
-         GROUP BY 1, 2, 3",
-    ),
+/// A table that sums the open-ended allocations by `keys` into `used`: kept
+/// by every write, but not during replay, which sets `berth.replaying` and
+/// rebuilds it once at the end from the replayed allocations (one
+/// transaction updating a hot row thousands of times walks ever longer
+/// version chains). Its rows with `used` not zero are exactly [`Sum::query`].
+pub struct Sum {
+    pub table: &'static str,
+    pub keys: &'static str,
+}
+
+impl Sum {
+    /// The sum as the allocations in `schema` give it.
+    pub fn query(&self, schema: &str) -> String {
+        let keys = self.keys;
+        format!("SELECT {keys}, sum(used)::int8 FROM {schema}.allocations WHERE upper_inf(during) GROUP BY {keys}")
+    }
+}
+
+pub const SUMS: &[Sum] = &[
+    Sum { table: "provider_open_usage", keys: "provider_uuid, resource_class" },
+    Sum { table: "project_open_usage", keys: "project_id, user_id, resource_class" },
 ];
 
 /// The projection tables, in an order that respects their foreign keys.

@@ -10,42 +10,21 @@ use std::time::{Duration, Instant};
 use berth_core::Error;
 use serde::Serialize;
 
-use crate::projection::TABLES;
+use crate::projection::{SUMS, TABLES};
 use crate::{log, Store, StoreError};
 
 const SCRATCH: &str = "berth_replay";
 
 /// Rules the live tables keep without a constraint enforcing them (for the
-/// claim path's speed), each as a query of the rows that break it.
-const CONSISTENCY: &[(&str, &str)] = &[
-    (
-        "allocations naming a missing provider, consumer or class",
-        "SELECT 1 FROM {live}.allocations a
+/// claim path's speed), each as a query of the rows that break it; besides
+/// these, every sum (projection::SUMS) must be what its allocations give.
+const CONSISTENCY: &[(&str, &str)] = &[(
+    "allocations naming a missing provider, consumer or class",
+    "SELECT 1 FROM {live}.allocations a
          WHERE NOT EXISTS (SELECT 1 FROM {live}.providers p WHERE p.uuid = a.provider_uuid)
             OR NOT EXISTS (SELECT 1 FROM {live}.consumers c WHERE c.uuid = a.consumer_uuid)
             OR NOT EXISTS (SELECT 1 FROM {live}.resource_classes r WHERE r.name = a.resource_class)",
-    ),
-    (
-        "provider_open_usage differing from the sum of open-ended allocations",
-        "(SELECT provider_uuid, resource_class, used FROM {live}.provider_open_usage WHERE used <> 0
-          EXCEPT SELECT provider_uuid, resource_class, sum(used)::int8 FROM {live}.allocations
-                 WHERE upper_inf(during) GROUP BY 1, 2)
-         UNION ALL
-         (SELECT provider_uuid, resource_class, sum(used)::int8 FROM {live}.allocations
-                 WHERE upper_inf(during) GROUP BY 1, 2
-          EXCEPT SELECT provider_uuid, resource_class, used FROM {live}.provider_open_usage WHERE used <> 0)",
-    ),
-    (
-        "project_open_usage differing from the sum of open-ended allocations",
-        "(SELECT project_id, user_id, resource_class, used FROM {live}.project_open_usage WHERE used <> 0
-          EXCEPT SELECT project_id, user_id, resource_class, sum(used)::int8 FROM {live}.allocations
-                 WHERE upper_inf(during) GROUP BY 1, 2, 3)
-         UNION ALL
-         (SELECT project_id, user_id, resource_class, sum(used)::int8 FROM {live}.allocations
-                 WHERE upper_inf(during) GROUP BY 1, 2, 3
-          EXCEPT SELECT project_id, user_id, resource_class, used FROM {live}.project_open_usage WHERE used <> 0)",
-    ),
-];
+)];
 const PAGE: i64 = 5_000;
 
 #[derive(Debug, Clone, Serialize)]
@@ -116,20 +95,17 @@ impl Store {
                 }
                 after = page.last().map(|e| e.position).unwrap_or(after);
             }
-            for (table, sum) in crate::projection::SUMS {
-                let columns = if *table == "provider_open_usage" {
-                    "provider_uuid, resource_class, used"
-                } else {
-                    "project_id, user_id, resource_class, used"
-                };
-                tx.batch_execute(&format!("INSERT INTO {SCRATCH}.{table} ({columns}) {sum}")).await?;
+            for sum in SUMS {
+                let (table, keys) = (sum.table, sum.keys);
+                tx.batch_execute(&format!("INSERT INTO {SCRATCH}.{table} ({keys}, used) {}", sum.query(SCRATCH)))
+                    .await?;
             }
             let elapsed = started.elapsed();
             let mut differences = Vec::new();
             for t in TABLES {
                 // A sum keeps rows at zero where a write emptied them; a rebuild has none.
                 let rows = |schema: &str| {
-                    if crate::projection::SUMS.iter().any(|(s, _)| s == t) {
+                    if SUMS.iter().any(|s| s.table == *t) {
                         format!("SELECT * FROM {schema}.{t} WHERE used <> 0")
                     } else {
                         format!("SELECT * FROM {schema}.{t}")
@@ -149,13 +125,20 @@ impl Store {
                 }
             }
             // What the schema does not enforce, checked on the live tables.
-            for (name, violations) in CONSISTENCY {
-                let n: i64 = tx
-                    .query_one(&format!("SELECT count(*) FROM ({}) v", violations.replace("{live}", &live)), &[])
-                    .await?
-                    .get(0);
+            let mut checks: Vec<(String, String)> =
+                CONSISTENCY.iter().map(|(name, sql)| (name.to_string(), sql.replace("{live}", &live))).collect();
+            for sum in SUMS {
+                let (table, keys, summed) = (sum.table, sum.keys, sum.query(&live));
+                let kept = format!("SELECT {keys}, used FROM {live}.{table} WHERE used <> 0");
+                checks.push((
+                    format!("{table} differing from the sum of open-ended allocations"),
+                    format!("({kept} EXCEPT {summed}) UNION ALL ({summed} EXCEPT {kept})"),
+                ));
+            }
+            for (name, violations) in checks {
+                let n: i64 = tx.query_one(&format!("SELECT count(*) FROM ({violations}) v"), &[]).await?.get(0);
                 if n != 0 {
-                    differences.push(TableDifference { table: name.to_string(), only_live: n, only_replayed: 0 });
+                    differences.push(TableDifference { table: name, only_live: n, only_replayed: 0 });
                 }
             }
             tx.rollback().await?;

@@ -43,42 +43,31 @@ pub fn consumer(uuid: Uuid, generation: GenerationCheck, allocations: Vec<Alloca
 
 /// Panics unless the open-ended usage projections are exactly the sums of
 /// the open-ended allocations, per provider and class and per project, user
-/// and class (rows at zero may stay).
-/// Answers how many (provider, class) sums it compared.
+/// and class (rows at zero may stay). Answers how many (provider, class)
+/// sums it compared.
 pub async fn open_usage_matches_allocations(url: &str) -> i64 {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(conn);
-    let rows = client
-        .query(
-            "WITH counted AS (SELECT provider_uuid, resource_class, used FROM provider_open_usage WHERE used <> 0),
-                  summed AS (SELECT provider_uuid, resource_class, sum(used)::int8 AS used FROM allocations
-                             WHERE upper_inf(during) GROUP BY 1, 2)
-             (SELECT 'counted', * FROM counted EXCEPT SELECT 'counted', * FROM summed)
-             UNION ALL
-             (SELECT 'summed', * FROM summed EXCEPT SELECT 'summed', * FROM counted)",
-            &[],
-        )
-        .await
-        .unwrap();
-    let differences: Vec<(String, Uuid, String, i64)> =
-        rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3))).collect();
-    assert!(differences.is_empty(), "open-ended usage drifted from the allocations: {differences:?}");
-    let counted: i64 =
-        client.query_one("SELECT count(*) FROM provider_open_usage WHERE used <> 0", &[]).await.unwrap().get(0);
-    let rows = client
-        .query(
-            "WITH counted AS (SELECT project_id, user_id, resource_class, used FROM project_open_usage WHERE used <> 0),
-                  summed AS (SELECT project_id, user_id, resource_class, sum(used)::int8 AS used FROM allocations
-                             WHERE upper_inf(during) GROUP BY 1, 2, 3)
-             (SELECT 'counted', * FROM counted EXCEPT SELECT 'counted', * FROM summed)
-             UNION ALL
-             (SELECT 'summed', * FROM summed EXCEPT SELECT 'summed', * FROM counted)",
-            &[],
-        )
-        .await
-        .unwrap();
-    let differences: Vec<(String, String, String, String, i64)> =
-        rows.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4))).collect();
-    assert!(differences.is_empty(), "open-ended usage by project drifted from the allocations: {differences:?}");
-    counted
+    for (table, keys) in [
+        ("provider_open_usage", "provider_uuid, resource_class"),
+        ("project_open_usage", "project_id, user_id, resource_class"),
+    ] {
+        let rows = client
+            .query(
+                &format!(
+                    "WITH counted AS (SELECT {keys}, used FROM {table} WHERE used <> 0),
+                          summed AS (SELECT {keys}, sum(used)::int8 AS used FROM allocations
+                                     WHERE upper_inf(during) GROUP BY {keys})
+                     SELECT 'counted', d::text FROM (SELECT * FROM counted EXCEPT SELECT * FROM summed) d
+                     UNION ALL
+                     SELECT 'summed', d::text FROM (SELECT * FROM summed EXCEPT SELECT * FROM counted) d"
+                ),
+                &[],
+            )
+            .await
+            .unwrap();
+        let differences: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        assert!(differences.is_empty(), "{table} drifted from the allocations: {differences:?}");
+    }
+    client.query_one("SELECT count(*) FROM provider_open_usage WHERE used <> 0", &[]).await.unwrap().get(0)
 }

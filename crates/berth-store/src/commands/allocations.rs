@@ -19,10 +19,10 @@ use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::{now, record};
+use crate::{quota, sql, Store, StoreError};
 
 #[cfg(test)]
 mod plan_tests;
-use crate::{quota, sql, Store, StoreError};
 
 /// What the client says about the consumer's generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -294,9 +294,9 @@ pub(crate) async fn write_allocations(
     //       what they hold (which cannot change while we hold them);
     //    b. lock the providers of the new holds and those the consumers hold
     //       now (they get a new generation too), sorted, with their inventories;
-    //    c. everyone else's holds overlapping the new windows, clipped to the
-    //       window asked about and summed by clipped window: the peak is the
-    //       same, and open-ended holds that began earlier collapse into one row;
+    //    c. everyone else's holds over the new windows (READ_OTHERS: bounded
+    //       ones clipped and summed, open-ended ones as their sum and the few
+    //       that start inside the window);
     //    d. the classes named, the limits and the usage that bear on them.
     let consumer_params: [&(dyn ToSql + Sync); 1] = [&consumer_ids];
     let provider_params: [&(dyn ToSql + Sync); 2] = [&provider_ids, &consumer_ids];

@@ -20,7 +20,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{now, record, record_all};
+use super::{now, record};
 use crate::{sql, Store, StoreError};
 
 /// A lease event a manager now works on.
@@ -546,7 +546,7 @@ impl Store {
             out.append(&mut moved);
             out.append(&mut reservation_statuses);
             out.append(&mut lease_statuses);
-            record_all(tx, &manager_meta(claimer), &out).await?;
+            record(tx, &manager_meta(claimer), &out).await?;
             Ok(recorded)
         })
     }

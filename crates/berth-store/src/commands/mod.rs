@@ -42,65 +42,26 @@ use deadpool_postgres::Transaction;
 
 use crate::StoreError;
 
-/// Appends `events` and applies them, in the command's transaction.
+/// Appends `events` and applies them, in the command's transaction; runs
+/// of like events are applied set-wise ([`crate::projection::apply_all`]).
 pub(crate) async fn record(tx: &Transaction<'_>, meta: &EventMeta, events: &[Event]) -> Result<Vec<i64>, StoreError> {
-    // Sent together (pipelined); the server runs them in order.
-    let append = crate::log::append(tx, meta, events);
-    let apply = async {
-        for e in events {
-            crate::projection::apply(tx, e).await?;
-        }
-        Ok::<(), StoreError>(())
-    };
-    match tokio::join!(append, apply) {
-        (Ok(positions), Ok(())) => Ok(positions),
-        (Err(e), Ok(())) | (Ok(_), Err(e)) => Err(e),
-        (Err(a), Err(b)) => Err(crate::sql::root_cause(a, b, StoreError::sqlstate)),
-    }
+    let refs: Vec<&Event> = events.iter().collect();
+    appended_and_applied(crate::log::append(tx, meta, events), crate::projection::apply_all(tx, &refs)).await
 }
 
 /// As [`record`], for events of several requests, each with its own metadata.
 pub(crate) async fn record_each(tx: &Transaction<'_>, events: &[(&EventMeta, Event)]) -> Result<Vec<i64>, StoreError> {
-    let append = crate::log::append_each(tx, events);
-    let apply = async {
-        // Runs of allocation replacements of distinct consumers go in one statement.
-        let mut i = 0;
-        while i < events.len() {
-            let mut consumers = std::collections::HashSet::new();
-            let mut end = i;
-            while let Some(c) = events.get(end).and_then(|(_, e)| crate::projection::runs_with_allocations(e)) {
-                if !consumers.insert(c) {
-                    break;
-                }
-                end += 1;
-            }
-            if end - i > 1 {
-                let run: Vec<&Event> = events[i..end].iter().map(|(_, e)| e).collect();
-                crate::projection::apply_allocations_run(tx, &run).await?;
-                i = end;
-            } else {
-                crate::projection::apply(tx, &events[i].1).await?;
-                i += 1;
-            }
-        }
-        Ok::<(), StoreError>(())
-    };
-    match tokio::join!(append, apply) {
-        (Ok(positions), Ok(())) => Ok(positions),
-        (Err(e), Ok(())) | (Ok(_), Err(e)) => Err(e),
-        (Err(a), Err(b)) => Err(crate::sql::root_cause(a, b, StoreError::sqlstate)),
-    }
+    let refs: Vec<&Event> = events.iter().map(|(_, e)| e).collect();
+    appended_and_applied(crate::log::append_each(tx, events), crate::projection::apply_all(tx, &refs)).await
 }
 
-/// As [`record`], with runs of like events applied set-wise
-/// ([`crate::projection::apply_all`]): for commands that record many.
-pub(crate) async fn record_all(
-    tx: &Transaction<'_>,
-    meta: &EventMeta,
-    events: &[Event],
+/// Sends the append and the application together (pipelined; the server
+/// runs them in order) and answers the append's positions, or the error
+/// that caused the other.
+async fn appended_and_applied(
+    append: impl std::future::Future<Output = Result<Vec<i64>, StoreError>>,
+    apply: impl std::future::Future<Output = Result<(), StoreError>>,
 ) -> Result<Vec<i64>, StoreError> {
-    let append = crate::log::append(tx, meta, events);
-    let apply = crate::projection::apply_all(tx, events);
     match tokio::join!(append, apply) {
         (Ok(positions), Ok(())) => Ok(positions),
         (Err(e), Ok(())) | (Ok(_), Err(e)) => Err(e),

@@ -78,7 +78,7 @@ pub(super) fn batch_key(event: &Event) -> Option<(u8, uuid::Uuid)> {
 
 /// Applies a run of events of one batchable kind on distinct rows: the same
 /// rows as applying them one by one.
-pub(super) async fn apply_run(c: &impl GenericClient, run: &[Event]) -> Result<(), StoreError> {
+pub(super) async fn apply_run(c: &impl GenericClient, run: &[&Event]) -> Result<(), StoreError> {
     use chrono::{DateTime, Utc};
     use uuid::Uuid;
     let mut ids: Vec<Uuid> = Vec::with_capacity(run.len());
