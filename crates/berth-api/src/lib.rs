@@ -10,6 +10,7 @@
 
 pub mod auth;
 mod blazar;
+pub mod clock;
 pub mod error;
 mod events;
 pub mod log;
@@ -35,6 +36,8 @@ pub struct AppState {
     pub plugins: Arc<berth_plugins::Registry>,
     /// The lease policy beside quotas.
     pub policy: Arc<berth_plugins::Policy>,
+    /// This process's clock against the database's (for `/readyz`).
+    pub clock: clock::ClockWatch,
 }
 
 /// The whole HTTP surface.

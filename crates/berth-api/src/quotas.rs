@@ -212,7 +212,7 @@ async fn usage(
     q: &HashMap<String, String>,
 ) -> Result<Json<Value>, ApiError> {
     reader(ctx, &project)?;
-    let now = Utc::now();
+    let now = state.store.now().await?;
     let date = |key: &str| -> Result<Option<chrono::DateTime<Utc>>, ApiError> {
         Ok(match q.get(key) {
             None => None,

@@ -37,13 +37,27 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-/// The process can serve: its database answers.
-async fn readyz(State(state): State<AppState>) -> (StatusCode, &'static str) {
-    match state.store.ping().await {
-        Ok(()) => (StatusCode::OK, "ready"),
+/// The process can serve: its database answers. Also says how far this
+/// process's clock is from the database's (measured by the same round
+/// trip); a skewed clock does not make it unready, since nothing decides on
+/// it.
+async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
+    match state.clock.measure(&state.store).await {
+        Ok(offset) => (
+            StatusCode::OK,
+            Json(json!({
+                "status": "ready",
+                "clock": {
+                    "offset_seconds": offset.seconds,
+                    "round_trip_seconds": offset.round_trip,
+                    "warn_past_seconds": state.clock.warn_past_s(),
+                    "skewed": state.clock.skewed(&offset),
+                },
+            })),
+        ),
         Err(e) => {
             tracing::warn!(error = %e, "not ready");
-            (StatusCode::SERVICE_UNAVAILABLE, "database unavailable")
+            (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "database unavailable"})))
         }
     }
 }

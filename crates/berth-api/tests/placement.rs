@@ -4,6 +4,10 @@
 //! "held now" read views beside future holds, and replay after a workload.
 //! A real PostgreSQL (TestDatabase) and the real router on a loopback port.
 
+// Tests pick times relative to the real clock, which is the database's
+// (one machine); the code under test reads only the database's.
+#![allow(clippy::disallowed_methods)]
+
 use std::sync::Arc;
 
 use berth_api::{AppState, AuthMode};
@@ -38,6 +42,7 @@ impl Api {
             auth: Arc::new(AuthMode::Noauth),
             plugins: Arc::new(berth_plugins::Registry::default()),
             policy: Arc::new(berth_plugins::Policy::default()),
+            clock: Default::default(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -3,6 +3,10 @@
 //! on any machine. Runs under `berthd with-postgres`, which sets
 //! `BERTH_PG_URL` (and `BERTH_PG_BIN`). Each scenario gets a fresh database.
 
+// Scenarios time things and pick due times on the real clock, which is the
+// database server's (same machine); the code measured reads only the database's.
+#![allow(clippy::disallowed_methods)]
+
 mod manager;
 mod pgbench;
 mod placement_claims;

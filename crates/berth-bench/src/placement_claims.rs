@@ -32,6 +32,7 @@ pub async fn run(report: &mut Report, clients: usize, seconds: u64) -> Result<()
         auth: Arc::new(AuthMode::Noauth),
         plugins: Arc::new(berth_plugins::Registry::default()),
         policy: Arc::new(berth_plugins::Policy::default()),
+        clock: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}/placement", listener.local_addr()?);

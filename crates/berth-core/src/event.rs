@@ -314,6 +314,7 @@ pub struct EventMeta {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // a time for a serialization round trip
 mod tests {
     use super::*;
 

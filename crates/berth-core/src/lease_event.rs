@@ -30,8 +30,16 @@ pub enum Effect {
     /// Hosts become reservable again, or not.
     SetReservable { hosts: Vec<Uuid>, reservable: bool },
     /// Hosts held back at a lease's end in `pool` (not reservable), until
-    /// `until` or, without one, until an admin returns them.
-    HoldHosts { hosts: Vec<Uuid>, pool: Uuid, until: Option<DateTime<Utc>> },
+    /// `until`, or for `for_s` seconds after the outcome is recorded (on the
+    /// database's clock, so a plugin needs no clock of its own), or, with
+    /// neither, until an admin returns them.
+    HoldHosts {
+        hosts: Vec<Uuid>,
+        pool: Uuid,
+        until: Option<DateTime<Utc>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        for_s: Option<u64>,
+    },
     /// Hosts no longer held back.
     ReleaseHolds { hosts: Vec<Uuid> },
 }
@@ -138,7 +146,7 @@ mod tests {
 
     #[test]
     fn effects_read_and_write_as_tagged_objects() {
-        let e = Effect::HoldHosts { hosts: vec![Uuid::nil()], pool: SHARED_POOL, until: None };
+        let e = Effect::HoldHosts { hosts: vec![Uuid::nil()], pool: SHARED_POOL, until: None, for_s: Some(60) };
         let v = serde_json::to_value(&e).unwrap();
         assert_eq!(v["effect"], "hold_hosts");
         assert_eq!(serde_json::from_value::<Effect>(v).unwrap(), e);

@@ -13,6 +13,12 @@
 //! A failed attempt is retried with exponential backoff and jitter (by any
 //! manager: the event goes back to UNDONE with a retry time) until the
 //! configured number of attempts, then the event is ERROR.
+//!
+//! Every time it decides on is the database's: the claim statement decides
+//! what is due and when claims expire, and the manager asks the database
+//! how long until the next due time. It only sleeps on the local monotonic
+//! clock, so a berthd whose wall clock is wrong neither fires early nor
+//! sleeps past due.
 
 pub mod config;
 pub mod hooks;
@@ -30,7 +36,7 @@ use berth_plugins::policy::LeaseValues;
 use berth_plugins::{Hook, Policy, Registry};
 use berth_store::commands::{Claim, Finish, Outcome, Recorded};
 use berth_store::notify::{Notification, LEASE_EVENTS};
-use berth_store::queries::lease_events::HookContext;
+use berth_store::queries::lease_events::{HookContext, NextDue};
 use berth_store::Store;
 use chrono::{DateTime, Utc};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
@@ -46,7 +52,10 @@ const RECORD_BATCH: usize = 512;
 /// A claimed event being worked on in this berthd.
 struct Running {
     attempt: i32,
-    expires: DateTime<Utc>,
+    /// When the claim expires at the latest, on the local monotonic clock
+    /// (counted from before the claim was asked for, so never later than
+    /// the database's expiry).
+    expires: Instant,
     abort: Option<AbortHandle>,
     /// An end event whose hooks all succeeded: the lease the policy service
     /// is told of once the outcome is recorded.
@@ -89,10 +98,24 @@ fn chrono_of(d: Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
 }
 
-/// The instant (on tokio's clock) of a wall-clock time.
-fn instant_of(t: DateTime<Utc>) -> Instant {
-    let now = Utc::now();
-    Instant::now() + (t - now).to_std().unwrap_or(Duration::ZERO)
+/// The database's time at one instant of the local monotonic clock: turns
+/// due times (database time) into instants to sleep until.
+#[derive(Clone, Copy)]
+struct Anchor {
+    database: DateTime<Utc>,
+    local: Instant,
+}
+
+impl Anchor {
+    /// Taken when the database's answer arrived: the database read its
+    /// clock before that, so instants computed from it are never early.
+    fn of(next: &NextDue) -> Anchor {
+        Anchor { database: next.now, local: Instant::now() }
+    }
+
+    fn instant_of(&self, t: DateTime<Utc>) -> Instant {
+        self.local + (t - self.database).to_std().unwrap_or(Duration::ZERO)
+    }
 }
 
 impl Manager {
@@ -141,6 +164,7 @@ impl Manager {
         let debounce = inner.cfg.debounce();
         let mut next = Instant::now();
         let mut next_sweep = Instant::now();
+        let mut anchor: Option<Anchor> = None;
         tokio::pin!(shutdown);
         loop {
             while tasks.try_join_next().is_some() {}
@@ -150,9 +174,13 @@ impl Manager {
                 note = notes.recv() => {
                     match note {
                         Some(Notification::Payload(p)) => {
-                            if let Some(due) = p.parse::<i64>().ok().and_then(DateTime::<Utc>::from_timestamp_micros) {
-                                next = next.min(instant_of(due).max(Instant::now() + debounce));
-                            }
+                            let due = p.parse::<i64>().ok().and_then(DateTime::<Utc>::from_timestamp_micros);
+                            // Without an anchor yet, look now (the database decides what is due).
+                            let at = match (due, anchor) {
+                                (Some(due), Some(a)) => a.instant_of(due),
+                                _ => Instant::now(),
+                            };
+                            next = next.min(at.max(Instant::now() + debounce));
                         }
                         Some(Notification::Connected) => next = next.min(Instant::now() + debounce),
                         // The listener is gone for good; polling still works.
@@ -172,9 +200,14 @@ impl Manager {
                 sweep(&inner);
             }
             next = Instant::now() + poll;
-            match inner.store.next_lease_event_due(Utc::now()).await {
-                Ok(Some(t)) => next = next.min(instant_of(t)),
-                Ok(None) => {}
+            match inner.store.next_lease_event_due().await {
+                Ok(due) => {
+                    let a = Anchor::of(&due);
+                    if let Some(t) = due.due {
+                        next = next.min(a.instant_of(t));
+                    }
+                    anchor = Some(a);
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "reading the next due time");
                     next = next.min(Instant::now() + Duration::from_secs(1));
@@ -210,6 +243,7 @@ async fn claim_due(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>
             return;
         }
         let limit = inner.cfg.batch_size.min(free as i64);
+        let asked = Instant::now();
         let claims = match inner.store.claim_lease_events(&inner.id, limit, chrono_of(inner.cfg.claim_ttl())).await {
             Ok(c) => c,
             Err(e) => {
@@ -217,6 +251,7 @@ async fn claim_due(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>
                 return;
             }
         };
+        let got = Instant::now();
         let n = claims.len() as i64;
         if n == 0 {
             return;
@@ -224,7 +259,7 @@ async fn claim_due(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>
         metrics::claimed(claims.len());
         // What the hooks need, read once for the whole batch.
         let leases: Vec<Uuid> = claims.iter().map(|c| c.lease).collect();
-        let contexts = inner.store.hook_contexts(&leases, Utc::now()).await.map(Arc::new).map_err(|e| e.to_string());
+        let contexts = inner.store.hook_contexts(&leases).await.map(Arc::new).map_err(|e| e.to_string());
         for claim in claims {
             let Ok(permit) = inner.permits.clone().try_acquire_owned() else {
                 // Cannot happen (only this loop acquires); the claim expires and is retried.
@@ -233,14 +268,14 @@ async fn claim_due(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>
             };
             inner.running.lock().expect("running").insert(
                 claim.event,
-                Running { attempt: claim.attempt, expires: claim.claim_expires_at, abort: None, ended: None },
+                Running { attempt: claim.attempt, expires: asked + inner.cfg.claim_ttl(), abort: None, ended: None },
             );
             let event = claim.event;
             let context = match &contexts {
                 Ok(all) => Ok(all.get(&claim.lease).cloned()),
                 Err(e) => Err(e.clone()),
             };
-            let handle = tasks.spawn(run_event(inner.clone(), claim, context, finish_tx.clone(), permit));
+            let handle = tasks.spawn(run_event(inner.clone(), claim, got, context, finish_tx.clone(), permit));
             if let Some(r) = inner.running.lock().expect("running").get_mut(&event) {
                 r.abort = Some(handle);
             }
@@ -266,15 +301,18 @@ pub fn retry_delay(cfg: &ManagerConfig, attempt: i32) -> Duration {
         .unwrap_or(Duration::from_millis(cfg.retry_max_ms))
 }
 
-/// One attempt at a claimed event, then its outcome to the recorder.
+/// One attempt at a claimed event (claimed at `got` on the local monotonic
+/// clock), then its outcome to the recorder.
 async fn run_event(
     inner: Arc<Inner>,
     claim: Claim,
+    got: Instant,
     context: Result<Option<HookContext>, String>,
     finish_tx: mpsc::UnboundedSender<Finish>,
     permit: OwnedSemaphorePermit,
 ) {
-    let started = Utc::now();
+    // The database's time now, as the claim's plus what passed since.
+    let started = claim.claimed_at + chrono_of(got.elapsed());
     metrics::started(&claim, started);
     if let Some(from) = &claim.rescued_from {
         tracing::warn!(event = %claim.event, lease = %claim.lease, from = %from, attempt = claim.attempt,
@@ -290,8 +328,7 @@ async fn run_event(
                 if claim.attempt >= inner.cfg.max_attempts {
                     Outcome::Failed { error: format!("{error} (gave up after {} attempts)", claim.attempt) }
                 } else {
-                    let retry_at = Utc::now() + chrono_of(retry_delay(&inner.cfg, claim.attempt));
-                    Outcome::Retry { error, retry_at }
+                    Outcome::Retry { error, retry_in: retry_delay(&inner.cfg, claim.attempt) }
                 }
             } else {
                 Outcome::Done
@@ -313,7 +350,7 @@ async fn run_event(
             let outcome = if claim.attempt >= inner.cfg.max_attempts {
                 Outcome::Failed { error }
             } else {
-                Outcome::Retry { error, retry_at: Utc::now() + chrono_of(retry_delay(&inner.cfg, claim.attempt)) }
+                Outcome::Retry { error, retry_in: retry_delay(&inner.cfg, claim.attempt) }
             };
             Finish { lease: claim.lease, event: claim.event, attempt: claim.attempt, outcome, hooks: Vec::new() }
         }
@@ -321,8 +358,8 @@ async fn run_event(
     match &finish.outcome {
         Outcome::Done => tracing::debug!(event = %claim.event, lease = %claim.lease, kind = claim.event_type.as_str(),
             attempt = claim.attempt, "lease event done"),
-        Outcome::Retry { error, retry_at } => tracing::info!(event = %claim.event, lease = %claim.lease,
-            kind = claim.event_type.as_str(), attempt = claim.attempt, %retry_at, error = %error, "lease event will be retried"),
+        Outcome::Retry { error, retry_in } => tracing::info!(event = %claim.event, lease = %claim.lease,
+            kind = claim.event_type.as_str(), attempt = claim.attempt, ?retry_in, error = %error, "lease event will be retried"),
         Outcome::Failed { error } => tracing::warn!(event = %claim.event, lease = %claim.lease,
             kind = claim.event_type.as_str(), attempt = claim.attempt, error = %error, "lease event failed"),
     }
@@ -406,7 +443,7 @@ async fn renew_loop(inner: Arc<Inner>) {
     let ttl = inner.cfg.claim_ttl();
     loop {
         tokio::time::sleep(ttl / 4).await;
-        let horizon = Utc::now() + chrono_of(ttl / 2);
+        let horizon = Instant::now() + ttl / 2;
         let due: Vec<(Uuid, i32)> = inner
             .running
             .lock()
@@ -418,9 +455,10 @@ async fn renew_loop(inner: Arc<Inner>) {
         if due.is_empty() {
             continue;
         }
+        let asked = Instant::now();
         match inner.store.renew_claims(&inner.id, &due, chrono_of(ttl)).await {
             Ok(kept) => {
-                let expires = Utc::now() + chrono_of(ttl);
+                let expires = asked + ttl;
                 let mut running = inner.running.lock().expect("running");
                 for (id, _) in &due {
                     if kept.contains(id) {
@@ -449,11 +487,10 @@ fn sweep(inner: &Arc<Inner>) {
     }
     let inner = inner.clone();
     tokio::spawn(async move {
-        let now = Utc::now();
-        if let Ok(n) = inner.store.lease_events_due(now).await {
+        if let Ok(n) = inner.store.lease_events_due().await {
             metrics::due(n);
         }
-        match inner.store.held_hosts_due(now).await {
+        match inner.store.held_hosts_due().await {
             Ok(held) => {
                 for h in held {
                     return_host(&inner, h).await;

@@ -277,14 +277,18 @@ impl ResourcePlugin for HostPlugin {
                     join: Some(FREE_POOL),
                 }];
                 if !busy.is_empty() {
-                    let until = chrono::Utc::now() + chrono::Duration::seconds(self.options.recycle_grace_s as i64);
                     effects.push(Effect::MoveHosts {
                         hosts: busy.clone(),
                         leave: vec![pool, FREE_POOL],
                         join: Some(RECYCLE_POOL),
                     });
                     effects.push(Effect::SetReservable { hosts: busy.clone(), reservable: false });
-                    effects.push(Effect::HoldHosts { hosts: busy, pool: RECYCLE_POOL, until: Some(until) });
+                    effects.push(Effect::HoldHosts {
+                        hosts: busy,
+                        pool: RECYCLE_POOL,
+                        until: None,
+                        for_s: Some(self.options.recycle_grace_s),
+                    });
                 }
                 ("recycle", effects)
             }
@@ -293,7 +297,7 @@ impl ResourcePlugin for HostPlugin {
                 vec![
                     Effect::MoveHosts { hosts: all.clone(), leave: vec![pool, FREE_POOL], join: Some(SHARED_POOL) },
                     Effect::SetReservable { hosts: all.clone(), reservable: false },
-                    Effect::HoldHosts { hosts: all, pool: SHARED_POOL, until: None },
+                    Effect::HoldHosts { hosts: all, pool: SHARED_POOL, until: None, for_s: None },
                 ],
             ),
         };

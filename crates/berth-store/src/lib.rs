@@ -9,6 +9,7 @@
 //!
 //! Nothing outside this crate writes SQL. This crate knows nothing of HTTP.
 
+pub mod clock;
 pub mod commands;
 pub mod launcher;
 pub mod log;
@@ -25,6 +26,7 @@ mod quota;
 mod sql;
 mod tx;
 
+pub use clock::ClockOffset;
 pub use error::StoreError;
 pub use launcher::LocalPostgres;
 pub use log::{Cursor, RecordedEvent};

@@ -1,6 +1,10 @@
 //! Invariant 3: a consumer's allocations change all together or not at all:
 //! a move, a resize and a reshape are single transactions.
 
+// Tests pick times relative to the real clock, which is the database's
+// (one machine); the code under test reads only the database's.
+#![allow(clippy::disallowed_methods)]
+
 mod common;
 
 use std::collections::BTreeMap;

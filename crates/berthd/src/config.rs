@@ -35,6 +35,10 @@ pub struct Config {
     /// `[manager]`: fires lease events (`BERTH_MANAGER__POLL_INTERVAL_MS`, ...).
     #[serde(default)]
     pub manager: berth_manager::ManagerConfig,
+    /// `BERTH_CLOCK_SKEW_WARN_S`: warn when this host's clock is further
+    /// than this from the database's (decisions use the database's clock
+    /// either way).
+    pub clock_skew_warn_s: f64,
 }
 
 impl Default for Config {
@@ -49,6 +53,7 @@ impl Default for Config {
             plugins: berth_plugins::PluginsConfig::default(),
             policy: berth_plugins::PolicyConfig::default(),
             manager: berth_manager::ManagerConfig::default(),
+            clock_skew_warn_s: berth_api::clock::DEFAULT_WARN_S,
         }
     }
 }

@@ -128,6 +128,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     tracing::info!(enabled = ?cfg.plugins.enabled, "resource types");
     berth_api::metrics::install(&[(berth_manager::metrics::LAG, berth_manager::metrics::LAG_BUCKETS)]);
     berth_manager::metrics::describe();
+    berth_api::clock::ClockWatch::describe();
     let store =
         Store::connect(&cfg.database_url, cfg.pool_size).context("database URL")?.with_claim_lanes(cfg.claim_lanes);
     let applied = store.migrate().await.context("migrating the database")?;
@@ -141,7 +142,9 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
         auth: Arc::new(cfg.auth.clone()),
         plugins: registry.clone(),
         policy: policy.clone(),
+        clock: berth_api::clock::ClockWatch::new(cfg.clock_skew_warn_s),
     };
+    tokio::spawn(state.clock.clone().run(store.clone()));
     let app = berth_api::router(state);
     let listener =
         tokio::net::TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;

@@ -8,7 +8,7 @@ use axum::extract::{Path, Query, State};
 use axum::Json;
 use berth_core::dates::{self, format_date, parse_date, DateSpec};
 use berth_core::lease::codes;
-use chrono::{Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
 use serde_json::{json, Value};
 
 use super::leases::reservations;
@@ -20,9 +20,10 @@ use crate::AppState;
 /// How far ahead advice looks when not told.
 const DEFAULT_SEARCH: Duration = Duration::days(30);
 
-fn date(v: Option<&str>, field: &str, default: chrono::DateTime<Utc>) -> Result<chrono::DateTime<Utc>, ApiError> {
+/// A date of the request, `now` being the database's time.
+fn date(v: Option<&str>, field: &str, default: DateTime<Utc>, now: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
     Ok(match v {
-        Some(s) => parse_date(field, s)?.resolve(Utc::now()),
+        Some(s) => parse_date(field, s)?.resolve(now),
         None => default,
     })
 }
@@ -34,9 +35,9 @@ pub(super) async fn advise(State(state): State<AppState>, _ctx: Context, body: B
     let obj = object_body(&body, "availability")?;
     let wanted = reservations(&state, obj.get("reservations")).await?;
     let duration = dates::duration_from_json("duration", obj.get("duration").unwrap_or(&Value::Null))?;
-    let now = berth_core::Window::from(Utc::now()).start;
-    let from = date(opt_str(&obj, "from")?, "from", now)?.max(now);
-    let until = date(opt_str(&obj, "until")?, "until", from + DEFAULT_SEARCH)?;
+    let now = state.store.now().await?;
+    let from = date(opt_str(&obj, "from")?, "from", now, now)?.max(now);
+    let until = date(opt_str(&obj, "until")?, "until", from + DEFAULT_SEARCH, now)?;
     let limit = match obj.get("limit") {
         None | Some(Value::Null) => 5,
         Some(v) => match v.as_u64() {
@@ -68,7 +69,7 @@ pub(super) async fn extension(
     let horizon = match q.get("until") {
         Some(s) => match parse_date("until", s)? {
             DateSpec::At(t) => t,
-            DateSpec::Now => Utc::now(),
+            DateSpec::Now => state.store.now().await?,
         },
         None => lease.record.end + Duration::days(365),
     };

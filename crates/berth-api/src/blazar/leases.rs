@@ -97,10 +97,14 @@ fn date_field(obj: &Map<String, Value>, key: &str) -> Result<Option<DateSpec>, A
     })
 }
 
-/// An absolute date: `now` is refused where a fixed time is meant.
-fn fixed_date(obj: &Map<String, Value>, key: &str) -> Result<Option<chrono::DateTime<Utc>>, ApiError> {
+/// An absolute date, `now` being the database's time of the request.
+fn fixed_date(
+    obj: &Map<String, Value>,
+    key: &str,
+    now: chrono::DateTime<Utc>,
+) -> Result<Option<chrono::DateTime<Utc>>, ApiError> {
     match date_field(obj, key)? {
-        Some(DateSpec::Now) => Ok(Some(berth_core::Window::from(Utc::now()).start)),
+        Some(DateSpec::Now) => Ok(Some(now)),
         Some(DateSpec::At(t)) => Ok(Some(t)),
         None => Ok(None),
     }
@@ -177,13 +181,17 @@ pub(super) async fn create(
     };
     let start = date_field(&obj, "start_date")?.unwrap_or(DateSpec::Now);
     let reservations = reservations(&state, obj.get("reservations")).await?;
+    // The database's time, for what must be resolved before the command
+    // (occurrences, the policy service's view); the command resolves
+    // `start_date: now` and checks "in the past" again in its transaction.
+    let now = state.store.now().await?;
     let dates = match obj.get("recurrence") {
-        Some(rec) if !rec.is_null() => LeaseDates::Recurring(occurrences(rec, start.resolve(Utc::now()))?),
+        Some(rec) if !rec.is_null() => LeaseDates::Recurring(occurrences(rec, start.resolve(now))?),
         _ => {
             let Some(end) = date_field(&obj, "end_date")? else {
                 return Err(ApiError::bad_request(codes::INVALID_DATE, "end_date is required"));
             };
-            LeaseDates::One { start, end, before_end: fixed_date(&obj, "before_end_date")? }
+            LeaseDates::One { start, end, before_end: fixed_date(&obj, "before_end_date", now)? }
         }
     };
     let new = NewLease {
@@ -193,7 +201,7 @@ pub(super) async fn create(
         dates,
         reservations,
     };
-    super::policy::check_create(&state, &new).await?;
+    super::policy::check_create(&state, &new, now).await?;
     let ids = state.store.create_lease(&meta(&ctx), new).await?;
     let lease = state.store.lease(ids[0], None).await?;
     let mut out = lease_json(&lease);
@@ -324,11 +332,12 @@ pub(super) async fn update(
         }
         Some(_) => return Err(ApiError::bad_request(codes::INVALID_LEASE, "reservations must be a list")),
     }
+    let now = state.store.now().await?;
     let update = LeaseUpdate {
         name: opt_str(&obj, "name")?.map(str::to_string),
         start,
         end,
-        before_end: fixed_date(&obj, "before_end_date")?,
+        before_end: fixed_date(&obj, "before_end_date", now)?,
         reservations: changes,
     };
     if update.name.is_none()
@@ -339,7 +348,7 @@ pub(super) async fn update(
     {
         return Err(ApiError::bad_request(codes::INVALID_LEASE, "nothing to update"));
     }
-    super::policy::check_update(&state, &current, &update).await?;
+    super::policy::check_update(&state, &current, &update, now).await?;
     state.store.update_lease(&meta(&ctx), id, scope(&ctx), update).await?;
     let lease = state.store.lease(id, None).await?;
     Ok(Json(json!({ "lease": lease_json(&lease) })))

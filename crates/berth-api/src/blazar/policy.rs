@@ -6,7 +6,7 @@ use berth_core::dates::DateSpec;
 use berth_plugins::policy::LeaseValues;
 use berth_store::commands::{LeaseDates, LeaseUpdate, NewLease, NewReservation};
 use berth_store::queries::leases::Lease;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::error::ApiError;
@@ -23,8 +23,7 @@ fn values_of(lease: &Lease) -> LeaseValues {
 }
 
 /// Every lease `new` would make (one per occurrence when recurring).
-pub(super) async fn check_create(state: &AppState, new: &NewLease) -> Result<(), ApiError> {
-    let now = Utc::now();
+pub(super) async fn check_create(state: &AppState, new: &NewLease, now: DateTime<Utc>) -> Result<(), ApiError> {
     let windows = match &new.dates {
         LeaseDates::One { start, end, .. } => vec![(start.resolve(now), end.resolve(now))],
         LeaseDates::Recurring(occ) => occ.clone(),
@@ -44,8 +43,12 @@ pub(super) async fn check_create(state: &AppState, new: &NewLease) -> Result<(),
 }
 
 /// `current` changed by `update`.
-pub(super) async fn check_update(state: &AppState, current: &Lease, update: &LeaseUpdate) -> Result<(), ApiError> {
-    let now = Utc::now();
+pub(super) async fn check_update(
+    state: &AppState,
+    current: &Lease,
+    update: &LeaseUpdate,
+    now: DateTime<Utc>,
+) -> Result<(), ApiError> {
     let before = values_of(current);
     let mut after = before.clone();
     if let Some(name) = &update.name {

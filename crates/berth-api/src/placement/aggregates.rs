@@ -10,7 +10,7 @@ use berth_core::error::codes;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::http::{body_value, conflict, plain, Pl};
+use super::http::{body_value, conflict, plain, served_now, Pl};
 use super::providers::provider_uuid;
 use super::schemas;
 use crate::error::ApiError;
@@ -31,7 +31,7 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> 
     let uuid = provider_uuid(&raw)?;
     let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
     let aggregates = s.store.provider_aggregates(uuid).await.map_err(plain)?;
-    Ok(p.json(StatusCode::OK, &aggregates_json(&p, &aggregates, rp.generation), Some(chrono::Utc::now())))
+    Ok(p.json(StatusCode::OK, &aggregates_json(&p, &aggregates, rp.generation), served_now()))
 }
 
 pub async fn replace(
@@ -75,5 +75,5 @@ pub async fn replace(
         .replace_aggregates(&p.meta(), uuid, expected, set, with_generation)
         .await
         .map_err(|e| if e.code == codes::CONCURRENT_UPDATE { stale() } else { plain(e) })?;
-    Ok(p.json(StatusCode::OK, &aggregates_json(&p, &given, generation), Some(chrono::Utc::now())))
+    Ok(p.json(StatusCode::OK, &aggregates_json(&p, &given, generation), served_now()))
 }

@@ -12,11 +12,12 @@ use berth_core::error::ErrorKind;
 use berth_core::event::Allocation;
 use berth_core::Window;
 use berth_store::commands::{ConsumerAllocations, GenerationCheck, PROVIDER_NOT_FOUND};
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
-use super::http::{bad_request, body, domain, plain, Pl};
+use super::http::{bad_request, body, domain, plain, served_now, Pl};
 use super::microversion::Version;
 use super::providers::provider_uuid;
 use super::schemas;
@@ -66,9 +67,10 @@ fn missing_provider(raw: &str) -> ApiError {
     bad_request(format!("Allocation for resource provider '{raw}' that does not exist."))
 }
 
-/// Turns a request's allocations into the command's, held from now on.
-fn holds(by_provider: Vec<(String, BTreeMap<String, i64>)>) -> Result<Vec<Allocation>, ApiError> {
-    let window = Window::from(chrono::Utc::now());
+/// Turns a request's allocations into the command's, held from `now` (the
+/// database's) on.
+fn holds(by_provider: Vec<(String, BTreeMap<String, i64>)>, now: DateTime<Utc>) -> Result<Vec<Allocation>, ApiError> {
+    let window = Window::from(now);
     let mut out = Vec::new();
     for (raw, resources) in by_provider {
         let provider = Uuid::try_parse(&raw).map_err(|_| missing_provider(&raw))?;
@@ -80,13 +82,18 @@ fn holds(by_provider: Vec<(String, BTreeMap<String, i64>)>) -> Result<Vec<Alloca
 }
 
 impl ConsumerBody {
-    pub fn into_command(self, mv: Version, consumer: Uuid) -> Result<ConsumerAllocations, ApiError> {
+    pub fn into_command(
+        self,
+        mv: Version,
+        consumer: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<ConsumerAllocations, ApiError> {
         let generation = if mv.consumer_generations() {
             self.consumer_generation.map(GenerationCheck::Exactly).unwrap_or(GenerationCheck::New)
         } else {
             GenerationCheck::Any
         };
-        let allocations = holds(self.allocations.into_iter().map(|(p, r)| (p, r.resources)).collect())?;
+        let allocations = holds(self.allocations.into_iter().map(|(p, r)| (p, r.resources)).collect(), now)?;
         Ok(ConsumerAllocations {
             consumer,
             project_id: self.project_id.unwrap_or_else(|| INCOMPLETE_CONSUMER.into()),
@@ -111,7 +118,7 @@ pub fn write_error(e: berth_core::Error, unknown_prefix: &str) -> ApiError {
 pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
     p.admin()?;
-    let now = Some(chrono::Utc::now());
+    let now = served_now();
     let Ok(consumer) = Uuid::try_parse(&raw) else {
         return Ok(p.json(StatusCode::OK, &json!({"allocations": {}}), now));
     };
@@ -153,7 +160,7 @@ pub async fn of_provider(p: Pl, State(s): State<AppState>, Path(raw): Path<Strin
         }
     }
     let body = json!({"resource_provider_generation": rp.generation, "allocations": allocations});
-    Ok(p.json(StatusCode::OK, &body, Some(chrono::Utc::now())))
+    Ok(p.json(StatusCode::OK, &body, served_now()))
 }
 
 pub async fn put(
@@ -165,9 +172,10 @@ pub async fn put(
     p.json_content()?;
     p.admin()?;
     let consumer = Uuid::try_parse(&raw).map_err(|_| bad_request(format!("Malformed consumer_uuid: {raw}")))?;
+    let now = s.store.now().await.map_err(plain)?;
     let command = if p.mv.dict_allocations() {
         let b: ConsumerBody = body(&bytes, &schemas::put_allocations(p.mv))?;
-        b.into_command(p.mv, consumer)?
+        b.into_command(p.mv, consumer, now)?
     } else {
         let b: ListBody = body(&bytes, &schemas::allocations_list(p.mv))?;
         ConsumerAllocations {
@@ -176,7 +184,10 @@ pub async fn put(
             user_id: b.user_id.unwrap_or_else(|| INCOMPLETE_CONSUMER.into()),
             consumer_type: None,
             generation: GenerationCheck::Any,
-            allocations: holds(b.allocations.into_iter().map(|i| (i.resource_provider.uuid, i.resources)).collect())?,
+            allocations: holds(
+                b.allocations.into_iter().map(|i| (i.resource_provider.uuid, i.resources)).collect(),
+                now,
+            )?,
         }
     };
     let prefix = format!("Unable to allocate inventory for consumer {consumer}: ");
@@ -189,7 +200,7 @@ pub async fn post_many(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result
     p.json_content()?;
     p.admin()?;
     let consumers: BTreeMap<String, ConsumerBody> = body(&bytes, &schemas::post_allocations(p.mv, 1))?;
-    let commands = consumers_commands(p.mv, consumers)?;
+    let commands = consumers_commands(p.mv, consumers, s.store.now().await.map_err(plain)?)?;
     s.store
         .replace_allocations(&p.meta(), commands)
         .await
@@ -197,16 +208,18 @@ pub async fn post_many(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }
 
-/// Consumers keyed by UUID (POST /allocations, the reshaper) into commands.
+/// Consumers keyed by UUID (POST /allocations, the reshaper) into commands,
+/// held from `now` (the database's) on.
 pub fn consumers_commands(
     mv: Version,
     consumers: BTreeMap<String, ConsumerBody>,
+    now: DateTime<Utc>,
 ) -> Result<Vec<ConsumerAllocations>, ApiError> {
     consumers
         .into_iter()
         .map(|(raw, b)| {
             let consumer = Uuid::try_parse(&raw).map_err(|_| bad_request(format!("Malformed consumer_uuid: {raw}")))?;
-            b.into_command(mv, consumer)
+            b.into_command(mv, consumer, now)
         })
         .collect()
 }

@@ -11,7 +11,7 @@ use berth_store::queries::candidates::{CandidateGroup, CandidateRequest, Candida
 use regex::Regex;
 use serde_json::{json, Map, Value};
 
-use super::http::{bad_request, domain, err, plain, Pl, Query};
+use super::http::{bad_request, domain, err, plain, served_now, Pl, Query};
 use super::microversion::Version;
 use super::{params, schemas};
 use crate::error::ApiError;
@@ -29,7 +29,7 @@ pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> 
         TRAIT_NOT_FOUND => plain(e),
         _ => plain(e),
     })?;
-    Ok(p.json(StatusCode::OK, &answer(p.mv, &found), Some(chrono::Utc::now())))
+    Ok(p.json(StatusCode::OK, &answer(p.mv, &found), served_now()))
 }
 
 const BAD_VALUE: &str = "placement.query.bad_value";

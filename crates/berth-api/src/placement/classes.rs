@@ -7,7 +7,7 @@ use axum::response::Response;
 use berth_core::error::ErrorKind;
 use serde_json::{json, Value};
 
-use super::http::{body_value, domain, not_found, plain, with_location, Pl};
+use super::http::{body_value, domain, not_found, plain, served_now, with_location, Pl};
 use super::schema;
 use super::schemas;
 use crate::error::ApiError;
@@ -23,7 +23,7 @@ pub async fn list(p: Pl, State(s): State<AppState>) -> Result<Response, ApiError
     p.admin()?;
     let classes = s.store.resource_classes().await.map_err(plain)?;
     let body = json!({"resource_classes": classes.iter().map(|c| class_json(c)).collect::<Vec<_>>()});
-    Ok(p.json(StatusCode::OK, &body, Some(chrono::Utc::now())))
+    Ok(p.json(StatusCode::OK, &body, served_now()))
 }
 
 pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
@@ -33,7 +33,7 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) ->
     if !s.store.resource_class_exists(&name).await.map_err(plain)? {
         return Err(not_found(format!("No such resource class {name}.")));
     }
-    Ok(p.json(StatusCode::OK, &class_json(&name), Some(chrono::Utc::now())))
+    Ok(p.json(StatusCode::OK, &class_json(&name), served_now()))
 }
 
 pub async fn create(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {

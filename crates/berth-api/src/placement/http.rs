@@ -262,6 +262,13 @@ pub fn path_uuid(raw: &str, what: impl FnOnce() -> ApiError) -> Result<uuid::Uui
     uuid::Uuid::try_parse(raw).map_err(|_| what())
 }
 
+/// `last-modified` for content that has no time of its own: when it is
+/// served. Only a header, decided on by nobody, so the local clock will do.
+#[allow(clippy::disallowed_methods)] // an HTTP header, like `Date`; nothing is decided on it
+pub fn served_now() -> Option<DateTime<Utc>> {
+    Some(Utc::now())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
-use super::http::{bad_request, body, conflict, domain, err, not_found, plain, with_location, Pl};
+use super::http::{bad_request, body, conflict, domain, err, not_found, plain, served_now, with_location, Pl};
 use super::microversion::Version;
 use super::providers::provider_uuid;
 use super::schemas;
@@ -141,7 +141,7 @@ pub async fn create(
             _ => plain(e),
         },
     )?;
-    let resp = p.json(StatusCode::CREATED, &one_json(&inv, generation), Some(chrono::Utc::now()));
+    let resp = p.json(StatusCode::CREATED, &one_json(&inv, generation), served_now());
     Ok(with_location(resp, &p.location(&format!("/resource_providers/{uuid}/inventories/{class}"))))
 }
 
@@ -176,7 +176,7 @@ pub async fn replace(
             codes::CONCURRENT_UPDATE => generation_conflict(),
             _ => plain(e),
         })?;
-    Ok(p.json(StatusCode::OK, &all_json(&invs, generation), Some(chrono::Utc::now())))
+    Ok(p.json(StatusCode::OK, &all_json(&invs, generation), served_now()))
 }
 
 pub async fn update(
@@ -208,7 +208,7 @@ pub async fn update(
                 _ => domain(e, &unable),
             },
         )?;
-    Ok(p.json(StatusCode::OK, &one_json(&inv, generation), Some(chrono::Utc::now())))
+    Ok(p.json(StatusCode::OK, &one_json(&inv, generation), served_now()))
 }
 
 pub async fn delete(

@@ -11,7 +11,7 @@ use berth_store::queries::Provider;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::http::{bad_request, body_value, domain, not_found, path_uuid, plain, with_location, Pl, Query};
+use super::http::{bad_request, body_value, domain, not_found, path_uuid, plain, served_now, with_location, Pl, Query};
 use super::microversion::Version;
 use super::{params, schemas};
 use crate::error::ApiError;
@@ -73,9 +73,9 @@ pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> 
         TRAIT_NOT_FOUND => domain(e, "Invalid trait(s) in \"required\" parameter: "),
         _ => plain(e),
     })?;
-    let modified = found.iter().map(|p| p.updated_at).max().unwrap_or_else(chrono::Utc::now);
+    let modified = found.iter().map(|p| p.updated_at).max().or_else(served_now);
     let body = json!({"resource_providers": found.iter().map(|x| provider_json(p.mv, x)).collect::<Vec<_>>()});
-    Ok(p.json(StatusCode::OK, &body, Some(modified)))
+    Ok(p.json(StatusCode::OK, &body, modified))
 }
 
 pub async fn show(p: Pl, State(s): State<AppState>, Path(uuid): Path<String>) -> Result<Response, ApiError> {

@@ -71,7 +71,7 @@ pub async fn reshape(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<R
             inventories: invs,
         });
     }
-    let consumers = consumers_commands(p.mv, req.allocations)?;
+    let consumers = consumers_commands(p.mv, req.allocations, s.store.now().await.map_err(plain)?)?;
     s.store.reshape(&p.meta(), inventories, consumers).await.map_err(|e| match (e.kind, e.code) {
         (_, RESOURCE_CLASS_NOT_FOUND) => domain(e, "malformed reshaper data: "),
         (_, codes::INVENTORY_IN_USE) => domain(e, "update conflict: "),

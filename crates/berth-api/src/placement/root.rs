@@ -4,7 +4,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::json;
 
-use super::http::Pl;
+use super::http::{served_now, Pl};
 use super::microversion::{MAX, MIN};
 
 pub async fn home(p: Pl) -> Response {
@@ -15,5 +15,5 @@ pub async fn home(p: Pl) -> Response {
         "status": "CURRENT",
         "links": [{"rel": "self", "href": ""}],
     }]});
-    p.json(StatusCode::OK, &body, Some(chrono::Utc::now()))
+    p.json(StatusCode::OK, &body, served_now())
 }

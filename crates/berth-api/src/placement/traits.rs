@@ -11,7 +11,7 @@ use berth_store::queries::placement::TraitFilter;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::http::{bad_request, body, conflict, not_found, plain, with_location, Pl, Query};
+use super::http::{bad_request, body, conflict, not_found, plain, served_now, with_location, Pl, Query};
 use super::providers::provider_uuid;
 use super::{schema, schemas};
 use crate::error::ApiError;
@@ -45,7 +45,7 @@ pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> 
         };
     }
     let traits = s.store.traits(&f).await.map_err(plain)?;
-    Ok(p.json(StatusCode::OK, &json!({"traits": traits}), Some(chrono::Utc::now())))
+    Ok(p.json(StatusCode::OK, &json!({"traits": traits}), served_now()))
 }
 
 pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
@@ -54,7 +54,7 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) ->
     if !s.store.trait_exists(&name).await.map_err(plain)? {
         return Err(not_found(format!("No such trait(s): {name}.")));
     }
-    Ok(p.empty(StatusCode::NO_CONTENT, Some(chrono::Utc::now())))
+    Ok(p.empty(StatusCode::NO_CONTENT, served_now()))
 }
 
 pub async fn create(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
@@ -68,7 +68,7 @@ pub async fn create(p: Pl, State(s): State<AppState>, Path(name): Path<String>) 
     }
     let created = s.store.create_trait(&p.meta(), &name).await.map_err(plain)?;
     let status = if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT };
-    let resp = p.empty(status, Some(chrono::Utc::now()));
+    let resp = p.empty(status, served_now());
     Ok(with_location(resp, &p.location(&format!("/traits/{name}"))))
 }
 
@@ -125,7 +125,7 @@ pub async fn replace(
         .await
         .map_err(|e| if e.code == codes::CONCURRENT_UPDATE { generation_conflict() } else { plain(e) })?;
     let body = json!({"resource_provider_generation": generation, "traits": traits});
-    Ok(p.json(StatusCode::OK, &body, Some(chrono::Utc::now())))
+    Ok(p.json(StatusCode::OK, &body, served_now()))
 }
 
 pub async fn clear(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {

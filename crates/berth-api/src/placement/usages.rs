@@ -8,7 +8,7 @@ use axum::response::Response;
 use berth_store::queries::placement::ConsumerTypeFilter;
 use serde_json::{json, Map, Value};
 
-use super::http::{forbidden, plain, Pl, Query};
+use super::http::{forbidden, plain, served_now, Pl, Query};
 use super::providers::provider_uuid;
 use super::schemas;
 use crate::error::ApiError;
@@ -21,7 +21,7 @@ pub async fn provider(p: Pl, State(s): State<AppState>, Path(raw): Path<String>)
     let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
     let usages = s.store.provider_usages_now(uuid).await.map_err(plain)?;
     let body = json!({"resource_provider_generation": rp.generation, "usages": usages});
-    Ok(p.json(StatusCode::OK, &body, Some(chrono::Utc::now())))
+    Ok(p.json(StatusCode::OK, &body, served_now()))
 }
 
 /// A project's (or one of its users') usage. Admins and services may ask
@@ -55,5 +55,5 @@ pub async fn totals(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -
     } else {
         json!(rows.into_iter().map(|r| (r.resource_class, r.used)).collect::<BTreeMap<_, _>>())
     };
-    Ok(p.json(StatusCode::OK, &json!({"usages": usages}), Some(chrono::Utc::now())))
+    Ok(p.json(StatusCode::OK, &json!({"usages": usages}), served_now()))
 }

@@ -109,7 +109,7 @@ impl Store {
                 consumer_type: row.get(2),
                 allocations: Vec::new(),
                 providers_bumped: Some(Vec::new()),
-                at: now(),
+                at: now(tx).await?,
             };
             record(tx, meta, &[event]).await?;
             Ok(())
@@ -261,7 +261,7 @@ pub(crate) async fn write_allocations(
     unless_drawing: bool,
 ) -> Result<Vec<Decision>, StoreError> {
     debug_assert!(reshaped.is_empty() || requests.len() == 1, "a reshape is decided alone");
-    let at = now();
+    let at = now(tx).await?;
     let all: Vec<&ConsumerAllocations> = requests.iter().flat_map(|r| r.consumers.iter()).collect();
     let mut consumer_ids: Vec<Uuid> = all.iter().map(|c| c.consumer).collect();
     consumer_ids.sort();

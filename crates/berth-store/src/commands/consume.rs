@@ -80,7 +80,7 @@ pub(crate) async fn draw_from_holds(
     {
         old.insert((r.get(0), r.get(1)), amounts(r.get(2)));
     }
-    let at = now();
+    let at = now(tx).await?;
     // Slots named by the request, per (reservation, provider).
     let mut slot_ids: Vec<Uuid> = old.keys().map(|k| k.1).collect();
     let mut wanted: Vec<(usize, Uuid, Uuid)> = Vec::new(); // (batch index, reservation, provider)

@@ -105,7 +105,7 @@ impl Store {
             }
         }
         crate::tx::command!(self, |tx| {
-            let at = now();
+            let at = now(tx).await?;
             let mut events = Vec::new();
             let existing = tx.query_opt("SELECT uuid FROM providers WHERE name = $1 FOR UPDATE", &[&new.name]).await?;
             let provider = match existing {
@@ -177,7 +177,7 @@ impl Store {
                 }
             }
             let reservable = change.reservable.unwrap_or(reservable);
-            let at = now();
+            let at = now(tx).await?;
             let mut events = vec![Event::HostUpdated { provider: id, reservable, capabilities: caps, at }];
             // Made reservable again: a host held back at a lease's end
             // (shared, recycle) returns to the free pool.
@@ -201,7 +201,7 @@ impl Store {
     pub async fn remove_host(&self, meta: &EventMeta, id: Uuid) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
             lock_host(tx, id).await?;
-            let at = now();
+            let at = now(tx).await?;
             let held = tx
                 .query_opt(
                     "SELECT l.id FROM reservation_slots s
@@ -237,7 +237,8 @@ impl Store {
             if exists.is_none() {
                 return Err(Error::not_found(codes::PROPERTY_NOT_FOUND, format!("no host property {name:?}")).into());
             }
-            record(tx, meta, &[Event::HostPropertyChanged { name: name.to_string(), private, at: now() }]).await?;
+            record(tx, meta, &[Event::HostPropertyChanged { name: name.to_string(), private, at: now(tx).await? }])
+                .await?;
             Ok(())
         })
     }

@@ -34,6 +34,8 @@ pub struct Claim {
     /// When this attempt became due (`time`, or the retry time).
     pub due: DateTime<Utc>,
     pub attempt: i32,
+    /// When the claim was made, on the database's clock.
+    pub claimed_at: DateTime<Utc>,
     pub claim_expires_at: DateTime<Utc>,
     /// The claimer whose claim had expired, when this claim took it back.
     pub rescued_from: Option<String>,
@@ -44,8 +46,9 @@ pub struct Claim {
 pub enum Outcome {
     /// Every hook succeeded.
     Done,
-    /// A hook failed and may succeed later: due again at `retry_at`.
-    Retry { error: String, retry_at: DateTime<Utc> },
+    /// A hook failed and may succeed later: due again `retry_in` after the
+    /// outcome is recorded (on the database's clock, as every due time).
+    Retry { error: String, retry_in: std::time::Duration },
     /// A hook failed for good (or attempts ran out): ERROR.
     Failed { error: String },
 }
@@ -284,11 +287,13 @@ fn effect_events(effect: &Effect, lease: Uuid, state: &mut HostState, at: DateTi
                 }
             }
         }
-        Effect::HoldHosts { hosts, pool, until } => {
+        Effect::HoldHosts { hosts, pool, until, for_s } => {
+            let until =
+                until.or_else(|| for_s.and_then(|s| at.checked_add_signed(chrono::Duration::seconds(s as i64))));
             for h in hosts {
                 if state.hosts.contains_key(h) {
                     state.holds.insert(*h);
-                    out.push(Event::HostHeld { provider: *h, pool: *pool, until: *until, lease, at });
+                    out.push(Event::HostHeld { provider: *h, pool: *pool, until, lease, at });
                 }
             }
         }
@@ -326,7 +331,7 @@ impl Store {
     ) -> Result<Vec<Claim>, berth_core::Error> {
         let statement = claim_sql();
         crate::tx::command!(self, |tx| {
-            let at = now();
+            let at = now(tx).await?;
             let expires = at + ttl;
             let rows = sql::query(tx, &statement, &[&at, &limit, &claimer, &expires]).await?;
             let mut claims = Vec::with_capacity(rows.len());
@@ -340,6 +345,7 @@ impl Store {
                     time: r.get(3),
                     due: r.get(4),
                     attempt: r.get(5),
+                    claimed_at: at,
                     claim_expires_at: expires,
                     rescued_from: (was == LeaseEventStatus::InProgress.as_str())
                         .then(|| r.get::<_, Option<String>>(7).unwrap_or_default()),
@@ -377,7 +383,7 @@ impl Store {
     ) -> Result<Vec<Uuid>, berth_core::Error> {
         let ids: Vec<Uuid> = events.iter().map(|e| e.0).collect();
         crate::tx::command!(self, |tx| {
-            let at = now();
+            let at = now(tx).await?;
             let expires = at + ttl;
             let rows = tx
                 .query(
@@ -420,7 +426,7 @@ impl Store {
         leases.dedup();
         let ids: Vec<Uuid> = finishes.iter().map(|f| f.event).collect();
         crate::tx::command!(self, |tx| {
-            let at = now();
+            let at = now(tx).await?;
             let [_, events, lease_rows, reservation_rows] = sql::pipeline(
                 tx,
                 [
@@ -484,13 +490,16 @@ impl Store {
                 let event_type =
                     current.get(&f.event).and_then(|c| LeaseEventType::parse(&c.3)).unwrap_or(LeaseEventType::EndLease);
                 let (done, error) = match &f.outcome {
-                    Outcome::Retry { error, retry_at } => {
+                    Outcome::Retry { error, retry_in } => {
                         outcomes.push(Event::LeaseEventRetrying {
                             lease: f.lease,
                             event: f.event,
                             attempt: f.attempt,
                             error: error.clone(),
-                            retry_at: *retry_at,
+                            retry_at: chrono::Duration::from_std(*retry_in)
+                                .ok()
+                                .and_then(|d| at.checked_add_signed(d))
+                                .unwrap_or(at + chrono::Duration::days(365)),
                             hooks: f.hooks.clone(),
                             at,
                         });
@@ -553,8 +562,9 @@ impl Store {
 
     /// Hosts held back with `recycle` whose time has come: their grace
     /// period is over, or nothing but reservations holds them now.
-    pub async fn held_hosts_due(&self, at: DateTime<Utc>) -> Result<Vec<HeldHost>, berth_core::Error> {
+    pub async fn held_hosts_due(&self) -> Result<Vec<HeldHost>, berth_core::Error> {
         let c = self.client().await?;
+        let at = now(&c).await?;
         let rows = c
             .query(
                 "SELECT h.provider_uuid, p.name, h.pool, h.until, h.lease_id,
@@ -597,7 +607,7 @@ impl Store {
         effects: &[Effect],
     ) -> Result<bool, berth_core::Error> {
         crate::tx::command!(self, |tx| {
-            let at = now();
+            let at = now(tx).await?;
             let mut all: Vec<Effect> = effects.to_vec();
             all.push(Effect::MoveHosts {
                 hosts: vec![provider],

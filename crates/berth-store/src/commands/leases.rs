@@ -605,7 +605,7 @@ impl Store {
             ));
         }
         crate::tx::command!(self, |tx| {
-            let at = now();
+            let at = now(tx).await?;
             // Quota: the project's guard first.
             let quota_guards = crate::quota::lock(tx, std::slice::from_ref(&new.project_id)).await?;
             let (windows, before_end, recurring) = match &new.dates {
@@ -704,7 +704,7 @@ impl Store {
         update: LeaseUpdate,
     ) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
-            let at = now();
+            let at = now(tx).await?;
             let current = lock_lease(tx, id, project).await?.record;
             // Quota: the project's guard, before any consumer or provider.
             let quota_guards = crate::quota::lock(tx, std::slice::from_ref(&current.project_id)).await?;
@@ -826,7 +826,7 @@ impl Store {
     /// Deletes a lease and frees what it held at once.
     pub async fn delete_lease(&self, meta: &EventMeta, id: Uuid, project: Option<&str>) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
-            let at = now();
+            let at = now(tx).await?;
             let current = lock_lease(tx, id, project).await?.record;
             lock_slot_consumers(tx, &current).await?;
             let mut providers: Vec<Uuid> =

@@ -37,9 +37,10 @@ pub use providers::{InventoryChange, NewProvider, ProviderUpdate, INVENTORY_EXIS
 pub use quotas::OverLimit;
 
 use berth_core::{Event, EventMeta};
-use chrono::{DateTime, SubsecRound, Utc};
 use deadpool_postgres::Transaction;
 
+/// The instant a command decides at: the database's, read in its transaction.
+pub(crate) use crate::clock::now;
 use crate::StoreError;
 
 /// Appends `events` and applies them, in the command's transaction; runs
@@ -67,9 +68,4 @@ async fn appended_and_applied(
         (Err(e), Ok(())) | (Ok(_), Err(e)) => Err(e),
         (Err(a), Err(b)) => Err(crate::sql::root_cause(a, b, StoreError::sqlstate)),
     }
-}
-
-/// The instant a command decides at, at the precision the database keeps.
-pub(crate) fn now() -> DateTime<Utc> {
-    Utc::now().trunc_subsecs(6)
 }

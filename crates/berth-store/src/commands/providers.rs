@@ -114,8 +114,12 @@ impl Store {
                 )
                 .into());
             }
-            record(tx, meta, &[Event::ProviderCreated { uuid, name: new.name.clone(), parent: new.parent, at: now() }])
-                .await?;
+            record(
+                tx,
+                meta,
+                &[Event::ProviderCreated { uuid, name: new.name.clone(), parent: new.parent, at: now(tx).await? }],
+            )
+            .await?;
             Ok(uuid)
         })
     }
@@ -172,7 +176,8 @@ impl Store {
                 )
                 .into());
             }
-            record(tx, meta, &[Event::ProviderUpdated { uuid, name: update.name.clone(), parent, at: now() }]).await?;
+            record(tx, meta, &[Event::ProviderUpdated { uuid, name: update.name.clone(), parent, at: now(tx).await? }])
+                .await?;
             Ok(())
         })
     }
@@ -218,7 +223,7 @@ impl Store {
             record(
                 tx,
                 meta,
-                &[Event::InventoriesReplaced { provider: uuid, inventories: inventories.clone(), at: now() }],
+                &[Event::InventoriesReplaced { provider: uuid, inventories: inventories.clone(), at: now(tx).await? }],
             )
             .await?;
             Ok(generation + 1)
@@ -264,7 +269,7 @@ impl Store {
                 }
             }
             check_inventory_change(tx, uuid, &inventories).await?;
-            record(tx, meta, &[Event::InventoriesReplaced { provider: uuid, inventories, at: now() }]).await?;
+            record(tx, meta, &[Event::InventoriesReplaced { provider: uuid, inventories, at: now(tx).await? }]).await?;
             Ok(generation + 1)
         })
     }
@@ -296,8 +301,12 @@ impl Store {
                 )
                 .into());
             }
-            record(tx, meta, &[Event::ProviderTraitsReplaced { provider: uuid, traits: traits.clone(), at: now() }])
-                .await?;
+            record(
+                tx,
+                meta,
+                &[Event::ProviderTraitsReplaced { provider: uuid, traits: traits.clone(), at: now(tx).await? }],
+            )
+            .await?;
             Ok(generation + 1)
         })
     }
@@ -321,7 +330,7 @@ impl Store {
                     provider: uuid,
                     aggregates: aggregates.clone(),
                     bump,
-                    at: now(),
+                    at: now(tx).await?,
                 }],
             )
             .await?;

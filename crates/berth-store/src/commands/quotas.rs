@@ -42,7 +42,7 @@ impl Store {
             return Ok(Vec::new());
         }
         crate::tx::command!(self, |tx| {
-            let at = now();
+            let at = now(tx).await?;
             guard(tx, &scope).await?;
             let resources: Vec<String> = limits.keys().cloned().collect();
             record(tx, meta, &[Event::QuotaSet { scope: scope.clone(), limits: limits.clone(), at }]).await?;
@@ -64,7 +64,7 @@ impl Store {
             quota::check_resource(resource)?;
         }
         crate::tx::command!(self, |tx| {
-            let at = now();
+            let at = now(tx).await?;
             guard(tx, &scope).await?;
             let current = limits(tx, &scope).await?;
             let level = match (&scope.project_id, &scope.user_id) {

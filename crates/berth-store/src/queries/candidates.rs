@@ -14,12 +14,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use berth_core::{Error, Inventory};
-use chrono::Utc;
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use super::inventory_at;
-use super::placement::{check_traits_exist, peaks_from};
+use super::placement::{check_traits_exist, peaks_from_now};
 use crate::commands::RESOURCE_CLASS_NOT_FOUND;
 use crate::{Store, StoreError};
 
@@ -465,7 +464,7 @@ async fn load_world(c: &impl GenericClient, classes: &[&str]) -> Result<World, S
             f.aggregates.insert(r.get(1));
         }
     }
-    let peaks = peaks_from(c, &ids, classes, Utc::now()).await?;
+    let peaks = peaks_from_now(c, &ids, classes).await?;
     for r in c
         .query(
             "SELECT provider_uuid, resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio
@@ -510,7 +509,7 @@ async fn summaries(
         classes.iter().map(|s| s.to_string()).collect()
     };
     let wanted: Vec<&str> = all.iter().map(String::as_str).collect();
-    let peaks = peaks_from(c, &members, &wanted, Utc::now()).await?;
+    let peaks = peaks_from_now(c, &members, &wanted).await?;
     let mut out: BTreeMap<Uuid, ProviderSummary> = members
         .iter()
         .map(|p| {

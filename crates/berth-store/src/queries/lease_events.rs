@@ -64,6 +64,22 @@ pub struct HookContext {
     pub others: Vec<OtherConsumer>,
 }
 
+/// When the manager must next look.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NextDue {
+    /// The database's time when it answered.
+    pub now: DateTime<Utc>,
+    /// The earliest due time (or claim expiry) after `now`, if any.
+    pub due: Option<DateTime<Utc>>,
+}
+
+impl NextDue {
+    /// How long after `now` the next one is due.
+    pub fn wait(&self) -> Option<std::time::Duration> {
+        self.due.map(|d| (d - self.now).to_std().unwrap_or_default())
+    }
+}
+
 /// Whole-host reservations: the type whose hooks act on the other consumers.
 const HOSTS: &str = "physical:host";
 
@@ -139,31 +155,36 @@ impl Store {
         Ok(rows.iter().map(row).collect())
     }
 
-    /// When the manager must next look: the earliest due time (or claim
-    /// expiry) after `after`. Events already due but waiting for another
-    /// to finish are not counted: finishing that one wakes the manager.
-    pub async fn next_lease_event_due(&self, after: DateTime<Utc>) -> Result<Option<DateTime<Utc>>, Error> {
+    /// When the manager must next look, on the database's clock: the
+    /// earliest due time (or claim expiry) still ahead. Events already due
+    /// but waiting for another to finish are not counted: finishing that one
+    /// wakes the manager.
+    pub async fn next_lease_event_due(&self) -> Result<NextDue, Error> {
         let c = self.client().await?;
         let r = crate::sql::query(
             &c,
-            "SELECT least(
+            "SELECT statement_timestamp(), least(
                  (SELECT min(coalesce(retry_at, time)) FROM lease_events
-                  WHERE status = 'UNDONE' AND coalesce(retry_at, time) > $1),
-                 (SELECT min(claim_expires_at) FROM lease_events WHERE status = 'IN_PROGRESS' AND claim_expires_at > $1))",
-            &[&after],
+                  WHERE status = 'UNDONE' AND coalesce(retry_at, time) > statement_timestamp()),
+                 (SELECT min(claim_expires_at) FROM lease_events
+                  WHERE status = 'IN_PROGRESS' AND claim_expires_at > statement_timestamp()))",
+            &[],
         )
         .await
         .map_err(db)?;
-        Ok(r.first().and_then(|r| r.get(0)))
+        let r = r.first().ok_or_else(|| Error::internal("the next due time: no row"))?;
+        Ok(NextDue { now: r.get(0), due: r.get(1) })
     }
 
-    /// How many lease events are due and not yet claimed (for metrics).
-    pub async fn lease_events_due(&self, at: DateTime<Utc>) -> Result<i64, Error> {
+    /// How many lease events are due by the database's clock and not yet
+    /// claimed (for metrics).
+    pub async fn lease_events_due(&self) -> Result<i64, Error> {
         let c = self.client().await?;
         let r = crate::sql::query(
             &c,
-            "SELECT count(*) FROM lease_events WHERE status = 'UNDONE' AND coalesce(retry_at, time) <= $1",
-            &[&at],
+            "SELECT count(*) FROM lease_events
+             WHERE status = 'UNDONE' AND coalesce(retry_at, time) <= statement_timestamp()",
+            &[],
         )
         .await
         .map_err(db)?;
@@ -173,9 +194,11 @@ impl Store {
     /// What hooks on `leases` need, by lease (a lease that is gone is not
     /// in the answer). Other consumers are read for whole-host reservations
     /// only: those holding the host now, and those that drew from the
-    /// lease's own slots (their allocations end with the lease).
-    pub async fn hook_contexts(&self, leases: &[Uuid], at: DateTime<Utc>) -> Result<HashMap<Uuid, HookContext>, Error> {
+    /// lease's own slots (their allocations end with the lease). "Now" is
+    /// the database's.
+    pub async fn hook_contexts(&self, leases: &[Uuid]) -> Result<HashMap<Uuid, HookContext>, Error> {
         let c = self.client().await?;
+        let at = crate::clock::now(&c).await?;
         let mut ids = leases.to_vec();
         ids.sort();
         ids.dedup();

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use berth_core::error::codes;
 use berth_core::{timeline, Error, Inventory, Window};
-use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
@@ -97,13 +96,14 @@ fn db(e: tokio_postgres::Error) -> Error {
     StoreError::from(e).into()
 }
 
-/// The highest usage of each (provider, class) at any instant from `from` on.
-pub(crate) async fn peaks_from(
+/// The highest usage of each (provider, class) at any instant from the
+/// database's now on.
+pub(crate) async fn peaks_from_now(
     c: &impl GenericClient,
     providers: &[Uuid],
     classes: &[&str],
-    from: DateTime<Utc>,
 ) -> Result<HashMap<(Uuid, String), i64>, StoreError> {
+    let from = crate::clock::now(c).await?;
     let rows = c
         .query(
             "SELECT provider_uuid, resource_class, lower(during), upper(during), used FROM allocations
@@ -237,7 +237,7 @@ impl Store {
             .iter()
             .map(|r| ((r.get(0), r.get(1)), inventory_at(r, 2)))
             .collect();
-        let peaks = peaks_from(&c, &ids, &classes, Utc::now()).await?;
+        let peaks = peaks_from_now(&c, &ids, &classes).await?;
         Ok(found
             .into_iter()
             .filter(|p| {
