@@ -8,7 +8,8 @@
 //! - `fail=permanent`: every call answers 400 `{"error": "no such instance"}`;
 //! - `hold=1`: the first call of each key is held until released;
 //! - `validate=nothing`: `validate` calls answer `{"kind": "nothing"}` (an
-//!   external resource type held entirely outside).
+//!   external resource type held entirely outside);
+//! - `delay_ms=N`: every hook call takes N ms to answer.
 
 #![allow(dead_code)]
 
@@ -30,6 +31,9 @@ pub struct Call {
     pub key: String,
     pub payload: Value,
     pub at: Instant,
+    /// When it arrived, on this machine's wall clock (the database's too:
+    /// the tests run beside their database server).
+    pub received: chrono::DateTime<chrono::Utc>,
     /// The Idempotency-Key header (must equal `key`).
     pub header_key: Option<String>,
 }
@@ -87,6 +91,7 @@ async fn receive(
         key: key.clone(),
         payload: envelope["payload"].clone(),
         at: Instant::now(),
+        received: chrono::Utc::now(),
         header_key,
     });
     if action == "validate" {
@@ -101,6 +106,9 @@ async fn receive(
         *n += 1;
         *n
     };
+    if let Some(ms) = q.get("delay_ms").and_then(|d| d.parse::<u64>().ok()) {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
     if q.contains_key("hold") && tries == 1 {
         loop {
             let notified = r.held.notified();

@@ -1,0 +1,329 @@
+//! One clock, black box: two berthd share a database, one with its clock ten
+//! minutes ahead and one ten minutes behind (libfaketime on the berthd
+//! processes only; the database server and this test keep the true time).
+//! Every decision must be made on the database's clock, so both behave as
+//! if their clocks were right.
+
+// The test itself reads the real clock, which is the database server's (one
+// machine); it checks that once.
+#![allow(clippy::disallowed_methods)]
+
+mod common;
+#[path = "common/receiver.rs"]
+mod receiver;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use berth_store::testing::TestDatabase;
+use berth_store::{Cursor, Store};
+use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
+use common::Server;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+const ALICE: &str = "alice:p1";
+/// The skew given to each replica, in seconds.
+const SKEW_S: f64 = 600.0;
+/// Claims hold this long without renewal; hooks take longer, so every
+/// claim lives only because its holder renews it.
+const CLAIM_TTL_MS: u64 = 2_000;
+const HOOK_MS: u64 = 3_000;
+
+/// libfaketime from the distribution's package (`make deps` installs it).
+fn libfaketime() -> PathBuf {
+    let dirs = ["/usr/lib/x86_64-linux-gnu/faketime", "/usr/lib/aarch64-linux-gnu/faketime", "/usr/lib/faketime"];
+    dirs.iter()
+        .map(|d| Path::new(d).join("libfaketime.so.1"))
+        .find(|p| p.exists())
+        .expect("libfaketime is missing: `make deps` installs it (Debian/Ubuntu package faketime)")
+}
+
+/// Environment that shifts a process's wall clock by `offset` (e.g.
+/// `+10m`) and leaves its monotonic clock (tokio's timers) alone.
+fn skewed(lib: &Path, offset: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("LD_PRELOAD", lib.display().to_string()),
+        ("FAKETIME", offset.to_string()),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_string()),
+        ("DONT_FAKE_MONOTONIC", "1".to_string()),
+    ]
+}
+
+fn as_refs<'a>(e: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    e.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+fn config(dir: &tempfile::TempDir, base: &str) -> PathBuf {
+    let path = dir.path().join("berth.toml");
+    // A long poll: events must fire because the manager scheduled them,
+    // not because it happened to look.
+    let text = format!(
+        r#"[manager]
+poll_interval_ms = 60000
+claim_ttl_ms = {CLAIM_TTL_MS}
+[plugins]
+enabled = ["virtual:thing"]
+[plugins.external."virtual:thing"]
+driver = "webhook"
+url = "{base}/hook?validate=nothing&delay_ms={HOOK_MS}"
+timeout_ms = 30000
+"#
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn rfc(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// A date as Blazar shows it (naive, UTC).
+fn shown(v: &Value) -> DateTime<Utc> {
+    let s = v.as_str().unwrap_or_else(|| panic!("not a date: {v}"));
+    NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").unwrap_or_else(|e| panic!("{s}: {e}")).and_utc()
+}
+
+fn secs(d: chrono::Duration) -> f64 {
+    d.num_microseconds().unwrap() as f64 / 1e6
+}
+
+/// Creates a lease through `s`; returns it with the database's time just
+/// before and just after.
+async fn create(s: &Server, store: &Store, body: Value) -> (Value, DateTime<Utc>, DateTime<Utc>) {
+    let before = store.now().await.unwrap();
+    let (st, l) = s.post("/v1/leases", ALICE, body).await;
+    let after = store.now().await.unwrap();
+    assert_eq!(st, StatusCode::CREATED, "{l}");
+    (l["lease"].clone(), before, after)
+}
+
+/// The offset `/readyz` reports, and the one `/metrics` exports.
+async fn offsets(s: &Server) -> (f64, f64) {
+    let ready: Value = reqwest::get(format!("{}/readyz", s.url)).await.unwrap().json().await.unwrap();
+    let reported = ready["clock"]["offset_seconds"].as_f64().unwrap_or_else(|| panic!("{ready}"));
+    assert_eq!(ready["clock"]["skewed"], true, "{ready}");
+    let metrics = reqwest::get(format!("{}/metrics", s.url)).await.unwrap().text().await.unwrap();
+    let exported = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("berth_clock_offset_seconds "))
+        .unwrap_or_else(|| panic!("berth_clock_offset_seconds missing from /metrics:\n{metrics}"))
+        .trim()
+        .parse()
+        .unwrap();
+    (reported, exported)
+}
+
+#[tokio::test]
+async fn skewed_replicas_decide_on_the_database_clock() {
+    let lib = libfaketime();
+    let (rx, base) = receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(&dir, &base);
+    let db = TestDatabase::new().await;
+    let db2 = TestDatabase { url: db.url.clone(), name: db.name.clone() };
+    let store = db.store(2);
+    // This test's clock is the database's (same machine): its receiver
+    // stamps hook calls with it.
+    let local_minus_db = secs(Utc::now() - store.now().await.unwrap());
+    assert!(local_minus_db.abs() < 0.5, "the test's clock is {local_minus_db} s off the database's");
+
+    let (ahead_env, behind_env) = (skewed(&lib, "+10m"), skewed(&lib, "-10m"));
+    let ahead = Server::launch(db, &as_refs(&ahead_env), Some(&cfg)).await;
+    let behind = Server::launch(db2, &as_refs(&behind_env), Some(&cfg)).await;
+
+    // The skew is real, measured and exported.
+    for (s, sign) in [(&ahead, 1.0), (&behind, -1.0)] {
+        let (reported, exported) = offsets(s).await;
+        println!("offset reported {reported:.3} s, exported {exported:.3} s");
+        assert!((reported - sign * SKEW_S).abs() < 5.0, "/readyz says {reported}");
+        assert!((exported - sign * SKEW_S).abs() < 5.0, "/metrics says {exported}");
+    }
+
+    // Twelve leases due 30 to 85 s ahead by the database's clock, half
+    // through each replica (the one ahead once refused such starts as in the
+    // past), and one starting "now" through each.
+    let t0 = store.now().await.unwrap();
+    let servers = [&ahead, &behind];
+    let mut due: HashMap<String, DateTime<Utc>> = HashMap::new();
+    let mut made = Vec::new();
+    for k in 0..12 {
+        let start = t0 + chrono::Duration::seconds(30 + 5 * k);
+        let body = json!({"name": format!("l{k}"), "start_date": rfc(start),
+                          "end_date": rfc(start + chrono::Duration::hours(1)),
+                          "reservations": [{"resource_type": "virtual:thing", "n": k}]});
+        made.push(create(servers[k as usize % 2], &store, body).await);
+    }
+    for (i, s) in servers.iter().enumerate() {
+        let body = json!({"name": format!("now{i}"), "start_date": "now",
+                          "end_date": rfc(t0 + chrono::Duration::hours(1)),
+                          "reservations": [{"resource_type": "virtual:thing", "n": 100 + i}]});
+        let (lease, before, after) = create(s, &store, body).await;
+        let start = shown(&lease["start_date"]);
+        assert!(before <= start && start <= after, "start_date: now gave {start}, database said {before}..{after}");
+        made.push((lease, before, after));
+    }
+    assert!(store.now().await.unwrap() < t0 + chrono::Duration::seconds(30), "creating took too long to mean anything");
+    for (lease, before, after) in &made {
+        let created = shown(&lease["created_at"]);
+        let start = shown(&lease["start_date"]);
+        assert!(
+            created >= *before - chrono::Duration::seconds(1) && created <= *after + chrono::Duration::seconds(1),
+            "created_at {created} is not the database's time ({before}..{after})"
+        );
+        let start_event =
+            lease["events"].as_array().unwrap().iter().find(|e| e["event_type"] == "start_lease").unwrap();
+        assert_eq!(shown(&start_event["time"]), start);
+        due.insert(start_event["id"].as_str().unwrap().to_string(), start);
+    }
+
+    // Every start fires once, no earlier than due and at most 2 s after, by
+    // the database's clock.
+    let deadline = Instant::now() + Duration::from_secs(110);
+    let fired = loop {
+        let calls = rx.calls_of("on_start");
+        let fired: HashSet<&str> =
+            calls.iter().filter_map(|c| due.keys().find(|id| c.key.starts_with(*id))).map(String::as_str).collect();
+        if fired.len() == due.len() {
+            break calls;
+        }
+        assert!(Instant::now() < deadline, "only {} of {} starts fired", fired.len(), due.len());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for (id, at) in &due {
+        let calls: Vec<_> = fired.iter().filter(|c| c.key.starts_with(id.as_str())).collect();
+        assert_eq!(calls.len(), 1, "event {id}: one hook call, not {}", calls.len());
+        let late = secs(calls[0].received - *at) - local_minus_db;
+        println!("event {id} due {at}: hook called {late:+.3} s after due");
+        assert!(late >= 0.0, "event {id} fired {:.3} s early", -late);
+        assert!(late <= 2.0, "event {id} fired {late:.3} s late");
+    }
+
+    // The hooks outlive an unrenewed claim; each is finished once, by the
+    // replica that claimed it, whose claim was renewed meanwhile and never
+    // taken back by the other.
+    let ids: Vec<uuid::Uuid> = due.keys().map(|k| k.parse().unwrap()).collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let rows = loop {
+        let rows = store
+            .lease_events(&berth_store::queries::lease_events::LeaseEventFilter {
+                limit: Some(100),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let ours: Vec<_> = rows.into_iter().filter(|e| ids.contains(&e.id)).collect();
+        if ours.iter().all(|e| e.status == "DONE") {
+            break ours;
+        }
+        assert!(Instant::now() < deadline, "not all starts DONE: {ours:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(rows.len(), due.len());
+    for e in &rows {
+        assert_eq!(e.attempts, 1, "{e:?}");
+    }
+    let mut log = Vec::new();
+    let mut cursor = Cursor::START;
+    loop {
+        let page = store.read_log(cursor, 1000).await.unwrap();
+        let Some(last) = page.last() else { break };
+        cursor = last.cursor();
+        log.extend(page);
+    }
+    let of = |kind: &str, id: &uuid::Uuid| -> Vec<Value> {
+        log.iter().filter(|r| r.event_type == kind && r.data["event"] == json!(id)).map(|r| r.data.clone()).collect()
+    };
+    let mut per_claimer: HashMap<String, usize> = HashMap::new();
+    for id in &ids {
+        let claims = of("LeaseEventClaimed", id);
+        assert_eq!(claims.len(), 1, "event {id} claimed once: {claims:?}");
+        assert!(claims[0].get("rescued_from").is_none(), "event {id} was taken from a live replica: {claims:?}");
+        let holder = claims[0]["claimed_by"].as_str().unwrap().to_string();
+        let renewals = of("LeaseEventClaimRenewed", id);
+        assert!(!renewals.is_empty(), "event {id}: its claim was never renewed, yet the hook outlived it");
+        assert!(renewals.iter().all(|r| r["claimed_by"] == json!(holder)), "{renewals:?}");
+        *per_claimer.entry(holder).or_default() += 1;
+    }
+    println!("events per replica: {per_claimer:?}");
+    let metrics_of = |s: &Server| {
+        let url = format!("{}/metrics", s.url);
+        async move { reqwest::get(url).await.unwrap().text().await.unwrap() }
+    };
+    for s in servers {
+        let m = metrics_of(s).await;
+        for name in ["berth_manager_claim_rescues_total", "berth_manager_claims_lost_total"] {
+            let n: f64 = m
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .map(|v| v.trim().parse().unwrap())
+                .unwrap_or(0.0);
+            assert_eq!(n, 0.0, "{name} on {}", s.url);
+        }
+    }
+    ahead.replay_verify();
+}
+
+/// Files allowed to read the local wall clock, and why: measuring the skew,
+/// HTTP `last-modified`, a serialization unit test, and the benchmarks'
+/// stopwatch.
+const LOCAL_CLOCK_READERS: &[&str] = &[
+    "crates/berth-store/src/clock.rs",
+    "crates/berth-api/src/placement/http.rs",
+    "crates/berth-core/src/event.rs",
+    "crates/berth-bench/src/",
+];
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The compiler keeps the rule (clippy's `disallowed-methods`, run by `make
+/// lint`); this keeps the rule itself, and the few exceptions, from drifting.
+#[test]
+fn the_local_clock_is_read_only_where_allowed() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let clippy = std::fs::read_to_string(root.join("clippy.toml")).expect("clippy.toml");
+    let config: toml::Value = toml::from_str(&clippy).unwrap();
+    let disallowed: HashSet<&str> = config["disallowed-methods"]
+        .as_array()
+        .expect("disallowed-methods")
+        .iter()
+        .map(|m| m.get("path").and_then(|p| p.as_str()).or(m.as_str()).unwrap())
+        .collect();
+    for method in ["chrono::Utc::now", "chrono::Local::now", "std::time::SystemTime::now"] {
+        assert!(disallowed.contains(method), "clippy.toml no longer disallows {method}");
+    }
+    let mut files = Vec::new();
+    for krate in std::fs::read_dir(root.join("crates")).unwrap() {
+        let src = krate.unwrap().path().join("src");
+        if src.is_dir() {
+            sources(&src, &mut files);
+        }
+    }
+    let mut readers = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        if ["Utc::now", "SystemTime::now", "Local::now"].iter().any(|m| text.contains(m)) {
+            let rel = f.strip_prefix(&root).unwrap().display().to_string();
+            assert!(
+                LOCAL_CLOCK_READERS.iter().any(|allowed| rel.starts_with(allowed)),
+                "{rel} reads the local clock: decide on the database's (berth_store::clock) instead"
+            );
+            if !rel.starts_with("crates/berth-bench/") {
+                let allow = text.lines().find(|l| l.contains("#[allow(clippy::disallowed_methods)]"));
+                assert!(allow.is_some_and(|l| l.contains("//")), "{rel}: the allowance must say why");
+            }
+            readers.push(rel);
+        }
+    }
+    assert!(readers.iter().any(|r| r.ends_with("berth-store/src/clock.rs")), "the scan found nothing: {readers:?}");
+}
