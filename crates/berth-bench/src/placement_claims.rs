@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
-use berth_api::{AppState, AuthMode};
+use berth_api::{AppState, Authenticator, Rules};
 use berth_core::EventMeta;
 use berth_store::testing::TestDatabase;
 use rand::Rng;
@@ -29,7 +29,8 @@ pub async fn run(report: &mut Report, clients: usize, seconds: u64) -> Result<()
     let providers = crate::setup::providers(&store, &meta, PROVIDERS, "host-", VCPU, VCPU * 256).await?;
     let state = AppState {
         store: store.clone(),
-        auth: Arc::new(AuthMode::Noauth),
+        auth: Arc::new(Authenticator::Noauth),
+        rules: Arc::new(Rules::defaults()),
         plugins: Arc::new(berth_plugins::Registry::default()),
         policy: Arc::new(berth_plugins::Policy::default()),
     };

@@ -14,9 +14,17 @@ pub struct Config {
     pub database_url: String,
     /// `BERTH_LISTEN`
     pub listen: String,
-    /// `BERTH_AUTH`: `noauth` or `jwt`.
-    #[serde(with = "auth_mode")]
+    /// `BERTH_AUTH`: `noauth` (local use), `keystone` or `jwt`.
     pub auth: AuthMode,
+    /// `BERTH_ALLOW_INSECURE_NOAUTH`: serve noauth on an address other than
+    /// loopback (anyone who reaches it can be admin).
+    pub allow_insecure_noauth: bool,
+    /// `[keystone]`: Berth's own credentials, the validation cache, timeouts.
+    #[serde(default)]
+    pub keystone: berth_api::auth::keystone::KeystoneConfig,
+    /// `BERTH_POLICY_FILE`: oslo.policy YAML overriding rules' defaults
+    /// (`berthd policy list` shows every rule).
+    pub policy_file: Option<std::path::PathBuf>,
     /// `BERTH_LOG`: a tracing filter.
     pub log: String,
     /// `BERTH_POOL_SIZE`: database connections.
@@ -43,6 +51,9 @@ impl Default for Config {
             database_url: "postgresql://postgres@127.0.0.1:5432/berth".into(),
             listen: "127.0.0.1:8778".into(),
             auth: AuthMode::Noauth,
+            allow_insecure_noauth: false,
+            keystone: berth_api::auth::keystone::KeystoneConfig::default(),
+            policy_file: None,
             log: "info".into(),
             pool_size: 32,
             claim_lanes: berth_store::commands::DEFAULT_CLAIM_LANES,
@@ -77,20 +88,5 @@ mod tests {
         cfg.plugins.check().unwrap();
         assert_eq!(cfg.policy.max_lease_duration, Some(604800));
         berth_plugins::Policy::from_config(&cfg.policy).unwrap();
-    }
-}
-
-mod auth_mode {
-    use berth_api::AuthMode;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(m: &AuthMode, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(match m {
-            AuthMode::Noauth => "noauth",
-            AuthMode::Jwt => "jwt",
-        })
-    }
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<AuthMode, D::Error> {
-        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
     }
 }
