@@ -2,6 +2,8 @@
 CARGO  ?= cargo
 DEBUG   = target/debug
 RELEASE = target/release
+# One throwaway Keystone for the test run (the Keystone tests need it).
+KEYSTONE = scripts/keystone/with-keystone.sh
 
 .PHONY: run test lint bench conformance deps
 
@@ -9,13 +11,13 @@ RELEASE = target/release
 run: deps
 	$(CARGO) run -p berthd -- dev
 
-## test: every test, against a throwaway PostgreSQL started for the run
+## test: every test, against a throwaway PostgreSQL and Keystone started for the run
 test: deps
 	$(CARGO) build -p berthd
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
-	  $(DEBUG)/berthd with-postgres -- $(CARGO) nextest run --workspace --no-fail-fast; \
+	  $(KEYSTONE) $(DEBUG)/berthd with-postgres -- $(CARGO) nextest run --workspace --no-fail-fast; \
 	else \
-	  $(DEBUG)/berthd with-postgres -- $(CARGO) test --workspace --no-fail-fast; \
+	  $(KEYSTONE) $(DEBUG)/berthd with-postgres -- $(CARGO) test --workspace --no-fail-fast; \
 	fi
 
 ## conformance: Placement's own API tests (and the osc-placement client) against a
