@@ -152,6 +152,9 @@ fn init_logging(filter: &str) {
 pub(crate) async fn serve(cfg: Config) -> Result<()> {
     cfg.plugins.check().context("the [plugins] configuration")?;
     cfg.manager.check().map_err(anyhow::Error::msg).context("the [manager] configuration")?;
+    // Identity and policy are checked before anything is touched.
+    let rules = Arc::new(rules(cfg.policy_file.as_deref())?);
+    let auth = Arc::new(authenticator(&cfg)?);
     tracing::info!(enabled = ?cfg.plugins.enabled, "resource types");
     berth_api::metrics::install(&[(berth_manager::metrics::LAG, berth_manager::metrics::LAG_BUCKETS)]);
     berth_manager::metrics::describe();
@@ -162,8 +165,6 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
         tracing::info!(applied, "schema migrated");
     }
     let policy = Arc::new(berth_plugins::Policy::from_config(&cfg.policy).context("the [policy] configuration")?);
-    let rules = Arc::new(rules(cfg.policy_file.as_deref())?);
-    let auth = Arc::new(authenticator(&cfg)?);
     let registry = Arc::new(plugins(&cfg)?);
     let state =
         berth_api::AppState { store: store.clone(), auth, rules, plugins: registry.clone(), policy: policy.clone() };
