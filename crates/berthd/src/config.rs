@@ -22,6 +22,9 @@ pub struct Config {
     /// `[keystone]`: Berth's own credentials, the validation cache, timeouts.
     #[serde(default)]
     pub keystone: berth_api::auth::keystone::KeystoneConfig,
+    /// `[jwt]`: the key set, issuer, audience and claims of JWT bearer tokens.
+    #[serde(default)]
+    pub jwt: berth_api::auth::jwt::JwtConfig,
     /// `BERTH_POLICY_FILE`: oslo.policy YAML overriding rules' defaults
     /// (`berthd policy list` shows every rule).
     pub policy_file: Option<std::path::PathBuf>,
@@ -53,6 +56,7 @@ impl Default for Config {
             auth: AuthMode::Noauth,
             allow_insecure_noauth: false,
             keystone: berth_api::auth::keystone::KeystoneConfig::default(),
+            jwt: berth_api::auth::jwt::JwtConfig::default(),
             policy_file: None,
             log: "info".into(),
             pool_size: 32,

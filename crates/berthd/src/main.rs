@@ -154,7 +154,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     cfg.manager.check().map_err(anyhow::Error::msg).context("the [manager] configuration")?;
     // Identity and policy are checked before anything is touched.
     let rules = Arc::new(rules(cfg.policy_file.as_deref())?);
-    let auth = Arc::new(authenticator(&cfg)?);
+    let auth = Arc::new(authenticator(&cfg).await?);
     tracing::info!(enabled = ?cfg.plugins.enabled, "resource types");
     berth_api::metrics::install(&[(berth_manager::metrics::LAG, berth_manager::metrics::LAG_BUCKETS)]);
     berth_manager::metrics::describe();
@@ -205,14 +205,16 @@ fn rules(file: Option<&std::path::Path>) -> Result<berth_api::Rules> {
     Ok(rules)
 }
 
-fn authenticator(cfg: &Config) -> Result<berth_api::Authenticator> {
+async fn authenticator(cfg: &Config) -> Result<berth_api::Authenticator> {
     use berth_api::{AuthMode, Authenticator};
     Ok(match cfg.auth {
         AuthMode::Noauth => Authenticator::Noauth,
         AuthMode::Keystone => Authenticator::Keystone(Box::new(
             berth_api::auth::keystone::Keystone::new(cfg.keystone.clone()).map_err(anyhow::Error::msg)?,
         )),
-        AuthMode::Jwt => Authenticator::Jwt,
+        AuthMode::Jwt => Authenticator::Jwt(Box::new(
+            berth_api::auth::jwt::Jwt::new(cfg.jwt.clone()).await.map_err(anyhow::Error::msg)?,
+        )),
     })
 }
 

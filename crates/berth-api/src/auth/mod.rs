@@ -4,11 +4,12 @@
 //! - `noauth` ([`noauth`]): OpenStack's noauth2 headers, for local use;
 //! - `keystone` ([`keystone`]): tokens validated against Keystone as
 //!   keystonemiddleware does, cached;
-//! - `jwt`: not served yet; every token is refused.
+//! - `jwt` ([`jwt`]): OpenID Connect bearer tokens checked against a JWKS.
 //!
 //! What a context may do is the policy's question ([`crate::access`]): the
 //! context keeps its roles to itself, so no handler can check them by hand.
 
+pub mod jwt;
 pub mod keystone;
 pub mod noauth;
 
@@ -142,7 +143,7 @@ pub enum Failure {
 pub enum Authenticator {
     Noauth,
     Keystone(Box<keystone::Keystone>),
-    Jwt,
+    Jwt(Box<jwt::Jwt>),
 }
 
 impl Authenticator {
@@ -151,12 +152,7 @@ impl Authenticator {
         match self {
             Authenticator::Noauth => noauth::context(headers),
             Authenticator::Keystone(k) => k.authenticate(headers).await,
-            Authenticator::Jwt => {
-                match headers.contains_key("x-auth-token") || headers.contains_key(header::AUTHORIZATION) {
-                    true => Err(Failure::Invalid(codes::UNAUTHENTICATED, "JWT tokens are not accepted yet".into())),
-                    false => Err(Failure::Missing),
-                }
-            }
+            Authenticator::Jwt(j) => j.authenticate(headers).await,
         }
     }
 
@@ -165,7 +161,7 @@ impl Authenticator {
         match self {
             Authenticator::Noauth => None,
             Authenticator::Keystone(k) => k.challenge(),
-            Authenticator::Jwt => Some(HeaderValue::from_static("Bearer")),
+            Authenticator::Jwt(_) => Some(HeaderValue::from_static("Bearer")),
         }
     }
 

@@ -41,7 +41,7 @@ fn bad(why: String) -> Failure {
 
 /// A user, project or role name: not empty, at most [`MAX_ID`] characters,
 /// no control characters.
-fn id<'a>(what: &str, s: &'a str) -> Result<&'a str, Failure> {
+pub(super) fn id<'a>(what: &str, s: &'a str) -> Result<&'a str, Failure> {
     if s.is_empty() {
         Err(bad(format!("the token names an empty {what}: use user or user:project")))
     } else if s.chars().count() > MAX_ID {
