@@ -293,3 +293,76 @@ async fn expired_tokens_are_401_and_a_stopped_keystone_is_503_until_it_returns()
     let back = ks.token("alice", "p1").await;
     until(&s, "/v1/leases", &back, StatusCode::OK).await;
 }
+
+/// `berth ARGS` against `s` with only `env` to authenticate.
+fn berth_cli(s: &Server, env: &[(&str, &str)], args: &[&str]) -> (bool, String, String) {
+    let mut cmd = Command::new(common::berth_bin());
+    cmd.args(args).env("BERTH_URL", &s.url);
+    for k in ["BERTH_TOKEN", "OS_CLOUD", "OS_AUTH_URL", "OS_USERNAME", "OS_PASSWORD", "OS_PROJECT_NAME"] {
+        cmd.env_remove(k);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run berth");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_authenticates_as_the_openstack_client_does() {
+    let ks = Keystone::shared();
+    let s = ks.berthd(&[]).await;
+    let admin = ks.token("admin", "admin").await;
+    let host = json!({"name": "h1", "vcpus": 8, "memory_mb": 16384, "local_gb": 100});
+    assert_eq!(as_token(&s, Method::POST, "/v1/os-hosts", &admin, Some(host)).await.status, StatusCode::CREATED);
+    let alice = as_token(&s, Method::POST, "/v1/leases", &ks.token("alice", "p1").await, Some(lease_body("cli"))).await;
+    assert_eq!(alice.status, StatusCode::CREATED, "{}", alice.body);
+
+    // OS_* variables, password.
+    let password = [
+        ("OS_AUTH_URL", ks.url()),
+        ("OS_USERNAME", "carol"),
+        ("OS_PASSWORD", ks.get("KEYSTONE_PASSWORD")),
+        ("OS_PROJECT_NAME", "p1"),
+        ("OS_USER_DOMAIN_NAME", "Default"),
+        ("OS_PROJECT_DOMAIN_NAME", "Default"),
+    ];
+    let (ok, out, err) = berth_cli(&s, &password, &["lease", "list"]);
+    assert!(ok && out.contains("cli"), "{out}{err}");
+    let (ok, _, err) = berth_cli(&s, &password, &["host", "create", "h2"]);
+    assert!(!ok && err.contains("403"), "a reader is a reader from the CLI too: {err}");
+    let wrong =
+        [("OS_AUTH_URL", ks.url()), ("OS_USERNAME", "carol"), ("OS_PASSWORD", "nope"), ("OS_PROJECT_NAME", "p1")];
+    let (ok, _, err) = berth_cli(&s, &wrong, &["lease", "list"]);
+    assert!(!ok && err.contains("refused the credentials"), "{err}");
+
+    // OS_CLOUD with a clouds.yaml, holding an application credential.
+    let user_token = ks.token("alice", "p1").await;
+    let resp = http()
+        .post(format!("{}/users/{}/application_credentials", ks.url(), ks.get("KEYSTONE_USER_ALICE_ID")))
+        .header("x-auth-token", &user_token)
+        .json(&json!({"application_credential": {"name": format!("berth-cli-{}", uuid::Uuid::new_v4())}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    let cred: Value = resp.json().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let clouds = dir.path().join("clouds.yaml");
+    std::fs::write(
+        &clouds,
+        format!(
+            "clouds:\n  test:\n    auth_type: v3applicationcredential\n    auth:\n      auth_url: {}\n      \
+             application_credential_id: {}\n      application_credential_secret: {}\n",
+            ks.url(),
+            cred["application_credential"]["id"].as_str().unwrap(),
+            cred["application_credential"]["secret"].as_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let cloud = [("OS_CLOUD", "test"), ("OS_CLIENT_CONFIG_FILE", clouds.to_str().unwrap())];
+    let (ok, out, err) = berth_cli(&s, &cloud, &["-f", "json", "lease", "list"]);
+    assert!(ok, "{err}");
+    let leases: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(leases.as_array().unwrap().len(), 1, "{out}");
+}
