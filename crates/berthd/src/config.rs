@@ -92,5 +92,10 @@ mod tests {
         cfg.plugins.check().unwrap();
         assert_eq!(cfg.policy.max_lease_duration, Some(604800));
         berth_plugins::Policy::from_config(&cfg.policy).unwrap();
+        assert_eq!(cfg.keystone.cache_ttl_s, 300);
+        assert_eq!(cfg.jwt.audience, ["berth"]);
+        let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/policy.example.yaml");
+        let rules = berth_api::Rules::with_file(&std::fs::read_to_string(policy).unwrap()).unwrap();
+        assert_eq!(rules.overridden().len(), 3);
     }
 }
