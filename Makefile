@@ -36,7 +36,8 @@ lint:
 deps:
 	@sh scripts/ensure-postgres.sh
 
-## bench: ratios against pgbench on the same throwaway server (not part of make test)
+## bench: ratios against pgbench on the same throwaway server (not part of make test);
+## Placement claims also with keystone auth against a throwaway Keystone
 bench: deps
 	$(CARGO) build --release -p berthd -p berth-bench
-	$(RELEASE)/berthd with-postgres -- $(RELEASE)/berth-bench $(BENCH_ARGS)
+	$(KEYSTONE) $(RELEASE)/berthd with-postgres -- $(RELEASE)/berth-bench $(BENCH_ARGS)

@@ -133,8 +133,8 @@ fn policy_list_shows_every_rule_with_its_default() {
     let uncommented: String = text.lines().filter_map(|l| l.strip_prefix("#\"")).map(|l| format!("\"{l}\n")).collect();
     berth_api::Rules::with_file(&uncommented).unwrap();
     // docs/policy.md lists every rule with its default too.
-    let doc = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/policy.md"))
-        .unwrap();
+    let doc =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/policy.md")).unwrap();
     for d in berth_api::access::defaults() {
         assert!(doc.contains(&format!("| `{}` | `{}` |", d.name, d.rule)), "docs/policy.md lacks {}", d.name);
     }
