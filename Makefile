@@ -2,6 +2,8 @@
 CARGO  ?= cargo
 DEBUG   = target/debug
 RELEASE = target/release
+# One throwaway Keystone for the test run (the Keystone tests need it).
+KEYSTONE = scripts/keystone/with-keystone.sh
 
 .PHONY: run test lint bench conformance deps
 
@@ -9,13 +11,13 @@ RELEASE = target/release
 run: deps
 	$(CARGO) run -p berthd -- dev
 
-## test: every test, against a throwaway PostgreSQL started for the run
+## test: every test, against a throwaway PostgreSQL and Keystone started for the run
 test: deps
 	$(CARGO) build -p berthd
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
-	  $(DEBUG)/berthd with-postgres -- $(CARGO) nextest run --workspace --no-fail-fast; \
+	  $(KEYSTONE) $(DEBUG)/berthd with-postgres -- $(CARGO) nextest run --workspace --no-fail-fast; \
 	else \
-	  $(DEBUG)/berthd with-postgres -- $(CARGO) test --workspace --no-fail-fast; \
+	  $(KEYSTONE) $(DEBUG)/berthd with-postgres -- $(CARGO) test --workspace --no-fail-fast; \
 	fi
 
 ## conformance: Placement's own API tests (and the osc-placement client) against a
@@ -34,7 +36,8 @@ lint:
 deps:
 	@sh scripts/ensure-postgres.sh
 
-## bench: ratios against pgbench on the same throwaway server (not part of make test)
+## bench: ratios against pgbench on the same throwaway server (not part of make test);
+## Placement claims also with keystone auth against a throwaway Keystone
 bench: deps
 	$(CARGO) build --release -p berthd -p berth-bench
-	$(RELEASE)/berthd with-postgres -- $(RELEASE)/berth-bench $(BENCH_ARGS)
+	$(KEYSTONE) $(RELEASE)/berthd with-postgres -- $(RELEASE)/berth-bench $(BENCH_ARGS)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Placement conformance: runs Placement's own API test files against a
 # release berthd (one fresh database and server per file), then drives the
-# osc-placement client against one. Run under `berthd with-postgres`, which
+# osc-placement client against one, and osc-placement and python-blazarclient
+# through Keystone sessions against one in keystone mode. Run under `berthd with-postgres`, which
 # sets BERTH_PG_URL and BERTH_PG_BIN. Extra arguments go to the runner
 # (e.g. --only inventory.yaml).
 set -eu
@@ -14,6 +15,7 @@ status=0
 # The client check first, so the runner's "N passed, M failed" ends the output.
 if [ -z "${BERTH_SKIP_OSC:-}" ] && [ $# -eq 0 ] && [ -f scripts/osc-placement-check.sh ]; then
   sh scripts/osc-placement-check.sh || status=1
+  sh scripts/keystone-clients-check.sh || status=1
 fi
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

@@ -76,3 +76,19 @@ async fn the_cli_manages_hosts_and_leases() {
     assert!(ok, "{out}{err}");
     assert!(json(&s, "admin", &["host", "list"]).as_array().unwrap().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_credentials_the_cli_says_how_to_authenticate() {
+    let s = Server::start().await;
+    let out = std::process::Command::new(common::berth_bin())
+        .args(["lease", "list"])
+        .env("BERTH_URL", &s.url)
+        .env_remove("BERTH_TOKEN")
+        .env_remove("OS_CLOUD")
+        .env_remove("OS_AUTH_URL")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "no token is guessed");
+    assert!(err.contains("BERTH_TOKEN") && err.contains("OS_AUTH_URL") && err.contains("OS_CLOUD"), "{err}");
+}

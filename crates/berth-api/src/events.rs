@@ -13,6 +13,7 @@ use berth_store::queries::lease_events::{LeaseEventFilter, LeaseEventRow};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::error::ApiError;
 use crate::AppState;
@@ -46,17 +47,17 @@ fn bad(m: String) -> ApiError {
 }
 
 /// The filters both lists accept.
-fn filter(ctx: &Context, q: &HashMap<String, String>) -> Result<LeaseEventFilter, ApiError> {
+fn filter(state: &AppState, ctx: &Context, q: &HashMap<String, String>) -> Result<LeaseEventFilter, ApiError> {
     for k in q.keys() {
         if !["status", "event_type", "lease_id", "limit", "marker", "project_id"].contains(&k.as_str()) {
             return Err(bad(format!("unknown filter {k:?} (status, event_type, lease_id, limit, marker, project_id)")));
         }
     }
-    let project_id = match (q.get("project_id"), ctx.is_admin()) {
-        (Some(p), true) => Some(p.clone()),
-        (None, true) => None,
-        (Some(p), false) if *p != ctx.project_id => return Err(ApiError::forbidden()),
-        (_, false) => Some(ctx.project_id.clone()),
+    let project_id = match (q.get("project_id"), state.rules.visible_project(ctx, Action::EventsAllProjects)) {
+        (Some(p), None) => Some(p.clone()),
+        (None, None) => None,
+        (Some(p), Some(own)) if p != own => return Err(ApiError::forbidden()),
+        (_, Some(own)) => Some(own.to_string()),
     };
     let status = match q.get("status") {
         Some(s) => Some(
@@ -90,7 +91,8 @@ async fn list(
     ctx: Context,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    let events = state.store.lease_events(&filter(&ctx, &q)?).await?;
+    state.rules.authorize(&ctx, Action::EventsList, &Target::own(&ctx))?;
+    let events = state.store.lease_events(&filter(&state, &ctx, &q)?).await?;
     Ok(Json(json!({ "events": events.iter().map(event_json).collect::<Vec<_>>() })))
 }
 
@@ -108,8 +110,10 @@ async fn of_lease(
         )
     })?;
     // Not found unless the caller may see the lease.
-    state.store.lease(id, (!ctx.is_admin()).then_some(ctx.project_id.as_str())).await?;
-    let mut f = filter(&ctx, &q)?;
+    let lease = state.store.lease(id, state.rules.visible_project(&ctx, Action::LeasesGetAllProjects)).await?;
+    let target = Target::owned(&lease.record.project_id, &lease.record.user_id);
+    state.rules.authorize(&ctx, Action::EventsList, &target)?;
+    let mut f = filter(&state, &ctx, &q)?;
     f.lease_id = Some(id);
     f.project_id = None;
     let events = state.store.lease_events(&f).await?;

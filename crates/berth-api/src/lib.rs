@@ -8,6 +8,7 @@
 //! This crate knows HTTP and nothing of SQL: everything durable goes through
 //! berth-store.
 
+pub mod access;
 pub mod auth;
 mod blazar;
 pub mod clock;
@@ -25,13 +26,17 @@ use std::sync::Arc;
 use axum::Router;
 use berth_store::Store;
 
-pub use auth::AuthMode;
+pub use access::Rules;
+pub use auth::{AuthMode, Authenticator};
 
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
     pub store: Store,
-    pub auth: Arc<AuthMode>,
+    /// Who is calling.
+    pub auth: Arc<Authenticator>,
+    /// What each caller may do.
+    pub rules: Arc<Rules>,
     /// The enabled resource plugins, by reservation type.
     pub plugins: Arc<berth_plugins::Registry>,
     /// The lease policy beside quotas.

@@ -1,4 +1,4 @@
-//! The event log over HTTP (admin only): `GET /v1/log?after=CURSOR&limit=N`
+//! The event log over HTTP (`berth:log:read`: admin by default): `GET /v1/log?after=CURSOR&limit=N`
 //! pages through it, `GET /v1/log/stream` follows it live as Server-Sent
 //! Events, resumable with `Last-Event-ID` and filterable by stream, type and
 //! lease.
@@ -20,6 +20,7 @@ use berth_store::{Cursor, RecordedEvent, Store};
 use futures::Stream;
 use serde_json::{json, Value};
 
+use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::error::ApiError;
 use crate::AppState;
@@ -50,14 +51,6 @@ fn bad(m: String) -> ApiError {
     ApiError::bad_request(codes::INVALID, m)
 }
 
-fn admin(ctx: &Context) -> Result<(), ApiError> {
-    if ctx.is_admin() {
-        Ok(())
-    } else {
-        Err(ApiError::forbidden())
-    }
-}
-
 fn cursor(s: Option<&str>) -> Result<Cursor, ApiError> {
     match s.map(str::trim) {
         None | Some("") => Ok(Cursor::START),
@@ -83,7 +76,7 @@ async fn page(
     ctx: Context,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    admin(&ctx)?;
+    state.rules.authorize(&ctx, Action::LogRead, &Target::own(&ctx))?;
     let after = cursor(q.get("after").map(String::as_str))?;
     let limit = match q.get("limit") {
         Some(l) => match l.parse::<i64>() {
@@ -122,7 +115,7 @@ async fn stream(
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
-    admin(&ctx)?;
+    state.rules.authorize(&ctx, Action::LogRead, &Target::own(&ctx))?;
     for k in q.keys() {
         if !["after", "stream", "type", "lease"].contains(&k.as_str()) {
             return Err(bad(format!("unknown parameter {k:?} (after, stream, type, lease)")));

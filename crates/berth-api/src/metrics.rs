@@ -3,12 +3,16 @@
 
 use std::sync::OnceLock;
 
+use axum::extract::State;
 use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use crate::access::{Action, Target};
+use crate::auth::MaybeAnonymous;
+use crate::error::ApiError;
 use crate::AppState;
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -38,9 +42,14 @@ pub fn routes() -> Router<AppState> {
     Router::new().route("/metrics", get(render))
 }
 
-async fn render() -> impl IntoResponse {
-    match HANDLE.get() {
-        Some(h) => (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], h.render()),
-        None => (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "text/plain")], "metrics are not enabled\n".into()),
-    }
+/// `berth:metrics:read` decides, for anonymous callers too: a policy file
+/// that sets it to `"@"` opens `/metrics` to scrapers without a token.
+async fn render(State(state): State<AppState>, MaybeAnonymous(ctx): MaybeAnonymous) -> Result<Response, ApiError> {
+    state.rules.authorize(&ctx, Action::MetricsRead, &Target::own(&ctx))?;
+    Ok(match HANDLE.get() {
+        Some(h) => (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], h.render()).into_response(),
+        None => {
+            (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "text/plain")], "metrics are not enabled\n").into_response()
+        }
+    })
 }

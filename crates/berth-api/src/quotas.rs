@@ -16,6 +16,7 @@ use berth_store::commands::OverLimit;
 use chrono::Utc;
 use serde_json::{json, Map, Value};
 
+use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::blazar::meta;
 use crate::error::ApiError;
@@ -38,20 +39,13 @@ fn bad(detail: impl Into<String>) -> ApiError {
     ApiError::bad_request(codes::INVALID, detail)
 }
 
-fn admin(ctx: &Context) -> Result<(), ApiError> {
-    if ctx.is_admin() {
-        Ok(())
-    } else {
-        Err(ApiError::forbidden())
-    }
-}
-
-/// Admins read anything; members their own project (and its users).
-fn reader(ctx: &Context, project: &str) -> Result<(), ApiError> {
-    if ctx.is_admin() || ctx.project_id == project {
-        Ok(())
-    } else {
-        Err(ApiError::forbidden())
+/// The target of a quota action: the project (and user) it is about; the
+/// defaults are checked as the caller's own project.
+fn target<'a>(ctx: &'a Context, scope: &'a Scope) -> Target<'a> {
+    match (&scope.project_id, &scope.user_id) {
+        (None, _) => Target::project(&ctx.project_id),
+        (Some(p), None) => Target::project(p),
+        (Some(p), Some(u)) => Target::owned(p, u),
     }
 }
 
@@ -126,7 +120,7 @@ fn parse_limits(body: &Bytes) -> Result<(BTreeMap<String, i64>, Vec<String>), Ap
 }
 
 async fn write(state: &AppState, ctx: &Context, scope: Scope, body: &Bytes) -> Result<Json<Value>, ApiError> {
-    admin(ctx)?;
+    state.rules.authorize(ctx, Action::QuotasSet, &target(ctx, &scope))?;
     let (set, unset) = parse_limits(body)?;
     let mut over = Vec::new();
     if !unset.is_empty() {
@@ -138,8 +132,10 @@ async fn write(state: &AppState, ctx: &Context, scope: Scope, body: &Bytes) -> R
     answer(state, &scope, &over).await
 }
 
-async fn show_defaults(State(state): State<AppState>, _ctx: Context) -> Result<Json<Value>, ApiError> {
-    answer(&state, &Scope::defaults(), &[]).await
+async fn show_defaults(State(state): State<AppState>, ctx: Context) -> Result<Json<Value>, ApiError> {
+    let scope = Scope::defaults();
+    state.rules.authorize(&ctx, Action::QuotasGet, &target(&ctx, &scope))?;
+    answer(&state, &scope, &[]).await
 }
 
 async fn set_defaults(State(state): State<AppState>, ctx: Context, body: Bytes) -> Result<Json<Value>, ApiError> {
@@ -151,8 +147,9 @@ async fn show_project(
     ctx: Context,
     Path(project): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    reader(&ctx, &project)?;
-    answer(&state, &scope(Some(project), None)?, &[]).await
+    let scope = scope(Some(project), None)?;
+    state.rules.authorize(&ctx, Action::QuotasGet, &target(&ctx, &scope))?;
+    answer(&state, &scope, &[]).await
 }
 
 async fn set_project(
@@ -169,8 +166,8 @@ async fn unset_project(
     ctx: Context,
     Path(project): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    admin(&ctx)?;
     let scope = scope(Some(project), None)?;
+    state.rules.authorize(&ctx, Action::QuotasDelete, &target(&ctx, &scope))?;
     let over = state.store.unset_quota(&meta(&ctx), scope.clone(), Vec::new()).await?;
     answer(&state, &scope, &over).await
 }
@@ -180,8 +177,9 @@ async fn show_user(
     ctx: Context,
     Path((project, user)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    reader(&ctx, &project)?;
-    answer(&state, &scope(Some(project), Some(user))?, &[]).await
+    let scope = scope(Some(project), Some(user))?;
+    state.rules.authorize(&ctx, Action::QuotasGet, &target(&ctx, &scope))?;
+    answer(&state, &scope, &[]).await
 }
 
 async fn set_user(
@@ -198,8 +196,8 @@ async fn unset_user(
     ctx: Context,
     Path((project, user)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    admin(&ctx)?;
     let scope = scope(Some(project), Some(user))?;
+    state.rules.authorize(&ctx, Action::QuotasDelete, &target(&ctx, &scope))?;
     let over = state.store.unset_quota(&meta(&ctx), scope.clone(), Vec::new()).await?;
     answer(&state, &scope, &over).await
 }
@@ -211,7 +209,8 @@ async fn usage(
     user: Option<String>,
     q: &HashMap<String, String>,
 ) -> Result<Json<Value>, ApiError> {
-    reader(ctx, &project)?;
+    let who = Target { project_id: Some(&project), user_id: user.as_deref() };
+    state.rules.authorize(ctx, Action::QuotasUsage, &who)?;
     let now = state.store.now().await?;
     let date = |key: &str| -> Result<Option<chrono::DateTime<Utc>>, ApiError> {
         Ok(match q.get(key) {

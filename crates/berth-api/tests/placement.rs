@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use berth_api::{AppState, AuthMode};
+use berth_api::{AppState, Authenticator, Rules};
 use berth_core::event::Allocation;
 use berth_core::{EventMeta, Window};
 use berth_store::commands::{ConsumerAllocations, GenerationCheck};
@@ -39,7 +39,8 @@ impl Api {
         let store = db.store(8);
         let state = AppState {
             store: store.clone(),
-            auth: Arc::new(AuthMode::Noauth),
+            auth: Arc::new(Authenticator::Noauth),
+            rules: Arc::new(Rules::defaults()),
             plugins: Arc::new(berth_plugins::Registry::default()),
             policy: Arc::new(berth_plugins::Policy::default()),
             clock: Default::default(),

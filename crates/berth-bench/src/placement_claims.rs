@@ -3,12 +3,18 @@
 //! `PUT /placement/allocations/{new consumer}` (microversion 1.39) for
 //! `seconds`. Reports claims per second, latency, and the providers over
 //! capacity afterwards (which must be none).
+//!
+//! With a Keystone in reach (`KEYSTONE_URL` and the service user's
+//! `KEYSTONE_SERVICE_*`, as `make bench` sets them), the same run again with
+//! keystone authentication, every client sending one real token whose
+//! validation is cached, beside the noauth rate: the cost of authentication.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Result};
-use berth_api::{AppState, AuthMode};
+use anyhow::{ensure, Context, Result};
+use berth_api::auth::keystone::{Keystone, KeystoneConfig};
+use berth_api::{AppState, Authenticator, Rules};
 use berth_core::EventMeta;
 use berth_store::testing::TestDatabase;
 use rand::Rng;
@@ -23,13 +29,62 @@ const PROVIDERS: usize = 100;
 const VCPU: i64 = 1024;
 
 pub async fn run(report: &mut Report, clients: usize, seconds: u64) -> Result<()> {
+    let noauth = claims(report, clients, seconds, Authenticator::Noauth, "admin".into(), "noauth").await?;
+    let Some((keystone, token)) = keystone().await? else {
+        report
+            .line("Placement claims with keystone auth: not measured (no KEYSTONE_URL; make bench starts one)".into());
+        return Ok(());
+    };
+    let with_keystone = claims(report, clients, seconds, keystone, token, "keystone, cache warm").await?;
+    report.line(format!(
+        "Placement claims, keystone vs noauth: {:.1}% of the noauth rate",
+        100.0 * with_keystone / noauth.max(1e-9)
+    ));
+    Ok(())
+}
+
+/// Berth's Keystone authenticator and a token of the service user (admin
+/// and service in the test world), from `with-keystone.sh`'s variables.
+async fn keystone() -> Result<Option<(Authenticator, String)>> {
+    let Ok(url) = std::env::var("KEYSTONE_URL") else { return Ok(None) };
+    let var = |k: &str| std::env::var(k).with_context(|| format!("{k} is not set"));
+    let (user, password, project) =
+        (var("KEYSTONE_SERVICE_USER")?, var("KEYSTONE_SERVICE_PASSWORD")?, var("KEYSTONE_SERVICE_PROJECT")?);
+    let cfg = KeystoneConfig {
+        auth_url: url.clone(),
+        username: Some(user.clone()),
+        password: Some(password.clone()),
+        project_name: Some(project.clone()),
+        ..KeystoneConfig::default()
+    };
+    let auth = Keystone::new(cfg).map_err(anyhow::Error::msg)?;
+    let body = json!({"auth": {
+        "identity": {"methods": ["password"], "password": {"user": {
+            "name": user, "password": password, "domain": {"id": "default"}}}},
+        "scope": {"project": {"name": project, "domain": {"id": "default"}}}}});
+    let resp = reqwest::Client::new().post(format!("{url}/auth/tokens")).json(&body).send().await?;
+    ensure!(resp.status().as_u16() == 201, "Keystone refused the service user: {}", resp.status());
+    let token = resp.headers()["x-subject-token"].to_str()?.to_string();
+    Ok(Some((Authenticator::Keystone(Box::new(auth)), token)))
+}
+
+/// One run on fresh providers as `token`; the claims per second.
+async fn claims(
+    report: &mut Report,
+    clients: usize,
+    seconds: u64,
+    auth: Authenticator,
+    token: String,
+    mode: &str,
+) -> Result<f64> {
     let db = TestDatabase::new().await;
     let store = db.store(clients + 4);
     let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
     let providers = crate::setup::providers(&store, &meta, PROVIDERS, "host-", VCPU, VCPU * 256).await?;
     let state = AppState {
         store: store.clone(),
-        auth: Arc::new(AuthMode::Noauth),
+        auth: Arc::new(auth),
+        rules: Arc::new(Rules::defaults()),
         plugins: Arc::new(berth_plugins::Registry::default()),
         policy: Arc::new(berth_plugins::Policy::default()),
         clock: Default::default(),
@@ -39,10 +94,14 @@ pub async fn run(report: &mut Report, clients: usize, seconds: u64) -> Result<()
     tokio::spawn(async move { axum::serve(listener, berth_api::router(state)).await });
 
     let providers = Arc::new(providers);
+    // One request first, so the timed run meets a warm validation cache.
+    let warm = reqwest::Client::new().get(format!("{base}/resource_providers")).header("x-auth-token", &token);
+    ensure!(warm.send().await?.status().is_success(), "the {mode} token is refused");
+    let token = Arc::new(token);
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
     for _ in 0..clients {
-        let (providers, base) = (providers.clone(), base.clone());
+        let (providers, base, token) = (providers.clone(), base.clone(), token.clone());
         // One connection per client, kept alive.
         let http = reqwest::Client::builder().pool_max_idle_per_host(1).build()?;
         tasks.push(tokio::spawn(async move {
@@ -59,7 +118,7 @@ pub async fn run(report: &mut Report, clients: usize, seconds: u64) -> Result<()
                 let t = Instant::now();
                 let resp = http
                     .put(format!("{base}/allocations/{}", Uuid::new_v4()))
-                    .header("x-auth-token", "admin")
+                    .header("x-auth-token", token.as_str())
                     .header("openstack-api-version", "placement 1.39")
                     .json(&body)
                     .send()
@@ -83,15 +142,16 @@ pub async fn run(report: &mut Report, clients: usize, seconds: u64) -> Result<()
     }
     let elapsed = started.elapsed().as_secs_f64();
     latencies.sort();
+    let rate = latencies.len() as f64 / elapsed;
     report.rate(
         &format!(
-            "Placement claims over HTTP ({clients} connections, {PROVIDERS} providers; {refused} refused for capacity, \
-             {failed} failed)"
+            "Placement claims over HTTP, {mode} ({clients} connections, {PROVIDERS} providers; {refused} refused for \
+             capacity, {failed} failed)"
         ),
-        latencies.len() as f64 / elapsed,
+        rate,
     );
     report.line(format!(
-        "Placement claim latency: p50 {}, p99 {}",
+        "Placement claim latency, {mode}: p50 {}, p99 {}",
         ms(percentile(&latencies, 50.0)),
         ms(percentile(&latencies, 99.0))
     ));
@@ -101,7 +161,7 @@ pub async fn run(report: &mut Report, clients: usize, seconds: u64) -> Result<()
     for p in providers.iter() {
         let usages: serde_json::Value = http
             .get(format!("{base}/resource_providers/{p}/usages"))
-            .header("x-auth-token", "admin")
+            .header("x-auth-token", token.as_str())
             .send()
             .await?
             .json()
@@ -114,5 +174,5 @@ pub async fn run(report: &mut Report, clients: usize, seconds: u64) -> Result<()
     }
     report.line(format!("Placement providers over capacity after the run: {over}"));
     ensure!(failed == 0, "{failed} claims failed with something other than a capacity refusal");
-    Ok(())
+    Ok(rate)
 }

@@ -10,15 +10,17 @@ use crate::Format;
 pub struct Client {
     base: String,
     token: String,
+    project_id: Option<String>,
     pub format: Format,
     http: reqwest::blocking::Client,
 }
 
 impl Client {
-    pub fn new(base: &str, token: &str, format: Format) -> Client {
+    pub fn new(base: &str, identity: crate::auth::Identity, format: Format) -> Client {
         Client {
             base: base.trim_end_matches('/').to_string(),
-            token: token.to_string(),
+            token: identity.token,
+            project_id: identity.project_id,
             format,
             http: reqwest::blocking::Client::new(),
         }
@@ -47,9 +49,10 @@ impl Client {
         self.send(req)
     }
 
-    /// The project a noauth token names (`user:project`, or `user` alone).
+    /// The project the client acts in: the one a noauth token names
+    /// (`user:project`, or `user` alone), or the Keystone token's.
     pub fn token_project(&self) -> String {
-        self.token.split_once(':').map(|(_, p)| p).unwrap_or(&self.token).to_string()
+        self.project_id.clone().unwrap_or_default()
     }
 
     pub fn get(&self, path: &str) -> Result<Value> {

@@ -1,6 +1,8 @@
-//! berth: the command-line client. Talks to berthd over HTTP (`BERTH_URL`,
-//! `BERTH_TOKEN`); depends on berth-core types only.
+//! berth: the command-line client. Talks to berthd over HTTP (`BERTH_URL`;
+//! `BERTH_TOKEN`, or Keystone credentials as the openstack client takes
+//! them); depends on berth-core types only.
 
+mod auth;
 mod client;
 mod events;
 mod hosts;
@@ -17,9 +19,8 @@ struct Cli {
     /// berthd's base URL.
     #[arg(long, global = true, env = "BERTH_URL", default_value = "http://127.0.0.1:8778")]
     url: String,
-    /// The token sent as X-Auth-Token.
-    #[arg(long, global = true, env = "BERTH_TOKEN", default_value = "admin")]
-    token: String,
+    #[command(flatten)]
+    auth: auth::AuthArgs,
     /// Output format.
     #[arg(short = 'f', long = "format", global = true, value_enum, default_value = "table")]
     format: Format,
@@ -64,7 +65,14 @@ fn main() {
     // SAFETY: restoring the default disposition of a signal at start-up.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
-    let client = Client::new(&cli.url, &cli.token, cli.format);
+    let identity = match cli.auth.identity() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("berth: {e:#}");
+            std::process::exit(1);
+        }
+    };
+    let client = Client::new(&cli.url, identity, cli.format);
     let result = match cli.command {
         Some(Command::Lease(c)) => leases::run(&client, c),
         Some(Command::Host(c)) => hosts::run(&client, c),

@@ -14,9 +14,20 @@ pub struct Config {
     pub database_url: String,
     /// `BERTH_LISTEN`
     pub listen: String,
-    /// `BERTH_AUTH`: `noauth` or `jwt`.
-    #[serde(with = "auth_mode")]
+    /// `BERTH_AUTH`: `noauth` (local use), `keystone` or `jwt`.
     pub auth: AuthMode,
+    /// `BERTH_ALLOW_INSECURE_NOAUTH`: serve noauth on an address other than
+    /// loopback (anyone who reaches it can be admin).
+    pub allow_insecure_noauth: bool,
+    /// `[keystone]`: Berth's own credentials, the validation cache, timeouts.
+    #[serde(default)]
+    pub keystone: berth_api::auth::keystone::KeystoneConfig,
+    /// `[jwt]`: the key set, issuer, audience and claims of JWT bearer tokens.
+    #[serde(default)]
+    pub jwt: berth_api::auth::jwt::JwtConfig,
+    /// `BERTH_POLICY_FILE`: oslo.policy YAML overriding rules' defaults
+    /// (`berthd policy list` shows every rule).
+    pub policy_file: Option<std::path::PathBuf>,
     /// `BERTH_LOG`: a tracing filter.
     pub log: String,
     /// `BERTH_POOL_SIZE`: database connections.
@@ -47,6 +58,10 @@ impl Default for Config {
             database_url: "postgresql://postgres@127.0.0.1:5432/berth".into(),
             listen: "127.0.0.1:8778".into(),
             auth: AuthMode::Noauth,
+            allow_insecure_noauth: false,
+            keystone: berth_api::auth::keystone::KeystoneConfig::default(),
+            jwt: berth_api::auth::jwt::JwtConfig::default(),
+            policy_file: None,
             log: "info".into(),
             pool_size: 32,
             claim_lanes: berth_store::commands::DEFAULT_CLAIM_LANES,
@@ -82,20 +97,10 @@ mod tests {
         cfg.plugins.check().unwrap();
         assert_eq!(cfg.policy.max_lease_duration, Some(604800));
         berth_plugins::Policy::from_config(&cfg.policy).unwrap();
-    }
-}
-
-mod auth_mode {
-    use berth_api::AuthMode;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(m: &AuthMode, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(match m {
-            AuthMode::Noauth => "noauth",
-            AuthMode::Jwt => "jwt",
-        })
-    }
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<AuthMode, D::Error> {
-        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+        assert_eq!(cfg.keystone.cache_ttl_s, 300);
+        assert_eq!(cfg.jwt.audience, ["berth"]);
+        let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/policy.example.yaml");
+        let rules = berth_api::Rules::with_file(&std::fs::read_to_string(policy).unwrap()).unwrap();
+        assert_eq!(rules.overridden().len(), 3);
     }
 }

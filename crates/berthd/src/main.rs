@@ -50,12 +50,26 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:8778")]
         listen: String,
     },
+    /// The policy rules: every action's rule, its default and what it guards.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
     /// Start a throwaway PostgreSQL, run COMMAND with BERTH_TEST_DATABASE_URL
     /// (and BERTH_PG_URL, the server without a database) pointing at it, stop it.
     WithPostgres {
         #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
     },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Print every rule with its default and description, as a policy file
+    /// with every line commented out (as oslopolicy-sample-generator does).
+    List,
+    /// Check a policy file as `serve` does at start, naming the line of the first problem.
+    Check { file: PathBuf },
 }
 
 fn main() -> Result<()> {
@@ -110,6 +124,19 @@ async fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Dev { data_dir, listen } => dev::run(&data_dir, &listen).await,
+        Command::Policy { command: PolicyCommand::List } => {
+            print!("{}", policy_sample());
+            Ok(())
+        }
+        Command::Policy { command: PolicyCommand::Check { file } } => {
+            let rules = rules(Some(&file))?;
+            println!(
+                "{}: {} rules overridden, every one known and well formed",
+                file.display(),
+                rules.overridden().len()
+            );
+            Ok(())
+        }
         Command::WithPostgres { .. } => unreachable!("handled before the runtime starts"),
     }
 }
@@ -125,6 +152,9 @@ fn init_logging(filter: &str) {
 pub(crate) async fn serve(cfg: Config) -> Result<()> {
     cfg.plugins.check().context("the [plugins] configuration")?;
     cfg.manager.check().map_err(anyhow::Error::msg).context("the [manager] configuration")?;
+    // Identity and policy are checked before anything is touched.
+    let rules = Arc::new(rules(cfg.policy_file.as_deref())?);
+    let auth = Arc::new(authenticator(&cfg).await?);
     tracing::info!(enabled = ?cfg.plugins.enabled, "resource types");
     berth_api::metrics::install(&[(berth_manager::metrics::LAG, berth_manager::metrics::LAG_BUCKETS)]);
     berth_manager::metrics::describe();
@@ -139,7 +169,8 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     let registry = Arc::new(plugins(&cfg)?);
     let state = berth_api::AppState {
         store: store.clone(),
-        auth: Arc::new(cfg.auth.clone()),
+        auth,
+        rules,
         plugins: registry.clone(),
         policy: policy.clone(),
         clock: berth_api::clock::ClockWatch::new(cfg.clock_skew_warn_s),
@@ -148,7 +179,8 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     let app = berth_api::router(state);
     let listener =
         tokio::net::TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;
-    tracing::info!(listen = %cfg.listen, auth = ?cfg.auth, "berthd serving");
+    check_noauth_reach(&cfg, listener.local_addr()?)?;
+    tracing::info!(listen = %cfg.listen, auth = cfg.auth.as_str(), "berthd serving");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
@@ -169,6 +201,54 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     }
     tracing::info!("berthd stopped");
     Ok(())
+}
+
+/// The policy rules: the defaults, with the operator's file if one is given.
+fn rules(file: Option<&std::path::Path>) -> Result<berth_api::Rules> {
+    let Some(file) = file else { return Ok(berth_api::Rules::defaults()) };
+    let yaml = std::fs::read_to_string(file).with_context(|| format!("reading the policy file {}", file.display()))?;
+    let rules =
+        berth_api::Rules::with_file(&yaml).map_err(|e| anyhow::anyhow!("policy file {}: {e}", file.display()))?;
+    tracing::info!(file = %file.display(), overridden = ?rules.overridden(), "policy file read");
+    Ok(rules)
+}
+
+async fn authenticator(cfg: &Config) -> Result<berth_api::Authenticator> {
+    use berth_api::{AuthMode, Authenticator};
+    Ok(match cfg.auth {
+        AuthMode::Noauth => Authenticator::Noauth,
+        AuthMode::Keystone => Authenticator::Keystone(Box::new(
+            berth_api::auth::keystone::Keystone::new(cfg.keystone.clone()).map_err(anyhow::Error::msg)?,
+        )),
+        AuthMode::Jwt => Authenticator::Jwt(Box::new(
+            berth_api::auth::jwt::Jwt::new(cfg.jwt.clone()).await.map_err(anyhow::Error::msg)?,
+        )),
+    })
+}
+
+/// noauth lets anyone be admin: served on loopback only, unless the
+/// configuration says it knows better; a warning either way.
+fn check_noauth_reach(cfg: &Config, bound: std::net::SocketAddr) -> Result<()> {
+    if cfg.auth != berth_api::AuthMode::Noauth {
+        return Ok(());
+    }
+    if !bound.ip().is_loopback() && !cfg.allow_insecure_noauth {
+        anyhow::bail!(
+            "auth = \"noauth\" lets any caller act as admin, and {bound} is reachable from other machines: \
+             use auth = \"keystone\" (or \"jwt\"), listen on a loopback address, or set allow_insecure_noauth = true"
+        );
+    }
+    tracing::warn!(listen = %bound, "auth is noauth: any caller may act as any user, admin included; for local use only");
+    Ok(())
+}
+
+/// Every rule as a commented-out policy file.
+fn policy_sample() -> String {
+    let mut out = String::from("# Berth's policy rules and their defaults. Uncomment a rule to change it.\n\n");
+    for d in berth_api::access::defaults() {
+        out.push_str(&format!("# {}\n#\"{}\": \"{}\"\n\n", d.description, d.name, d.rule));
+    }
+    out
 }
 
 /// The compiled-in plugins and the configured external ones, keeping those

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use super::leases::reservations;
 use super::{object_body, opt_str, path_id};
+use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::error::ApiError;
 use crate::AppState;
@@ -31,7 +32,8 @@ fn date(v: Option<&str>, field: &str, default: DateTime<Utc>, now: DateTime<Utc>
 /// Body: `reservations` (as in a lease), `duration` (seconds or "2h"),
 /// optional `from` (default now), `until` (default 30 days after `from`) and
 /// `limit` (default 5, at most 100). Answers the earliest windows.
-pub(super) async fn advise(State(state): State<AppState>, _ctx: Context, body: Bytes) -> Result<Json<Value>, ApiError> {
+pub(super) async fn advise(State(state): State<AppState>, ctx: Context, body: Bytes) -> Result<Json<Value>, ApiError> {
+    state.rules.authorize(&ctx, Action::Availability, &Target::own(&ctx))?;
     let obj = object_body(&body, "availability")?;
     let wanted = reservations(&state, obj.get("reservations")).await?;
     let duration = dates::duration_from_json("duration", obj.get("duration").unwrap_or(&Value::Null))?;
@@ -64,8 +66,10 @@ pub(super) async fn extension(
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
-    let scope = (!ctx.is_admin()).then_some(ctx.project_id.as_str());
+    let scope = state.rules.visible_project(&ctx, Action::LeasesGetAllProjects);
     let lease = state.store.lease(id, scope).await?;
+    let target = Target::owned(&lease.record.project_id, &lease.record.user_id);
+    state.rules.authorize(&ctx, Action::LeaseExtension, &target)?;
     let horizon = match q.get("until") {
         Some(s) => match parse_date("until", s)? {
             DateSpec::At(t) => t,

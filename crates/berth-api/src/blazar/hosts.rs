@@ -14,7 +14,8 @@ use berth_store::queries::leases::{Host, HostAllocation};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
-use super::{admin_only, meta, object_body, opt_str, path_id};
+use super::{meta, object_body, opt_str, path_id};
+use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::error::ApiError;
 use crate::AppState;
@@ -76,16 +77,18 @@ fn host_id(id: &str) -> Result<Uuid, ApiError> {
     path_id(id, "host", codes::HOST_NOT_FOUND)
 }
 
-pub(super) async fn list(State(state): State<AppState>, _ctx: Context) -> Result<Json<Value>, ApiError> {
+pub(super) async fn list(State(state): State<AppState>, ctx: Context) -> Result<Json<Value>, ApiError> {
+    state.rules.authorize(&ctx, Action::HostsList, &Target::own(&ctx))?;
     let hosts = state.store.hosts().await?;
     Ok(Json(json!({ "hosts": hosts.iter().map(host_json).collect::<Vec<_>>() })))
 }
 
 pub(super) async fn show(
     State(state): State<AppState>,
-    _ctx: Context,
+    ctx: Context,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    state.rules.authorize(&ctx, Action::HostsGet, &Target::own(&ctx))?;
     let host = state.store.host(host_id(&id)?).await?;
     Ok(Json(json!({ "host": host_json(&host) })))
 }
@@ -95,7 +98,7 @@ pub(super) async fn create(
     ctx: Context,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    admin_only(&ctx)?;
+    state.rules.authorize(&ctx, Action::HostsCreate, &Target::own(&ctx))?;
     let obj = object_body(&body, "host")?;
     let Some(name) = opt_str(&obj, "name")? else {
         return Err(bad("name (the provider's name) is required"));
@@ -121,7 +124,7 @@ pub(super) async fn update(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    admin_only(&ctx)?;
+    state.rules.authorize(&ctx, Action::HostsUpdate, &Target::own(&ctx))?;
     let id = host_id(&id)?;
     let mut obj = object_body(&body, "host")?;
     if obj.len() == 1 {
@@ -152,7 +155,7 @@ pub(super) async fn delete(
     ctx: Context,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    admin_only(&ctx)?;
+    state.rules.authorize(&ctx, Action::HostsDelete, &Target::own(&ctx))?;
     state.store.remove_host(&meta(&ctx), host_id(&id)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -164,8 +167,9 @@ fn uuid_param(q: &HashMap<String, String>, key: &str) -> Result<Option<Uuid>, Ap
     }
 }
 
-fn project_scope(ctx: &Context) -> Option<&str> {
-    (!ctx.is_admin()).then_some(ctx.project_id.as_str())
+/// Whose reservations `ctx` sees in host allocations (`None`: everyone's).
+fn project_scope<'c>(state: &AppState, ctx: &'c Context) -> Option<&'c str> {
+    state.rules.visible_project(ctx, Action::LeasesGetAllProjects)
 }
 
 pub(super) async fn allocations(
@@ -173,8 +177,9 @@ pub(super) async fn allocations(
     ctx: Context,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
+    state.rules.authorize(&ctx, Action::HostsGetAllocations, &Target::own(&ctx))?;
     let (lease, reservation) = (uuid_param(&q, "lease_id")?, uuid_param(&q, "reservation_id")?);
-    let all = state.store.host_allocations(None, lease, reservation, project_scope(&ctx)).await?;
+    let all = state.store.host_allocations(None, lease, reservation, project_scope(&state, &ctx)).await?;
     Ok(Json(json!({ "allocations": all.iter().map(allocation_json).collect::<Vec<_>>() })))
 }
 
@@ -184,8 +189,10 @@ pub(super) async fn allocation(
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
+    state.rules.authorize(&ctx, Action::HostsGetAllocations, &Target::own(&ctx))?;
     let (lease, reservation) = (uuid_param(&q, "lease_id")?, uuid_param(&q, "reservation_id")?);
-    let one = state.store.host_allocations(Some(host_id(&id)?), lease, reservation, project_scope(&ctx)).await?;
+    let scope = project_scope(&state, &ctx);
+    let one = state.store.host_allocations(Some(host_id(&id)?), lease, reservation, scope).await?;
     let a = one.first().map(allocation_json).unwrap_or(Value::Null);
     Ok(Json(json!({ "allocation": a })))
 }
@@ -199,8 +206,9 @@ pub(super) async fn properties(
     ctx: Context,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
+    state.rules.authorize(&ctx, Action::HostsGetProperties, &Target::own(&ctx))?;
     let detail = truthy(&q, "detail");
-    let all = truthy(&q, "all") && ctx.is_admin();
+    let all = truthy(&q, "all") && state.rules.allows(&ctx, Action::HostsGetPrivateProperties, &Target::own(&ctx));
     let props = state.store.host_properties(all).await?;
     let out: Vec<Value> = props
         .iter()
@@ -221,7 +229,7 @@ pub(super) async fn set_property(
     Path(name): Path<String>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    admin_only(&ctx)?;
+    state.rules.authorize(&ctx, Action::HostsUpdateProperty, &Target::own(&ctx))?;
     let obj = object_body(&body, "resource_property")?;
     let private = match obj.get("private") {
         Some(Value::Bool(b)) => *b,

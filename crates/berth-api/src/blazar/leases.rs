@@ -16,6 +16,7 @@ use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 use super::{meta, object_body, opt_str, path_id};
+use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::error::ApiError;
 use crate::AppState;
@@ -86,8 +87,13 @@ pub(super) fn lease_json(l: &Lease) -> Value {
     })
 }
 
-fn scope(ctx: &Context) -> Option<&str> {
-    (!ctx.is_admin()).then_some(ctx.project_id.as_str())
+/// The project whose leases `ctx` sees (`None`: every project's).
+fn scope<'c>(state: &AppState, ctx: &'c Context) -> Option<&'c str> {
+    state.rules.visible_project(ctx, Action::LeasesGetAllProjects)
+}
+
+fn lease_target(lease: &Lease) -> Target<'_> {
+    Target::owned(&lease.record.project_id, &lease.record.user_id)
 }
 
 fn date_field(obj: &Map<String, Value>, key: &str) -> Result<Option<DateSpec>, ApiError> {
@@ -175,6 +181,7 @@ pub(super) async fn create(
     ctx: Context,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    state.rules.authorize(&ctx, Action::LeasesCreate, &Target::own(&ctx))?;
     let obj = object_body(&body, "lease")?;
     let Some(name) = opt_str(&obj, "name")? else {
         return Err(ApiError::bad_request(codes::INVALID_LEASE, "name is required"));
@@ -216,12 +223,13 @@ pub(super) async fn list(
     ctx: Context,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
+    state.rules.authorize(&ctx, Action::LeasesList, &Target::own(&ctx))?;
     let bad = |m: String| ApiError::bad_request(codes::INVALID_LEASE, m);
-    let project_id = match (q.get("project_id"), ctx.is_admin()) {
-        (Some(p), true) => Some(p.clone()),
-        (None, true) => None,
-        (Some(p), false) if *p != ctx.project_id => return Err(ApiError::forbidden()),
-        (_, false) => Some(ctx.project_id.clone()),
+    let project_id = match (q.get("project_id"), scope(&state, &ctx)) {
+        (Some(p), None) => Some(p.clone()),
+        (None, None) => None,
+        (Some(p), Some(own)) if p != own => return Err(ApiError::forbidden()),
+        (_, Some(own)) => Some(own.to_string()),
     };
     let status = match q.get("status") {
         Some(s) => Some(LeaseStatus::parse(s).ok_or_else(|| bad(format!("status {s:?} is not a lease status")))?),
@@ -248,7 +256,8 @@ pub(super) async fn show(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
-    let lease = state.store.lease(id, scope(&ctx)).await?;
+    let lease = state.store.lease(id, scope(&state, &ctx)).await?;
+    state.rules.authorize(&ctx, Action::LeasesGet, &lease_target(&lease))?;
     Ok(Json(json!({ "lease": lease_json(&lease) })))
 }
 
@@ -283,7 +292,8 @@ pub(super) async fn update(
 ) -> Result<Json<Value>, ApiError> {
     let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
     let obj = object_body(&body, "lease")?;
-    let current = state.store.lease(id, scope(&ctx)).await?;
+    let current = state.store.lease(id, scope(&state, &ctx)).await?;
+    state.rules.authorize(&ctx, Action::LeasesUpdate, &lease_target(&current))?;
     let r = &current.record;
     let mut end = date_field(&obj, "end_date")?;
     if let Some(e) = shifted(&obj, "prolong_for", "reduce_by", r.end)? {
@@ -348,8 +358,11 @@ pub(super) async fn update(
     {
         return Err(ApiError::bad_request(codes::INVALID_LEASE, "nothing to update"));
     }
+    if matches!(update.end, Some(DateSpec::At(t)) if t > r.end) {
+        state.rules.authorize(&ctx, Action::LeasesExtend, &lease_target(&current))?;
+    }
     super::policy::check_update(&state, &current, &update, now).await?;
-    state.store.update_lease(&meta(&ctx), id, scope(&ctx), update).await?;
+    state.store.update_lease(&meta(&ctx), id, scope(&state, &ctx), update).await?;
     let lease = state.store.lease(id, None).await?;
     Ok(Json(json!({ "lease": lease_json(&lease) })))
 }
@@ -360,8 +373,9 @@ pub(super) async fn delete(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
-    let lease = state.store.lease(id, scope(&ctx)).await?;
-    state.store.delete_lease(&meta(&ctx), id, scope(&ctx)).await?;
+    let lease = state.store.lease(id, scope(&state, &ctx)).await?;
+    state.rules.authorize(&ctx, Action::LeasesDelete, &lease_target(&lease))?;
+    state.store.delete_lease(&meta(&ctx), id, scope(&state, &ctx)).await?;
     super::policy::on_end(&state, &lease).await;
     Ok(StatusCode::NO_CONTENT)
 }

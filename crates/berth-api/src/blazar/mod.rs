@@ -61,14 +61,6 @@ fn object_body(body: &Bytes, wrapper: &str) -> Result<serde_json::Map<String, Va
     Ok(obj)
 }
 
-fn admin_only(ctx: &Context) -> Result<(), ApiError> {
-    if ctx.is_admin() {
-        Ok(())
-    } else {
-        Err(ApiError::forbidden())
-    }
-}
-
 /// A path id; anything that is not a uuid names nothing (404).
 fn path_id(id: &str, what: &'static str, code: &'static str) -> Result<uuid::Uuid, ApiError> {
     uuid::Uuid::parse_str(id)

@@ -13,6 +13,7 @@ use uuid::Uuid;
 use super::http::{body_value, conflict, plain, served_now, Pl};
 use super::providers::provider_uuid;
 use super::schemas;
+use crate::access::Action;
 use crate::error::ApiError;
 use crate::AppState;
 
@@ -27,7 +28,7 @@ fn aggregates_json(p: &Pl, aggregates: &[Uuid], generation: i64) -> Value {
 pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
     p.since(p.mv.aggregates())?;
-    p.admin()?;
+    p.authorize(Action::AggregatesList)?;
     let uuid = provider_uuid(&raw)?;
     let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
     let aggregates = s.store.provider_aggregates(uuid).await.map_err(plain)?;
@@ -42,7 +43,7 @@ pub async fn replace(
 ) -> Result<Response, ApiError> {
     p.json_content()?;
     p.since(p.mv.aggregates())?;
-    p.admin()?;
+    p.authorize(Action::AggregatesUpdate)?;
     let uuid = provider_uuid(&raw)?;
     let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
     let body = body_value(&bytes, &schemas::aggregates(p.mv))?;

@@ -21,6 +21,7 @@ use super::http::{bad_request, body, domain, plain, served_now, Pl};
 use super::microversion::Version;
 use super::providers::provider_uuid;
 use super::schemas;
+use crate::access::Action;
 use crate::error::ApiError;
 use crate::AppState;
 
@@ -117,7 +118,7 @@ pub fn write_error(e: berth_core::Error, unknown_prefix: &str) -> ApiError {
 
 pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
-    p.admin()?;
+    p.authorize(Action::AllocationsList)?;
     let now = served_now();
     let Ok(consumer) = Uuid::try_parse(&raw) else {
         return Ok(p.json(StatusCode::OK, &json!({"allocations": {}}), now));
@@ -147,7 +148,7 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> 
 
 pub async fn of_provider(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
-    p.admin()?;
+    p.authorize(Action::ProviderAllocations)?;
     let uuid = provider_uuid(&raw)?;
     let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
     let rows = s.store.provider_allocations_now(uuid).await.map_err(plain)?;
@@ -170,7 +171,7 @@ pub async fn put(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     p.json_content()?;
-    p.admin()?;
+    p.authorize(Action::AllocationsUpdate)?;
     let consumer = Uuid::try_parse(&raw).map_err(|_| bad_request(format!("Malformed consumer_uuid: {raw}")))?;
     let now = s.store.now().await.map_err(plain)?;
     let command = if p.mv.dict_allocations() {
@@ -198,7 +199,7 @@ pub async fn put(
 pub async fn post_many(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     p.since(p.mv.post_allocations())?;
     p.json_content()?;
-    p.admin()?;
+    p.authorize(Action::AllocationsManage)?;
     let consumers: BTreeMap<String, ConsumerBody> = body(&bytes, &schemas::post_allocations(p.mv, 1))?;
     let commands = consumers_commands(p.mv, consumers, s.store.now().await.map_err(plain)?)?;
     s.store
@@ -225,7 +226,7 @@ pub fn consumers_commands(
 }
 
 pub async fn delete(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
-    p.admin()?;
+    p.authorize(Action::AllocationsDelete)?;
     let Ok(consumer) = Uuid::try_parse(&raw) else {
         return Err(super::http::not_found(format!("No allocations for consumer '{raw}'")));
     };

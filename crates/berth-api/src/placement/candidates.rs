@@ -14,13 +14,14 @@ use serde_json::{json, Map, Value};
 use super::http::{bad_request, domain, err, plain, served_now, Pl, Query};
 use super::microversion::Version;
 use super::{params, schemas};
+use crate::access::Action;
 use crate::error::ApiError;
 use crate::AppState;
 
 pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     p.since(p.mv.allocation_candidates())?;
     p.accept_json()?;
-    p.admin()?;
+    p.authorize(Action::AllocationCandidates)?;
     let q = Query::parse(raw.as_deref());
     q.validate(&schemas::candidates(p.mv))?;
     let req = request(&q, p.mv)?;

@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::http::{body_value, domain, not_found, plain, served_now, with_location, Pl};
 use super::schema;
 use super::schemas;
+use crate::access::Action;
 use crate::error::ApiError;
 use crate::AppState;
 
@@ -20,7 +21,7 @@ fn class_json(name: &str) -> Value {
 pub async fn list(p: Pl, State(s): State<AppState>) -> Result<Response, ApiError> {
     p.since(p.mv.resource_classes())?;
     p.accept_json()?;
-    p.admin()?;
+    p.authorize(Action::ResourceClassesList)?;
     let classes = s.store.resource_classes().await.map_err(plain)?;
     let body = json!({"resource_classes": classes.iter().map(|c| class_json(c)).collect::<Vec<_>>()});
     Ok(p.json(StatusCode::OK, &body, served_now()))
@@ -29,7 +30,7 @@ pub async fn list(p: Pl, State(s): State<AppState>) -> Result<Response, ApiError
 pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.resource_classes())?;
     p.accept_json()?;
-    p.admin()?;
+    p.authorize(Action::ResourceClassesShow)?;
     if !s.store.resource_class_exists(&name).await.map_err(plain)? {
         return Err(not_found(format!("No such resource class {name}.")));
     }
@@ -39,7 +40,7 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) ->
 pub async fn create(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     p.since(p.mv.resource_classes())?;
     p.json_content()?;
-    p.admin()?;
+    p.authorize(Action::ResourceClassesCreate)?;
     let body = body_value(&bytes, &schemas::resource_class())?;
     let name = body["name"].as_str().unwrap_or_default();
     s.store.create_resource_class(&p.meta(), name, true).await.map_err(plain)?;
@@ -55,7 +56,7 @@ pub async fn update(
 ) -> Result<Response, ApiError> {
     p.since(p.mv.resource_classes())?;
     if p.mv.put_resource_class_creates() {
-        p.admin()?;
+        p.authorize(Action::ResourceClassesUpdate)?;
         schema::validate(&json!({"name": name}), &schemas::resource_class())
             .map_err(|e| super::http::bad_request(format!("JSON does not validate: {e}")))?;
         let created = s.store.create_resource_class(&p.meta(), &name, false).await.map_err(plain)?;
@@ -63,7 +64,7 @@ pub async fn update(
         return Ok(with_location(p.empty(status, None), &p.location(&format!("/resource_classes/{name}"))));
     }
     p.json_content()?;
-    p.admin()?;
+    p.authorize(Action::ResourceClassesUpdate)?;
     let body = body_value(&bytes, &schemas::resource_class())?;
     let to = body["name"].as_str().unwrap_or_default().to_string();
     s.store.rename_resource_class(&p.meta(), &name, &to).await.map_err(plain)?;
@@ -72,7 +73,7 @@ pub async fn update(
 
 pub async fn delete(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.resource_classes())?;
-    p.admin()?;
+    p.authorize(Action::ResourceClassesDelete)?;
     s.store.delete_resource_class(&p.meta(), &name).await.map_err(|e| match e.kind {
         ErrorKind::Invalid | ErrorKind::InUse => domain(e, "Error in delete resource class: "),
         _ => plain(e),

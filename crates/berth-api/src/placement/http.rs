@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::microversion::Version;
 use super::schema;
+use crate::access::{Action, Rules, Target};
 use crate::auth::Context;
 use crate::error::{status_of, ApiError};
 use crate::AppState;
@@ -75,16 +76,18 @@ pub fn plain(e: berth_core::Error) -> ApiError {
 pub struct Pl {
     pub mv: Version,
     ctx: Option<Context>,
+    rules: std::sync::Arc<Rules>,
     headers: HeaderMap,
 }
 
 impl FromRequestParts<AppState> for Pl {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         Ok(Pl {
             mv: parts.extensions.get::<Version>().copied().unwrap_or(super::microversion::MIN),
             ctx: parts.extensions.get::<Context>().cloned(),
+            rules: state.rules.clone(),
             headers: parts.headers.clone(),
         })
     }
@@ -141,12 +144,18 @@ impl Pl {
         }
     }
 
-    /// The caller, when it may use Placement's admin routes (admin or service).
-    pub fn admin(&self) -> Result<&Context, ApiError> {
-        match &self.ctx {
-            Some(c) if c.is_admin_or_service() => Ok(c),
-            _ => Err(forbidden()),
-        }
+    /// The caller, when the policy lets it do `action` in its own project
+    /// (as Placement checks every action but usages); else 403.
+    pub fn authorize(&self, action: Action) -> Result<&Context, ApiError> {
+        let caller = self.caller()?;
+        self.authorize_on(action, &Target::own(caller))
+    }
+
+    /// The caller, when the policy lets it do `action` to `target`; else 403.
+    pub fn authorize_on(&self, action: Action, target: &Target<'_>) -> Result<&Context, ApiError> {
+        let caller = self.caller()?;
+        self.rules.authorize(caller, action, target).map_err(|_| forbidden())?;
+        Ok(caller)
     }
 
     /// The caller, whoever it is (the middleware has refused anonymous calls).

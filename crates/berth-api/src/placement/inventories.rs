@@ -18,6 +18,7 @@ use super::http::{bad_request, body, conflict, domain, err, not_found, plain, se
 use super::microversion::Version;
 use super::providers::provider_uuid;
 use super::schemas;
+use crate::access::Action;
 use crate::error::ApiError;
 use crate::AppState;
 
@@ -100,7 +101,7 @@ fn generation_conflict() -> ApiError {
 
 pub async fn list(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
-    p.admin()?;
+    p.authorize(Action::InventoriesList)?;
     let uuid = provider_uuid(&raw)?;
     let (rp, invs) = s.store.provider_with_inventories(uuid).await.map_err(plain)?;
     Ok(p.json(StatusCode::OK, &all_json(&invs, rp.generation), Some(rp.updated_at)))
@@ -112,7 +113,7 @@ pub async fn show(
     Path((raw, class)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     p.accept_json()?;
-    p.admin()?;
+    p.authorize(Action::InventoriesShow)?;
     let uuid = provider_uuid(&raw)?;
     let (rp, invs) = s.store.provider_with_inventories(uuid).await.map_err(plain)?;
     let inv = invs.get(&class).ok_or_else(|| not_found(format!("No inventory of class {class} for {uuid}")))?;
@@ -126,7 +127,7 @@ pub async fn create(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     p.json_content()?;
-    p.admin()?;
+    p.authorize(Action::InventoriesCreate)?;
     let uuid = provider_uuid(&raw)?;
     s.store.placement_provider(uuid).await.map_err(plain)?;
     let record: Record = body(&bytes, &schemas::create_inventory())?;
@@ -152,7 +153,7 @@ pub async fn replace(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     p.json_content()?;
-    p.admin()?;
+    p.authorize(Action::InventoriesUpdate)?;
     let uuid = provider_uuid(&raw)?;
     let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
     let req: Replace = body(&bytes, &schemas::replace_inventories())?;
@@ -186,7 +187,7 @@ pub async fn update(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     p.json_content()?;
-    p.admin()?;
+    p.authorize(Action::InventoriesUpdate)?;
     let uuid = provider_uuid(&raw)?;
     let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
     let record: Record = body(&bytes, &schemas::update_inventory())?;
@@ -216,7 +217,7 @@ pub async fn delete(
     State(s): State<AppState>,
     Path((raw, class)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    p.admin()?;
+    p.authorize(Action::InventoriesDelete)?;
     let uuid = provider_uuid(&raw)?;
     s.store.placement_provider(uuid).await.map_err(plain)?;
     s.store.change_inventory(&p.meta(), uuid, None, &class, InventoryChange::Delete).await.map_err(|e| {
@@ -233,7 +234,7 @@ pub async fn delete_all(p: Pl, State(s): State<AppState>, Path(raw): Path<String
     if !p.mv.delete_all_inventories() {
         return Err(err(StatusCode::METHOD_NOT_ALLOWED, "The method DELETE is not allowed for this resource."));
     }
-    p.admin()?;
+    p.authorize(Action::InventoriesDelete)?;
     let uuid = provider_uuid(&raw)?;
     s.store.placement_provider(uuid).await.map_err(plain)?;
     s.store.replace_inventories(&p.meta(), uuid, None, BTreeMap::new()).await.map_err(plain)?;

@@ -151,12 +151,11 @@ async fn admit(state: &AppState, req: Request, version: microversion::Version, n
             _ => {}
         }
     }
-    match Context::from_request_parts(&mut parts, state).await {
-        Ok(ctx) => {
-            parts.extensions.insert(ctx);
+    // The version document is anonymous: no token is looked at there.
+    if !at_root {
+        if let Err(e) = Context::from_request_parts(&mut parts, state).await {
+            return e.placement().into_response();
         }
-        Err(_) if at_root => {}
-        Err(e) => return e.placement().into_response(),
     }
     parts.extensions.insert(version);
     next.run(Request::from_parts(parts, body)).await

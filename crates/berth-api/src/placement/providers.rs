@@ -14,6 +14,7 @@ use uuid::Uuid;
 use super::http::{bad_request, body_value, domain, not_found, path_uuid, plain, served_now, with_location, Pl, Query};
 use super::microversion::Version;
 use super::{params, schemas};
+use crate::access::Action;
 use crate::error::ApiError;
 use crate::AppState;
 
@@ -47,7 +48,7 @@ pub fn provider_uuid(raw: &str) -> Result<Uuid, ApiError> {
 
 pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     p.accept_json()?;
-    p.admin()?;
+    p.authorize(Action::ResourceProvidersList)?;
     let q = Query::parse(raw.as_deref());
     q.validate(&schemas::list_providers(p.mv))?;
     let mut f = ProviderFilter {
@@ -80,7 +81,7 @@ pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> 
 
 pub async fn show(p: Pl, State(s): State<AppState>, Path(uuid): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
-    p.admin()?;
+    p.authorize(Action::ResourceProvidersShow)?;
     let uuid = provider_uuid(&uuid)?;
     let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
     Ok(p.json(StatusCode::OK, &provider_json(p.mv, &rp), Some(rp.updated_at)))
@@ -88,7 +89,7 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(uuid): Path<String>) ->
 
 pub async fn create(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     p.json_content()?;
-    p.admin()?;
+    p.authorize(Action::ResourceProvidersCreate)?;
     let body = body_value(&bytes, &schemas::create_provider(p.mv))?;
     let name = body["name"].as_str().unwrap_or_default().to_string();
     let uuid = match body["uuid"].as_str() {
@@ -116,7 +117,7 @@ pub async fn update(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     p.json_content()?;
-    p.admin()?;
+    p.authorize(Action::ResourceProvidersUpdate)?;
     let uuid = provider_uuid(&raw)?;
     s.store.placement_provider(uuid).await.map_err(plain)?;
     let body = body_value(&bytes, &schemas::update_provider(p.mv))?;
@@ -135,7 +136,7 @@ pub async fn update(
 }
 
 pub async fn delete(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
-    p.admin()?;
+    p.authorize(Action::ResourceProvidersDelete)?;
     let gone = || not_found(format!("No resource provider with uuid {raw} found for delete"));
     let uuid = path_uuid(&raw, gone)?;
     s.store.delete_provider(&p.meta(), uuid).await.map_err(|e| match e.kind {

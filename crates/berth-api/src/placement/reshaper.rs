@@ -17,6 +17,7 @@ use uuid::Uuid;
 use super::allocations::{consumers_commands, ConsumerBody};
 use super::http::{body, domain, plain, Pl};
 use super::schemas;
+use crate::access::Action;
 use crate::error::ApiError;
 use crate::AppState;
 
@@ -45,7 +46,7 @@ struct Record {
 pub async fn reshape(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     p.since(p.mv.reshaper())?;
     p.json_content()?;
-    p.admin()?;
+    p.authorize(Action::Reshape)?;
     let req: Body = body(&bytes, &schemas::reshaper(p.mv))?;
     let mut inventories = Vec::new();
     for (raw, pi) in req.inventories {

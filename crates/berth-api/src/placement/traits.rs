@@ -14,13 +14,14 @@ use serde_json::json;
 use super::http::{bad_request, body, conflict, not_found, plain, served_now, with_location, Pl, Query};
 use super::providers::provider_uuid;
 use super::{schema, schemas};
+use crate::access::Action;
 use crate::error::ApiError;
 use crate::AppState;
 
 pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
     p.accept_json()?;
-    p.admin()?;
+    p.authorize(Action::TraitsList)?;
     let q = Query::parse(raw.as_deref());
     q.validate(&schemas::list_traits())?;
     let mut f = TraitFilter::default();
@@ -50,7 +51,7 @@ pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> 
 
 pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
-    p.admin()?;
+    p.authorize(Action::TraitsShow)?;
     if !s.store.trait_exists(&name).await.map_err(plain)? {
         return Err(not_found(format!("No such trait(s): {name}.")));
     }
@@ -59,7 +60,7 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) ->
 
 pub async fn create(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
-    p.admin()?;
+    p.authorize(Action::TraitsUpdate)?;
     if schema::validate(&json!(name), &schemas::custom_trait()).is_err() {
         return Err(bad_request(
             "The trait is invalid. A valid trait must be no longer than 255 characters, start with the prefix \
@@ -74,7 +75,7 @@ pub async fn create(p: Pl, State(s): State<AppState>, Path(name): Path<String>) 
 
 pub async fn delete(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
-    p.admin()?;
+    p.authorize(Action::TraitsDelete)?;
     s.store.delete_trait(&p.meta(), &name).await.map_err(plain)?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }
@@ -82,7 +83,7 @@ pub async fn delete(p: Pl, State(s): State<AppState>, Path(name): Path<String>) 
 pub async fn of_provider(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
     p.accept_json()?;
-    p.admin()?;
+    p.authorize(Action::ProviderTraitsList)?;
     let uuid = provider_uuid(&raw)?;
     let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
     let traits = s.store.provider_traits(uuid).await.map_err(plain)?;
@@ -111,7 +112,7 @@ pub async fn replace(
 ) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
     p.json_content()?;
-    p.admin()?;
+    p.authorize(Action::ProviderTraitsUpdate)?;
     let req: SetTraits = body(&bytes, &schemas::provider_traits())?;
     let uuid = provider_uuid(&raw)?;
     let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
@@ -130,7 +131,7 @@ pub async fn replace(
 
 pub async fn clear(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
-    p.admin()?;
+    p.authorize(Action::ProviderTraitsDelete)?;
     let uuid = provider_uuid(&raw)?;
     s.store.replace_traits(&p.meta(), uuid, None, BTreeSet::new()).await.map_err(plain)?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))

@@ -8,15 +8,16 @@ use axum::response::Response;
 use berth_store::queries::placement::ConsumerTypeFilter;
 use serde_json::{json, Map, Value};
 
-use super::http::{forbidden, plain, served_now, Pl, Query};
+use super::http::{plain, served_now, Pl, Query};
 use super::providers::provider_uuid;
 use super::schemas;
+use crate::access::{Action, Target};
 use crate::error::ApiError;
 use crate::AppState;
 
 pub async fn provider(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
-    p.admin()?;
+    p.authorize(Action::ProviderUsages)?;
     let uuid = provider_uuid(&raw)?;
     let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
     let usages = s.store.provider_usages_now(uuid).await.map_err(plain)?;
@@ -30,10 +31,7 @@ pub async fn totals(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -
     p.since(p.mv.total_usages())?;
     p.accept_json()?;
     let q = Query::parse(raw.as_deref());
-    let caller = p.caller()?;
-    if !caller.is_admin_or_service() && q.get("project_id") != Some(caller.project_id.as_str()) {
-        return Err(forbidden());
-    }
+    p.authorize_on(Action::Usages, &Target { project_id: q.get("project_id"), user_id: q.get("user_id") })?;
     q.validate(&schemas::usages(p.mv))?;
     let project = q.get("project_id").unwrap_or_default();
     let user = q.get("user_id");

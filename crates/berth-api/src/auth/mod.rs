@@ -1,0 +1,265 @@
+//! Who is calling: a request is authenticated into a [`Context`] (user,
+//! project, domain, roles, and the service that sent it on the user's
+//! behalf, if any), by one of three modes:
+//! - `noauth` ([`noauth`]): OpenStack's noauth2 headers, for local use;
+//! - `keystone` ([`keystone`]): tokens validated against Keystone as
+//!   keystonemiddleware does, cached;
+//! - `jwt` ([`jwt`]): OpenID Connect bearer tokens checked against a JWKS.
+//!
+//! What a context may do is the policy's question ([`crate::access`]): the
+//! context keeps its roles to itself, so no handler can check them by hand.
+
+pub mod jwt;
+pub mod keystone;
+pub mod noauth;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use crate::error::ApiError;
+
+/// Codes of refused authentication.
+pub mod codes {
+    /// No token, or one that is not (or no longer) valid (401).
+    pub const UNAUTHENTICATED: &str = "berth.unauthenticated";
+    /// A token Berth cannot use: ids too long or with control characters,
+    /// no project (401).
+    pub const BAD_TOKEN: &str = "berth.auth.bad_token";
+    /// The identity service did not answer in time, or answered an error (503).
+    pub const UNAVAILABLE: &str = "berth.auth.unavailable";
+}
+
+/// The authentication mode, as the configuration names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    Noauth,
+    Keystone,
+    Jwt,
+}
+
+impl std::str::FromStr for AuthMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "noauth" => Ok(AuthMode::Noauth),
+            "keystone" => Ok(AuthMode::Keystone),
+            "jwt" => Ok(AuthMode::Jwt),
+            other => Err(format!("unknown auth mode {other:?}: use noauth, keystone or jwt")),
+        }
+    }
+}
+
+impl AuthMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthMode::Noauth => "noauth",
+            AuthMode::Keystone => "keystone",
+            AuthMode::Jwt => "jwt",
+        }
+    }
+}
+
+/// The authenticated caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Context {
+    pub user_id: String,
+    pub project_id: String,
+    roles: Vec<String>,
+    user_domain_id: Option<String>,
+    project_domain_id: Option<String>,
+    /// The service that sent the request on the user's behalf (`X-Service-Token`).
+    service: Option<ServiceCaller>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ServiceCaller {
+    user_id: String,
+    project_id: Option<String>,
+    roles: Vec<String>,
+}
+
+impl Context {
+    pub fn new(user_id: impl Into<String>, project_id: impl Into<String>, roles: Vec<String>) -> Context {
+        Context {
+            user_id: user_id.into(),
+            project_id: project_id.into(),
+            roles,
+            user_domain_id: None,
+            project_domain_id: None,
+            service: None,
+        }
+    }
+
+    /// The caller with no token, where a route lets the policy decide
+    /// (`/metrics`): no user, no project, no roles.
+    pub fn anonymous() -> Context {
+        Context::new("", "", Vec::new())
+    }
+
+    pub fn is_anonymous(&self) -> bool {
+        self.user_id.is_empty()
+    }
+}
+
+impl berth_policy::Credentials for Context {
+    fn roles(&self) -> &[String] {
+        &self.roles
+    }
+    fn service_roles(&self) -> &[String] {
+        self.service.as_ref().map(|s| s.roles.as_slice()).unwrap_or_default()
+    }
+    fn attribute(&self, name: &str) -> Option<&str> {
+        match name {
+            "user_id" => Some(&self.user_id),
+            "project_id" => Some(&self.project_id),
+            "domain_id" | "user_domain_id" => self.user_domain_id.as_deref(),
+            "project_domain_id" => self.project_domain_id.as_deref(),
+            "is_admin" => {
+                Some(if self.roles.iter().any(|r| r.eq_ignore_ascii_case("admin")) { "True" } else { "False" })
+            }
+            "service_user_id" => self.service.as_ref().map(|s| s.user_id.as_str()),
+            "service_project_id" => self.service.as_ref().and_then(|s| s.project_id.as_deref()),
+            _ => None,
+        }
+    }
+}
+
+/// Why a request was not authenticated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// No token.
+    Missing,
+    /// A token that is not valid (401).
+    Invalid(&'static str, String),
+    /// The identity service could not answer (503).
+    Unavailable(String),
+}
+
+/// How requests are authenticated.
+pub enum Authenticator {
+    Noauth,
+    Keystone(Box<keystone::Keystone>),
+    Jwt(Box<jwt::Jwt>),
+}
+
+impl Authenticator {
+    /// The caller of a request; `Failure::Missing` when it sent no token.
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Context, Failure> {
+        match self {
+            Authenticator::Noauth => noauth::context(headers),
+            Authenticator::Keystone(k) => k.authenticate(headers).await,
+            Authenticator::Jwt(j) => j.authenticate(headers).await,
+        }
+    }
+
+    /// `WWW-Authenticate` of a 401: where to get a token.
+    fn challenge(&self) -> Option<HeaderValue> {
+        match self {
+            Authenticator::Noauth => None,
+            Authenticator::Keystone(k) => k.challenge(),
+            Authenticator::Jwt(_) => Some(HeaderValue::from_static("Bearer")),
+        }
+    }
+
+    /// The response to a failure.
+    pub fn reject(&self, failure: Failure) -> Rejection {
+        let (status, code, detail, retry_after) = match failure {
+            Failure::Missing => (
+                StatusCode::UNAUTHORIZED,
+                codes::UNAUTHENTICATED,
+                "The request you have made requires authentication.".to_string(),
+                None,
+            ),
+            Failure::Invalid(code, why) => (StatusCode::UNAUTHORIZED, code, why, None),
+            Failure::Unavailable(why) => {
+                tracing::warn!(error = %why, "identity service unavailable");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    codes::UNAVAILABLE,
+                    "The identity service is unavailable; try again shortly.".to_string(),
+                    Some(self.retry_after()),
+                )
+            }
+        };
+        let mut headers = HeaderMap::new();
+        if status == StatusCode::UNAUTHORIZED {
+            if let Some(c) = self.challenge() {
+                headers.insert(header::WWW_AUTHENTICATE, c);
+            }
+        }
+        if let Some(s) = retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        Rejection { error: ApiError::new(status, code, detail), headers }
+    }
+
+    fn retry_after(&self) -> u64 {
+        match self {
+            Authenticator::Keystone(k) => k.retry_after_s(),
+            _ => 5,
+        }
+    }
+}
+
+/// A refused authentication: the error in the route's document, with
+/// `WWW-Authenticate` or `Retry-After`.
+#[derive(Debug)]
+pub struct Rejection {
+    error: ApiError,
+    headers: HeaderMap,
+}
+
+impl Rejection {
+    /// In Placement's error document.
+    pub fn placement(mut self) -> Self {
+        self.error = self.error.placement();
+        self
+    }
+}
+
+impl IntoResponse for Rejection {
+    fn into_response(self) -> Response {
+        let mut resp = self.error.into_response();
+        resp.headers_mut().extend(self.headers);
+        resp
+    }
+}
+
+impl FromRequestParts<crate::AppState> for Context {
+    type Rejection = Rejection;
+
+    /// Authenticates once per request: Placement's middleware has done so
+    /// already for its routes.
+    async fn from_request_parts(parts: &mut Parts, state: &crate::AppState) -> Result<Self, Self::Rejection> {
+        if let Some(ctx) = parts.extensions.get::<Context>() {
+            return Ok(ctx.clone());
+        }
+        match state.auth.authenticate(&parts.headers).await {
+            Ok(ctx) => {
+                parts.extensions.insert(ctx.clone());
+                Ok(ctx)
+            }
+            Err(f) => Err(state.auth.reject(f)),
+        }
+    }
+}
+
+/// The caller, or [`Context::anonymous`] when it sent no token, for routes
+/// the policy may open to anyone.
+pub struct MaybeAnonymous(pub Context);
+
+impl FromRequestParts<crate::AppState> for MaybeAnonymous {
+    type Rejection = Rejection;
+
+    async fn from_request_parts(parts: &mut Parts, state: &crate::AppState) -> Result<Self, Self::Rejection> {
+        match state.auth.authenticate(&parts.headers).await {
+            Ok(ctx) => Ok(MaybeAnonymous(ctx)),
+            Err(Failure::Missing) => Ok(MaybeAnonymous(Context::anonymous())),
+            Err(f) => Err(state.auth.reject(f)),
+        }
+    }
+}
