@@ -8,6 +8,8 @@
 //! This crate knows HTTP and nothing of SQL: everything durable goes through
 //! berth-store.
 
+#![warn(clippy::arithmetic_side_effects)]
+
 pub mod auth;
 mod blazar;
 pub mod error;

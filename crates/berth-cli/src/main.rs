@@ -1,6 +1,8 @@
 //! berth: the command-line client. Talks to berthd over HTTP (`BERTH_URL`,
 //! `BERTH_TOKEN`); depends on berth-core types only.
 
+#![warn(clippy::arithmetic_side_effects)]
+
 mod client;
 mod events;
 mod hosts;

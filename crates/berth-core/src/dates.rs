@@ -6,6 +6,7 @@ use chrono::{DateTime, Duration, NaiveDateTime, SubsecRound, Utc};
 
 use crate::error::{codes, Error};
 use crate::lease::codes as lease_codes;
+use crate::time;
 
 /// A date as the client gave it: `now` is decided by the command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,12 +35,17 @@ pub fn parse_date(field: &str, s: &str) -> Result<DateSpec, Error> {
     if s.eq_ignore_ascii_case("now") {
         return Ok(DateSpec::Now);
     }
-    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-        return Ok(DateSpec::At(t.with_timezone(&Utc).trunc_subsecs(6)));
-    }
-    for f in NAIVE_FORMATS {
-        if let Ok(t) = NaiveDateTime::parse_from_str(s, f) {
-            return Ok(DateSpec::At(t.and_utc().trunc_subsecs(6)));
+    // chrono's `%Y` also reads signed and longer years (`+262142-12-31`);
+    // Blazar's dates, and ours, have four digits.
+    let four_digit_year = s.len() > 4 && s.as_bytes()[..4].iter().all(u8::is_ascii_digit) && s.as_bytes()[4] == b'-';
+    if four_digit_year {
+        if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+            return Ok(DateSpec::At(time::checked(field, t.with_timezone(&Utc).trunc_subsecs(6))?));
+        }
+        for f in NAIVE_FORMATS {
+            if let Ok(t) = NaiveDateTime::parse_from_str(s, f) {
+                return Ok(DateSpec::At(time::checked(field, t.and_utc().trunc_subsecs(6))?));
+            }
         }
     }
     Err(Error::invalid(
@@ -104,6 +110,26 @@ mod tests {
         assert!(parse_date("start_date", "tomorrow").is_err());
         assert!(parse_date("start_date", "2030-13-01 00:00").is_err());
         assert_eq!(parse_date("x", "2030-13-01").unwrap_err().code, lease_codes::INVALID_DATE);
+    }
+
+    #[test]
+    fn years_have_four_digits_from_1_to_9999() {
+        for bad in [
+            "+262142-12-31 00:00",
+            "-262143-01-01 00:00",
+            "-5000-01-01 00:00",
+            "10000-01-01 00:00",
+            "0000-01-01 00:00",
+            "0001-01-01T00:30:00+01:00",
+            "9999-12-31T23:30:00-01:00",
+            "+2030-01-01 00:00",
+            "2030\u{0}-01-01 00:00",
+        ] {
+            let e = parse_date("start_date", bad).unwrap_err();
+            assert_eq!(e.code, lease_codes::INVALID_DATE, "{bad}");
+        }
+        assert!(parse_date("d", "0001-01-01 00:00").is_ok());
+        assert!(parse_date("d", "9999-12-31 23:59").is_ok());
     }
 
     #[test]

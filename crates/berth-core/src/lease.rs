@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use crate::error::Error;
 use crate::query::Query;
+use crate::time::DateMath;
 
 /// The codes lease and host requests answer with.
 pub mod codes {
@@ -229,7 +230,7 @@ pub fn check_new_window(
     end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<(), Error> {
-    if !start_is_now && start < now - START_GRACE {
+    if !start_is_now && start < now.saturating_minus(START_GRACE) {
         return Err(Error::invalid(
             codes::INVALID_DATE,
             format!("start_date {} is in the past (now is {})", crate::dates::format_date(start), fmt(now)),
@@ -261,7 +262,7 @@ pub fn before_end_time(
             format!("before_end_date {} is not between start_date {} and end_date {}", fmt(t), fmt(start), fmt(end)),
         )),
         Some(t) => Ok(t),
-        None => Ok((end - DEFAULT_BEFORE_END).max(start)),
+        None => Ok(end.saturating_minus(DEFAULT_BEFORE_END).max(start)),
     }
 }
 
@@ -334,7 +335,7 @@ pub fn check_change(
             ));
         }
         let s = change.start.expect("moves_start");
-        if s < now - START_GRACE {
+        if s < now.saturating_minus(START_GRACE) {
             return Err(Error::invalid(codes::INVALID_DATE, format!("start_date {} is in the past", fmt(s))));
         }
     }
@@ -411,7 +412,7 @@ pub fn occurrences(
                 format!("recurrence books more than {MAX_OCCURRENCES} occurrences; bring its end closer"),
             ));
         }
-        out.push((t, t + duration));
+        out.push((t, t.plus("an occurrence's end", duration)?));
     }
     if out.is_empty() {
         return Err(Error::invalid(codes::INVALID_LEASE, "recurrence: the schedule fires no time before its end"));

@@ -12,6 +12,7 @@
 //! pool moves, deleted consumers and held-back hosts are effects the manager
 //! records.
 
+use berth_core::time::DateMath;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -277,7 +278,8 @@ impl ResourcePlugin for HostPlugin {
                     join: Some(FREE_POOL),
                 }];
                 if !busy.is_empty() {
-                    let until = chrono::Utc::now() + chrono::Duration::seconds(self.options.recycle_grace_s as i64);
+                    let until = chrono::Utc::now()
+                        .saturating_plus(chrono::Duration::seconds(self.options.recycle_grace_s as i64));
                     effects.push(Effect::MoveHosts {
                         hosts: busy.clone(),
                         leave: vec![pool, FREE_POOL],

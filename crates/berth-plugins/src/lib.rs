@@ -11,6 +11,8 @@
 //! Beside them, the lease policy ([`policy`]): the built-in rules as
 //! configured and the optional external policy service.
 
+#![warn(clippy::arithmetic_side_effects)]
+
 pub mod config;
 pub mod driver;
 pub mod external;

@@ -9,6 +9,8 @@
 //!
 //! Nothing outside this crate writes SQL. This crate knows nothing of HTTP.
 
+#![warn(clippy::arithmetic_side_effects)]
+
 pub mod commands;
 pub mod launcher;
 pub mod log;

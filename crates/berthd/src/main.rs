@@ -1,6 +1,8 @@
 //! berthd: the Berth daemon. Thin wiring: configuration, logging, the
 //! database, the HTTP server and the manager, and signals.
 
+#![warn(clippy::arithmetic_side_effects)]
+
 mod config;
 mod dev;
 

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use berth_core::dates::{self, format_date, parse_date, DateSpec};
 use berth_core::lease::{self, codes, LeaseEventType, LeaseStatus, Occurrence};
+use berth_core::time::DateMath;
 use berth_store::commands::{LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate};
 use berth_store::queries::leases::{Lease, LeaseFilter};
 use chrono::{Duration, Utc};
@@ -162,7 +163,7 @@ pub(super) fn occurrences(rec: &Value, from: chrono::DateTime<Utc>) -> Result<Ve
         Some(DateSpec::At(t)) => t,
         _ => return Err(bad("until (a date) is required".into())),
     };
-    let fires = schedule.after(&(from - Duration::seconds(1)));
+    let fires = schedule.after(&from.minus("start_date", Duration::seconds(1))?);
     Ok(lease::occurrences(fires, from, until, duration)?)
 }
 
@@ -247,6 +248,7 @@ pub(super) async fn show(
 /// A relative move (`prolong_for` and the like) of `base`.
 fn shifted(
     obj: &Map<String, Value>,
+    field: &str,
     plus: &str,
     minus: &str,
     base: chrono::DateTime<Utc>,
@@ -261,8 +263,8 @@ fn shifted(
         (Some(_), Some(_)) => {
             Err(ApiError::bad_request(codes::INVALID_LEASE, format!("{plus} and {minus} cannot be given together")))
         }
-        (Some(p), None) => Ok(Some(DateSpec::At(base + p))),
-        (None, Some(m)) => Ok(Some(DateSpec::At(base - m))),
+        (Some(p), None) => Ok(Some(DateSpec::At(base.plus(field, p)?))),
+        (None, Some(m)) => Ok(Some(DateSpec::At(base.minus(field, m)?))),
         (None, None) => Ok(None),
     }
 }
@@ -278,14 +280,14 @@ pub(super) async fn update(
     let current = state.store.lease(id, scope(&ctx)).await?;
     let r = &current.record;
     let mut end = date_field(&obj, "end_date")?;
-    if let Some(e) = shifted(&obj, "prolong_for", "reduce_by", r.end)? {
+    if let Some(e) = shifted(&obj, "end_date", "prolong_for", "reduce_by", r.end)? {
         if end.is_some() {
             return Err(ApiError::bad_request(codes::INVALID_LEASE, "end_date and a relative move of it conflict"));
         }
         end = Some(e);
     }
     let mut start = date_field(&obj, "start_date")?;
-    if let Some(s) = shifted(&obj, "defer_by", "advance_by", r.start)? {
+    if let Some(s) = shifted(&obj, "start_date", "defer_by", "advance_by", r.start)? {
         if start.is_some() {
             return Err(ApiError::bad_request(codes::INVALID_LEASE, "start_date and a relative move of it conflict"));
         }

@@ -11,6 +11,7 @@
 //! only while the row is still IN_PROGRESS with an expired claim, re-checked
 //! under the lock, so an event that finished meanwhile is never overwritten.
 
+use berth_core::time::DateMath;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use berth_core::lease::{LeaseEventStatus, LeaseEventType, LeaseStatus, FREE_POOL};
@@ -327,7 +328,7 @@ impl Store {
         let statement = claim_sql();
         crate::tx::command!(self, |tx| {
             let at = now();
-            let expires = at + ttl;
+            let expires = at.saturating_plus(ttl);
             let rows = sql::query(tx, &statement, &[&at, &limit, &claimer, &expires]).await?;
             let mut claims = Vec::with_capacity(rows.len());
             for r in rows {
@@ -378,7 +379,7 @@ impl Store {
         let ids: Vec<Uuid> = events.iter().map(|e| e.0).collect();
         crate::tx::command!(self, |tx| {
             let at = now();
-            let expires = at + ttl;
+            let expires = at.saturating_plus(ttl);
             let rows = tx
                 .query(
                     "SELECT lease_id, id, attempts FROM lease_events
