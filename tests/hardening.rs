@@ -31,11 +31,13 @@ fn host_lease(name: &str, start: &str, end: &str) -> Value {
     })
 }
 
-/// The log's length: what the daemon has written, all told.
+/// The log's length: what the daemon has written, all told (read from the
+/// database itself, which sees every commit at once).
 async fn log_length(s: &Server) -> usize {
-    let (st, body) = s.get("/v1/log?limit=10000", ADMIN).await;
-    assert_eq!(st, StatusCode::OK, "{body}");
-    body["entries"].as_array().unwrap().len()
+    let (client, conn) = tokio_postgres::connect(&s.db.url, tokio_postgres::NoTls).await.expect("connect");
+    tokio::spawn(conn);
+    let row = client.query_one("SELECT count(*) FROM log_events", &[]).await.expect("count the log");
+    row.get::<_, i64>(0) as usize
 }
 
 /// A Blazar refusal: the status, Blazar's document and a Berth code.
@@ -103,6 +105,132 @@ async fn dates_outside_years_1_to_9999_are_400_and_write_nothing() {
         assert_eq!(e["code"], CODE, "{q}: {e}");
     }
 
+    assert_eq!(log_length(&s).await, before, "a refused request wrote to the log");
+    s.replay_verify();
+    s.assert_no_panic();
+}
+
+/// Sends a raw request; the status, the headers and the body as JSON (Null
+/// if it is not JSON).
+async fn raw(s: &Server, method: &str, path: &str, body: Vec<u8>) -> (StatusCode, reqwest::header::HeaderMap, Value) {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+    let resp = reqwest::Client::new()
+        .request(method, format!("{}{path}", s.url))
+        .header("x-auth-token", ADMIN)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("request");
+    let (st, headers) = (resp.status(), resp.headers().clone());
+    let text = resp.text().await.unwrap();
+    (st, headers, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// The `code` of whichever document `body` is.
+fn code_of(body: &Value) -> &str {
+    body["code"]
+        .as_str()
+        .or_else(|| body["errors"][0]["code"].as_str())
+        .or_else(|| body["error"]["code"].as_str())
+        .unwrap_or_else(|| panic!("not an error document: {body}"))
+}
+
+#[tokio::test]
+async fn every_refusal_is_a_document_in_its_apis_format() {
+    let s = Server::start().await;
+    let before = log_length(&s).await;
+    // No route: each API's own document.
+    let (st, _, e) = raw(&s, "GET", "/v1/nope", vec![]).await;
+    assert_blazar_refusal(st, &e, StatusCode::NOT_FOUND, "berth.route_not_found", "/v1/nope");
+    let (st, _, e) = raw(&s, "GET", "/nope", vec![]).await;
+    assert_eq!((st, e["error"]["code"].as_str()), (StatusCode::NOT_FOUND, Some("berth.route_not_found")), "{e}");
+    let (st, _, e) = raw(&s, "GET", "/placement/nope", vec![]).await;
+    assert_eq!((st, e["errors"][0]["status"].as_u64()), (StatusCode::NOT_FOUND, Some(404)), "{e}");
+    // A wrong method: 405 with Allow.
+    let (st, headers, e) = raw(&s, "PATCH", "/v1/leases", vec![]).await;
+    assert_blazar_refusal(st, &e, StatusCode::METHOD_NOT_ALLOWED, "berth.method_not_allowed", "PATCH /v1/leases");
+    let allow = headers.get("allow").expect("an Allow header").to_str().unwrap();
+    assert!(allow.contains("GET") && allow.contains("POST"), "{allow}");
+    // A body over the limit names it.
+    let big = format!("{{\"name\": \"{}\"}}", "x".repeat(3 * 1024 * 1024));
+    let (st, _, e) = raw(&s, "POST", "/v1/leases", big.into_bytes()).await;
+    assert_blazar_refusal(st, &e, StatusCode::PAYLOAD_TOO_LARGE, "berth.body_too_large", "3 MB");
+    assert!(e["error_message"].as_str().unwrap().contains("2097152"), "{e}");
+    // Bad encoding in the path and the query.
+    let (st, _, e) = raw(&s, "GET", "/v1/leases/%FF%FE", vec![]).await;
+    assert_blazar_refusal(st, &e, StatusCode::BAD_REQUEST, "berth.invalid.encoding", "path");
+    let (st, _, e) = raw(&s, "GET", "/v1/leases?project_id=%C3", vec![]).await;
+    assert_blazar_refusal(st, &e, StatusCode::BAD_REQUEST, "berth.invalid.encoding", "query");
+    let (st, _, e) = raw(&s, "GET", "/placement/resource_providers?name=%FF", vec![]).await;
+    assert_eq!((st, code_of(&e)), (StatusCode::BAD_REQUEST, "berth.invalid.encoding"), "{e}");
+    // Nesting too deep.
+    let deep = format!("{}{}", "[".repeat(40), "]".repeat(40));
+    let (st, _, e) = raw(&s, "POST", "/v1/leases", deep.into_bytes()).await;
+    assert_blazar_refusal(st, &e, StatusCode::BAD_REQUEST, "berth.invalid.too_deep", "deep");
+    // An extractor's rejection (a body that is not JSON where JSON is read).
+    let (st, _, e) = raw(&s, "PUT", "/v1/quotas/projects/p1", b"{nope".to_vec()).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST, "{e}");
+    code_of(&e);
+    assert_eq!(log_length(&s).await, before);
+    s.assert_no_panic();
+}
+
+#[tokio::test]
+async fn limits_come_from_the_configuration() {
+    let s = Server::start_with_config(Some("[api]\nmax_body_bytes = 1000\nmax_json_depth = 3\n")).await;
+    let (st, _, e) = raw(&s, "POST", "/v1/leases", vec![b' '; 1001]).await;
+    assert_blazar_refusal(st, &e, StatusCode::PAYLOAD_TOO_LARGE, "berth.body_too_large", "1001 bytes");
+    assert!(e["error_message"].as_str().unwrap().contains("1000"), "{e}");
+    let (st, _, e) = raw(&s, "POST", "/v1/leases", b"{\"a\": [[[1]]]}".to_vec()).await;
+    assert_blazar_refusal(st, &e, StatusCode::BAD_REQUEST, "berth.invalid.too_deep", "four levels");
+    let (st, _, e) = raw(&s, "POST", "/v1/leases", b"{\"a\": [[1]]}".to_vec()).await;
+    assert_ne!(code_of(&e), "berth.invalid.too_deep", "{st} {e}");
+    s.assert_no_panic();
+}
+
+#[tokio::test]
+async fn control_characters_and_overlong_names_are_400_and_write_nothing() {
+    let s = Server::start().await;
+    enrol(&s, "h").await;
+    let (st, p) = s.post("/placement/resource_providers", ADMIN, json!({"name": "rp"})).await;
+    assert!(st.is_success(), "{st} {p}");
+    let before = log_length(&s).await;
+    let lease = |name: &str, params: Value| {
+        let mut r = json!({"resource_type": "physical:host", "min": 1, "max": 1});
+        for (k, v) in params.as_object().unwrap() {
+            r[k] = v.clone();
+        }
+        json!({"name": name, "start_date": at(1), "end_date": at(2), "reservations": [r]})
+    };
+    let long = "n".repeat(256);
+    let cases: Vec<(&str, String, Value, &str)> = vec![
+        ("POST", "/v1/leases".into(), lease("a\u{0}b", json!({})), "berth.invalid.control_character"),
+        ("POST", "/v1/leases".into(), lease("a\u{1b}[31m", json!({})), "berth.invalid.control_character"),
+        (
+            "POST",
+            "/v1/leases".into(),
+            lease("ok", json!({"resource_properties": "[\"=\", \"$a\", \"\u{0}\"]"})),
+            "berth.invalid.control_character",
+        ),
+        ("POST", "/v1/leases".into(), lease(&long, json!({})), "berth.invalid.too_long"),
+        ("POST", "/v1/os-hosts".into(), json!({"name": "h\u{0}"}), "berth.invalid.control_character"),
+        ("POST", "/v1/os-hosts".into(), json!({"name": "h2", "gpu": "x\u{0}"}), "berth.invalid.control_character"),
+        ("POST", "/v1/os-hosts".into(), json!({"name": long}), "berth.invalid.too_long"),
+        ("PATCH", "/v1/os-hosts/properties/gp%00u".into(), json!({"private": true}), "berth.invalid.control_character"),
+        ("GET", "/v1/quotas/projects/p1/users/a%00b".into(), Value::Null, "berth.invalid.control_character"),
+        ("GET", "/v1/leases?project_id=p%00".into(), Value::Null, "berth.invalid.control_character"),
+        ("GET", format!("/v1/leases?project_id={long}"), Value::Null, "berth.invalid.too_long"),
+        ("POST", "/placement/resource_providers".into(), json!({"name": "r\u{0}"}), "berth.invalid.control_character"),
+        ("PUT", "/v1/quotas/projects/p%01".into(), json!({"quotas": {"VCPU": 1}}), "berth.invalid.control_character"),
+    ];
+    for (method, path, body, code) in cases {
+        let bytes = if body.is_null() { vec![] } else { serde_json::to_vec(&body).unwrap() };
+        let (st, _, e) = raw(&s, method, &path, bytes).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{method} {path} {body}: {e}");
+        assert_eq!(code_of(&e), code, "{method} {path} {body}: {e}");
+        assert_eq!(log_length(&s).await, before, "{method} {path} {body} wrote to the log");
+    }
     assert_eq!(log_length(&s).await, before, "a refused request wrote to the log");
     s.replay_verify();
     s.assert_no_panic();

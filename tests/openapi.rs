@@ -13,8 +13,10 @@ fn is_route_miss(status: reqwest::StatusCode, body: &Value) -> bool {
     if status == 405 {
         return true;
     }
+    let code = body["code"].as_str().or_else(|| body["error"]["code"].as_str());
     status == 404
-        && (body.is_null() || body["errors"][0]["detail"].as_str() == Some("The resource could not be found."))
+        && (code == Some("berth.route_not_found")
+            || body["errors"][0]["detail"].as_str() == Some("The resource could not be found."))
 }
 
 #[tokio::test]

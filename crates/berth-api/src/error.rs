@@ -1,7 +1,9 @@
 //! Errors as clients expect them. Placement's routes answer
 //! `{"errors":[{status,title,detail,code,request_id}]}`; Blazar's answer
-//! `{error_code, error_name, error_message, code, request_id}`. Every
-//! response carries `x-openstack-request-id`.
+//! `{error_code, error_name, error_message, code, request_id}`; the rest
+//! (the root, probes, metrics) answer Berth's
+//! `{"error":{status,title,detail,code,request_id}}`. Every response
+//! carries `x-openstack-request-id`.
 
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode};
@@ -34,6 +36,37 @@ pub async fn request_id(req: Request, next: Next) -> Response {
 pub enum Style {
     Placement,
     Blazar,
+    Berth,
+}
+
+impl Style {
+    /// The document the routes under `path` speak.
+    pub fn of_path(path: &str) -> Style {
+        let under =
+            |prefix: &str| path.strip_prefix(prefix).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        if under("/placement") {
+            Style::Placement
+        } else if under("/v1") {
+            Style::Blazar
+        } else {
+            Style::Berth
+        }
+    }
+}
+
+/// Codes of refusals made before a handler runs.
+pub mod codes {
+    pub const ROUTE_NOT_FOUND: &str = "berth.route_not_found";
+    pub const METHOD_NOT_ALLOWED: &str = "berth.method_not_allowed";
+    pub const BODY_TOO_LARGE: &str = "berth.body_too_large";
+    pub const BAD_REQUEST: &str = "berth.bad_request";
+    pub const BAD_ENCODING: &str = "berth.invalid.encoding";
+    pub const CONTROL_CHARACTER: &str = "berth.invalid.control_character";
+    pub const TOO_LONG: &str = "berth.invalid.too_long";
+    pub const TOO_DEEP: &str = "berth.invalid.too_deep";
+    pub const TIMEOUT: &str = "berth.timeout";
+    pub const TOO_MANY_STREAMS: &str = "berth.too_many_streams";
+    pub const UNAVAILABLE: &str = "berth.unavailable";
 }
 
 #[derive(Debug)]
@@ -50,6 +83,10 @@ impl ApiError {
     }
     pub fn placement(mut self) -> Self {
         self.style = Style::Placement;
+        self
+    }
+    pub fn in_style(mut self, style: Style) -> Self {
+        self.style = style;
         self
     }
     pub fn unauthenticated() -> Self {
@@ -106,6 +143,13 @@ impl IntoResponse for ApiError {
                 "code": self.code,
                 "request_id": request_id,
             }),
+            Style::Berth => json!({"error": {
+                "status": self.status.as_u16(),
+                "title": title,
+                "detail": self.detail,
+                "code": self.code,
+                "request_id": request_id,
+            }}),
         };
         (self.status, axum::Json(body)).into_response()
     }

@@ -12,21 +12,26 @@
 
 pub mod auth;
 mod blazar;
+pub mod config;
 pub mod error;
 mod events;
+mod input;
 pub mod log;
 pub mod metrics;
 pub mod openapi;
 pub mod placement;
 mod quotas;
+mod refusals;
 mod root;
 
 use std::sync::Arc;
 
-use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::{Extension, Router};
 use berth_store::Store;
 
 pub use auth::AuthMode;
+pub use config::ApiConfig;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -39,8 +44,15 @@ pub struct AppState {
     pub policy: Arc<berth_plugins::Policy>,
 }
 
-/// The whole HTTP surface.
+/// The whole HTTP surface, with the default [`ApiConfig`].
 pub fn router(state: AppState) -> Router {
+    router_with(state, ApiConfig::default())
+}
+
+/// The whole HTTP surface under `config`'s bounds. Every request passes
+/// the input checks ([`input`]) before any handler, and every refusal is a
+/// document in its API's format ([`refusals`]).
+pub fn router_with(state: AppState, config: ApiConfig) -> Router {
     Router::new()
         .merge(root::routes())
         .nest("/v1", blazar::routes())
@@ -49,6 +61,12 @@ pub fn router(state: AppState) -> Router {
         .merge(events::routes())
         .merge(log::routes())
         .merge(metrics::routes())
+        .fallback(refusals::no_route)
+        // The input check reads the body under the configured limit.
+        .layer(DefaultBodyLimit::disable())
+        .layer(axum::middleware::from_fn(input::check))
+        .layer(axum::middleware::from_fn(refusals::as_documents))
+        .layer(Extension(Arc::new(config)))
         .layer(axum::middleware::from_fn(error::request_id))
         .with_state(state)
 }

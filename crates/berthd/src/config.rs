@@ -32,6 +32,9 @@ pub struct Config {
     /// projects, external policy service).
     #[serde(default)]
     pub policy: berth_plugins::PolicyConfig,
+    /// `[api]`: request bounds and timeouts (`BERTH_API__MAX_BODY_BYTES`, ...).
+    #[serde(default)]
+    pub api: berth_api::ApiConfig,
     /// `[manager]`: fires lease events (`BERTH_MANAGER__POLL_INTERVAL_MS`, ...).
     #[serde(default)]
     pub manager: berth_manager::ManagerConfig,
@@ -49,6 +52,7 @@ impl Default for Config {
             plugins: berth_plugins::PluginsConfig::default(),
             policy: berth_plugins::PolicyConfig::default(),
             manager: berth_manager::ManagerConfig::default(),
+            api: berth_api::ApiConfig::default(),
         }
     }
 }
@@ -76,6 +80,7 @@ mod tests {
         assert!(cfg.plugins.external.contains_key("virtual:floatingip"));
         cfg.plugins.check().unwrap();
         assert_eq!(cfg.policy.max_lease_duration, Some(604800));
+        assert_eq!(cfg.api, berth_api::ApiConfig::default(), "the example shows the defaults");
         berth_plugins::Policy::from_config(&cfg.policy).unwrap();
     }
 }

@@ -127,6 +127,7 @@ fn init_logging(filter: &str) {
 pub(crate) async fn serve(cfg: Config) -> Result<()> {
     cfg.plugins.check().context("the [plugins] configuration")?;
     cfg.manager.check().map_err(anyhow::Error::msg).context("the [manager] configuration")?;
+    cfg.api.check().map_err(anyhow::Error::msg).context("the [api] configuration")?;
     tracing::info!(enabled = ?cfg.plugins.enabled, "resource types");
     berth_api::metrics::install(&[(berth_manager::metrics::LAG, berth_manager::metrics::LAG_BUCKETS)]);
     berth_manager::metrics::describe();
@@ -144,7 +145,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
         plugins: registry.clone(),
         policy: policy.clone(),
     };
-    let app = berth_api::router(state);
+    let app = berth_api::router_with(state, cfg.api.clone());
     let listener =
         tokio::net::TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;
     tracing::info!(listen = %cfg.listen, auth = ?cfg.auth, "berthd serving");
