@@ -6,7 +6,7 @@
 //! carries `x-openstack-request-id`.
 
 use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use berth_core::error::{Error, ErrorKind};
@@ -112,15 +112,34 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::Invalid => StatusCode::BAD_REQUEST,
         ErrorKind::Quota | ErrorKind::Forbidden => StatusCode::FORBIDDEN,
         ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+/// Seconds a 503 asks the client to wait before trying again.
+pub const RETRY_AFTER_S: u64 = 5;
+
+/// What a client is told of `e`. A bug's or an outage's detail (which may
+/// quote the database) goes to the log with the request id, never to the
+/// client.
+pub fn public_detail(e: &Error) -> String {
+    let request_id = current_request_id();
+    match e.kind {
+        ErrorKind::Internal => {
+            tracing::error!(request_id = %request_id, detail = %e.detail, "internal error");
+            format!("An internal error occurred; the request id {request_id} finds it in the log.")
+        }
+        ErrorKind::Unavailable => {
+            tracing::warn!(request_id = %request_id, detail = %e.detail, "database unavailable");
+            format!("The database is unavailable; try again in {RETRY_AFTER_S} seconds.")
+        }
+        _ => e.detail.clone(),
     }
 }
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        if e.kind == ErrorKind::Internal {
-            tracing::error!(detail = %e.detail, "internal error");
-        }
-        ApiError::new(status_of(e.kind), e.code, e.detail)
+        ApiError::new(status_of(e.kind), e.code, public_detail(&e))
     }
 }
 
@@ -151,6 +170,10 @@ impl IntoResponse for ApiError {
                 "request_id": request_id,
             }}),
         };
-        (self.status, axum::Json(body)).into_response()
+        let mut resp = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
+        }
+        resp
     }
 }

@@ -23,15 +23,20 @@ pub mod placement;
 mod quotas;
 mod refusals;
 mod root;
+mod serve;
+mod streams;
 
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
 use axum::{Extension, Router};
 use berth_store::Store;
+use tower_http::timeout::TimeoutLayer;
 
 pub use auth::AuthMode;
 pub use config::ApiConfig;
+pub use serve::serve;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -53,6 +58,7 @@ pub fn router(state: AppState) -> Router {
 /// the input checks ([`input`]) before any handler, and every refusal is a
 /// document in its API's format ([`refusals`]).
 pub fn router_with(state: AppState, config: ApiConfig) -> Router {
+    let timeout = std::time::Duration::from_secs(config.request_timeout_s);
     Router::new()
         .merge(root::routes())
         .nest("/v1", blazar::routes())
@@ -62,11 +68,15 @@ pub fn router_with(state: AppState, config: ApiConfig) -> Router {
         .merge(log::routes())
         .merge(metrics::routes())
         .fallback(refusals::no_route)
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout))
+        // Live streams last as long as the client listens.
+        .merge(log::stream_routes())
         // The input check reads the body under the configured limit.
         .layer(DefaultBodyLimit::disable())
         .layer(axum::middleware::from_fn(input::check))
         .layer(axum::middleware::from_fn(refusals::as_documents))
         .layer(Extension(Arc::new(config)))
+        .layer(Extension(Arc::new(streams::Streams::default())))
         .layer(axum::middleware::from_fn(error::request_id))
         .with_state(state)
 }

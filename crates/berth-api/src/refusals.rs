@@ -37,6 +37,9 @@ pub async fn as_documents(req: Request, next: Next) -> Response {
             (codes::METHOD_NOT_ALLOWED, format!("The method is not allowed for this resource; allowed: {allowed}."))
         }
         StatusCode::PAYLOAD_TOO_LARGE => (codes::BODY_TOO_LARGE, too_large(limit)),
+        StatusCode::SERVICE_UNAVAILABLE => {
+            (codes::UNAVAILABLE, "The service is unavailable; try again shortly.".into())
+        }
         StatusCode::REQUEST_TIMEOUT => (codes::TIMEOUT, "The request took too long and was stopped.".to_string()),
         s if s.is_server_error() => {
             tracing::error!(status = s.as_u16(), detail = %said, "an error answer without a document");

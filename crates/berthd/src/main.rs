@@ -132,7 +132,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     berth_api::metrics::install(&[(berth_manager::metrics::LAG, berth_manager::metrics::LAG_BUCKETS)]);
     berth_manager::metrics::describe();
     let store =
-        Store::connect(&cfg.database_url, cfg.pool_size).context("database URL")?.with_claim_lanes(cfg.claim_lanes);
+        Store::connect_with(&cfg.database_url, &cfg.pool()).context("database URL")?.with_claim_lanes(cfg.claim_lanes);
     let applied = store.migrate().await.context("migrating the database")?;
     if applied > 0 {
         tracing::info!(applied, "schema migrated");
@@ -163,7 +163,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
         let _ = stop_tx.send(true);
         berth_api::log::close_streams();
     };
-    axum::serve(listener, app).with_graceful_shutdown(signal).await?;
+    berth_api::serve(listener, app, &cfg.api, signal).await?;
     if let Some(m) = manager {
         let _ = m.await;
     }
