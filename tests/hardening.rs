@@ -419,3 +419,77 @@ async fn live_streams_are_capped_keep_alive_and_end_at_shutdown() {
     assert!(rest.is_ok(), "the stream ended");
     s.assert_no_panic();
 }
+
+#[tokio::test]
+async fn private_capabilities_are_hidden_from_members_wherever_a_host_is_shown() {
+    let s = Server::start().await;
+    let body = json!({"name": "h", "vcpus": 8, "memory_mb": 16384, "local_gb": 100, "gpu": "true", "rack": "r7"});
+    let (st, host) = s.post("/v1/os-hosts", ADMIN, body).await;
+    assert_eq!(st, StatusCode::CREATED, "{host}");
+    let id = host["host"]["id"].as_str().unwrap().to_string();
+    let (st, p) =
+        s.call(reqwest::Method::PATCH, "/v1/os-hosts/properties/rack", ADMIN, Some(json!({"private": true}))).await;
+    assert_eq!(st, StatusCode::OK, "{p}");
+    let shown = |v: &Value| (v.get("gpu").is_some(), v.get("rack").is_some());
+    let (_, list) = s.get("/v1/os-hosts", ALICE).await;
+    assert_eq!(shown(&list["hosts"][0]), (true, false), "{list}");
+    let (_, one) = s.get(&format!("/v1/os-hosts/{id}"), ALICE).await;
+    assert_eq!(shown(&one["host"]), (true, false), "{one}");
+    let (_, props) = s.get("/v1/os-hosts/properties?detail=true&all=true", ALICE).await;
+    assert!(!props.to_string().contains("rack"), "{props}");
+    let (_, list) = s.get("/v1/os-hosts", ADMIN).await;
+    assert_eq!(shown(&list["hosts"][0]), (true, true), "the admin sees all: {list}");
+    let (_, one) = s.get(&format!("/v1/os-hosts/{id}"), ADMIN).await;
+    assert_eq!(one["host"]["rack"], "r7");
+    s.assert_no_panic();
+}
+
+/// `PUT /placement/allocations/{consumer}` for `project`, one VCPU on `provider`.
+async fn place_consumer(s: &Server, consumer: &str, provider: &str, project: &str) {
+    let body = json!({"allocations": {provider: {"resources": {"VCPU": 1}}},
+        "project_id": project, "user_id": "someone", "consumer_generation": null});
+    let resp = reqwest::Client::new()
+        .put(format!("{}/placement/allocations/{consumer}", s.url))
+        .header("x-auth-token", ADMIN)
+        .header("openstack-api-version", "placement 1.28")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::NO_CONTENT, "{}", resp.text().await.unwrap());
+}
+
+#[tokio::test]
+async fn a_member_names_only_its_own_projects_instances() {
+    let s = Server::start().await;
+    let (_, host) =
+        s.post("/v1/os-hosts", ADMIN, json!({"name": "h", "vcpus": 8, "memory_mb": 16384, "local_gb": 100})).await;
+    let provider = host["host"]["id"].as_str().unwrap().to_string();
+    let (mine, theirs) = (uuid::Uuid::new_v4().to_string(), uuid::Uuid::new_v4().to_string());
+    place_consumer(&s, &mine, &provider, "p1").await;
+    place_consumer(&s, &theirs, &provider, "p2").await;
+    let lease = |ids: Value| {
+        json!({"name": "vm", "start_date": at(1), "end_date": at(2),
+            "reservations": [{"resource_type": "virtual:instance", "amount": 1, "vcpus": 1, "memory_mb": 64,
+                              "instance_ids": ids}]})
+    };
+    let before = log_length(&s).await;
+    let (st, e) = s.post("/v1/leases", ALICE, lease(json!([theirs]))).await;
+    assert_blazar_refusal(st, &e, StatusCode::FORBIDDEN, "berth.lease.foreign_instance", "another project's");
+    for unknown in [json!(["i-123"]), json!([uuid::Uuid::new_v4().to_string()])] {
+        let (st, e) = s.post("/v1/leases", ALICE, lease(unknown.clone())).await;
+        assert_blazar_refusal(st, &e, StatusCode::BAD_REQUEST, "berth.lease.unknown_instance", &unknown.to_string());
+    }
+    assert_eq!(log_length(&s).await, before, "a refused lease wrote to the log");
+    let (st, l) = s.post("/v1/leases", ALICE, lease(json!([mine]))).await;
+    assert_eq!(st, StatusCode::CREATED, "{l}");
+    // Nor can an update swap another project's instance in.
+    let (id, rid) = (l["lease"]["id"].as_str().unwrap(), l["lease"]["reservations"][0]["id"].as_str().unwrap());
+    let before = log_length(&s).await;
+    let (st, e) = s
+        .put(&format!("/v1/leases/{id}"), ALICE, json!({"reservations": [{"id": rid, "instance_ids": [theirs]}]}))
+        .await;
+    assert_blazar_refusal(st, &e, StatusCode::FORBIDDEN, "berth.lease.foreign_instance", "update");
+    assert_eq!(log_length(&s).await, before);
+    s.assert_no_panic();
+}

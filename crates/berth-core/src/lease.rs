@@ -32,6 +32,10 @@ pub mod codes {
     /// A reservation past the first [`super::MAX_RESERVATIONS`] (never
     /// reached: leases are refused before that).
     pub const NO_CAPACITY: &str = "berth.lease.no_capacity";
+    /// A reservation names an instance that is not a Placement consumer.
+    pub const UNKNOWN_INSTANCE: &str = "berth.lease.unknown_instance";
+    /// A reservation names another project's instance.
+    pub const FOREIGN_INSTANCE: &str = "berth.lease.foreign_instance";
 }
 
 /// The free pool: the Placement aggregate every enrolled host belongs to.

@@ -149,6 +149,10 @@ impl ResourcePlugin for InstancePlugin {
         })
     }
 
+    fn named_consumers(&self, reservation: &Value) -> Vec<String> {
+        instance_ids(reservation)
+    }
+
     async fn on_start(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
         self.each_slot("wake_up", hook).await
     }

@@ -1,7 +1,7 @@
 //! `/v1/os-hosts`: enrol providers as reservable hosts, their extra
 //! capabilities and properties, and which reservations hold them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -19,9 +19,10 @@ use crate::auth::Context;
 use crate::error::ApiError;
 use crate::AppState;
 
-fn host_json(h: &Host) -> Value {
+/// The host as Blazar shows it, without the capabilities in `hidden`.
+fn host_json(h: &Host, hidden: &BTreeSet<String>) -> Value {
     let mut o = Map::new();
-    for (k, v) in &h.capabilities {
+    for (k, v) in h.capabilities.iter().filter(|(k, _)| !hidden.contains(*k)) {
         o.insert(k.clone(), v.clone());
     }
     let fixed = json!({
@@ -76,18 +77,30 @@ fn host_id(id: &str) -> Result<Uuid, ApiError> {
     path_id(id, "host", codes::HOST_NOT_FOUND)
 }
 
-pub(super) async fn list(State(state): State<AppState>, _ctx: Context) -> Result<Json<Value>, ApiError> {
+/// The capabilities `ctx` may not see: the private ones, unless admin (as
+/// Blazar hides them).
+async fn hidden_from(state: &AppState, ctx: &Context) -> Result<BTreeSet<String>, ApiError> {
+    if ctx.is_admin() {
+        return Ok(BTreeSet::new());
+    }
+    let all = state.store.host_properties(true).await?;
+    Ok(all.into_iter().filter(|p| p.private).map(|p| p.name).collect())
+}
+
+pub(super) async fn list(State(state): State<AppState>, ctx: Context) -> Result<Json<Value>, ApiError> {
+    let hidden = hidden_from(&state, &ctx).await?;
     let hosts = state.store.hosts().await?;
-    Ok(Json(json!({ "hosts": hosts.iter().map(host_json).collect::<Vec<_>>() })))
+    Ok(Json(json!({ "hosts": hosts.iter().map(|h| host_json(h, &hidden)).collect::<Vec<_>>() })))
 }
 
 pub(super) async fn show(
     State(state): State<AppState>,
-    _ctx: Context,
+    ctx: Context,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    let hidden = hidden_from(&state, &ctx).await?;
     let host = state.store.host(host_id(&id)?).await?;
-    Ok(Json(json!({ "host": host_json(&host) })))
+    Ok(Json(json!({ "host": host_json(&host, &hidden) })))
 }
 
 pub(super) async fn create(
@@ -112,7 +125,7 @@ pub(super) async fn create(
         NewHost { name: name.to_string(), resources, reservable: reservable(&obj)?.unwrap_or(true), capabilities };
     let id = state.store.enrol_host(&meta(&ctx), new).await?;
     let host = state.store.host(id).await?;
-    Ok((StatusCode::CREATED, Json(json!({ "host": host_json(&host) }))))
+    Ok((StatusCode::CREATED, Json(json!({ "host": host_json(&host, &BTreeSet::new()) }))))
 }
 
 pub(super) async fn update(
@@ -144,7 +157,7 @@ pub(super) async fn update(
     }
     state.store.update_host(&meta(&ctx), id, change).await?;
     let host = state.store.host(id).await?;
-    Ok(Json(json!({ "host": host_json(&host) })))
+    Ok(Json(json!({ "host": host_json(&host, &BTreeSet::new()) })))
 }
 
 pub(super) async fn delete(

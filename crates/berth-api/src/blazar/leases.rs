@@ -122,6 +122,48 @@ async fn resolve(state: &AppState, resource_type: &str, params: &Value) -> Resul
     Ok(NewReservation { resource_type: resource_type.to_string(), params: params.clone(), demand })
 }
 
+/// The consumers the reservations name for their hooks (instances to wake
+/// up and delete) must be the caller's project's in Placement, unless the
+/// caller is an admin: a hook must never act on what another project owns.
+async fn check_named_consumers(state: &AppState, ctx: &Context, list: &[NewReservation]) -> Result<(), ApiError> {
+    if ctx.is_admin() {
+        return Ok(());
+    }
+    let mut named = Vec::new();
+    for r in list {
+        for id in state.plugins.get(&r.resource_type)?.named_consumers(&r.params) {
+            let uuid = Uuid::parse_str(&id).map_err(|_| unknown_consumer(&id))?;
+            named.push((id, uuid));
+        }
+    }
+    if named.is_empty() {
+        return Ok(());
+    }
+    let uuids: Vec<Uuid> = named.iter().map(|(_, u)| *u).collect();
+    let projects = state.store.consumer_projects(&uuids).await?;
+    for (id, uuid) in &named {
+        match projects.get(uuid) {
+            None => return Err(unknown_consumer(id)),
+            Some(p) if *p != ctx.project_id => {
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    codes::FOREIGN_INSTANCE,
+                    format!("instance {id} belongs to another project"),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn unknown_consumer(id: &str) -> ApiError {
+    ApiError::bad_request(
+        codes::UNKNOWN_INSTANCE,
+        format!("instance {id:?} is not a consumer of your project in /placement"),
+    )
+}
+
 pub(super) async fn reservations(state: &AppState, v: Option<&Value>) -> Result<Vec<NewReservation>, ApiError> {
     let list = match v {
         None | Some(Value::Null) => return Ok(Vec::new()),
@@ -187,6 +229,7 @@ pub(super) async fn create(
             LeaseDates::One { start, end, before_end: fixed_date(&obj, "before_end_date")? }
         }
     };
+    check_named_consumers(&state, &ctx, &reservations).await?;
     let new = NewLease {
         name: name.to_string(),
         project_id: ctx.project_id.clone(),
@@ -321,6 +364,7 @@ pub(super) async fn update(
                     params.insert(k.clone(), v.clone());
                 }
                 let resolved = resolve(&state, &existing.resource_type, &Value::Object(params)).await?;
+                check_named_consumers(&state, &ctx, std::slice::from_ref(&resolved)).await?;
                 changes.push(ReservationUpdate { id: rid, params: resolved.params, demand: resolved.demand });
             }
         }
