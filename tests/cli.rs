@@ -39,6 +39,12 @@ async fn the_cli_manages_hosts_and_leases() {
     assert!(ok && table.contains("cli-lease") && table.contains("PENDING"), "{table}");
     let shown = json(&s, "alice:p1", &["lease", "show", "cli-lease"]);
     assert_eq!(shown["id"], id.as_str());
+    // A duration without a unit is refused before anything is sent.
+    let (ok, _, err) = berth(&s, "alice:p1", &["lease", "update", "cli-lease", "--prolong-for", "1"]);
+    assert!(!ok && err.contains("give a unit: 1m, 1h, 1d"), "{err}");
+    assert_eq!(json(&s, "alice:p1", &["lease", "show", "cli-lease"])["end_date"], lease["end_date"]);
+    // Reservation values go typed: the stored parameters are numbers.
+    assert_eq!(lease["reservations"][0]["min"], 1, "{lease}");
     let longer = json(&s, "alice:p1", &["lease", "update", "cli-lease", "--prolong-for", "1h"]);
     assert!(longer["end_date"].as_str().unwrap().contains("T13:00:00"), "{longer}");
     let shorter = json(&s, "alice:p1", &["lease", "update", &id, "--reduce-by", "30m", "--name", "renamed"]);

@@ -493,3 +493,45 @@ async fn a_member_names_only_its_own_projects_instances() {
     assert_eq!(log_length(&s).await, before);
     s.assert_no_panic();
 }
+
+#[tokio::test]
+async fn reservation_parameters_are_declared_and_typed() {
+    let s = Server::start().await;
+    enrol(&s, "h").await;
+    let lease = |params: Value| {
+        let mut r = json!({"resource_type": "physical:host"});
+        for (k, v) in params.as_object().unwrap() {
+            r[k] = v.clone();
+        }
+        json!({"name": "p", "start_date": at(1), "end_date": at(2), "reservations": [r]})
+    };
+    let before = log_length(&s).await;
+    let (st, e) = s.post("/v1/leases", ALICE, lease(json!({"min": 1, "hypervisor_propertie": ""}))).await;
+    assert_blazar_refusal(st, &e, StatusCode::BAD_REQUEST, "berth.lease.unknown_parameter", "misspelt");
+    assert!(e["error_message"].as_str().unwrap().contains("\"hypervisor_propertie\""), "{e}");
+    for bad in [json!({"min": "one"}), json!({"min": 1.5}), json!({"max": [2]}), json!({"resource_properties": 7})] {
+        let (st, e) = s.post("/v1/leases", ALICE, lease(bad.clone())).await;
+        assert_blazar_refusal(st, &e, StatusCode::BAD_REQUEST, "berth.lease.invalid_parameter", &bad.to_string());
+    }
+    let vm = json!({"name": "vm", "start_date": at(1), "end_date": at(2),
+        "reservations": [{"resource_type": "virtual:instance", "amount": "1", "vcpus": 1, "memory_mb": 64, "colour": "red"}]});
+    let (st, e) = s.post("/v1/leases", ALICE, vm).await;
+    assert_blazar_refusal(st, &e, StatusCode::BAD_REQUEST, "berth.lease.unknown_parameter", "colour");
+    for prolong in [json!("1"), json!(0), json!("soon")] {
+        let (st, e) = s.post("/v1/availability", ALICE, json!({"reservations": [], "duration": prolong})).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{prolong}: {e}");
+    }
+    assert_eq!(log_length(&s).await, before, "a refused lease wrote to the log");
+    // Blazar's clients send numbers as strings: they are stored as numbers.
+    let (st, l) = s.post("/v1/leases", ALICE, lease(json!({"min": "1", "max": "1"}))).await;
+    assert_eq!(st, StatusCode::CREATED, "{l}");
+    assert_eq!((&l["lease"]["reservations"][0]["min"], &l["lease"]["reservations"][0]["max"]), (&json!(1), &json!(1)));
+    let id = l["lease"]["id"].as_str().unwrap();
+    let (st, e) = s.put(&format!("/v1/leases/{id}"), ALICE, json!({"prolong_for": "1"})).await;
+    assert_eq!(
+        (st, e["error_message"].as_str().unwrap_or("").contains("give a unit")),
+        (StatusCode::BAD_REQUEST, true),
+        "{e}"
+    );
+    s.assert_no_panic();
+}

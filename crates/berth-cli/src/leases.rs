@@ -49,7 +49,7 @@ pub struct CreateArgs {
     /// Recurring: a cron schedule (5 fields); with --duration and --until.
     #[arg(long)]
     pub cron: Option<String>,
-    #[arg(long)]
+    #[arg(long, value_parser = duration)]
     pub duration: Option<String>,
     #[arg(long)]
     pub until: Option<String>,
@@ -67,13 +67,13 @@ pub struct UpdateArgs {
     #[arg(long)]
     pub before_end: Option<String>,
     /// e.g. `2h`, `30m`, `1d`.
-    #[arg(long)]
+    #[arg(long, value_parser = duration)]
     pub prolong_for: Option<String>,
-    #[arg(long)]
+    #[arg(long, value_parser = duration)]
     pub reduce_by: Option<String>,
-    #[arg(long)]
+    #[arg(long, value_parser = duration)]
     pub defer_by: Option<String>,
-    #[arg(long)]
+    #[arg(long, value_parser = duration)]
     pub advance_by: Option<String>,
     /// `id=<reservation id>,min=2,max=3,...`; repeatable.
     #[arg(long = "reservation")]
@@ -86,7 +86,7 @@ pub struct AvailabilityArgs {
     #[arg(long = "reservation", required = true)]
     pub reservations: Vec<String>,
     /// How long the lease would last, e.g. `2h`.
-    #[arg(long)]
+    #[arg(long, value_parser = duration)]
     pub duration: String,
     #[arg(long)]
     pub from: Option<String>,
@@ -98,12 +98,37 @@ pub struct AvailabilityArgs {
 
 const LIST_COLUMNS: &[&str] = &["id", "name", "start_date", "end_date", "status", "project_id"];
 
+/// `key=value,...` as a reservation object, each value typed: whole
+/// numbers as numbers, `true` and `false` as booleans, a JSON list as a
+/// list, anything else as text.
 fn reservation(s: &str) -> Result<Value> {
     let mut o = Map::new();
     for (k, v) in key_values(s)? {
-        o.insert(k, Value::String(v));
+        o.insert(k, typed(&v));
     }
     Ok(Value::Object(o))
+}
+
+fn typed(v: &str) -> Value {
+    if let Ok(n) = v.trim().parse::<i64>() {
+        return Value::from(n);
+    }
+    match v.trim() {
+        "true" => return Value::Bool(true),
+        "false" => return Value::Bool(false),
+        _ => {}
+    }
+    match serde_json::from_str::<Value>(v) {
+        Ok(list @ Value::Array(_)) => list,
+        _ => Value::String(v.to_string()),
+    }
+}
+
+/// A duration as the API reads it, with its unit: a bare number is
+/// refused here rather than read as seconds.
+fn duration(s: &str) -> std::result::Result<String, String> {
+    let t = s.trim();
+    berth_core::dates::parse_duration("duration", t).map(|_| t.to_string()).map_err(|e| e.detail)
 }
 
 fn reservations(list: &[String]) -> Result<Vec<Value>> {
@@ -226,4 +251,22 @@ pub fn availability(client: &Client, a: AvailabilityArgs) -> Result<()> {
     let out = client.call(Method::POST, "/v1/availability", Some(&body))?;
     client.print_list(out["availability"].as_array().map(Vec::as_slice).unwrap_or(&[]), &["start_date", "end_date"]);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_sent_typed_and_durations_need_a_unit() {
+        let r =
+            reservation("resource_type=virtual:instance,amount=2,affinity=false,instance_ids=[\"a\"],x=2h").unwrap();
+        assert_eq!(
+            r,
+            json!({"resource_type": "virtual:instance", "amount": 2, "affinity": false, "instance_ids": ["a"], "x": "2h"})
+        );
+        assert_eq!(duration("1").unwrap_err(), "duration \"1\": give a unit: 1m, 1h, 1d");
+        assert_eq!(duration("90m").unwrap(), "90m");
+        assert!(duration("soon").is_err());
+    }
 }

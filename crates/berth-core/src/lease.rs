@@ -32,6 +32,10 @@ pub mod codes {
     /// A reservation past the first [`super::MAX_RESERVATIONS`] (never
     /// reached: leases are refused before that).
     pub const NO_CAPACITY: &str = "berth.lease.no_capacity";
+    /// A reservation names a parameter its plugin does not take.
+    pub const UNKNOWN_PARAMETER: &str = "berth.lease.unknown_parameter";
+    /// A reservation parameter's value is not of its type.
+    pub const INVALID_PARAMETER: &str = "berth.lease.invalid_parameter";
     /// A reservation names an instance that is not a Placement consumer.
     pub const UNKNOWN_INSTANCE: &str = "berth.lease.unknown_instance";
     /// A reservation names another project's instance.

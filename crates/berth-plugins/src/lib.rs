@@ -18,6 +18,7 @@ pub mod driver;
 pub mod external;
 pub mod host;
 pub mod instance;
+pub mod params;
 pub mod plugin;
 pub mod policy;
 pub mod registry;

@@ -117,6 +117,12 @@ fn params_of(r: &Map<String, Value>) -> Value {
 
 async fn resolve(state: &AppState, resource_type: &str, params: &Value) -> Result<NewReservation, ApiError> {
     let plugin = state.plugins.get(resource_type)?;
+    // Parameters the plugin declares are checked and read as their types
+    // here; the others' plugins check their own in validate.
+    let params = match plugin.parameters() {
+        Some(declared) => &berth_plugins::params::normalize(resource_type, declared, params)?,
+        None => params,
+    };
     let request = plugin.validate(params).await?;
     let demand = berth_plugins::host::demand(&request)?;
     Ok(NewReservation { resource_type: resource_type.to_string(), params: params.clone(), demand })
