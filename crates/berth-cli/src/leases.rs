@@ -53,6 +53,9 @@ pub struct CreateArgs {
     pub duration: Option<String>,
     #[arg(long)]
     pub until: Option<String>,
+    /// Book nothing: list the occurrences and whether each fits.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Args)]
@@ -169,6 +172,13 @@ pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
                     return Err(anyhow!("--cron needs --duration and --until"));
                 };
                 body["recurrence"] = json!({"cron": cron, "duration": d, "until": u});
+            }
+            if a.dry_run {
+                body["dry_run"] = json!(true);
+                let out = client.call(Method::POST, "/v1/leases", Some(&body))?;
+                let occurrences = out["occurrences"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+                client.print_list(occurrences, &["start_date", "end_date", "fits"]);
+                return Ok(());
             }
             let out = client.call(Method::POST, "/v1/leases", Some(&body))?;
             show_lease(client, &out["lease"]);

@@ -33,6 +33,7 @@ pub mod codes {
     /// reached: leases are refused before that).
     pub const NO_CAPACITY: &str = "berth.lease.no_capacity";
     /// A reservation names a parameter its plugin does not take.
+    pub const TOO_MANY_OCCURRENCES: &str = "berth.lease.too_many_occurrences";
     pub const UNKNOWN_PARAMETER: &str = "berth.lease.unknown_parameter";
     /// A reservation parameter's value is not of its type.
     pub const INVALID_PARAMETER: &str = "berth.lease.invalid_parameter";
@@ -47,8 +48,9 @@ pub const FREE_POOL: Uuid = Uuid::from_u128(0x6265_7274_6866_7265_6570_6f6f_6c00
 
 /// Most reservations one lease may carry.
 pub const MAX_RESERVATIONS: usize = 32;
-/// Most occurrences one recurring lease may book.
-pub const MAX_OCCURRENCES: usize = 500;
+/// How far past the cap a refused recurrence's occurrences are counted
+/// for its error.
+const OCCURRENCES_COUNTED: usize = 100_000;
 /// How long before the end the `before_end_lease` event fires by default.
 pub const DEFAULT_BEFORE_END: Duration = Duration::hours(1);
 /// A start this close to now is not "in the past" (clients send minutes).
@@ -391,15 +393,17 @@ pub type Occurrence = (DateTime<Utc>, DateTime<Utc>);
 
 /// Occurrences of a recurring lease: each instant the schedule fires in
 /// `[from, until)`, with its window of `duration`. Refuses schedules that
-/// overlap themselves or book more than [`MAX_OCCURRENCES`].
+/// overlap themselves or book more than `max`, saying how many they would.
 pub fn occurrences(
     fires: impl IntoIterator<Item = DateTime<Utc>>,
     from: DateTime<Utc>,
     until: DateTime<Utc>,
     duration: Duration,
+    max: usize,
 ) -> Result<Vec<Occurrence>, Error> {
     let mut out: Vec<Occurrence> = Vec::new();
-    for t in fires {
+    let mut fires = fires.into_iter();
+    while let Some(t) = fires.next() {
         if t < from {
             continue;
         }
@@ -414,10 +418,17 @@ pub fn occurrences(
                 ));
             }
         }
-        if out.len() == MAX_OCCURRENCES {
+        if out.len() == max {
+            let more = fires.take_while(|t| *t < until).take(OCCURRENCES_COUNTED).count();
+            let count = match more {
+                OCCURRENCES_COUNTED => format!("more than {}", max.saturating_add(OCCURRENCES_COUNTED)),
+                n => max.saturating_add(n).saturating_add(1).to_string(),
+            };
             return Err(Error::invalid(
-                codes::INVALID_LEASE,
-                format!("recurrence books more than {MAX_OCCURRENCES} occurrences; bring its end closer"),
+                codes::TOO_MANY_OCCURRENCES,
+                format!(
+                    "recurrence books {count} occurrences, more than the {max} one request may; bring its end closer"
+                ),
             ));
         }
         out.push((t, t.plus("an occurrence's end", duration)?));
@@ -512,11 +523,16 @@ mod tests {
     #[test]
     fn occurrences_are_bounded_and_disjoint() {
         let fires = (0..30).map(|d| t(0) + Duration::days(d));
-        let occ = occurrences(fires.clone(), t(0), t(0) + Duration::days(3), Duration::hours(2)).unwrap();
+        let occ = occurrences(fires.clone(), t(0), t(0) + Duration::days(3), Duration::hours(2), 100).unwrap();
         assert_eq!(occ.len(), 3);
         assert_eq!(occ[1], (t(0) + Duration::days(1), t(2) + Duration::days(1)));
-        assert!(occurrences(fires.clone(), t(0), t(0) + Duration::days(3), Duration::days(2)).is_err());
-        assert!(occurrences(fires, t(0) + Duration::days(40), t(0) + Duration::days(50), Duration::hours(1)).is_err());
+        assert!(occurrences(fires.clone(), t(0), t(0) + Duration::days(3), Duration::days(2), 100).is_err());
+        let e = occurrences(fires.clone(), t(0), t(0) + Duration::days(10), Duration::hours(1), 4).unwrap_err();
+        assert_eq!(e.code, codes::TOO_MANY_OCCURRENCES);
+        assert!(e.detail.starts_with("recurrence books 10 occurrences, more than the 4"), "{}", e.detail);
+        assert!(
+            occurrences(fires, t(0) + Duration::days(40), t(0) + Duration::days(50), Duration::hours(1), 9).is_err()
+        );
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! `/v1/leases`: create, list, show, update, delete.
 
 use std::collections::HashMap;
-use std::str::FromStr;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -13,8 +12,14 @@ use berth_core::time::DateMath;
 use berth_store::commands::{LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate};
 use berth_store::queries::leases::{Lease, LeaseFilter};
 use chrono::{Duration, Utc};
+use croner::Cron;
 use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+use axum::Extension;
 use uuid::Uuid;
+
+use crate::config::ApiConfig;
 
 use super::{meta, object_body, opt_str, path_id};
 use crate::auth::Context;
@@ -195,39 +200,55 @@ pub(super) async fn reservations(state: &AppState, v: Option<&Value>) -> Result<
     Ok(out)
 }
 
-/// A recurring lease's occurrences: a cron schedule (5 fields, or the cron
-/// crate's 6 or 7 with seconds), a duration each, and an end.
-pub(super) fn occurrences(rec: &Value, from: chrono::DateTime<Utc>) -> Result<Vec<Occurrence>, ApiError> {
+/// A recurring lease's occurrences: a cron schedule as crontab reads it
+/// (five fields, minute to day of week; day of week 0 or 7 is Sunday, 1
+/// Monday; names such as `mon-fri`; a day of month and a day of week both
+/// restricted match either, as in Vixie cron), in UTC; a duration each;
+/// an end; at most `max` of them.
+pub(super) fn occurrences(rec: &Value, from: chrono::DateTime<Utc>, max: usize) -> Result<Vec<Occurrence>, ApiError> {
     let bad = |m: String| ApiError::bad_request(codes::INVALID_LEASE, format!("recurrence: {m}"));
     let Some(obj) = rec.as_object() else {
         return Err(bad("must be an object with cron, duration and until".into()));
     };
     let expr = opt_str(obj, "cron")?.ok_or_else(|| bad("cron is required".into()))?;
-    let fields = expr.split_whitespace().count();
-    let expr = if fields == 5 { format!("0 {expr}") } else { expr.to_string() };
-    let schedule = cron::Schedule::from_str(&expr).map_err(|e| bad(format!("cron {expr:?}: {e}")))?;
+    if expr.split_whitespace().count() != 5 {
+        return Err(bad(format!("cron {expr:?} must have five fields: minute hour day-of-month month day-of-week")));
+    }
+    let schedule = Cron::new(expr).parse().map_err(|e| bad(format!("cron {expr:?}: {e}")))?;
     let duration = dates::duration_from_json("recurrence.duration", obj.get("duration").unwrap_or(&Value::Null))?;
     let until = match date_field(obj, "until")? {
         Some(DateSpec::At(t)) => t,
         _ => return Err(bad("until (a date) is required".into())),
     };
-    let fires = schedule.after(&from.minus("start_date", Duration::seconds(1))?);
-    Ok(lease::occurrences(fires, from, until, duration)?)
+    Ok(lease::occurrences(schedule.iter_from(from), from, until, duration, max)?)
 }
 
+/// Creates a lease (one per occurrence when recurring). With
+/// `"dry_run": true` it writes nothing and answers the occurrences, each
+/// with whether it fits.
 pub(super) async fn create(
     State(state): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let obj = object_body(&body, "lease")?;
+    let dry_run = match obj.get("dry_run") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => {
+            return Err(ApiError::bad_request(codes::INVALID_LEASE, format!("dry_run must be true or false, not {v}")))
+        }
+    };
     let Some(name) = opt_str(&obj, "name")? else {
         return Err(ApiError::bad_request(codes::INVALID_LEASE, "name is required"));
     };
     let start = date_field(&obj, "start_date")?.unwrap_or(DateSpec::Now);
     let reservations = reservations(&state, obj.get("reservations")).await?;
     let dates = match obj.get("recurrence") {
-        Some(rec) if !rec.is_null() => LeaseDates::Recurring(occurrences(rec, start.resolve(Utc::now()))?),
+        Some(rec) if !rec.is_null() => {
+            LeaseDates::Recurring(occurrences(rec, start.resolve(Utc::now()), config.max_occurrences)?)
+        }
         _ => {
             let Some(end) = date_field(&obj, "end_date")? else {
                 return Err(ApiError::bad_request(codes::INVALID_DATE, "end_date is required"));
@@ -244,6 +265,9 @@ pub(super) async fn create(
         reservations,
     };
     super::policy::check_create(&state, &new).await?;
+    if dry_run {
+        return Ok((StatusCode::OK, Json(dry_run_answer(&state, &new).await?)));
+    }
     let ids = state.store.create_lease(&meta(&ctx), new).await?;
     let lease = state.store.lease(ids[0], None).await?;
     let mut out = lease_json(&lease);
@@ -251,6 +275,23 @@ pub(super) async fn create(
         out["recurrence"] = json!({"id": lease.record.recurrence_id, "leases": ids});
     }
     Ok((StatusCode::CREATED, Json(json!({ "lease": out }))))
+}
+
+/// What `new` would book: each window and whether its reservations fit
+/// there now (capacity; quotas are checked when the lease is made).
+async fn dry_run_answer(state: &AppState, new: &NewLease) -> Result<Value, ApiError> {
+    let now = Utc::now();
+    let windows = match &new.dates {
+        LeaseDates::One { start, end, .. } => vec![(start.resolve(now), end.resolve(now))],
+        LeaseDates::Recurring(occ) => occ.clone(),
+    };
+    let mut out = Vec::with_capacity(windows.len());
+    for (start, end) in windows {
+        let fits =
+            end > start && !state.store.availability(&new.reservations, end - start, start, end, 1).await?.is_empty();
+        out.push(json!({"start_date": format_date(start), "end_date": format_date(end), "fits": fits}));
+    }
+    Ok(json!({"dry_run": true, "count": out.len(), "occurrences": out}))
 }
 
 pub(super) async fn list(
