@@ -614,3 +614,51 @@ async fn the_recurrence_cap_comes_from_the_configuration() {
     assert!(e["error_message"].as_str().unwrap().contains("books 4 occurrences, more than the 3"), "{e}");
     s.assert_no_panic();
 }
+
+#[tokio::test]
+async fn every_list_pages_with_limit_marker_and_next_links() {
+    let s = Server::start_with_config(Some("[api]\nmax_page = 2\n")).await;
+    for (i, name) in ["h1", "h2", "h3"].iter().enumerate() {
+        let body = json!({"name": name, "vcpus": 8, "memory_mb": 16384, "local_gb": 100, format!("p{i}"): "x"});
+        assert_eq!(s.post("/v1/os-hosts", ADMIN, body).await.0, StatusCode::CREATED);
+        let (st, l) = s.post("/v1/leases", ALICE, host_lease(&format!("l{i}"), &at(1), &at(2))).await;
+        assert_eq!(st, StatusCode::CREATED, "{l}");
+    }
+    // Each list: the server's most per page, then the next link to the rest.
+    for (path, name, total) in [
+        ("/v1/os-hosts", "hosts", 3),
+        ("/v1/leases?limit=5000", "leases", 3),
+        ("/v1/os-hosts/allocations", "allocations", 3),
+        ("/v1/os-hosts/properties", "resource_properties", 3),
+        ("/v1/events", "events", 9),
+    ] {
+        let mut seen = 0;
+        let mut next = Some(path.to_string());
+        let mut pages = 0;
+        while let Some(p) = next.take() {
+            let (st, page) = s.get(&p, ADMIN).await;
+            assert_eq!(st, StatusCode::OK, "{p}: {page}");
+            let n = page[name].as_array().unwrap().len();
+            assert!(n <= 2, "{p}: {n} items on a page of at most 2");
+            seen += n;
+            pages += 1;
+            next = page[format!("{name}_links")][0]["href"].as_str().map(str::to_string);
+            assert!(pages < 10, "{p}: the links go round");
+        }
+        assert_eq!(seen, total, "{path}");
+    }
+    for path in ["/v1/leases?limit=0", "/v1/os-hosts?limit=x", "/v1/events?limit=-1"] {
+        let (st, e) = s.get(path, ADMIN).await;
+        assert_blazar_refusal(st, &e, StatusCode::BAD_REQUEST, "berth.invalid.limit", path);
+    }
+    let (st, _) = s.get("/v1/os-hosts/properties?marker=nope", ADMIN).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    let (st, _) = s.get(&format!("/v1/os-hosts?marker={}", uuid::Uuid::new_v4()), ADMIN).await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    // The CLI follows the links.
+    let hosts = common::berth_json(&s, ADMIN, &["host", "list"]);
+    assert_eq!(hosts.as_array().map(Vec::len), Some(3), "{hosts}");
+    let leases = common::berth_json(&s, ALICE, &["lease", "list"]);
+    assert_eq!(leases.as_array().map(Vec::len), Some(3), "{leases}");
+    s.assert_no_panic();
+}

@@ -67,6 +67,8 @@ pub mod codes {
     pub const TIMEOUT: &str = "berth.timeout";
     pub const TOO_MANY_STREAMS: &str = "berth.too_many_streams";
     pub const UNAVAILABLE: &str = "berth.unavailable";
+    pub const BAD_LIMIT: &str = "berth.invalid.limit";
+    pub const BAD_MARKER: &str = "berth.invalid.marker";
 }
 
 #[derive(Debug)]

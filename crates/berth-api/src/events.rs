@@ -3,10 +3,11 @@
 //! attempts, last error and claimer. Members see their project's only.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use berth_core::dates::format_date;
 use berth_core::lease::{codes, LeaseEventStatus, LeaseEventType};
 use berth_store::queries::lease_events::{LeaseEventFilter, LeaseEventRow};
@@ -14,7 +15,9 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::auth::Context;
+use crate::config::ApiConfig;
 use crate::error::ApiError;
+use crate::paging::Page;
 use crate::AppState;
 
 pub fn routes() -> Router<AppState> {
@@ -46,7 +49,7 @@ fn bad(m: String) -> ApiError {
 }
 
 /// The filters both lists accept.
-fn filter(ctx: &Context, q: &HashMap<String, String>) -> Result<LeaseEventFilter, ApiError> {
+fn filter(ctx: &Context, q: &HashMap<String, String>, page: &Page) -> Result<LeaseEventFilter, ApiError> {
     for k in q.keys() {
         if !["status", "event_type", "lease_id", "limit", "marker", "project_id"].contains(&k.as_str()) {
             return Err(bad(format!("unknown filter {k:?} (status, event_type, lease_id, limit, marker, project_id)")));
@@ -75,27 +78,31 @@ fn filter(ctx: &Context, q: &HashMap<String, String>) -> Result<LeaseEventFilter
     let uuid = |k: &str| -> Result<Option<Uuid>, ApiError> {
         q.get(k).map(|v| Uuid::parse_str(v).map_err(|_| bad(format!("{k} {v:?} is not an id")))).transpose()
     };
-    let limit = match q.get("limit") {
-        Some(l) => match l.parse::<i64>() {
-            Ok(n) if n >= 1 => Some(n.min(1000)),
-            _ => return Err(bad(format!("limit {l:?} must be a positive whole number"))),
-        },
-        None => None,
-    };
-    Ok(LeaseEventFilter { project_id, lease_id: uuid("lease_id")?, status, event_type, marker: uuid("marker")?, limit })
+    let marker = uuid("marker")?;
+    Ok(LeaseEventFilter {
+        project_id,
+        lease_id: uuid("lease_id")?,
+        status,
+        event_type,
+        marker,
+        limit: Some(page.sql_limit()),
+    })
 }
 
 async fn list(
     State(state): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    let events = state.store.lease_events(&filter(&ctx, &q)?).await?;
-    Ok(Json(json!({ "events": events.iter().map(event_json).collect::<Vec<_>>() })))
+    let page = Page::of(&q, config.max_page)?;
+    let events = state.store.lease_events(&filter(&ctx, &q, &page)?).await?;
+    Ok(Json(page.answer("events", "/v1/events", &q, events.iter().map(event_json).collect(), "id")))
 }
 
 async fn of_lease(
     State(state): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
@@ -109,9 +116,11 @@ async fn of_lease(
     })?;
     // Not found unless the caller may see the lease.
     state.store.lease(id, (!ctx.is_admin()).then_some(ctx.project_id.as_str())).await?;
-    let mut f = filter(&ctx, &q)?;
+    let page = Page::of(&q, config.max_page)?;
+    let mut f = filter(&ctx, &q, &page)?;
     f.lease_id = Some(id);
     f.project_id = None;
     let events = state.store.lease_events(&f).await?;
-    Ok(Json(json!({ "events": events.iter().map(event_json).collect::<Vec<_>>() })))
+    let path = format!("/v1/leases/{id}/events");
+    Ok(Json(page.answer("events", &path, &q, events.iter().map(event_json).collect(), "id")))
 }

@@ -19,6 +19,7 @@ mod input;
 pub mod log;
 pub mod metrics;
 pub mod openapi;
+mod paging;
 pub mod placement;
 mod quotas;
 mod refusals;

@@ -143,8 +143,8 @@ fn lease_id(client: &Client, given: &str) -> Result<String> {
     if uuid::Uuid::parse_str(given).is_ok() {
         return Ok(given.to_string());
     }
-    let all = client.get("/v1/leases")?;
-    let found: Vec<&Value> = all["leases"].as_array().into_iter().flatten().filter(|l| l["name"] == given).collect();
+    let all = client.get_all("/v1/leases", "leases")?;
+    let found: Vec<&Value> = all.iter().filter(|l| l["name"] == given).collect();
     match found.as_slice() {
         [one] => Ok(one["id"].as_str().unwrap_or_default().to_string()),
         [] => Err(anyhow!("no lease named {given:?}")),
@@ -191,6 +191,8 @@ pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
             if let Some(p) = project {
                 q.push(format!("project_id={p}"));
             }
+            // A page when asked for one, else every page.
+            let one_page = limit.is_some() || marker.is_some();
             if let Some(l) = limit {
                 q.push(format!("limit={l}"));
             }
@@ -198,8 +200,12 @@ pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
                 q.push(format!("marker={m}"));
             }
             let path = if q.is_empty() { "/v1/leases".to_string() } else { format!("/v1/leases?{}", q.join("&")) };
-            let out = client.get(&path)?;
-            client.print_list(out["leases"].as_array().map(Vec::as_slice).unwrap_or(&[]), LIST_COLUMNS);
+            let leases = if one_page {
+                client.get(&path)?["leases"].as_array().cloned().unwrap_or_default()
+            } else {
+                client.get_all(&path, "leases")?
+            };
+            client.print_list(&leases, LIST_COLUMNS);
         }
         LeaseCommand::Show { lease } => {
             let out = client.get(&format!("/v1/leases/{}", lease_id(client, &lease)?))?;

@@ -2,17 +2,21 @@
 //! capabilities and properties, and which reservations hold them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::Json;
+use axum::{Extension, Json};
 use berth_core::dates::format_date;
 use berth_core::lease::codes;
 use berth_store::commands::{HostChange, NewHost, HOST_FIELDS};
 use berth_store::queries::leases::{Host, HostAllocation};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
+
+use crate::config::ApiConfig;
+use crate::paging::Page;
 
 use super::{admin_only, meta, object_body, opt_str, path_id};
 use crate::auth::Context;
@@ -87,10 +91,21 @@ async fn hidden_from(state: &AppState, ctx: &Context) -> Result<BTreeSet<String>
     Ok(all.into_iter().filter(|p| p.private).map(|p| p.name).collect())
 }
 
-pub(super) async fn list(State(state): State<AppState>, ctx: Context) -> Result<Json<Value>, ApiError> {
+pub(super) async fn list(
+    State(state): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
+    ctx: Context,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let page = Page::of(&q, config.max_page)?;
+    let marker = match &page.marker {
+        Some(m) => Some(Uuid::parse_str(m).map_err(|_| bad(format!("marker {m:?} is not a host id")))?),
+        None => None,
+    };
     let hidden = hidden_from(&state, &ctx).await?;
-    let hosts = state.store.hosts().await?;
-    Ok(Json(json!({ "hosts": hosts.iter().map(|h| host_json(h, &hidden)).collect::<Vec<_>>() })))
+    let hosts = state.store.hosts(marker, page.sql_limit()).await?;
+    let shown = hosts.iter().map(|h| host_json(h, &hidden)).collect();
+    Ok(Json(page.answer("hosts", "/v1/os-hosts", &q, shown, "id")))
 }
 
 pub(super) async fn show(
@@ -183,12 +198,15 @@ fn project_scope(ctx: &Context) -> Option<&str> {
 
 pub(super) async fn allocations(
     State(state): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
+    let page = Page::of(&q, config.max_page)?;
     let (lease, reservation) = (uuid_param(&q, "lease_id")?, uuid_param(&q, "reservation_id")?);
     let all = state.store.host_allocations(None, lease, reservation, project_scope(&ctx)).await?;
-    Ok(Json(json!({ "allocations": all.iter().map(allocation_json).collect::<Vec<_>>() })))
+    let shown = page.slice(all.iter().map(allocation_json).collect(), "resource_id")?;
+    Ok(Json(page.answer("allocations", "/v1/os-hosts/allocations", &q, shown, "resource_id")))
 }
 
 pub(super) async fn allocation(
@@ -209,9 +227,11 @@ fn truthy(q: &HashMap<String, String>, key: &str) -> bool {
 
 pub(super) async fn properties(
     State(state): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
+    let page = Page::of(&q, config.max_page)?;
     let detail = truthy(&q, "detail");
     let all = truthy(&q, "all") && ctx.is_admin();
     let props = state.store.host_properties(all).await?;
@@ -225,7 +245,8 @@ pub(super) async fn properties(
             }
         })
         .collect();
-    Ok(Json(json!({ "resource_properties": out })))
+    let shown = page.slice(out, "property")?;
+    Ok(Json(page.answer("resource_properties", "/v1/os-hosts/properties", &q, shown, "property")))
 }
 
 pub(super) async fn set_property(

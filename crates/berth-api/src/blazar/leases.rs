@@ -1,11 +1,12 @@
 //! `/v1/leases`: create, list, show, update, delete.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::Json;
+use axum::{Extension, Json};
 use berth_core::dates::{self, format_date, parse_date, DateSpec};
 use berth_core::lease::{self, codes, LeaseEventType, LeaseStatus, Occurrence};
 use berth_core::time::DateMath;
@@ -14,12 +15,10 @@ use berth_store::queries::leases::{Lease, LeaseFilter};
 use chrono::{Duration, Utc};
 use croner::Cron;
 use serde_json::{json, Map, Value};
-use std::sync::Arc;
-
-use axum::Extension;
 use uuid::Uuid;
 
 use crate::config::ApiConfig;
+use crate::paging::Page;
 
 use super::{meta, object_body, opt_str, path_id};
 use crate::auth::Context;
@@ -296,6 +295,7 @@ async fn dry_run_answer(state: &AppState, new: &NewLease) -> Result<Value, ApiEr
 
 pub(super) async fn list(
     State(state): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
@@ -310,19 +310,14 @@ pub(super) async fn list(
         Some(s) => Some(LeaseStatus::parse(s).ok_or_else(|| bad(format!("status {s:?} is not a lease status")))?),
         None => None,
     };
-    let limit = match q.get("limit") {
-        Some(l) => match l.parse::<i64>() {
-            Ok(n) if n >= 1 => Some(n.min(1000)),
-            _ => return Err(bad(format!("limit {l:?} must be a positive whole number"))),
-        },
-        None => None,
-    };
-    let marker = match q.get("marker") {
+    let page = Page::of(&q, config.max_page)?;
+    let marker = match &page.marker {
         Some(m) => Some(Uuid::parse_str(m).map_err(|_| bad(format!("marker {m:?} is not a lease id")))?),
         None => None,
     };
-    let leases = state.store.leases(&LeaseFilter { project_id, status, marker, limit }).await?;
-    Ok(Json(json!({ "leases": leases.iter().map(lease_json).collect::<Vec<_>>() })))
+    let filter = LeaseFilter { project_id, status, marker, limit: Some(page.sql_limit()) };
+    let leases = state.store.leases(&filter).await?;
+    Ok(Json(page.answer("leases", "/v1/leases", &q, leases.iter().map(lease_json).collect(), "id")))
 }
 
 pub(super) async fn show(
