@@ -43,6 +43,38 @@ async fn the_cli_manages_hosts_and_leases() {
     assert!(ok && table.contains("cli-lease") && table.contains("PENDING"), "{table}");
     let shown = json(&s, "alice:p1", &["lease", "show", "cli-lease"]);
     assert_eq!(shown["id"], id.as_str());
+    // A dry run lists the occurrences, Mondays as crontab reads `1`, and books nothing.
+    let dry = json(
+        &s,
+        "alice:p1",
+        &[
+            "lease",
+            "create",
+            "weekly",
+            "--start",
+            "2031-03-03 00:00",
+            "--cron",
+            "0 9 * * 1",
+            "--duration",
+            "1h",
+            "--until",
+            "2031-03-17 00:00",
+            "--reservation",
+            "resource_type=physical:host,min=1,max=1",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(dry.as_array().map(Vec::len), Some(2), "{dry}");
+    assert_eq!(dry[1]["start_date"], "2031-03-10T09:00:00.000000");
+    assert_eq!(dry[0]["fits"], true);
+    let (ok, table, _) = berth(&s, "alice:p1", &["lease", "list"]);
+    assert!(ok && !table.contains("weekly"), "{table}");
+    // A duration without a unit is refused before anything is sent.
+    let (ok, _, err) = berth(&s, "alice:p1", &["lease", "update", "cli-lease", "--prolong-for", "1"]);
+    assert!(!ok && err.contains("give a unit: 1m, 1h, 1d"), "{err}");
+    assert_eq!(json(&s, "alice:p1", &["lease", "show", "cli-lease"])["end_date"], lease["end_date"]);
+    // Reservation values go typed: the stored parameters are numbers.
+    assert_eq!(lease["reservations"][0]["min"], 1, "{lease}");
     let longer = json(&s, "alice:p1", &["lease", "update", "cli-lease", "--prolong-for", "1h"]);
     assert!(longer["end_date"].as_str().unwrap().contains("T13:00:00"), "{longer}");
     let shorter = json(&s, "alice:p1", &["lease", "update", &id, "--reduce-by", "30m", "--name", "renamed"]);

@@ -116,21 +116,34 @@ async fn a_lease_starting_now_is_active_and_its_instance_woken() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(&dir, &webhook_plugins(&base, "", "", ""));
     let s = Server::launch(TestDatabase::new().await, &[], Some(&cfg)).await;
-    enrol(&s, "h1").await;
+    let host = enrol(&s, "h1").await;
+    // The instance is a Placement consumer of the lease's project, as the
+    // compute service makes it; a member may name only its own.
+    let instance = uuid::Uuid::new_v4().to_string();
+    let placed = reqwest::Client::new()
+        .put(format!("{}/placement/allocations/{instance}", s.url))
+        .header("x-auth-token", ADMIN)
+        .header("openstack-api-version", "placement 1.28")
+        .json(&json!({"allocations": {&host: {"resources": {"VCPU": 1}}}, "project_id": "p1", "user_id": "alice",
+                      "consumer_generation": null}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(placed.status(), StatusCode::NO_CONTENT);
     let created = Instant::now();
     let l = create(
         &s,
         ALICE,
         json!({"name": "now", "start_date": "now", "end_date": in_secs(4),
                "reservations": [{"resource_type": "virtual:instance", "amount": 1, "vcpus": 1, "memory_mb": 512,
-                                 "instance_ids": ["i-0001"]}]}),
+                                 "instance_ids": [&instance]}]}),
     )
     .await;
     let id = l["id"].as_str().unwrap().to_string();
     rx.wait_for(10, "the instance woken", |c| c.iter().any(|c| c.action == "wake_up")).await;
     let woken = created.elapsed();
     let wake = rx.calls_of("wake_up").remove(0);
-    assert_eq!(wake.payload["instance_id"], "i-0001");
+    assert_eq!(wake.payload["instance_id"], instance.as_str());
     assert_eq!(wake.payload["lease"]["id"], json!(id));
     let start = wait_event(&s, &id, "start_lease", "DONE", 10).await;
     let active_at = created.elapsed();
@@ -150,7 +163,7 @@ async fn a_lease_starting_now_is_active_and_its_instance_woken() {
     assert_eq!(lease_status(&s, &id).await, "TERMINATED");
     let deleted = rx.calls_of("delete");
     assert_eq!(deleted.len(), 1);
-    assert_eq!(deleted[0].payload["instance_id"], "i-0001");
+    assert_eq!(deleted[0].payload["instance_id"], instance.as_str());
     // Metrics saw it.
     let metrics = reqwest::Client::new()
         .get(format!("{}/metrics", s.url))

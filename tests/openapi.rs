@@ -13,8 +13,10 @@ fn is_route_miss(status: reqwest::StatusCode, body: &Value) -> bool {
     if status == 405 {
         return true;
     }
+    let code = body["code"].as_str().or_else(|| body["error"]["code"].as_str());
     status == 404
-        && (body.is_null() || body["errors"][0]["detail"].as_str() == Some("The resource could not be found."))
+        && (code == Some("berth.route_not_found")
+            || body["errors"][0]["detail"].as_str() == Some("The resource could not be found."))
 }
 
 #[tokio::test]
@@ -72,4 +74,63 @@ async fn every_documented_route_is_served() {
     let documented: usize =
         doc["paths"].as_object().unwrap().values().map(|item| item.as_object().unwrap().len()).sum();
     assert_eq!(documented, ROUTES.len());
+    assert_valid_openapi_3_1(&doc);
+}
+
+/// A Python with openapi-spec-validator: the system's if it has it, else a
+/// venv under the target directory; `None` (said loudly) only when the
+/// package index cannot be reached.
+fn validator() -> Option<std::path::PathBuf> {
+    use std::process::Command;
+    let has = |python: &std::path::Path| {
+        Command::new(python)
+            .args(["-c", "import openapi_spec_validator"])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    let system = std::path::PathBuf::from(std::env::var("BERTH_PYTHON").unwrap_or_else(|_| "python3".into()));
+    if has(&system) {
+        return Some(system);
+    }
+    let dir = common::target_dir().join("openapi-venv");
+    let python = dir.join("bin/python");
+    if python.exists() && has(&python) {
+        return Some(python);
+    }
+    let made = Command::new(&system).args(["-m", "venv", "--clear"]).arg(&dir).status().expect("python3 -m venv");
+    assert!(made.success(), "python3 -m venv {} failed", dir.display());
+    let out = Command::new(dir.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check", "openapi-spec-validator"])
+        .output()
+        .expect("run pip");
+    if !out.status.success() {
+        let text = String::from_utf8_lossy(&out.stderr);
+        if text.contains("NewConnectionError") || text.contains("No matching distribution") {
+            eprintln!("\n*** SKIPPED the OpenAPI validation: the package index is unreachable ***\n{text}");
+            return None;
+        }
+        panic!("pip install openapi-spec-validator failed:\n{text}");
+    }
+    Some(python)
+}
+
+/// openapi-spec-validator finds no error in `doc` as OpenAPI 3.1.
+fn assert_valid_openapi_3_1(doc: &Value) {
+    assert_eq!(doc["openapi"], "3.1.0");
+    let Some(python) = validator() else { return };
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    std::io::Write::write_all(&mut file, doc.to_string().as_bytes()).unwrap();
+    let script = "import json, sys\n\
+        from openapi_spec_validator.validation.validators import OpenAPIV31SpecValidator\n\
+        errors = list(OpenAPIV31SpecValidator(json.load(open(sys.argv[1]))).iter_errors())\n\
+        for e in errors[:20]: print(e.message[:300])\n\
+        sys.exit(1 if errors else 0)\n";
+    let out = std::process::Command::new(python).args(["-c", script]).arg(file.path()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "/openapi.json is not valid OpenAPI 3.1:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -15,12 +15,18 @@ pub struct Server {
     child: Child,
     http: reqwest::Client,
     _config: Option<tempfile::NamedTempFile>,
+    /// The daemon's standard error, kept for [`Server::log`].
+    log: tempfile::NamedTempFile,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A failing test shows what the daemon said.
+        if std::thread::panicking() {
+            eprintln!("--- berthd log ---\n{}", self.log());
+        }
     }
 }
 
@@ -84,6 +90,7 @@ impl Server {
         keep: Option<tempfile::NamedTempFile>,
     ) -> Server {
         let listen = format!("127.0.0.1:{}", free_port());
+        let log = tempfile::NamedTempFile::new().expect("log file");
         let mut cmd = Command::new(berthd_bin());
         cmd.arg("serve");
         if let Some(c) = config {
@@ -95,12 +102,13 @@ impl Server {
             .env("BERTH_POOL_SIZE", "8")
             .env("BERTH_LOG", "warn")
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+            .stderr(log.reopen().expect("reopen the log file"));
         for (k, v) in env {
             cmd.env(k, v);
         }
         let child = cmd.spawn().expect("start berthd");
-        let server = Server { url: format!("http://{listen}"), db, child, http: reqwest::Client::new(), _config: keep };
+        let server =
+            Server { url: format!("http://{listen}"), db, child, http: reqwest::Client::new(), _config: keep, log };
         for _ in 0..300 {
             if let Ok(r) = server.http.get(format!("{}/readyz", server.url)).send().await {
                 if r.status().is_success() {
@@ -137,6 +145,17 @@ impl Server {
     }
     pub async fn delete(&self, path: &str, token: &str) -> (StatusCode, Value) {
         self.call(Method::DELETE, path, token, None).await
+    }
+
+    /// What the daemon has written to its standard error so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    /// Fails if the daemon's log shows a panic.
+    pub fn assert_no_panic(&self) {
+        let log = self.log();
+        assert!(!log.contains("panicked"), "berthd panicked:\n{log}");
     }
 
     /// SIGKILL: the daemon dies at once, in the middle of whatever it does.

@@ -104,6 +104,7 @@ actions! {
     LeasesUpdate => "blazar:leases:update", "rule:admin_or_project_member", "PUT /v1/leases/{id}";
     LeasesExtend => "blazar:leases:extend", "rule:blazar:leases:update", "PUT /v1/leases/{id} that moves the end later (checked beside blazar:leases:update)";
     LeasesDelete => "blazar:leases:delete", "rule:admin_or_project_member", "DELETE /v1/leases/{id}";
+    LeasesNameAnyInstance => "blazar:leases:name_any_instance", "rule:admin", "Name in a reservation (virtual:instance) instances of any project, not only Placement consumers of one's own";
     HostsList => "blazar:os-hosts:list", "rule:admin", "GET /v1/os-hosts";
     HostsGet => "blazar:os-hosts:get", "rule:admin", "GET /v1/os-hosts/{id}";
     HostsCreate => "blazar:os-hosts:create", "rule:admin", "POST /v1/os-hosts";

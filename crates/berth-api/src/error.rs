@@ -1,10 +1,12 @@
 //! Errors as clients expect them. Placement's routes answer
 //! `{"errors":[{status,title,detail,code,request_id}]}`; Blazar's answer
-//! `{error_code, error_name, error_message, code, request_id}`. Every
-//! response carries `x-openstack-request-id`.
+//! `{error_code, error_name, error_message, code, request_id}`; the rest
+//! (the root, probes, metrics) answer Berth's
+//! `{"error":{status,title,detail,code,request_id}}`. Every response
+//! carries `x-openstack-request-id`.
 
 use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use berth_core::error::{Error, ErrorKind};
@@ -34,6 +36,39 @@ pub async fn request_id(req: Request, next: Next) -> Response {
 pub enum Style {
     Placement,
     Blazar,
+    Berth,
+}
+
+impl Style {
+    /// The document the routes under `path` speak.
+    pub fn of_path(path: &str) -> Style {
+        let under =
+            |prefix: &str| path.strip_prefix(prefix).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        if under("/placement") {
+            Style::Placement
+        } else if under("/v1") {
+            Style::Blazar
+        } else {
+            Style::Berth
+        }
+    }
+}
+
+/// Codes of refusals made before a handler runs.
+pub mod codes {
+    pub const ROUTE_NOT_FOUND: &str = "berth.route_not_found";
+    pub const METHOD_NOT_ALLOWED: &str = "berth.method_not_allowed";
+    pub const BODY_TOO_LARGE: &str = "berth.body_too_large";
+    pub const BAD_REQUEST: &str = "berth.bad_request";
+    pub const BAD_ENCODING: &str = "berth.invalid.encoding";
+    pub const CONTROL_CHARACTER: &str = "berth.invalid.control_character";
+    pub const TOO_LONG: &str = "berth.invalid.too_long";
+    pub const TOO_DEEP: &str = "berth.invalid.too_deep";
+    pub const TIMEOUT: &str = "berth.timeout";
+    pub const TOO_MANY_STREAMS: &str = "berth.too_many_streams";
+    pub const UNAVAILABLE: &str = "berth.unavailable";
+    pub const BAD_LIMIT: &str = "berth.invalid.limit";
+    pub const BAD_MARKER: &str = "berth.invalid.marker";
 }
 
 #[derive(Debug)]
@@ -50,6 +85,10 @@ impl ApiError {
     }
     pub fn placement(mut self) -> Self {
         self.style = Style::Placement;
+        self
+    }
+    pub fn in_style(mut self, style: Style) -> Self {
+        self.style = style;
         self
     }
     pub fn unauthenticated() -> Self {
@@ -75,15 +114,34 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::Invalid => StatusCode::BAD_REQUEST,
         ErrorKind::Quota | ErrorKind::Forbidden => StatusCode::FORBIDDEN,
         ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+/// Seconds a 503 asks the client to wait before trying again.
+pub const RETRY_AFTER_S: u64 = 5;
+
+/// What a client is told of `e`. A bug's or an outage's detail (which may
+/// quote the database) goes to the log with the request id, never to the
+/// client.
+pub fn public_detail(e: &Error) -> String {
+    let request_id = current_request_id();
+    match e.kind {
+        ErrorKind::Internal => {
+            tracing::error!(request_id = %request_id, detail = %e.detail, "internal error");
+            format!("An internal error occurred; the request id {request_id} finds it in the log.")
+        }
+        ErrorKind::Unavailable => {
+            tracing::warn!(request_id = %request_id, detail = %e.detail, "database unavailable");
+            format!("The database is unavailable; try again in {RETRY_AFTER_S} seconds.")
+        }
+        _ => e.detail.clone(),
     }
 }
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        if e.kind == ErrorKind::Internal {
-            tracing::error!(detail = %e.detail, "internal error");
-        }
-        ApiError::new(status_of(e.kind), e.code, e.detail)
+        ApiError::new(status_of(e.kind), e.code, public_detail(&e))
     }
 }
 
@@ -106,7 +164,18 @@ impl IntoResponse for ApiError {
                 "code": self.code,
                 "request_id": request_id,
             }),
+            Style::Berth => json!({"error": {
+                "status": self.status.as_u16(),
+                "title": title,
+                "detail": self.detail,
+                "code": self.code,
+                "request_id": request_id,
+            }}),
         };
-        (self.status, axum::Json(body)).into_response()
+        let mut resp = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
+        }
+        resp
     }
 }

@@ -3,10 +3,11 @@
 //! attempts, last error and claimer. Members see their project's only.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use berth_core::dates::format_date;
 use berth_core::lease::{codes, LeaseEventStatus, LeaseEventType};
 use berth_store::queries::lease_events::{LeaseEventFilter, LeaseEventRow};
@@ -15,7 +16,9 @@ use uuid::Uuid;
 
 use crate::access::{Action, Target};
 use crate::auth::Context;
+use crate::config::ApiConfig;
 use crate::error::ApiError;
+use crate::paging::Page;
 use crate::AppState;
 
 pub fn routes() -> Router<AppState> {
@@ -47,7 +50,12 @@ fn bad(m: String) -> ApiError {
 }
 
 /// The filters both lists accept.
-fn filter(state: &AppState, ctx: &Context, q: &HashMap<String, String>) -> Result<LeaseEventFilter, ApiError> {
+fn filter(
+    state: &AppState,
+    ctx: &Context,
+    q: &HashMap<String, String>,
+    page: &Page,
+) -> Result<LeaseEventFilter, ApiError> {
     for k in q.keys() {
         if !["status", "event_type", "lease_id", "limit", "marker", "project_id"].contains(&k.as_str()) {
             return Err(bad(format!("unknown filter {k:?} (status, event_type, lease_id, limit, marker, project_id)")));
@@ -76,28 +84,32 @@ fn filter(state: &AppState, ctx: &Context, q: &HashMap<String, String>) -> Resul
     let uuid = |k: &str| -> Result<Option<Uuid>, ApiError> {
         q.get(k).map(|v| Uuid::parse_str(v).map_err(|_| bad(format!("{k} {v:?} is not an id")))).transpose()
     };
-    let limit = match q.get("limit") {
-        Some(l) => match l.parse::<i64>() {
-            Ok(n) if n >= 1 => Some(n.min(1000)),
-            _ => return Err(bad(format!("limit {l:?} must be a positive whole number"))),
-        },
-        None => None,
-    };
-    Ok(LeaseEventFilter { project_id, lease_id: uuid("lease_id")?, status, event_type, marker: uuid("marker")?, limit })
+    let marker = uuid("marker")?;
+    Ok(LeaseEventFilter {
+        project_id,
+        lease_id: uuid("lease_id")?,
+        status,
+        event_type,
+        marker,
+        limit: Some(page.sql_limit()),
+    })
 }
 
 async fn list(
     State(state): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     state.rules.authorize(&ctx, Action::EventsList, &Target::own(&ctx))?;
-    let events = state.store.lease_events(&filter(&state, &ctx, &q)?).await?;
-    Ok(Json(json!({ "events": events.iter().map(event_json).collect::<Vec<_>>() })))
+    let page = Page::of(&q, config.max_page)?;
+    let events = state.store.lease_events(&filter(&state, &ctx, &q, &page)?).await?;
+    Ok(Json(page.answer("events", "/v1/events", &q, events.iter().map(event_json).collect(), "id")))
 }
 
 async fn of_lease(
     State(state): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
@@ -113,9 +125,11 @@ async fn of_lease(
     let lease = state.store.lease(id, state.rules.visible_project(&ctx, Action::LeasesGetAllProjects)).await?;
     let target = Target::owned(&lease.record.project_id, &lease.record.user_id);
     state.rules.authorize(&ctx, Action::EventsList, &target)?;
-    let mut f = filter(&state, &ctx, &q)?;
+    let page = Page::of(&q, config.max_page)?;
+    let mut f = filter(&state, &ctx, &q, &page)?;
     f.lease_id = Some(id);
     f.project_id = None;
     let events = state.store.lease_events(&f).await?;
-    Ok(Json(json!({ "events": events.iter().map(event_json).collect::<Vec<_>>() })))
+    let path = format!("/v1/leases/{id}/events");
+    Ok(Json(page.answer("events", &path, &q, events.iter().map(event_json).collect(), "id")))
 }

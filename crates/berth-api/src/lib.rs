@@ -8,26 +8,39 @@
 //! This crate knows HTTP and nothing of SQL: everything durable goes through
 //! berth-store.
 
+#![warn(clippy::arithmetic_side_effects)]
+
 pub mod access;
 pub mod auth;
 mod blazar;
 pub mod clock;
+pub mod config;
 pub mod error;
 mod events;
+mod input;
 pub mod log;
 pub mod metrics;
 pub mod openapi;
+mod paging;
 pub mod placement;
 mod quotas;
+mod refusals;
 mod root;
+mod serve;
+mod streams;
 
 use std::sync::Arc;
 
-use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::{Extension, Router};
 use berth_store::Store;
+use tower_http::timeout::TimeoutLayer;
 
 pub use access::Rules;
 pub use auth::{AuthMode, Authenticator};
+pub use config::ApiConfig;
+pub use serve::serve;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -45,8 +58,16 @@ pub struct AppState {
     pub clock: clock::ClockWatch,
 }
 
-/// The whole HTTP surface.
+/// The whole HTTP surface, with the default [`ApiConfig`].
 pub fn router(state: AppState) -> Router {
+    router_with(state, ApiConfig::default())
+}
+
+/// The whole HTTP surface under `config`'s bounds. Every request passes
+/// the input checks ([`input`]) before any handler, and every refusal is a
+/// document in its API's format ([`refusals`]).
+pub fn router_with(state: AppState, config: ApiConfig) -> Router {
+    let timeout = std::time::Duration::from_secs(config.request_timeout_s);
     Router::new()
         .merge(root::routes())
         .nest("/v1", blazar::routes())
@@ -55,6 +76,16 @@ pub fn router(state: AppState) -> Router {
         .merge(events::routes())
         .merge(log::routes())
         .merge(metrics::routes())
+        .fallback(refusals::no_route)
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout))
+        // Live streams last as long as the client listens.
+        .merge(log::stream_routes())
+        // The input check reads the body under the configured limit.
+        .layer(DefaultBodyLimit::disable())
+        .layer(axum::middleware::from_fn(input::check))
+        .layer(axum::middleware::from_fn(refusals::as_documents))
+        .layer(Extension(Arc::new(config)))
+        .layer(Extension(Arc::new(streams::Streams::default())))
         .layer(axum::middleware::from_fn(error::request_id))
         .with_state(state)
 }

@@ -8,13 +8,14 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use berth_core::error::codes;
 use berth_store::{Cursor, RecordedEvent, Store};
 use futures::Stream;
@@ -22,7 +23,9 @@ use serde_json::{json, Value};
 
 use crate::access::{Action, Target};
 use crate::auth::Context;
+use crate::config::ApiConfig;
 use crate::error::ApiError;
+use crate::streams::{Slot, Streams};
 use crate::AppState;
 
 /// How often a live tail looks for new entries: a write shows within this
@@ -44,7 +47,12 @@ pub fn close_streams() {
 }
 
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/v1/log", get(page)).route("/v1/log/stream", get(stream))
+    Router::new().route("/v1/log", get(page))
+}
+
+/// The live tail, which no request timeout bounds.
+pub fn stream_routes() -> Router<AppState> {
+    Router::new().route("/v1/log/stream", get(stream))
 }
 
 fn bad(m: String) -> ApiError {
@@ -111,6 +119,8 @@ impl Filter {
 
 async fn stream(
     State(state): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
+    Extension(streams): Extension<Arc<Streams>>,
     ctx: Context,
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
@@ -129,15 +139,18 @@ async fn stream(
     }
     let filter =
         Filter { stream: q.get("stream").cloned(), event_type: q.get("type").cloned(), lease: q.get("lease").cloned() };
-    Ok(Sse::new(tail(state.store.clone(), after, filter)).keep_alive(KeepAlive::default()))
+    let slot = streams.open(&ctx.user_id, config.max_streams_per_caller, config.max_streams)?;
+    let keep_alive = KeepAlive::new().interval(Duration::from_secs(config.stream_keepalive_s));
+    Ok(Sse::new(tail(state.store.clone(), after, filter, slot)).keep_alive(keep_alive))
 }
 
-/// Entries after `after`, forever: read a page, send what passes the filter,
-/// and when caught up wait a moment and look again.
-fn tail(store: Store, after: Cursor, filter: Filter) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+/// Entries after `after`, until shutdown: read a page, send what passes the
+/// filter, and when caught up wait a moment and look again. The stream
+/// holds its `slot` while it lives.
+fn tail(store: Store, after: Cursor, filter: Filter, slot: Slot) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     futures::stream::unfold(
-        (store, after, std::collections::VecDeque::<RecordedEvent>::new()),
-        move |(store, mut after, mut buffered)| {
+        (store, after, std::collections::VecDeque::<RecordedEvent>::new(), slot),
+        move |(store, mut after, mut buffered, slot)| {
             let filter = filter.clone();
             let mut closing = closing().subscribe();
             async move {
@@ -147,7 +160,7 @@ fn tail(store: Store, after: Cursor, filter: Filter) -> impl Stream<Item = Resul
                     }
                     if let Some(e) = buffered.pop_front() {
                         let ev = SseEvent::default().id(e.cursor().to_string()).data(entry_json(&e).to_string());
-                        return Some((Ok(ev), (store, after, buffered)));
+                        return Some((Ok(ev), (store, after, buffered, slot)));
                     }
                     match store.read_log(after, PAGE).await {
                         Ok(page) => {

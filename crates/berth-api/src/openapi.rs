@@ -2,8 +2,15 @@
 //! by API, with what it does. `tests/openapi.rs` checks that every route
 //! listed here answers, so the document cannot drift into fiction.
 
-use utoipa::openapi::path::{HttpMethod, OperationBuilder, Paths};
-use utoipa::openapi::{InfoBuilder, OpenApi, OpenApiBuilder};
+use utoipa::openapi::path::{HttpMethod, Operation, OperationBuilder, ParameterBuilder, ParameterIn, Paths};
+use utoipa::openapi::request_body::RequestBodyBuilder;
+use utoipa::openapi::schema::{ArrayBuilder, Object, ObjectBuilder, Schema, Type};
+use utoipa::openapi::{
+    Components, ComponentsBuilder, ContentBuilder, InfoBuilder, OpenApi, OpenApiBuilder, Ref, Required, Response,
+    ResponseBuilder,
+};
+
+use crate::error::Style;
 
 /// One documented operation.
 pub struct Route {
@@ -125,12 +132,112 @@ fn method(m: &str) -> HttpMethod {
     }
 }
 
+/// The error document of the API `path` belongs to, as a component name.
+fn error_schema(path: &str) -> &'static str {
+    match Style::of_path(path) {
+        Style::Placement => "PlacementError",
+        Style::Blazar => "BlazarError",
+        Style::Berth => "BerthError",
+    }
+}
+
+fn string() -> Object {
+    ObjectBuilder::new().schema_type(Type::String).build()
+}
+
+fn integer() -> Object {
+    ObjectBuilder::new().schema_type(Type::Integer).build()
+}
+
+/// `{status, title, detail, code, request_id}`, as Placement's and Berth's
+/// documents carry each error.
+fn error_fields() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("status", integer())
+        .property("title", string())
+        .property("detail", string())
+        .property("code", string())
+        .property("request_id", string())
+        .required("status")
+        .required("code")
+        .build()
+}
+
+/// The three error documents (see `crate::error`).
+fn error_components() -> Components {
+    let placement = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("errors", ArrayBuilder::new().items(error_fields()).build())
+        .required("errors")
+        .build();
+    let blazar = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("error_code", integer())
+        .property("error_name", string())
+        .property("error_message", string())
+        .property("code", string())
+        .property("request_id", string())
+        .required("error_code")
+        .required("code")
+        .build();
+    let berth =
+        ObjectBuilder::new().schema_type(Type::Object).property("error", error_fields()).required("error").build();
+    ComponentsBuilder::new()
+        .schema("PlacementError", placement)
+        .schema("BlazarError", blazar)
+        .schema("BerthError", berth)
+        .build()
+}
+
+/// What a successful answer carries.
+fn success(route: &Route) -> Response {
+    let content_type = match route.path {
+        "/metrics" => "text/plain",
+        "/v1/log/stream" => "text/event-stream",
+        _ => "application/json",
+    };
+    ResponseBuilder::new()
+        .description("Success")
+        .content(content_type, ContentBuilder::new().schema(Some(Schema::Object(Object::new()))).build())
+        .build()
+}
+
+/// One operation: its path parameters, a JSON body where it takes one, its
+/// success and its error document.
+fn operation(route: &Route) -> Operation {
+    let mut op = OperationBuilder::new().summary(Some(route.summary)).tag(route.tag);
+    for name in route.path.split('/').filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}')) {
+        op = op.parameter(
+            ParameterBuilder::new()
+                .name(name)
+                .parameter_in(ParameterIn::Path)
+                .required(Required::True)
+                .schema(Some(string())),
+        );
+    }
+    if matches!(route.method, "POST" | "PUT" | "PATCH") {
+        let object = ObjectBuilder::new().schema_type(Type::Object).build();
+        let body = RequestBodyBuilder::new()
+            .content("application/json", ContentBuilder::new().schema(Some(object)).build())
+            .build();
+        op = op.request_body(Some(body));
+    }
+    let error = ResponseBuilder::new()
+        .description("A refusal, in the error document of the route's API")
+        .content(
+            "application/json",
+            ContentBuilder::new().schema(Some(Ref::from_schema_name(error_schema(route.path)))).build(),
+        )
+        .build();
+    op.response("2XX", success(route)).response("default", error).build()
+}
+
 /// The document, built once per call from [`ROUTES`].
 pub fn document() -> OpenApi {
     let mut paths = Paths::new();
     for route in ROUTES {
-        let operation = OperationBuilder::new().summary(Some(route.summary)).tag(route.tag).build();
-        paths.add_path_operation(route.path, vec![method(route.method)], operation);
+        paths.add_path_operation(route.path, vec![method(route.method)], operation(route));
     }
     let info = InfoBuilder::new()
         .title("Berth")
@@ -141,5 +248,5 @@ pub fn document() -> OpenApi {
              Request and response shapes of the Placement and Blazar parts follow their public API references.",
         ))
         .build();
-    OpenApiBuilder::new().info(info).paths(paths).build()
+    OpenApiBuilder::new().info(info).paths(paths).components(Some(error_components())).build()
 }

@@ -59,6 +59,20 @@ impl Client {
         self.call(Method::GET, path, None)
     }
 
+    /// Every item of the list `name` at `path`, following the `next` links
+    /// (`<name>_links`) page after page, as the server pages it.
+    pub fn get_all(&self, path: &str, name: &str) -> Result<Vec<Value>> {
+        let mut items = Vec::new();
+        let mut next = Some(path.to_string());
+        while let Some(p) = next.take() {
+            let mut page = self.get(&p)?;
+            items.extend(page[name].as_array_mut().map(std::mem::take).unwrap_or_default());
+            let links = page[format!("{name}_links")].as_array().cloned().unwrap_or_default();
+            next = links.iter().find(|l| l["rel"] == "next").and_then(|l| l["href"].as_str()).map(str::to_string);
+        }
+        Ok(items)
+    }
+
     /// A long-lived GET (Server-Sent Events): no timeout; resumes after
     /// `last_event_id` when given.
     pub fn stream(&self, path: &str, last_event_id: Option<&str>) -> Result<reqwest::blocking::Response> {

@@ -57,11 +57,8 @@ fn host_id(client: &Client, given: &str) -> Result<String> {
     if uuid::Uuid::parse_str(given).is_ok() {
         return Ok(given.to_string());
     }
-    let all = client.get("/v1/os-hosts")?;
-    all["hosts"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let all = client.get_all("/v1/os-hosts", "hosts")?;
+    all.iter()
         .find(|h| h["hypervisor_hostname"] == given)
         .and_then(|h| h["id"].as_str().map(str::to_string))
         .ok_or_else(|| anyhow!("no host named {given:?}"))
@@ -112,8 +109,7 @@ pub fn run(client: &Client, cmd: HostCommand) -> Result<()> {
             client.print_object(&out["host"]);
         }
         HostCommand::List => {
-            let out = client.get("/v1/os-hosts")?;
-            client.print_list(out["hosts"].as_array().map(Vec::as_slice).unwrap_or(&[]), COLUMNS);
+            client.print_list(&client.get_all("/v1/os-hosts", "hosts")?, COLUMNS);
         }
         HostCommand::Show { host } => {
             let out = client.get(&format!("/v1/os-hosts/{}", host_id(client, &host)?))?;
@@ -150,8 +146,8 @@ pub fn run(client: &Client, cmd: HostCommand) -> Result<()> {
                     print_allocations(client, std::slice::from_ref(&out["allocation"]));
                 }
                 None => {
-                    let out = client.get(&format!("/v1/os-hosts/allocations{query}"))?;
-                    print_allocations(client, out["allocations"].as_array().map(Vec::as_slice).unwrap_or(&[]));
+                    let all = client.get_all(&format!("/v1/os-hosts/allocations{query}"), "allocations")?;
+                    print_allocations(client, &all);
                 }
             }
         }

@@ -49,10 +49,13 @@ pub struct CreateArgs {
     /// Recurring: a cron schedule (5 fields); with --duration and --until.
     #[arg(long)]
     pub cron: Option<String>,
-    #[arg(long)]
+    #[arg(long, value_parser = duration)]
     pub duration: Option<String>,
     #[arg(long)]
     pub until: Option<String>,
+    /// Book nothing: list the occurrences and whether each fits.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Args)]
@@ -67,13 +70,13 @@ pub struct UpdateArgs {
     #[arg(long)]
     pub before_end: Option<String>,
     /// e.g. `2h`, `30m`, `1d`.
-    #[arg(long)]
+    #[arg(long, value_parser = duration)]
     pub prolong_for: Option<String>,
-    #[arg(long)]
+    #[arg(long, value_parser = duration)]
     pub reduce_by: Option<String>,
-    #[arg(long)]
+    #[arg(long, value_parser = duration)]
     pub defer_by: Option<String>,
-    #[arg(long)]
+    #[arg(long, value_parser = duration)]
     pub advance_by: Option<String>,
     /// `id=<reservation id>,min=2,max=3,...`; repeatable.
     #[arg(long = "reservation")]
@@ -86,7 +89,7 @@ pub struct AvailabilityArgs {
     #[arg(long = "reservation", required = true)]
     pub reservations: Vec<String>,
     /// How long the lease would last, e.g. `2h`.
-    #[arg(long)]
+    #[arg(long, value_parser = duration)]
     pub duration: String,
     #[arg(long)]
     pub from: Option<String>,
@@ -98,12 +101,37 @@ pub struct AvailabilityArgs {
 
 const LIST_COLUMNS: &[&str] = &["id", "name", "start_date", "end_date", "status", "project_id"];
 
+/// `key=value,...` as a reservation object, each value typed: whole
+/// numbers as numbers, `true` and `false` as booleans, a JSON list as a
+/// list, anything else as text.
 fn reservation(s: &str) -> Result<Value> {
     let mut o = Map::new();
     for (k, v) in key_values(s)? {
-        o.insert(k, Value::String(v));
+        o.insert(k, typed(&v));
     }
     Ok(Value::Object(o))
+}
+
+fn typed(v: &str) -> Value {
+    if let Ok(n) = v.trim().parse::<i64>() {
+        return Value::from(n);
+    }
+    match v.trim() {
+        "true" => return Value::Bool(true),
+        "false" => return Value::Bool(false),
+        _ => {}
+    }
+    match serde_json::from_str::<Value>(v) {
+        Ok(list @ Value::Array(_)) => list,
+        _ => Value::String(v.to_string()),
+    }
+}
+
+/// A duration as the API reads it, with its unit: a bare number is
+/// refused here rather than read as seconds.
+fn duration(s: &str) -> std::result::Result<String, String> {
+    let t = s.trim();
+    berth_core::dates::parse_duration("duration", t).map(|_| t.to_string()).map_err(|e| e.detail)
 }
 
 fn reservations(list: &[String]) -> Result<Vec<Value>> {
@@ -115,8 +143,8 @@ fn lease_id(client: &Client, given: &str) -> Result<String> {
     if uuid::Uuid::parse_str(given).is_ok() {
         return Ok(given.to_string());
     }
-    let all = client.get("/v1/leases")?;
-    let found: Vec<&Value> = all["leases"].as_array().into_iter().flatten().filter(|l| l["name"] == given).collect();
+    let all = client.get_all("/v1/leases", "leases")?;
+    let found: Vec<&Value> = all.iter().filter(|l| l["name"] == given).collect();
     match found.as_slice() {
         [one] => Ok(one["id"].as_str().unwrap_or_default().to_string()),
         [] => Err(anyhow!("no lease named {given:?}")),
@@ -145,6 +173,13 @@ pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
                 };
                 body["recurrence"] = json!({"cron": cron, "duration": d, "until": u});
             }
+            if a.dry_run {
+                body["dry_run"] = json!(true);
+                let out = client.call(Method::POST, "/v1/leases", Some(&body))?;
+                let occurrences = out["occurrences"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+                client.print_list(occurrences, &["start_date", "end_date", "fits"]);
+                return Ok(());
+            }
             let out = client.call(Method::POST, "/v1/leases", Some(&body))?;
             show_lease(client, &out["lease"]);
         }
@@ -156,6 +191,8 @@ pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
             if let Some(p) = project {
                 q.push(format!("project_id={p}"));
             }
+            // A page when asked for one, else every page.
+            let one_page = limit.is_some() || marker.is_some();
             if let Some(l) = limit {
                 q.push(format!("limit={l}"));
             }
@@ -163,8 +200,12 @@ pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
                 q.push(format!("marker={m}"));
             }
             let path = if q.is_empty() { "/v1/leases".to_string() } else { format!("/v1/leases?{}", q.join("&")) };
-            let out = client.get(&path)?;
-            client.print_list(out["leases"].as_array().map(Vec::as_slice).unwrap_or(&[]), LIST_COLUMNS);
+            let leases = if one_page {
+                client.get(&path)?["leases"].as_array().cloned().unwrap_or_default()
+            } else {
+                client.get_all(&path, "leases")?
+            };
+            client.print_list(&leases, LIST_COLUMNS);
         }
         LeaseCommand::Show { lease } => {
             let out = client.get(&format!("/v1/leases/{}", lease_id(client, &lease)?))?;
@@ -226,4 +267,22 @@ pub fn availability(client: &Client, a: AvailabilityArgs) -> Result<()> {
     let out = client.call(Method::POST, "/v1/availability", Some(&body))?;
     client.print_list(out["availability"].as_array().map(Vec::as_slice).unwrap_or(&[]), &["start_date", "end_date"]);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_sent_typed_and_durations_need_a_unit() {
+        let r =
+            reservation("resource_type=virtual:instance,amount=2,affinity=false,instance_ids=[\"a\"],x=2h").unwrap();
+        assert_eq!(
+            r,
+            json!({"resource_type": "virtual:instance", "amount": 2, "affinity": false, "instance_ids": ["a"], "x": "2h"})
+        );
+        assert_eq!(duration("1").unwrap_err(), "duration \"1\": give a unit: 1m, 1h, 1d");
+        assert_eq!(duration("90m").unwrap(), "90m");
+        assert!(duration("soon").is_err());
+    }
 }

@@ -2,6 +2,8 @@
 //! `BERTH_TOKEN`, or Keystone credentials as the openstack client takes
 //! them); depends on berth-core types only.
 
+#![warn(clippy::arithmetic_side_effects)]
+
 mod auth;
 mod client;
 mod events;

@@ -24,6 +24,9 @@ pub enum ErrorKind {
     Forbidden,
     /// Something broke on our side (500); never bad input.
     Internal,
+    /// The database cannot be reached or did not answer in time (503): the
+    /// same request may succeed later.
+    Unavailable,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +64,9 @@ impl Error {
     pub fn internal(detail: impl Into<String>) -> Self {
         Self::new(ErrorKind::Internal, codes::INTERNAL, detail)
     }
+    pub fn unavailable(detail: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unavailable, codes::UNAVAILABLE, detail)
+    }
 }
 
 impl fmt::Display for Error {
@@ -84,5 +90,6 @@ pub mod codes {
     pub const INVALID: &str = "berth.invalid";
     pub const NOT_FOUND: &str = "berth.not_found";
     pub const INTERNAL: &str = "berth.internal";
+    pub const UNAVAILABLE: &str = "berth.unavailable";
     pub const STREAM_VERSION: &str = "berth.log.stream_version";
 }

@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use crate::error::Error;
 use crate::query::Query;
+use crate::time::DateMath;
 
 /// The codes lease and host requests answer with.
 pub mod codes {
@@ -31,6 +32,15 @@ pub mod codes {
     /// A reservation past the first [`super::MAX_RESERVATIONS`] (never
     /// reached: leases are refused before that).
     pub const NO_CAPACITY: &str = "berth.lease.no_capacity";
+    /// A reservation names a parameter its plugin does not take.
+    pub const TOO_MANY_OCCURRENCES: &str = "berth.lease.too_many_occurrences";
+    pub const UNKNOWN_PARAMETER: &str = "berth.lease.unknown_parameter";
+    /// A reservation parameter's value is not of its type.
+    pub const INVALID_PARAMETER: &str = "berth.lease.invalid_parameter";
+    /// A reservation names an instance that is not a Placement consumer.
+    pub const UNKNOWN_INSTANCE: &str = "berth.lease.unknown_instance";
+    /// A reservation names another project's instance.
+    pub const FOREIGN_INSTANCE: &str = "berth.lease.foreign_instance";
 }
 
 /// The free pool: the Placement aggregate every enrolled host belongs to.
@@ -38,8 +48,9 @@ pub const FREE_POOL: Uuid = Uuid::from_u128(0x6265_7274_6866_7265_6570_6f6f_6c00
 
 /// Most reservations one lease may carry.
 pub const MAX_RESERVATIONS: usize = 32;
-/// Most occurrences one recurring lease may book.
-pub const MAX_OCCURRENCES: usize = 500;
+/// How far past the cap a refused recurrence's occurrences are counted
+/// for its error.
+const OCCURRENCES_COUNTED: usize = 100_000;
 /// How long before the end the `before_end_lease` event fires by default.
 pub const DEFAULT_BEFORE_END: Duration = Duration::hours(1);
 /// A start this close to now is not "in the past" (clients send minutes).
@@ -229,7 +240,7 @@ pub fn check_new_window(
     end: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<(), Error> {
-    if !start_is_now && start < now - START_GRACE {
+    if !start_is_now && start < now.saturating_minus(START_GRACE) {
         return Err(Error::invalid(
             codes::INVALID_DATE,
             format!("start_date {} is in the past (now is {})", crate::dates::format_date(start), fmt(now)),
@@ -261,7 +272,7 @@ pub fn before_end_time(
             format!("before_end_date {} is not between start_date {} and end_date {}", fmt(t), fmt(start), fmt(end)),
         )),
         Some(t) => Ok(t),
-        None => Ok((end - DEFAULT_BEFORE_END).max(start)),
+        None => Ok(end.saturating_minus(DEFAULT_BEFORE_END).max(start)),
     }
 }
 
@@ -334,7 +345,7 @@ pub fn check_change(
             ));
         }
         let s = change.start.expect("moves_start");
-        if s < now - START_GRACE {
+        if s < now.saturating_minus(START_GRACE) {
             return Err(Error::invalid(codes::INVALID_DATE, format!("start_date {} is in the past", fmt(s))));
         }
     }
@@ -382,15 +393,17 @@ pub type Occurrence = (DateTime<Utc>, DateTime<Utc>);
 
 /// Occurrences of a recurring lease: each instant the schedule fires in
 /// `[from, until)`, with its window of `duration`. Refuses schedules that
-/// overlap themselves or book more than [`MAX_OCCURRENCES`].
+/// overlap themselves or book more than `max`, saying how many they would.
 pub fn occurrences(
     fires: impl IntoIterator<Item = DateTime<Utc>>,
     from: DateTime<Utc>,
     until: DateTime<Utc>,
     duration: Duration,
+    max: usize,
 ) -> Result<Vec<Occurrence>, Error> {
     let mut out: Vec<Occurrence> = Vec::new();
-    for t in fires {
+    let mut fires = fires.into_iter();
+    while let Some(t) = fires.next() {
         if t < from {
             continue;
         }
@@ -405,13 +418,20 @@ pub fn occurrences(
                 ));
             }
         }
-        if out.len() == MAX_OCCURRENCES {
+        if out.len() == max {
+            let more = fires.take_while(|t| *t < until).take(OCCURRENCES_COUNTED).count();
+            let count = match more {
+                OCCURRENCES_COUNTED => format!("more than {}", max.saturating_add(OCCURRENCES_COUNTED)),
+                n => max.saturating_add(n).saturating_add(1).to_string(),
+            };
             return Err(Error::invalid(
-                codes::INVALID_LEASE,
-                format!("recurrence books more than {MAX_OCCURRENCES} occurrences; bring its end closer"),
+                codes::TOO_MANY_OCCURRENCES,
+                format!(
+                    "recurrence books {count} occurrences, more than the {max} one request may; bring its end closer"
+                ),
             ));
         }
-        out.push((t, t + duration));
+        out.push((t, t.plus("an occurrence's end", duration)?));
     }
     if out.is_empty() {
         return Err(Error::invalid(codes::INVALID_LEASE, "recurrence: the schedule fires no time before its end"));
@@ -503,11 +523,16 @@ mod tests {
     #[test]
     fn occurrences_are_bounded_and_disjoint() {
         let fires = (0..30).map(|d| t(0) + Duration::days(d));
-        let occ = occurrences(fires.clone(), t(0), t(0) + Duration::days(3), Duration::hours(2)).unwrap();
+        let occ = occurrences(fires.clone(), t(0), t(0) + Duration::days(3), Duration::hours(2), 100).unwrap();
         assert_eq!(occ.len(), 3);
         assert_eq!(occ[1], (t(0) + Duration::days(1), t(2) + Duration::days(1)));
-        assert!(occurrences(fires.clone(), t(0), t(0) + Duration::days(3), Duration::days(2)).is_err());
-        assert!(occurrences(fires, t(0) + Duration::days(40), t(0) + Duration::days(50), Duration::hours(1)).is_err());
+        assert!(occurrences(fires.clone(), t(0), t(0) + Duration::days(3), Duration::days(2), 100).is_err());
+        let e = occurrences(fires.clone(), t(0), t(0) + Duration::days(10), Duration::hours(1), 4).unwrap_err();
+        assert_eq!(e.code, codes::TOO_MANY_OCCURRENCES);
+        assert!(e.detail.starts_with("recurrence books 10 occurrences, more than the 4"), "{}", e.detail);
+        assert!(
+            occurrences(fires, t(0) + Duration::days(40), t(0) + Duration::days(50), Duration::hours(1), 9).is_err()
+        );
     }
 
     #[test]

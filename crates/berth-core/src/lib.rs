@@ -7,6 +7,8 @@
 //! API and the manager build on these types; this crate depends on none of
 //! them.
 
+#![warn(clippy::arithmetic_side_effects)]
+
 pub mod dates;
 pub mod error;
 pub mod event;
@@ -18,6 +20,7 @@ pub mod policy;
 pub mod query;
 pub mod quota;
 pub mod schedule;
+pub mod time;
 pub mod timeline;
 pub mod window;
 

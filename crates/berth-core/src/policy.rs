@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use chrono::{DateTime, Duration, Utc};
 
 use crate::error::{Error, ErrorKind};
+use crate::time::DateMath;
 
 pub mod codes {
     /// A lease longer than the maximum duration (403).
@@ -77,7 +78,7 @@ impl LeasePolicy {
         }
         match self.extension_window {
             Some(window) => {
-                let opens = current.1 - window;
+                let opens = current.1.saturating_minus(window);
                 if now < opens {
                     return Err(Error::new(
                         ErrorKind::Forbidden,
@@ -108,7 +109,7 @@ mod tests {
     use chrono::TimeZone;
 
     fn t(h: i64) -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap() + Duration::hours(h)
+        Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap().plus("t", Duration::hours(h)).unwrap()
     }
 
     fn policy() -> LeasePolicy {

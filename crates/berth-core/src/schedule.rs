@@ -83,7 +83,7 @@ impl Candidate {
             (Some(end), Some(s)) => (s - end).min(GAP_HORIZON),
             _ => GAP_HORIZON,
         };
-        before.max(Duration::zero()) + after.max(Duration::zero())
+        before.max(Duration::zero()).checked_add(&after.max(Duration::zero())).unwrap_or(Duration::MAX)
     }
 
     /// Share of capacity left free (per mille, the smallest over `classes`).
@@ -255,10 +255,11 @@ pub fn start_times(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::time::DateMath;
     use chrono::TimeZone;
 
     fn t(h: i64) -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap() + Duration::hours(h)
+        Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap().plus("t", Duration::hours(h)).unwrap()
     }
     fn w(a: i64, b: i64) -> Window {
         Window::new(t(a), Some(t(b))).unwrap()

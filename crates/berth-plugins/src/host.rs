@@ -23,9 +23,20 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::driver::Driver;
+use crate::params::{param, Param, ParamType};
 use crate::plugin::{Hook, HookError, HookOutcome, ResourcePlugin, ResourceRequest};
 
 pub const RESOURCE_TYPE: &str = "physical:host";
+
+/// The parameters a reservation of this type takes.
+const HOST_PARAMETERS: &[Param] = &[
+    param("min", ParamType::Integer),
+    param("max", ParamType::Integer),
+    param("hypervisor_properties", ParamType::Query),
+    param("resource_properties", ParamType::Query),
+    param("before_end", ParamType::String),
+    param("end_policy", ParamType::String),
+];
 
 /// How hosts go back at a lease's end.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -205,6 +216,10 @@ pub fn demand(request: &ResourceRequest) -> Result<Demand, Error> {
 impl ResourcePlugin for HostPlugin {
     fn resource_type(&self) -> &str {
         RESOURCE_TYPE
+    }
+
+    fn parameters(&self) -> Option<&'static [Param]> {
+        Some(HOST_PARAMETERS)
     }
 
     async fn validate(&self, reservation: &Value) -> Result<ResourceRequest, Error> {

@@ -21,9 +21,22 @@ use serde_json::{json, Value};
 
 use crate::driver::Driver;
 use crate::host::{query_param, whole};
+use crate::params::{param, Param, ParamType};
 use crate::plugin::{Hook, HookError, HookOutcome, ResourcePlugin, ResourceRequest};
 
 pub const RESOURCE_TYPE: &str = "virtual:instance";
+
+/// The parameters a reservation of this type takes.
+const INSTANCE_PARAMETERS: &[Param] = &[
+    param("amount", ParamType::Integer),
+    param("vcpus", ParamType::Integer),
+    param("memory_mb", ParamType::Integer),
+    param("disk_gb", ParamType::Integer),
+    param("affinity", ParamType::OptionalBoolean),
+    param("resource_properties", ParamType::Query),
+    param("instance_ids", ParamType::StringList),
+    param("instance_id", ParamType::String),
+];
 
 /// What happens to the instances at a lease's end.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,6 +160,14 @@ impl ResourcePlugin for InstancePlugin {
             affinity: affinity(reservation)?,
             resource_properties: query_param(reservation, "resource_properties")?,
         })
+    }
+
+    fn parameters(&self) -> Option<&'static [Param]> {
+        Some(INSTANCE_PARAMETERS)
+    }
+
+    fn named_consumers(&self, reservation: &Value) -> Vec<String> {
+        instance_ids(reservation)
     }
 
     async fn on_start(&self, hook: &Hook) -> Result<HookOutcome, HookError> {

@@ -11,11 +11,14 @@
 //! Beside them, the lease policy ([`policy`]): the built-in rules as
 //! configured and the optional external policy service.
 
+#![warn(clippy::arithmetic_side_effects)]
+
 pub mod config;
 pub mod driver;
 pub mod external;
 pub mod host;
 pub mod instance;
+pub mod params;
 pub mod plugin;
 pub mod policy;
 pub mod registry;

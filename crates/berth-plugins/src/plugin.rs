@@ -85,6 +85,21 @@ pub trait ResourcePlugin: Send + Sync {
     /// `ErrorKind::Invalid` with the field named.
     async fn validate(&self, reservation: &serde_json::Value) -> Result<ResourceRequest, berth_core::Error>;
 
+    /// The parameters a reservation of this type takes, with their types;
+    /// `None` when the plugin checks its parameters itself (external
+    /// plugins, in their `validate`).
+    fn parameters(&self) -> Option<&'static [crate::params::Param]> {
+        None
+    }
+
+    /// The Placement consumers a reservation names for its hooks to act on
+    /// (e.g. the instances to wake up and delete). The lease API lets a
+    /// caller name only its own project's consumers, so that a hook never
+    /// acts on another project's resources.
+    fn named_consumers(&self, _reservation: &serde_json::Value) -> Vec<String> {
+        Vec::new()
+    }
+
     async fn on_start(&self, hook: &Hook) -> Result<HookOutcome, HookError>;
 
     async fn before_end(&self, hook: &Hook) -> Result<HookOutcome, HookError>;

@@ -8,6 +8,7 @@
 //! as the others do. The local clock is only compared with it, to tell the
 //! operator (`Store::clock_offset`).
 
+use berth_core::time::DateMath;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 
@@ -45,7 +46,8 @@ impl Store {
         let db = now(&c).await?;
         let back = local_now();
         let round_trip = (back - sent).num_microseconds().unwrap_or(0) as f64 / 1e6;
-        let local = sent + (back - sent) / 2;
+        let half = chrono::Duration::microseconds((back - sent).num_microseconds().unwrap_or(0) / 2);
+        let local = sent.saturating_plus(half);
         Ok(ClockOffset { seconds: (local - db).num_microseconds().unwrap_or(0) as f64 / 1e6, round_trip })
     }
 }

@@ -11,6 +11,9 @@ pub enum StoreError {
     Db(#[from] tokio_postgres::Error),
     #[error("connection pool: {0}")]
     Pool(String),
+    /// No connection within the pool's wait or connect timeout.
+    #[error("connection pool: {0}")]
+    PoolTimeout(String),
 }
 
 impl StoreError {
@@ -39,10 +42,24 @@ impl From<StoreError> for Error {
                 Some("23503") => {
                     Error::new(ErrorKind::Conflict, berth_core::error::codes::CONCURRENT_UPDATE, describe(&db))
                 }
+                _ if is_unavailable(&db) => Error::unavailable(format!("database: {}", describe(&db))),
                 _ => Error::internal(format!("database: {}", describe(&db))),
             },
-            StoreError::Pool(p) => Error::internal(format!("database unavailable: {p}")),
+            StoreError::Pool(p) | StoreError::PoolTimeout(p) => Error::unavailable(format!("database: {p}")),
         }
+    }
+}
+
+/// The server is gone, going, refusing connections, or stopped a statement
+/// at its timeout: the same request may succeed later. Anything else the
+/// server says is a bug of ours.
+fn is_unavailable(e: &tokio_postgres::Error) -> bool {
+    match e.code().map(|c| c.code()) {
+        // Connection exceptions, too many connections, shutdown and
+        // start-up, a statement timeout or a cancel.
+        Some(code) => code.starts_with("08") || matches!(code, "53300" | "57P01" | "57P02" | "57P03" | "57014"),
+        // No answer from the server at all: an I/O error or a closed connection.
+        None => e.as_db_error().is_none(),
     }
 }
 

@@ -9,6 +9,8 @@
 //!
 //! Nothing outside this crate writes SQL. This crate knows nothing of HTTP.
 
+#![warn(clippy::arithmetic_side_effects)]
+
 pub mod clock;
 pub mod commands;
 pub mod launcher;
@@ -31,8 +33,22 @@ pub use error::StoreError;
 pub use launcher::LocalPostgres;
 pub use log::{Cursor, RecordedEvent};
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, Timeouts};
 use tokio_postgres::NoTls;
+
+/// How the pool waits for the database. `None` waits as long as it takes.
+#[derive(Debug, Clone, Default)]
+pub struct PoolSettings {
+    /// Most connections.
+    pub max_size: usize,
+    /// Longest wait for a free connection, and to open a new one.
+    pub wait_timeout: Option<Duration>,
+    pub connect_timeout: Option<Duration>,
+    /// Longest a statement may run on the server (`statement_timeout`).
+    pub statement_timeout: Option<Duration>,
+}
 
 /// A handle on Berth's database: a pool of connections. Cheap to clone.
 #[derive(Clone)]
@@ -45,11 +61,37 @@ pub struct Store {
 }
 
 impl Store {
-    /// Connects a pool of at most `max_size` connections to `url`.
+    /// Connects a pool of at most `max_size` connections to `url`, waiting
+    /// as long as the database takes (for tools such as replay).
     pub fn connect(url: &str, max_size: usize) -> Result<Store, StoreError> {
-        let config: tokio_postgres::Config = url.parse().map_err(StoreError::Db)?;
+        Store::connect_with(url, &PoolSettings { max_size, ..PoolSettings::default() })
+    }
+
+    /// Connects a pool to `url` that gives up as `settings` say: a request
+    /// then fails as unavailable instead of waiting on a database that does
+    /// not answer.
+    pub fn connect_with(url: &str, settings: &PoolSettings) -> Result<Store, StoreError> {
+        let mut config: tokio_postgres::Config = url.parse().map_err(StoreError::Db)?;
+        if let Some(t) = settings.connect_timeout {
+            config.connect_timeout(t);
+        }
+        if let Some(t) = settings.statement_timeout {
+            let mut options = config.get_options().map(|o| format!("{o} ")).unwrap_or_default();
+            options.push_str(&format!("-c statement_timeout={}", t.as_millis()));
+            config.options(&options);
+        }
         let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-        let pool = Pool::builder(manager).max_size(max_size).build().map_err(|e| StoreError::Pool(e.to_string()))?;
+        let timeouts = Timeouts {
+            wait: settings.wait_timeout,
+            create: settings.connect_timeout,
+            recycle: settings.connect_timeout,
+        };
+        let pool = Pool::builder(manager)
+            .max_size(settings.max_size)
+            .timeouts(timeouts)
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|e| StoreError::Pool(e.to_string()))?;
         Ok(Store { pool, url: url.to_string(), claims: Default::default() })
     }
 
@@ -61,7 +103,11 @@ impl Store {
     }
 
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
-        self.pool.get().await.map_err(|e| StoreError::Pool(e.to_string()))
+        self.pool.get().await.map_err(|e| match e {
+            PoolError::Timeout(_) => StoreError::PoolTimeout(e.to_string()),
+            PoolError::Backend(db) => StoreError::Db(db),
+            e => StoreError::Pool(e.to_string()),
+        })
     }
 
     /// Whether the database answers (for `/readyz`).

@@ -14,12 +14,16 @@ impl Store {
     /// Applies the migrations the database lacks; returns how many ran.
     pub async fn migrate(&self) -> Result<usize, StoreError> {
         let mut client = self.client().await?;
+        // A migration (and waiting for another berthd's) may take longer
+        // than the statement timeout requests have.
+        client.batch_execute("SET statement_timeout = 0").await?;
         client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await?;
         let result = embedded::migrations::runner()
             .set_migration_table_name("berth_schema_history")
             .run_async(&mut **client)
             .await;
         client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await?;
+        client.batch_execute("RESET statement_timeout").await?;
         let report = result.map_err(|e| StoreError::Pool(format!("migration failed: {e}")))?;
         Ok(report.applied_migrations().len())
     }

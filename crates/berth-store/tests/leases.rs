@@ -350,7 +350,7 @@ async fn hosts_enrol_update_and_leave_when_free() {
     assert_eq!(store.remove_host(&meta(), h).await.unwrap_err().code, codes::HOST_IN_USE);
     store.delete_lease(&meta(), id, None).await.unwrap();
     store.remove_host(&meta(), h).await.unwrap();
-    assert!(store.hosts().await.unwrap().is_empty());
+    assert!(store.hosts(None, 1000).await.unwrap().is_empty());
     let props = store.host_properties(true).await.unwrap();
     assert_eq!(props.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), vec!["gpus", "zone"]);
     store.set_host_property(&meta(), "gpus", true).await.unwrap();

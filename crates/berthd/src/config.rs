@@ -32,6 +32,15 @@ pub struct Config {
     pub log: String,
     /// `BERTH_POOL_SIZE`: database connections.
     pub pool_size: usize,
+    /// `BERTH_POOL_WAIT_TIMEOUT_MS`: longest a request waits for a free
+    /// database connection (then 503).
+    pub pool_wait_timeout_ms: u64,
+    /// `BERTH_CONNECT_TIMEOUT_MS`: longest opening a database connection
+    /// may take (then 503).
+    pub connect_timeout_ms: u64,
+    /// `BERTH_STATEMENT_TIMEOUT_MS`: longest one SQL statement of a request
+    /// or of the manager may run (then 503).
+    pub statement_timeout_ms: u64,
     /// `BERTH_CLAIM_LANES`: claim transactions in flight at once; claims
     /// waiting meanwhile are decided together in the next one. About the
     /// database server's cores.
@@ -43,6 +52,9 @@ pub struct Config {
     /// projects, external policy service).
     #[serde(default)]
     pub policy: berth_plugins::PolicyConfig,
+    /// `[api]`: request bounds and timeouts (`BERTH_API__MAX_BODY_BYTES`, ...).
+    #[serde(default)]
+    pub api: berth_api::ApiConfig,
     /// `[manager]`: fires lease events (`BERTH_MANAGER__POLL_INTERVAL_MS`, ...).
     #[serde(default)]
     pub manager: berth_manager::ManagerConfig,
@@ -64,16 +76,31 @@ impl Default for Config {
             policy_file: None,
             log: "info".into(),
             pool_size: 32,
+            pool_wait_timeout_ms: 5_000,
+            connect_timeout_ms: 5_000,
+            statement_timeout_ms: 30_000,
             claim_lanes: berth_store::commands::DEFAULT_CLAIM_LANES,
             plugins: berth_plugins::PluginsConfig::default(),
             policy: berth_plugins::PolicyConfig::default(),
             manager: berth_manager::ManagerConfig::default(),
             clock_skew_warn_s: berth_api::clock::DEFAULT_WARN_S,
+            api: berth_api::ApiConfig::default(),
         }
     }
 }
 
 impl Config {
+    /// The database pool as configured.
+    pub fn pool(&self) -> berth_store::PoolSettings {
+        let ms = std::time::Duration::from_millis;
+        berth_store::PoolSettings {
+            max_size: self.pool_size,
+            wait_timeout: Some(ms(self.pool_wait_timeout_ms)),
+            connect_timeout: Some(ms(self.connect_timeout_ms)),
+            statement_timeout: Some(ms(self.statement_timeout_ms)),
+        }
+    }
+
     pub fn load(file: Option<&Path>) -> Result<Config> {
         let mut fig = Figment::from(Serialized::defaults(Config::default()));
         if let Some(f) = file {
@@ -96,6 +123,7 @@ mod tests {
         assert!(cfg.plugins.external.contains_key("virtual:floatingip"));
         cfg.plugins.check().unwrap();
         assert_eq!(cfg.policy.max_lease_duration, Some(604800));
+        assert_eq!(cfg.api, berth_api::ApiConfig::default(), "the example shows the defaults");
         berth_plugins::Policy::from_config(&cfg.policy).unwrap();
         assert_eq!(cfg.keystone.cache_ttl_s, 300);
         assert_eq!(cfg.jwt.audience, ["berth"]);

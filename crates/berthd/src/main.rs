@@ -1,6 +1,8 @@
 //! berthd: the Berth daemon. Thin wiring: configuration, logging, the
 //! database, the HTTP server and the manager, and signals.
 
+#![warn(clippy::arithmetic_side_effects)]
+
 mod config;
 mod dev;
 
@@ -152,6 +154,7 @@ fn init_logging(filter: &str) {
 pub(crate) async fn serve(cfg: Config) -> Result<()> {
     cfg.plugins.check().context("the [plugins] configuration")?;
     cfg.manager.check().map_err(anyhow::Error::msg).context("the [manager] configuration")?;
+    cfg.api.check().map_err(anyhow::Error::msg).context("the [api] configuration")?;
     // Identity and policy are checked before anything is touched.
     let rules = Arc::new(rules(cfg.policy_file.as_deref())?);
     let auth = Arc::new(authenticator(&cfg).await?);
@@ -160,7 +163,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     berth_manager::metrics::describe();
     berth_api::clock::ClockWatch::describe();
     let store =
-        Store::connect(&cfg.database_url, cfg.pool_size).context("database URL")?.with_claim_lanes(cfg.claim_lanes);
+        Store::connect_with(&cfg.database_url, &cfg.pool()).context("database URL")?.with_claim_lanes(cfg.claim_lanes);
     let applied = store.migrate().await.context("migrating the database")?;
     if applied > 0 {
         tracing::info!(applied, "schema migrated");
@@ -176,7 +179,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
         clock: berth_api::clock::ClockWatch::new(cfg.clock_skew_warn_s),
     };
     tokio::spawn(state.clock.clone().run(store.clone()));
-    let app = berth_api::router(state);
+    let app = berth_api::router_with(state, cfg.api.clone());
     let listener =
         tokio::net::TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;
     check_noauth_reach(&cfg, listener.local_addr()?)?;
@@ -195,7 +198,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
         let _ = stop_tx.send(true);
         berth_api::log::close_streams();
     };
-    axum::serve(listener, app).with_graceful_shutdown(signal).await?;
+    berth_api::serve(listener, app, &cfg.api, signal).await?;
     if let Some(m) = manager {
         let _ = m.await;
     }

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use berth_core::time::DateMath;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -289,7 +290,7 @@ impl Keystone {
             // Renewing early on a fast clock is harmless; a slow clock is
             // caught by Keystone's 401, which renews once.
             #[allow(clippy::disallowed_methods)] // when to renew our own token
-            let fresh = t.expires_at - RENEW_BEFORE > Utc::now();
+            let fresh = t.expires_at.saturating_minus(RENEW_BEFORE) > Utc::now();
             if !renew && fresh {
                 return Ok(t.token.clone());
             }

@@ -8,6 +8,7 @@ use axum::extract::{Path, Query, State};
 use axum::Json;
 use berth_core::dates::{self, format_date, parse_date, DateSpec};
 use berth_core::lease::codes;
+use berth_core::time::DateMath;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{json, Value};
 
@@ -39,7 +40,7 @@ pub(super) async fn advise(State(state): State<AppState>, ctx: Context, body: By
     let duration = dates::duration_from_json("duration", obj.get("duration").unwrap_or(&Value::Null))?;
     let now = state.store.now().await?;
     let from = date(opt_str(&obj, "from")?, "from", now, now)?.max(now);
-    let until = date(opt_str(&obj, "until")?, "until", from + DEFAULT_SEARCH, now)?;
+    let until = date(opt_str(&obj, "until")?, "until", from.saturating_plus(DEFAULT_SEARCH), now)?;
     let limit = match obj.get("limit") {
         None | Some(Value::Null) => 5,
         Some(v) => match v.as_u64() {
@@ -75,7 +76,7 @@ pub(super) async fn extension(
             DateSpec::At(t) => t,
             DateSpec::Now => state.store.now().await?,
         },
-        None => lease.record.end + Duration::days(365),
+        None => lease.record.end.saturating_plus(Duration::days(365)),
     };
     let e = state.store.extension(id, scope, horizon).await?;
     Ok(Json(json!({

@@ -1,12 +1,13 @@
 //! `/v1/os-hosts`: enrol providers as reservable hosts, their extra
 //! capabilities and properties, and which reservations hold them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::Json;
+use axum::{Extension, Json};
 use berth_core::dates::format_date;
 use berth_core::lease::codes;
 use berth_store::commands::{HostChange, NewHost, HOST_FIELDS};
@@ -17,12 +18,15 @@ use uuid::Uuid;
 use super::{meta, object_body, opt_str, path_id};
 use crate::access::{Action, Target};
 use crate::auth::Context;
+use crate::config::ApiConfig;
 use crate::error::ApiError;
+use crate::paging::Page;
 use crate::AppState;
 
-fn host_json(h: &Host) -> Value {
+/// The host as Blazar shows it, without the capabilities in `hidden`.
+fn host_json(h: &Host, hidden: &BTreeSet<String>) -> Value {
     let mut o = Map::new();
-    for (k, v) in &h.capabilities {
+    for (k, v) in h.capabilities.iter().filter(|(k, _)| !hidden.contains(*k)) {
         o.insert(k.clone(), v.clone());
     }
     let fixed = json!({
@@ -77,10 +81,32 @@ fn host_id(id: &str) -> Result<Uuid, ApiError> {
     path_id(id, "host", codes::HOST_NOT_FOUND)
 }
 
-pub(super) async fn list(State(state): State<AppState>, ctx: Context) -> Result<Json<Value>, ApiError> {
+/// The capabilities `ctx` may not see: the private ones, unless its rules
+/// let it (admins, as Blazar hides them from everyone else).
+async fn hidden_from(state: &AppState, ctx: &Context) -> Result<BTreeSet<String>, ApiError> {
+    if state.rules.allows(ctx, Action::HostsGetPrivateProperties, &Target::own(ctx)) {
+        return Ok(BTreeSet::new());
+    }
+    let all = state.store.host_properties(true).await?;
+    Ok(all.into_iter().filter(|p| p.private).map(|p| p.name).collect())
+}
+
+pub(super) async fn list(
+    State(state): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
+    ctx: Context,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
     state.rules.authorize(&ctx, Action::HostsList, &Target::own(&ctx))?;
-    let hosts = state.store.hosts().await?;
-    Ok(Json(json!({ "hosts": hosts.iter().map(host_json).collect::<Vec<_>>() })))
+    let page = Page::of(&q, config.max_page)?;
+    let marker = match &page.marker {
+        Some(m) => Some(Uuid::parse_str(m).map_err(|_| bad(format!("marker {m:?} is not a host id")))?),
+        None => None,
+    };
+    let hidden = hidden_from(&state, &ctx).await?;
+    let hosts = state.store.hosts(marker, page.sql_limit()).await?;
+    let shown = hosts.iter().map(|h| host_json(h, &hidden)).collect();
+    Ok(Json(page.answer("hosts", "/v1/os-hosts", &q, shown, "id")))
 }
 
 pub(super) async fn show(
@@ -89,8 +115,9 @@ pub(super) async fn show(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     state.rules.authorize(&ctx, Action::HostsGet, &Target::own(&ctx))?;
+    let hidden = hidden_from(&state, &ctx).await?;
     let host = state.store.host(host_id(&id)?).await?;
-    Ok(Json(json!({ "host": host_json(&host) })))
+    Ok(Json(json!({ "host": host_json(&host, &hidden) })))
 }
 
 pub(super) async fn create(
@@ -115,7 +142,7 @@ pub(super) async fn create(
         NewHost { name: name.to_string(), resources, reservable: reservable(&obj)?.unwrap_or(true), capabilities };
     let id = state.store.enrol_host(&meta(&ctx), new).await?;
     let host = state.store.host(id).await?;
-    Ok((StatusCode::CREATED, Json(json!({ "host": host_json(&host) }))))
+    Ok((StatusCode::CREATED, Json(json!({ "host": host_json(&host, &BTreeSet::new()) }))))
 }
 
 pub(super) async fn update(
@@ -147,7 +174,7 @@ pub(super) async fn update(
     }
     state.store.update_host(&meta(&ctx), id, change).await?;
     let host = state.store.host(id).await?;
-    Ok(Json(json!({ "host": host_json(&host) })))
+    Ok(Json(json!({ "host": host_json(&host, &BTreeSet::new()) })))
 }
 
 pub(super) async fn delete(
@@ -174,13 +201,16 @@ fn project_scope<'c>(state: &AppState, ctx: &'c Context) -> Option<&'c str> {
 
 pub(super) async fn allocations(
     State(state): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     state.rules.authorize(&ctx, Action::HostsGetAllocations, &Target::own(&ctx))?;
+    let page = Page::of(&q, config.max_page)?;
     let (lease, reservation) = (uuid_param(&q, "lease_id")?, uuid_param(&q, "reservation_id")?);
     let all = state.store.host_allocations(None, lease, reservation, project_scope(&state, &ctx)).await?;
-    Ok(Json(json!({ "allocations": all.iter().map(allocation_json).collect::<Vec<_>>() })))
+    let shown = page.slice(all.iter().map(allocation_json).collect(), "resource_id")?;
+    Ok(Json(page.answer("allocations", "/v1/os-hosts/allocations", &q, shown, "resource_id")))
 }
 
 pub(super) async fn allocation(
@@ -203,10 +233,12 @@ fn truthy(q: &HashMap<String, String>, key: &str) -> bool {
 
 pub(super) async fn properties(
     State(state): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     state.rules.authorize(&ctx, Action::HostsGetProperties, &Target::own(&ctx))?;
+    let page = Page::of(&q, config.max_page)?;
     let detail = truthy(&q, "detail");
     let all = truthy(&q, "all") && state.rules.allows(&ctx, Action::HostsGetPrivateProperties, &Target::own(&ctx));
     let props = state.store.host_properties(all).await?;
@@ -220,7 +252,8 @@ pub(super) async fn properties(
             }
         })
         .collect();
-    Ok(Json(json!({ "resource_properties": out })))
+    let shown = page.slice(out, "property")?;
+    Ok(Json(page.answer("resource_properties", "/v1/os-hosts/properties", &q, shown, "property")))
 }
 
 pub(super) async fn set_property(

@@ -1,19 +1,24 @@
 //! `/v1/leases`: create, list, show, update, delete.
 
 use std::collections::HashMap;
-use std::str::FromStr;
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::Json;
+use axum::{Extension, Json};
 use berth_core::dates::{self, format_date, parse_date, DateSpec};
 use berth_core::lease::{self, codes, LeaseEventType, LeaseStatus, Occurrence};
+use berth_core::time::DateMath;
 use berth_store::commands::{LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate};
 use berth_store::queries::leases::{Lease, LeaseFilter};
-use chrono::{Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
+use croner::Cron;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
+
+use crate::config::ApiConfig;
+use crate::paging::Page;
 
 use super::{meta, object_body, opt_str, path_id};
 use crate::access::{Action, Target};
@@ -126,9 +131,58 @@ fn params_of(r: &Map<String, Value>) -> Value {
 
 async fn resolve(state: &AppState, resource_type: &str, params: &Value) -> Result<NewReservation, ApiError> {
     let plugin = state.plugins.get(resource_type)?;
+    // Parameters the plugin declares are checked and read as their types
+    // here; the others' plugins check their own in validate.
+    let params = match plugin.parameters() {
+        Some(declared) => &berth_plugins::params::normalize(resource_type, declared, params)?,
+        None => params,
+    };
     let request = plugin.validate(params).await?;
     let demand = berth_plugins::host::demand(&request)?;
     Ok(NewReservation { resource_type: resource_type.to_string(), params: params.clone(), demand })
+}
+
+/// The consumers the reservations name for their hooks (instances to wake
+/// up and delete) must be the caller's project's in Placement, unless the
+/// rules let the caller name any (admins): a hook must never act on what
+/// another project owns.
+async fn check_named_consumers(state: &AppState, ctx: &Context, list: &[NewReservation]) -> Result<(), ApiError> {
+    if state.rules.allows(ctx, Action::LeasesNameAnyInstance, &Target::own(ctx)) {
+        return Ok(());
+    }
+    let mut named = Vec::new();
+    for r in list {
+        for id in state.plugins.get(&r.resource_type)?.named_consumers(&r.params) {
+            let uuid = Uuid::parse_str(&id).map_err(|_| unknown_consumer(&id))?;
+            named.push((id, uuid));
+        }
+    }
+    if named.is_empty() {
+        return Ok(());
+    }
+    let uuids: Vec<Uuid> = named.iter().map(|(_, u)| *u).collect();
+    let projects = state.store.consumer_projects(&uuids).await?;
+    for (id, uuid) in &named {
+        match projects.get(uuid) {
+            None => return Err(unknown_consumer(id)),
+            Some(p) if *p != ctx.project_id => {
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    codes::FOREIGN_INSTANCE,
+                    format!("instance {id} belongs to another project"),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn unknown_consumer(id: &str) -> ApiError {
+    ApiError::bad_request(
+        codes::UNKNOWN_INSTANCE,
+        format!("instance {id:?} is not a consumer of your project in /placement"),
+    )
 }
 
 pub(super) async fn reservations(state: &AppState, v: Option<&Value>) -> Result<Vec<NewReservation>, ApiError> {
@@ -156,33 +210,47 @@ pub(super) async fn reservations(state: &AppState, v: Option<&Value>) -> Result<
     Ok(out)
 }
 
-/// A recurring lease's occurrences: a cron schedule (5 fields, or the cron
-/// crate's 6 or 7 with seconds), a duration each, and an end.
-pub(super) fn occurrences(rec: &Value, from: chrono::DateTime<Utc>) -> Result<Vec<Occurrence>, ApiError> {
+/// A recurring lease's occurrences: a cron schedule as crontab reads it
+/// (five fields, minute to day of week; day of week 0 or 7 is Sunday, 1
+/// Monday; names such as `mon-fri`; a day of month and a day of week both
+/// restricted match either, as in Vixie cron), in UTC; a duration each;
+/// an end; at most `max` of them.
+pub(super) fn occurrences(rec: &Value, from: chrono::DateTime<Utc>, max: usize) -> Result<Vec<Occurrence>, ApiError> {
     let bad = |m: String| ApiError::bad_request(codes::INVALID_LEASE, format!("recurrence: {m}"));
     let Some(obj) = rec.as_object() else {
         return Err(bad("must be an object with cron, duration and until".into()));
     };
     let expr = opt_str(obj, "cron")?.ok_or_else(|| bad("cron is required".into()))?;
-    let fields = expr.split_whitespace().count();
-    let expr = if fields == 5 { format!("0 {expr}") } else { expr.to_string() };
-    let schedule = cron::Schedule::from_str(&expr).map_err(|e| bad(format!("cron {expr:?}: {e}")))?;
+    if expr.split_whitespace().count() != 5 {
+        return Err(bad(format!("cron {expr:?} must have five fields: minute hour day-of-month month day-of-week")));
+    }
+    let schedule = Cron::new(expr).parse().map_err(|e| bad(format!("cron {expr:?}: {e}")))?;
     let duration = dates::duration_from_json("recurrence.duration", obj.get("duration").unwrap_or(&Value::Null))?;
     let until = match date_field(obj, "until")? {
         Some(DateSpec::At(t)) => t,
         _ => return Err(bad("until (a date) is required".into())),
     };
-    let fires = schedule.after(&(from - Duration::seconds(1)));
-    Ok(lease::occurrences(fires, from, until, duration)?)
+    Ok(lease::occurrences(schedule.iter_from(from), from, until, duration, max)?)
 }
 
+/// Creates a lease (one per occurrence when recurring). With
+/// `"dry_run": true` it writes nothing and answers the occurrences, each
+/// with whether it fits.
 pub(super) async fn create(
     State(state): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     state.rules.authorize(&ctx, Action::LeasesCreate, &Target::own(&ctx))?;
     let obj = object_body(&body, "lease")?;
+    let dry_run = match obj.get("dry_run") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => {
+            return Err(ApiError::bad_request(codes::INVALID_LEASE, format!("dry_run must be true or false, not {v}")))
+        }
+    };
     let Some(name) = opt_str(&obj, "name")? else {
         return Err(ApiError::bad_request(codes::INVALID_LEASE, "name is required"));
     };
@@ -193,7 +261,9 @@ pub(super) async fn create(
     // `start_date: now` and checks "in the past" again in its transaction.
     let now = state.store.now().await?;
     let dates = match obj.get("recurrence") {
-        Some(rec) if !rec.is_null() => LeaseDates::Recurring(occurrences(rec, start.resolve(now))?),
+        Some(rec) if !rec.is_null() => {
+            LeaseDates::Recurring(occurrences(rec, start.resolve(now), config.max_occurrences)?)
+        }
         _ => {
             let Some(end) = date_field(&obj, "end_date")? else {
                 return Err(ApiError::bad_request(codes::INVALID_DATE, "end_date is required"));
@@ -201,6 +271,7 @@ pub(super) async fn create(
             LeaseDates::One { start, end, before_end: fixed_date(&obj, "before_end_date", now)? }
         }
     };
+    check_named_consumers(&state, &ctx, &reservations).await?;
     let new = NewLease {
         name: name.to_string(),
         project_id: ctx.project_id.clone(),
@@ -209,6 +280,9 @@ pub(super) async fn create(
         reservations,
     };
     super::policy::check_create(&state, &new, now).await?;
+    if dry_run {
+        return Ok((StatusCode::OK, Json(dry_run_answer(&state, &new, now).await?)));
+    }
     let ids = state.store.create_lease(&meta(&ctx), new).await?;
     let lease = state.store.lease(ids[0], None).await?;
     let mut out = lease_json(&lease);
@@ -218,8 +292,25 @@ pub(super) async fn create(
     Ok((StatusCode::CREATED, Json(json!({ "lease": out }))))
 }
 
+/// What `new` would book: each window and whether its reservations fit
+/// there now (capacity; quotas are checked when the lease is made).
+async fn dry_run_answer(state: &AppState, new: &NewLease, now: DateTime<Utc>) -> Result<Value, ApiError> {
+    let windows = match &new.dates {
+        LeaseDates::One { start, end, .. } => vec![(start.resolve(now), end.resolve(now))],
+        LeaseDates::Recurring(occ) => occ.clone(),
+    };
+    let mut out = Vec::with_capacity(windows.len());
+    for (start, end) in windows {
+        let fits =
+            end > start && !state.store.availability(&new.reservations, end - start, start, end, 1).await?.is_empty();
+        out.push(json!({"start_date": format_date(start), "end_date": format_date(end), "fits": fits}));
+    }
+    Ok(json!({"dry_run": true, "count": out.len(), "occurrences": out}))
+}
+
 pub(super) async fn list(
     State(state): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
@@ -235,19 +326,14 @@ pub(super) async fn list(
         Some(s) => Some(LeaseStatus::parse(s).ok_or_else(|| bad(format!("status {s:?} is not a lease status")))?),
         None => None,
     };
-    let limit = match q.get("limit") {
-        Some(l) => match l.parse::<i64>() {
-            Ok(n) if n >= 1 => Some(n.min(1000)),
-            _ => return Err(bad(format!("limit {l:?} must be a positive whole number"))),
-        },
-        None => None,
-    };
-    let marker = match q.get("marker") {
+    let page = Page::of(&q, config.max_page)?;
+    let marker = match &page.marker {
         Some(m) => Some(Uuid::parse_str(m).map_err(|_| bad(format!("marker {m:?} is not a lease id")))?),
         None => None,
     };
-    let leases = state.store.leases(&LeaseFilter { project_id, status, marker, limit }).await?;
-    Ok(Json(json!({ "leases": leases.iter().map(lease_json).collect::<Vec<_>>() })))
+    let filter = LeaseFilter { project_id, status, marker, limit: Some(page.sql_limit()) };
+    let leases = state.store.leases(&filter).await?;
+    Ok(Json(page.answer("leases", "/v1/leases", &q, leases.iter().map(lease_json).collect(), "id")))
 }
 
 pub(super) async fn show(
@@ -264,6 +350,7 @@ pub(super) async fn show(
 /// A relative move (`prolong_for` and the like) of `base`.
 fn shifted(
     obj: &Map<String, Value>,
+    field: &str,
     plus: &str,
     minus: &str,
     base: chrono::DateTime<Utc>,
@@ -278,8 +365,8 @@ fn shifted(
         (Some(_), Some(_)) => {
             Err(ApiError::bad_request(codes::INVALID_LEASE, format!("{plus} and {minus} cannot be given together")))
         }
-        (Some(p), None) => Ok(Some(DateSpec::At(base + p))),
-        (None, Some(m)) => Ok(Some(DateSpec::At(base - m))),
+        (Some(p), None) => Ok(Some(DateSpec::At(base.plus(field, p)?))),
+        (None, Some(m)) => Ok(Some(DateSpec::At(base.minus(field, m)?))),
         (None, None) => Ok(None),
     }
 }
@@ -296,14 +383,14 @@ pub(super) async fn update(
     state.rules.authorize(&ctx, Action::LeasesUpdate, &lease_target(&current))?;
     let r = &current.record;
     let mut end = date_field(&obj, "end_date")?;
-    if let Some(e) = shifted(&obj, "prolong_for", "reduce_by", r.end)? {
+    if let Some(e) = shifted(&obj, "end_date", "prolong_for", "reduce_by", r.end)? {
         if end.is_some() {
             return Err(ApiError::bad_request(codes::INVALID_LEASE, "end_date and a relative move of it conflict"));
         }
         end = Some(e);
     }
     let mut start = date_field(&obj, "start_date")?;
-    if let Some(s) = shifted(&obj, "defer_by", "advance_by", r.start)? {
+    if let Some(s) = shifted(&obj, "start_date", "defer_by", "advance_by", r.start)? {
         if start.is_some() {
             return Err(ApiError::bad_request(codes::INVALID_LEASE, "start_date and a relative move of it conflict"));
         }
@@ -337,6 +424,7 @@ pub(super) async fn update(
                     params.insert(k.clone(), v.clone());
                 }
                 let resolved = resolve(&state, &existing.resource_type, &Value::Object(params)).await?;
+                check_named_consumers(&state, &ctx, std::slice::from_ref(&resolved)).await?;
                 changes.push(ReservationUpdate { id: rid, params: resolved.params, demand: resolved.demand });
             }
         }

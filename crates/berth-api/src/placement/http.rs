@@ -19,7 +19,7 @@ use super::microversion::Version;
 use super::schema;
 use crate::access::{Action, Rules, Target};
 use crate::auth::Context;
-use crate::error::{status_of, ApiError};
+use crate::error::{public_detail, status_of, ApiError};
 use crate::AppState;
 
 /// Where Placement is mounted.
@@ -60,11 +60,10 @@ pub fn conflict(code: &str, detail: impl Into<String>) -> ApiError {
 
 /// A domain error as Placement answers it, the message prefixed by `context`.
 pub fn domain(e: berth_core::Error, context: &str) -> ApiError {
-    if e.kind == ErrorKind::Internal {
-        tracing::error!(detail = %e.detail, "internal error");
-    }
-    let code = if PLACEMENT_CODES.contains(&e.code) { e.code } else { UNDEFINED_CODE };
-    ApiError::new(status_of(e.kind), code, format!("{context}{}", e.detail)).placement()
+    let ours = matches!(e.kind, ErrorKind::Internal | ErrorKind::Unavailable);
+    let code = if PLACEMENT_CODES.contains(&e.code) || ours { e.code } else { UNDEFINED_CODE };
+    let detail = if ours { public_detail(&e) } else { format!("{context}{}", e.detail) };
+    ApiError::new(status_of(e.kind), code, detail).placement()
 }
 
 /// [`domain`] without a prefix.

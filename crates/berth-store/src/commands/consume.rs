@@ -10,6 +10,7 @@
 //! batch: the slot consumers join the batch, and the capacity check that
 //! follows sees the hold and the draw cancel out.
 
+use berth_core::time::DateMath;
 use std::collections::{BTreeMap, HashMap};
 
 use berth_core::error::ErrorKind;
@@ -229,7 +230,10 @@ pub(crate) async fn draw_from_holds(
         for a in c.allocations.iter_mut() {
             if let Some(end) = ends.get(&(i, a.provider)) {
                 let e = a.window.end.map_or(*end, |x| x.min(*end));
-                a.window = Window { start: a.window.start.min(e - chrono::Duration::microseconds(1)), end: Some(e) };
+                a.window = Window {
+                    start: a.window.start.min(e.saturating_minus(chrono::Duration::microseconds(1))),
+                    end: Some(e),
+                };
             }
         }
     }

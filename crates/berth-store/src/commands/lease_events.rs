@@ -11,6 +11,7 @@
 //! only while the row is still IN_PROGRESS with an expired claim, re-checked
 //! under the lock, so an event that finished meanwhile is never overwritten.
 
+use berth_core::time::DateMath;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use berth_core::lease::{LeaseEventStatus, LeaseEventType, LeaseStatus, FREE_POOL};
@@ -332,7 +333,7 @@ impl Store {
         let statement = claim_sql();
         crate::tx::command!(self, |tx| {
             let at = now(tx).await?;
-            let expires = at + ttl;
+            let expires = at.saturating_plus(ttl);
             let rows = sql::query(tx, &statement, &[&at, &limit, &claimer, &expires]).await?;
             let mut claims = Vec::with_capacity(rows.len());
             for r in rows {
@@ -384,7 +385,7 @@ impl Store {
         let ids: Vec<Uuid> = events.iter().map(|e| e.0).collect();
         crate::tx::command!(self, |tx| {
             let at = now(tx).await?;
-            let expires = at + ttl;
+            let expires = at.saturating_plus(ttl);
             let rows = tx
                 .query(
                     "SELECT lease_id, id, attempts FROM lease_events
@@ -496,10 +497,9 @@ impl Store {
                             event: f.event,
                             attempt: f.attempt,
                             error: error.clone(),
-                            retry_at: chrono::Duration::from_std(*retry_in)
-                                .ok()
-                                .and_then(|d| at.checked_add_signed(d))
-                                .unwrap_or(at + chrono::Duration::days(365)),
+                            retry_at: at.saturating_plus(
+                                chrono::Duration::from_std(*retry_in).unwrap_or(chrono::Duration::days(365)),
+                            ),
                             hooks: f.hooks.clone(),
                             at,
                         });

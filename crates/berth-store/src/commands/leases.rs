@@ -9,6 +9,7 @@
 //! a consumer whose allocations hold over the window, written with
 //! `AllocationsReplaced` beside the lease's own event.
 
+use berth_core::time::DateMath;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use berth_core::dates::{format_date, DateSpec};
@@ -544,7 +545,8 @@ impl Store {
         until: DateTime<Utc>,
         limit: usize,
     ) -> Result<Vec<Availability>, Error> {
-        if until - duration < from {
+        let last_start = until.minus("until", duration)?;
+        if last_start < from {
             return Err(Error::invalid(codes::INVALID_DATE, "the search range is shorter than the duration"));
         }
         crate::tx::command!(self, |tx| {
@@ -553,10 +555,11 @@ impl Store {
             let g = gather(tx, &items, span, span, &[], false).await?;
             let ends = g.candidates.iter().flat_map(|c| c.holds.values().flatten().map(|h| h.0));
             let mut out = Vec::new();
-            for start in schedule::start_times(ends, from, until - duration).into_iter().take(MAX_TRIES) {
-                let window = Window { start, end: Some(start + duration) };
+            for start in schedule::start_times(ends, from, last_start).into_iter().take(MAX_TRIES) {
+                let end = start.plus("end_date", duration)?;
+                let window = Window { start, end: Some(end) };
                 if decide(&mut g.clone(), &items, &[window]).is_ok() {
-                    out.push(Availability { start, end: start + duration });
+                    out.push(Availability { start, end });
                     if out.len() >= limit {
                         break;
                     }

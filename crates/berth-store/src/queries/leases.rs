@@ -264,9 +264,28 @@ impl Store {
         Ok(load_leases(&c, &ids).await?)
     }
 
-    pub async fn hosts(&self) -> Result<Vec<Host>, Error> {
+    /// At most `limit` hosts by name, after the host `marker` if given (a
+    /// marker that names no host is refused).
+    pub async fn hosts(&self, marker: Option<Uuid>, limit: i64) -> Result<Vec<Host>, Error> {
         let c = self.client().await?;
-        let rows = c.query(&format!("{HOST_SELECT} ORDER BY p.name"), &[]).await.map_err(db)?;
+        if let Some(m) = marker {
+            let known = c.query_opt("SELECT 1 FROM hosts WHERE provider_uuid = $1", &[&m]).await.map_err(db)?;
+            if known.is_none() {
+                return Err(Error::invalid(codes::HOST_INVALID, format!("marker {m} is not a host")));
+            }
+        }
+        let rows = c
+            .query(
+                &format!(
+                    "{HOST_SELECT}
+                     WHERE $1::uuid IS NULL
+                        OR (p.name, p.uuid) > (SELECT name, uuid FROM providers WHERE uuid = $1)
+                     ORDER BY p.name, p.uuid LIMIT $2"
+                ),
+                &[&marker, &limit],
+            )
+            .await
+            .map_err(db)?;
         Ok(rows.iter().map(host).collect())
     }
 

@@ -342,6 +342,14 @@ impl Store {
             .collect())
     }
 
+    /// The projects of those of `uuids` that are consumers.
+    pub async fn consumer_projects(&self, uuids: &[Uuid]) -> Result<HashMap<Uuid, String>, Error> {
+        let c = self.client().await?;
+        let rows =
+            c.query("SELECT uuid, project_id FROM consumers WHERE uuid = ANY($1)", &[&uuids]).await.map_err(db)?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
     /// A consumer and what it holds now; `None` when it holds nothing now.
     pub async fn consumer_now(&self, uuid: Uuid) -> Result<Option<ConsumerView>, Error> {
         let c = self.client().await?;

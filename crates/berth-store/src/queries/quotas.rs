@@ -1,5 +1,6 @@
 //! Reads of quota limits and of usage over time.
 
+use berth_core::time::DateMath;
 use std::collections::{BTreeMap, BTreeSet};
 
 use berth_core::quota::{Limits, Scope, LEASES, UNLIMITED};
@@ -151,12 +152,12 @@ impl Store {
             None => Scope::project(project),
         };
         scope.validate()?;
-        let end = end.unwrap_or(start + Duration::days(30));
+        let end = end.unwrap_or(start.saturating_plus(Duration::days(30)));
         let window = Window::new(start, Some(end))?;
         let c = self.client().await?;
         let limits = limits(&c, &scope).await?;
         // From now or the start, whichever is first, so that `in_use` is known.
-        let read = Window { start: start.min(now), end: Some(end.max(now + Duration::microseconds(1))) };
+        let read = Window { start: start.min(now), end: Some(end.max(now.saturating_plus(Duration::microseconds(1)))) };
         let held = holds(&c, Some(project), user, &[], read).await?;
         let effective = if user.is_some() { limits.effective_user() } else { limits.effective_project() };
         let mut resources: BTreeSet<String> = effective.keys().cloned().collect();
@@ -166,7 +167,8 @@ impl Store {
             let h: Vec<(Window, i64)> =
                 held.iter().filter(|(k, _)| k.2 == resource).flat_map(|(_, h)| h.iter().copied()).collect();
             let limit = effective.get(&resource).copied().unwrap_or(UNLIMITED);
-            let in_use = timeline::peak(&h, &Window { start: now, end: Some(now + Duration::microseconds(1)) });
+            let in_use =
+                timeline::peak(&h, &Window { start: now, end: Some(now.saturating_plus(Duration::microseconds(1))) });
             let peak = timeline::peak(&h, &window);
             usage.insert(resource, ResourceUsage { limit, in_use, peak, over_limit: limit >= 0 && peak > limit });
         }

@@ -1,0 +1,120 @@
+//! Pages of a list, as OpenStack APIs page: `limit` (at most the server's
+//! `max_page`, which is also the default) and `marker` (the last item of
+//! the previous page) in the query, and `<name>_links` with a `next` link
+//! in the answer when the page is full.
+
+use std::collections::HashMap;
+
+use axum::http::StatusCode;
+use serde_json::{json, Value};
+
+use crate::error::{codes, ApiError};
+
+/// What one request asks of a list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    pub limit: usize,
+    pub marker: Option<String>,
+}
+
+impl Page {
+    /// `limit` and `marker` from the query; a limit over `max` is `max`.
+    pub fn of(q: &HashMap<String, String>, max: usize) -> Result<Page, ApiError> {
+        let limit = match q.get("limit") {
+            None => max,
+            Some(l) => match l.trim().parse::<usize>() {
+                Ok(n) if n >= 1 => n.min(max),
+                _ => {
+                    return Err(ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        codes::BAD_LIMIT,
+                        format!("limit {l:?} must be a whole number from 1 (at most {max} are given)"),
+                    ))
+                }
+            },
+        };
+        Ok(Page { limit, marker: q.get("marker").cloned() })
+    }
+
+    /// The limit as SQL takes it.
+    pub fn sql_limit(&self) -> i64 {
+        i64::try_from(self.limit).unwrap_or(i64::MAX)
+    }
+
+    /// `{"<name>": items, "<name>_links": [next]}`: a next link (to `path`
+    /// with the query's other parameters, this limit and the last item's
+    /// `id_key` as marker) when the page is full.
+    pub fn answer(
+        &self,
+        name: &str,
+        path: &str,
+        q: &HashMap<String, String>,
+        items: Vec<Value>,
+        id_key: &str,
+    ) -> Value {
+        let next = (items.len() >= self.limit).then(|| items.last().and_then(|i| i.get(id_key))).flatten();
+        let mut out = json!({ name: items });
+        if let Some(marker) = next {
+            let marker = marker.as_str().map(str::to_string).unwrap_or_else(|| marker.to_string());
+            let mut query = form_urlencoded::Serializer::new(String::new());
+            let mut keys: Vec<&String> = q.keys().filter(|k| *k != "limit" && *k != "marker").collect();
+            keys.sort();
+            for k in keys {
+                query.append_pair(k, &q[k]);
+            }
+            query.append_pair("limit", &self.limit.to_string());
+            query.append_pair("marker", &marker);
+            out[format!("{name}_links")] = json!([{"rel": "next", "href": format!("{path}?{}", query.finish())}]);
+        }
+        out
+    }
+
+    /// The page of `items` (already in list order) after the one whose
+    /// `id_key` is the marker; a marker naming none of them is a 400.
+    pub fn slice(&self, items: Vec<Value>, id_key: &str) -> Result<Vec<Value>, ApiError> {
+        let start = match &self.marker {
+            None => 0,
+            Some(m) => {
+                let at = items.iter().position(|i| i.get(id_key).is_some_and(|v| v.as_str() == Some(m.as_str())));
+                match at {
+                    Some(i) => i + 1,
+                    None => {
+                        return Err(ApiError::bad_request(
+                            codes::BAD_MARKER,
+                            format!("marker {m:?} names nothing in this list"),
+                        ))
+                    }
+                }
+            }
+        };
+        Ok(items.into_iter().skip(start).take(self.limit).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn limits_are_bounded_and_full_pages_link_the_next() {
+        assert_eq!(Page::of(&q(&[]), 1000).unwrap().limit, 1000);
+        assert_eq!(Page::of(&q(&[("limit", "5000")]), 1000).unwrap().limit, 1000);
+        for bad in ["0", "-1", "x", ""] {
+            assert_eq!(Page::of(&q(&[("limit", bad)]), 1000).unwrap_err().code, codes::BAD_LIMIT, "{bad}");
+        }
+        let query = q(&[("limit", "2"), ("status", "ACTIVE")]);
+        let page = Page::of(&query, 1000).unwrap();
+        let full = page.answer("leases", "/v1/leases", &query, vec![json!({"id": "a"}), json!({"id": "b"})], "id");
+        assert_eq!(full["leases_links"][0]["href"], "/v1/leases?status=ACTIVE&limit=2&marker=b");
+        let short = page.answer("leases", "/v1/leases", &query, vec![json!({"id": "a"})], "id");
+        assert!(short.get("leases_links").is_none());
+        let items = vec![json!({"n": "a"}), json!({"n": "b"}), json!({"n": "c"})];
+        let after_a = Page { limit: 1, marker: Some("a".into()) };
+        assert_eq!(after_a.slice(items.clone(), "n").unwrap(), vec![json!({"n": "b"})]);
+        assert_eq!(Page { limit: 1, marker: Some("z".into()) }.slice(items, "n").unwrap_err().code, codes::BAD_MARKER);
+    }
+}

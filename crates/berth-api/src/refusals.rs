@@ -1,0 +1,79 @@
+//! Refusals made outside the handlers — no route, a wrong method, a body
+//! over the limit, an extractor's rejection, a timeout — answered as the
+//! error document of the API the path belongs to, as handlers' errors are.
+
+use std::sync::Arc;
+
+use axum::body::to_bytes;
+use axum::extract::Request;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::config::ApiConfig;
+use crate::error::{codes, ApiError, Style};
+
+/// Most of a plain-text refusal's body kept as its detail.
+const DETAIL_BYTES: usize = 4096;
+
+/// Rewrites every error answer that is not already a document (axum's
+/// plain-text rejections, empty 404s and 405s) into the path's document,
+/// keeping its status and headers (`Allow`, `Retry-After`).
+pub async fn as_documents(req: Request, next: Next) -> Response {
+    let style = Style::of_path(req.uri().path());
+    let limit = req.extensions().get::<Arc<ApiConfig>>().map(|c| c.max_body_bytes);
+    let resp = next.run(req).await;
+    let status = resp.status();
+    if !(status.is_client_error() || status.is_server_error()) || is_document(resp.headers()) {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    let text = to_bytes(body, DETAIL_BYTES).await.map(|b| String::from_utf8_lossy(&b).trim().to_string());
+    let said = text.unwrap_or_default();
+    let (code, detail) = match status {
+        StatusCode::NOT_FOUND => (codes::ROUTE_NOT_FOUND, "The resource could not be found.".to_string()),
+        StatusCode::METHOD_NOT_ALLOWED => {
+            let allowed = parts.headers.get(header::ALLOW).and_then(|v| v.to_str().ok()).unwrap_or("");
+            (codes::METHOD_NOT_ALLOWED, format!("The method is not allowed for this resource; allowed: {allowed}."))
+        }
+        StatusCode::PAYLOAD_TOO_LARGE => (codes::BODY_TOO_LARGE, too_large(limit)),
+        StatusCode::SERVICE_UNAVAILABLE => {
+            (codes::UNAVAILABLE, "The service is unavailable; try again shortly.".into())
+        }
+        StatusCode::REQUEST_TIMEOUT => (codes::TIMEOUT, "The request took too long and was stopped.".to_string()),
+        s if s.is_server_error() => {
+            tracing::error!(status = s.as_u16(), detail = %said, "an error answer without a document");
+            (berth_core::error::codes::INTERNAL, "The server could not answer this request.".to_string())
+        }
+        _ if said.is_empty() => (codes::BAD_REQUEST, status.canonical_reason().unwrap_or("Bad request").to_string()),
+        _ => (codes::BAD_REQUEST, said),
+    };
+    let mut out = ApiError::new(status, code, detail).in_style(style).into_response();
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            out.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+/// A 413's detail, naming the limit when it is known.
+pub fn too_large(limit: Option<usize>) -> String {
+    match limit {
+        Some(n) => format!("The request body is larger than the limit of {n} bytes."),
+        None => "The request body is too large.".to_string(),
+    }
+}
+
+/// JSON documents, and Placement's HTML errors for clients that ask for them.
+fn is_document(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/json") || t.starts_with("text/html"))
+}
+
+/// No route matched.
+pub async fn no_route() -> Response {
+    StatusCode::NOT_FOUND.into_response()
+}
