@@ -33,7 +33,12 @@ const HOOK_MS: u64 = 3_000;
 
 /// libfaketime from the distribution's package (`make deps` installs it).
 fn libfaketime() -> PathBuf {
-    let dirs = ["/usr/lib/x86_64-linux-gnu/faketime", "/usr/lib/aarch64-linux-gnu/faketime", "/usr/lib/faketime"];
+    let dirs = [
+        "/usr/lib/x86_64-linux-gnu/faketime",
+        "/usr/lib/aarch64-linux-gnu/faketime",
+        "/usr/lib64/faketime",
+        "/usr/lib/faketime",
+    ];
     dirs.iter()
         .map(|d| Path::new(d).join("libfaketime.so.1"))
         .find(|p| p.exists())
