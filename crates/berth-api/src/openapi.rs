@@ -33,7 +33,7 @@ const ADDITIONS: &str = "additions";
 pub const ROUTES: &[Route] = &[
     r("GET", "/", BERTH, "Version document: the APIs served and their versions"),
     r("GET", "/healthz", BERTH, "The process is up"),
-    r("GET", "/readyz", BERTH, "The process can serve: its database answers"),
+    r("GET", "/readyz", BERTH, "The process can serve: its database answers; how far its clock is from the database's"),
     r("GET", "/openapi.json", BERTH, "This document"),
     // OpenStack Placement, microversions 1.0 to 1.39.
     r("GET", "/placement/", PLACEMENT, "Placement version document"),
