@@ -426,7 +426,19 @@ async fn live_streams_are_capped_keep_alive_and_end_at_shutdown() {
 
 #[tokio::test]
 async fn private_capabilities_are_hidden_from_members_wherever_a_host_is_shown() {
-    let s = Server::start().await;
+    // Blazar's defaults show hosts to admins only; an operator who opens
+    // them to members must still not show members the private capabilities.
+    let closed = Server::start().await;
+    let (st, _) = closed.get("/v1/os-hosts", ALICE).await;
+    assert_eq!(st, StatusCode::FORBIDDEN, "members see no hosts by default");
+    let mut policy = tempfile::NamedTempFile::new().unwrap();
+    std::io::Write::write_all(
+        &mut policy,
+        b"blazar:os-hosts:list: rule:admin_or_project_reader\nblazar:os-hosts:get: rule:admin_or_project_reader\nblazar:os-hosts:get_resource_properties: rule:admin_or_project_reader\n",
+    )
+    .unwrap();
+    let config = format!("policy_file = {:?}\n", policy.path().display().to_string());
+    let s = Server::start_with_config(Some(&config)).await;
     let body = json!({"name": "h", "vcpus": 8, "memory_mb": 16384, "local_gb": 100, "gpu": "true", "rack": "r7"});
     let (st, host) = s.post("/v1/os-hosts", ADMIN, body).await;
     assert_eq!(st, StatusCode::CREATED, "{host}");

@@ -1,11 +1,11 @@
 //! The root version document and the health probes.
 
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
+use crate::error::{ApiError, Style};
 use crate::AppState;
 
 pub fn routes() -> Router<AppState> {
@@ -41,23 +41,18 @@ async fn healthz() -> &'static str {
 /// process's clock is from the database's (measured by the same round
 /// trip); a skewed clock does not make it unready, since nothing decides on
 /// it.
-async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
-    match state.clock.measure(&state.store).await {
-        Ok(offset) => (
-            StatusCode::OK,
-            Json(json!({
-                "status": "ready",
-                "clock": {
-                    "offset_seconds": offset.seconds,
-                    "round_trip_seconds": offset.round_trip,
-                    "warn_past_seconds": state.clock.warn_past_s(),
-                    "skewed": state.clock.skewed(&offset),
-                },
-            })),
-        ),
-        Err(e) => {
-            tracing::warn!(error = %e, "not ready");
-            (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "database unavailable"})))
-        }
-    }
+async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let offset = state.clock.measure(&state.store).await.map_err(|e| {
+        tracing::warn!(error = %e, "not ready");
+        ApiError::from(e).in_style(Style::Berth)
+    })?;
+    Ok(Json(json!({
+        "status": "ready",
+        "clock": {
+            "offset_seconds": offset.seconds,
+            "round_trip_seconds": offset.round_trip,
+            "warn_past_seconds": state.clock.warn_past_s(),
+            "skewed": state.clock.skewed(&offset),
+        },
+    })))
 }
