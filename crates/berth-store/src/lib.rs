@@ -58,6 +58,8 @@ pub struct Store {
     url: String,
     /// Claims waiting to be decided together (commands::claims).
     claims: std::sync::Arc<commands::Claims>,
+    /// The database's clock between readings (clock::Carried).
+    carried: std::sync::Arc<clock::Carried>,
 }
 
 impl Store {
@@ -92,7 +94,7 @@ impl Store {
             .runtime(Runtime::Tokio1)
             .build()
             .map_err(|e| StoreError::Pool(e.to_string()))?;
-        Ok(Store { pool, url: url.to_string(), claims: Default::default() })
+        Ok(Store { pool, url: url.to_string(), claims: Default::default(), carried: Default::default() })
     }
 
     /// Decides claims in at most `lanes` transactions at once (see
