@@ -67,6 +67,9 @@ send PUT admin /v1/quotas/projects/p1 '{"quotas": {"VCPU": 64, "leases": 20}}'
 
 status=0
 cases=0
+st=$PWD/$venv/bin/schemathesis
+# schemathesis keeps its replay store in the working directory.
+cd "$work"
 for token in admin alice:p1 ''; do
   echo "== schemathesis as '${token:-no token}'"
   out=$work/run.txt
@@ -79,7 +82,7 @@ for token in admin alice:p1 ''; do
   # bodies and parameters the document allows but the handlers refuse on
   # their meaning (an end before its start), and those 4xx are what the
   # API should say.
-  if ! "$venv/bin/schemathesis" run "$url/openapi.json" --url "$url" \
+  if ! "$st" run "$url/openapi.json" --url "$url" \
     --checks not_a_server_error,response_schema_conformance,content_type_conformance \
     --max-examples "${FUZZ_EXAMPLES:-50}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} \
     --request-timeout 30 --workers 2 --suppress-health-check all --continue-on-failure \
