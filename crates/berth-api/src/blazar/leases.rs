@@ -503,13 +503,13 @@ mod fuzz {
             hours in 1i64..24,
         ) {
             let from = chrono::DateTime::parse_from_rfc3339("2031-01-01T00:00:00Z").unwrap().with_timezone(&Utc);
-            let until = from + Duration::days(days);
+            let until = from.plus("until", Duration::days(days)).unwrap();
             let rec = json!({"cron": expr, "duration": format!("{hours}h"), "until": format_date(until)});
             match occurrences(&rec, from, 100) {
                 Ok(found) => {
                     prop_assert!(found.len() <= 100);
                     for (start, end) in found {
-                        prop_assert!(from <= start && start < until && end == start + Duration::hours(hours));
+                        prop_assert!(from <= start && start < until && Ok(end) == start.plus("end", Duration::hours(hours)));
                     }
                 }
                 Err(e) => prop_assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}: {}", expr, e.detail),
