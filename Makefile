@@ -5,7 +5,7 @@ RELEASE = target/release
 # One throwaway Keystone for the test run (the Keystone tests need it).
 KEYSTONE = scripts/keystone/with-keystone.sh
 
-.PHONY: run test lint bench conformance deps
+.PHONY: run test lint bench conformance deps fuzz
 
 ## run: berthd dev — a local PostgreSQL under ./.data, demo inventory, http://127.0.0.1:8778
 run: deps
@@ -42,3 +42,11 @@ deps:
 bench: deps
 	$(CARGO) build --release -p berthd -p berth-bench
 	$(KEYSTONE) $(RELEASE)/berthd with-postgres -- $(RELEASE)/berth-bench $(BENCH_ARGS)
+
+## fuzz: schemathesis against /openapi.json of a berthd with data in it, every
+## operation as admin, member and anonymous; fails on any 5xx, schema mismatch,
+## hang or panic, or fewer than FUZZ_MIN_CASES cases (default 10000).
+## FUZZ_EXAMPLES=N sets the cases per operation and phase (default 50).
+fuzz: deps
+	$(CARGO) build -p berthd
+	$(DEBUG)/berthd with-postgres -- sh scripts/fuzz.sh

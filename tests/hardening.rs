@@ -240,6 +240,40 @@ async fn control_characters_and_overlong_names_are_400_and_write_nothing() {
     s.assert_no_panic();
 }
 
+#[tokio::test]
+async fn ids_from_the_token_are_bounded_as_keystones() {
+    let s = Server::start().await;
+    enrol(&s, "h").await;
+    let before = log_length(&s).await;
+    let long = "u".repeat(8000);
+    // Such a token names no one Keystone could have: it is not a token (401),
+    // and the message names the id at fault.
+    let cases = [
+        (format!("{long}:p1"), "user id"),
+        (format!("alice:{long}"), "project id"),
+        (format!("alice:{}", "p".repeat(65)), "project id"),
+        ("ali\tce:p1".to_string(), "user id"),
+    ];
+    let code = "berth.auth.bad_token";
+    for (token, field) in &cases {
+        let what = &token[..token.len().min(20)];
+        let (st, e) = s.post("/v1/leases", token, host_lease("x", &at(1), &at(2))).await;
+        assert_blazar_refusal(st, &e, StatusCode::UNAUTHORIZED, code, what);
+        assert!(e["error_message"].as_str().unwrap().contains(field), "{what}: {e}");
+        let (st, e) = s.get("/v1/leases", token).await;
+        assert_blazar_refusal(st, &e, StatusCode::UNAUTHORIZED, code, what);
+        let (st, e) = s.get("/placement/usages?project_id=p1", token).await;
+        assert_eq!((st, e["errors"][0]["code"].as_str()), (StatusCode::UNAUTHORIZED, Some(code)), "{what}: {e}");
+    }
+    assert_eq!(log_length(&s).await, before, "a refused token wrote to the log");
+    // Keystone's own bound, 64 characters, is taken.
+    let (st, lease) =
+        s.post("/v1/leases", &format!("alice:{}", "p".repeat(64)), host_lease("ok", &at(1), &at(2))).await;
+    assert_eq!(st, StatusCode::CREATED, "{lease}");
+    s.replay_verify();
+    s.assert_no_panic();
+}
+
 /// What a [`Proxy`] does with the database's traffic.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Link {

@@ -28,7 +28,10 @@ const DRAIN_BYTES: usize = 16 * 1024 * 1024;
 pub async fn check(req: Request, next: Next) -> Response {
     let style = Style::of_path(req.uri().path());
     let cfg = req.extensions().get::<Arc<ApiConfig>>().cloned().unwrap_or_default();
-    if let Err(e) = check_uri(req.uri()) {
+    // Placement's schemas bound its names and ids themselves, with the
+    // messages its clients expect.
+    let max_name = (style != Style::Placement).then_some(MAX_NAME);
+    if let Err(e) = check_uri(req.uri(), max_name) {
         return e.in_style(style).into_response();
     }
     let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
@@ -52,7 +55,7 @@ pub async fn check(req: Request, next: Next) -> Response {
     };
     // A body that is not JSON is left to its handler, which says why.
     if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
-        if let Err(e) = check_json(&v, cfg.max_json_depth) {
+        if let Err(e) = check_json(&v, cfg.max_json_depth, max_name) {
             return e.in_style(style).into_response();
         }
     }
@@ -81,20 +84,20 @@ fn bad(code: &'static str, detail: String) -> ApiError {
 }
 
 /// Path segments and query parameters, percent-decoded.
-fn check_uri(uri: &Uri) -> Result<(), ApiError> {
+fn check_uri(uri: &Uri, max_name: Option<usize>) -> Result<(), ApiError> {
     for segment in uri.path().split('/').filter(|s| !s.is_empty()) {
         let text = decode(segment, false)
             .ok_or_else(|| bad(codes::BAD_ENCODING, "the path is not percent-encoded UTF-8".to_string()))?;
-        check_text("a path segment", &text, true)?;
+        check_text("a path segment", &text, Kind::Name(max_name))?;
     }
     for pair in uri.query().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (raw_key, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
         let key = decode(raw_key, true)
             .ok_or_else(|| bad(codes::BAD_ENCODING, "the query is not percent-encoded UTF-8".to_string()))?;
-        check_text("a query parameter name", &key, true)?;
+        check_text("a query parameter name", &key, Kind::Name(max_name))?;
         let value = decode(raw_value, true)
             .ok_or_else(|| bad(codes::BAD_ENCODING, format!("query parameter {key:?} is not percent-encoded UTF-8")))?;
-        check_text(&format!("query parameter {key}"), &value, names_a_thing(&key))?;
+        check_text(&format!("query parameter {key}"), &value, Kind::of_field(&key, max_name))?;
     }
     Ok(())
 }
@@ -105,54 +108,80 @@ fn decode(raw: &str, query: bool) -> Option<String> {
     percent_decode(raw.as_bytes()).decode_utf8().ok().map(|s| s.into_owned())
 }
 
-/// Ids and names: `id`, `name`, `marker`, `…_id`, `…_name`.
-fn names_a_thing(key: &str) -> bool {
-    matches!(key, "id" | "name" | "marker") || key.ends_with("_id") || key.ends_with("_name")
+/// What a string is, for [`check_text`].
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    /// Free text: line breaks and tabs allowed.
+    Text,
+    /// An id or a name: no control character at all, and at most this many
+    /// characters when bounded.
+    Name(Option<usize>),
 }
 
-/// No control characters (a name also no line breaks or tabs), and a name
-/// at most [`MAX_NAME`] characters.
-fn check_text(field: &str, text: &str, is_name: bool) -> Result<(), ApiError> {
-    let refused = |c: char| c.is_control() && (is_name || !matches!(c, '\t' | '\n' | '\r'));
+impl Kind {
+    /// Ids and names are the fields `id`, `name`, `marker`, `…_id`, `…_name`.
+    fn of_field(key: &str, max_name: Option<usize>) -> Kind {
+        if matches!(key, "id" | "name" | "marker") || key.ends_with("_id") || key.ends_with("_name") {
+            Kind::Name(max_name)
+        } else {
+            Kind::Text
+        }
+    }
+}
+
+/// No control characters in `text`, and a name within its bound.
+fn check_text(field: &str, text: &str, kind: Kind) -> Result<(), ApiError> {
+    let refused = |c: char| c.is_control() && (matches!(kind, Kind::Name(_)) || !matches!(c, '\t' | '\n' | '\r'));
     if let Some(c) = text.chars().find(|c| refused(*c)) {
         return Err(bad(
             codes::CONTROL_CHARACTER,
             format!("{field} contains the control character U+{:04X}", c as u32),
         ));
     }
-    if is_name && text.chars().count() > MAX_NAME {
-        return Err(bad(codes::TOO_LONG, format!("{field} is longer than {MAX_NAME} characters")));
+    if let Kind::Name(Some(max)) = kind {
+        if text.chars().count() > max {
+            return Err(bad(codes::TOO_LONG, format!("{field} is longer than {max} characters")));
+        }
     }
     Ok(())
 }
 
 /// Nesting depth, and every key and string in the document.
-fn check_json(v: &Value, max_depth: usize) -> Result<(), ApiError> {
-    fn walk(v: &Value, at: &str, key: &str, depth: usize, max: usize) -> Result<(), ApiError> {
+fn check_json(v: &Value, max_depth: usize, max_name: Option<usize>) -> Result<(), ApiError> {
+    fn walk(v: &Value, at: &str, key: &str, depth: usize, max: usize, names: Option<usize>) -> Result<(), ApiError> {
         let field = || if at.is_empty() { "the body".to_string() } else { format!("field {at}") };
         match v {
             Value::Array(_) | Value::Object(_) if depth >= max => {
                 Err(bad(codes::TOO_DEEP, format!("{} nests deeper than {max} levels", field())))
             }
-            Value::Array(items) => {
-                items.iter().enumerate().try_for_each(|(i, x)| walk(x, &format!("{at}/{i}"), key, depth + 1, max))
-            }
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, x)| walk(x, &format!("{at}/{i}"), key, depth + 1, max, names)),
             Value::Object(map) => map.iter().try_for_each(|(k, x)| {
                 let here = format!("{at}/{k}");
-                check_text(&format!("a key in {}", field()), k, false)?;
-                walk(x, &here, k, depth + 1, max)
+                check_text(&format!("a key in {}", field()), k, Kind::Text)?;
+                walk(x, &here, k, depth + 1, max, names)
             }),
-            Value::String(s) => check_text(&field(), s, names_a_thing(key)),
+            Value::String(s) => check_text(&field(), s, Kind::of_field(key, names)),
             _ => Ok(()),
         }
     }
-    walk(v, "", "", 0, max_depth)
+    walk(v, "", "", 0, max_depth, max_name)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn check_uri_(uri: &Uri) -> Result<(), ApiError> {
+        check_uri(uri, Some(MAX_NAME))
+    }
+
+    fn check_json_(v: &Value, depth: usize) -> Result<(), ApiError> {
+        check_json(v, depth, Some(MAX_NAME))
+    }
 
     fn code(r: Result<(), ApiError>) -> String {
         r.unwrap_err().code
@@ -161,29 +190,31 @@ mod tests {
     #[test]
     fn uris_decode_to_clean_text() {
         let uri = |s: &str| s.parse::<Uri>().unwrap();
-        assert!(check_uri(&uri("/v1/leases?name=a%20b&x=1+2")).is_ok());
-        assert_eq!(code(check_uri(&uri("/v1/leases/%FF"))), codes::BAD_ENCODING);
-        assert_eq!(code(check_uri(&uri("/v1/leases?project_id=%C3"))), codes::BAD_ENCODING);
-        assert_eq!(code(check_uri(&uri("/v1/leases/a%00b"))), codes::CONTROL_CHARACTER);
-        assert_eq!(code(check_uri(&uri("/v1/leases?project_id=p%0A"))), codes::CONTROL_CHARACTER);
+        assert!(check_uri_(&uri("/v1/leases?name=a%20b&x=1+2")).is_ok());
+        assert_eq!(code(check_uri_(&uri("/v1/leases/%FF"))), codes::BAD_ENCODING);
+        assert_eq!(code(check_uri_(&uri("/v1/leases?project_id=%C3"))), codes::BAD_ENCODING);
+        assert_eq!(code(check_uri_(&uri("/v1/leases/a%00b"))), codes::CONTROL_CHARACTER);
+        assert_eq!(code(check_uri_(&uri("/v1/leases?project_id=p%0A"))), codes::CONTROL_CHARACTER);
         let long = "x".repeat(MAX_NAME + 1);
-        assert_eq!(code(check_uri(&uri(&format!("/v1/os-hosts/{long}")))), codes::TOO_LONG);
-        assert_eq!(code(check_uri(&uri(&format!("/v1/leases?project_id={long}")))), codes::TOO_LONG);
-        assert!(check_uri(&uri(&format!("/placement/allocation_candidates?member_of={long}"))).is_ok());
+        assert_eq!(code(check_uri_(&uri(&format!("/v1/os-hosts/{long}")))), codes::TOO_LONG);
+        assert_eq!(code(check_uri_(&uri(&format!("/v1/leases?project_id={long}")))), codes::TOO_LONG);
+        assert!(check_uri_(&uri(&format!("/placement/allocation_candidates?member_of={long}"))).is_ok());
+        assert!(check_uri(&uri(&format!("/placement/traits/{long}")), None).is_ok(), "Placement bounds its own");
+        assert!(check_json(&json!({"name": long}), 32, None).is_ok());
     }
 
     #[test]
     fn bodies_are_bounded_and_clean() {
-        assert!(check_json(&json!({"name": "a", "note": "two\nlines", "n": [1, {"x": null}]}), 32).is_ok());
-        assert_eq!(code(check_json(&json!({"name": "a\u{0}"}), 32)), codes::CONTROL_CHARACTER);
-        assert_eq!(code(check_json(&json!({"name": "a\nb"}), 32)), codes::CONTROL_CHARACTER);
-        assert_eq!(code(check_json(&json!({"a\u{1}": 1}), 32)), codes::CONTROL_CHARACTER);
-        assert_eq!(code(check_json(&json!({"r": [{"x": "\u{7f}"}]}), 32)), codes::CONTROL_CHARACTER);
-        assert_eq!(code(check_json(&json!({"host_id": "h".repeat(256)}), 32)), codes::TOO_LONG);
-        assert!(check_json(&json!({"resource_properties": "h".repeat(256)}), 32).is_ok());
-        assert_eq!(code(check_json(&json!([[[1]]]), 2)), codes::TOO_DEEP);
-        assert!(check_json(&json!([[1]]), 2).is_ok());
-        let e = check_json(&json!({"reservations": [{"name": "\u{0}"}]}), 32).unwrap_err();
+        assert!(check_json_(&json!({"name": "a", "note": "two\nlines", "n": [1, {"x": null}]}), 32).is_ok());
+        assert_eq!(code(check_json_(&json!({"name": "a\u{0}"}), 32)), codes::CONTROL_CHARACTER);
+        assert_eq!(code(check_json_(&json!({"name": "a\nb"}), 32)), codes::CONTROL_CHARACTER);
+        assert_eq!(code(check_json_(&json!({"a\u{1}": 1}), 32)), codes::CONTROL_CHARACTER);
+        assert_eq!(code(check_json_(&json!({"r": [{"x": "\u{7f}"}]}), 32)), codes::CONTROL_CHARACTER);
+        assert_eq!(code(check_json_(&json!({"host_id": "h".repeat(256)}), 32)), codes::TOO_LONG);
+        assert!(check_json_(&json!({"resource_properties": "h".repeat(256)}), 32).is_ok());
+        assert_eq!(code(check_json_(&json!([[[1]]]), 2)), codes::TOO_DEEP);
+        assert!(check_json_(&json!([[1]]), 2).is_ok());
+        let e = check_json_(&json!({"reservations": [{"name": "\u{0}"}]}), 32).unwrap_err();
         assert!(e.detail.contains("/reservations/0/name"), "{}", e.detail);
     }
 }

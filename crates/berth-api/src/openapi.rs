@@ -193,7 +193,7 @@ fn error_components() -> Components {
 /// What a successful answer carries.
 fn success(route: &Route) -> Response {
     let content_type = match route.path {
-        "/metrics" => "text/plain",
+        "/metrics" | "/healthz" => "text/plain",
         "/v1/log/stream" => "text/event-stream",
         _ => "application/json",
     };

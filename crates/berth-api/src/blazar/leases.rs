@@ -467,3 +467,76 @@ pub(super) async fn delete(
     super::policy::on_end(&state, &lease).await;
     Ok(StatusCode::NO_CONTENT)
 }
+
+/// Fuzz target: recurrences as users type them, bounded to a fixed number
+/// of cases.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One crontab field: numbers in and out of range, names, ranges,
+    /// steps, lists, and Quartz's extensions crontab lacks.
+    fn field() -> impl Strategy<Value = String> {
+        let atom = prop_oneof![
+            Just("*".to_string()),
+            (0u32..100).prop_map(|n| n.to_string()),
+            prop::sample::select(vec!["mon", "FRI", "sun", "jan", "dec", "L", "?", "W", "5#2", "-1"])
+                .prop_map(str::to_string),
+        ];
+        let part = (atom.clone(), prop::option::of(atom), prop::option::of(0u32..70)).prop_map(|(a, b, step)| {
+            let mut s = a;
+            if let Some(b) = b {
+                s = format!("{s}-{b}");
+            }
+            if let Some(step) = step {
+                s = format!("{s}/{step}");
+            }
+            s
+        });
+        prop::collection::vec(part, 1..4).prop_map(|parts| parts.join(","))
+    }
+
+    fn cron() -> impl Strategy<Value = String> {
+        let pick = |xs: &[&'static str]| prop::sample::select(xs.to_vec());
+        // Mostly valid: one firing a day at most, so that most are booked.
+        let usual = (
+            0u32..60,
+            0u32..24,
+            pick(&["*", "1", "15", "31", "1-10", "*/2", "1,15"]),
+            pick(&["*", "1-12", "jan", "feb,mar", "*/3", "2"]),
+            pick(&["*", "0", "7", "1", "mon-fri", "sat,sun", "1-5/2", "SUN"]),
+        )
+            .prop_map(|(m, h, dom, mon, dow)| format!("{m} {h} {dom} {mon} {dow}"));
+        prop_oneof![
+            usual,
+            prop::collection::vec(field(), 5).prop_map(|f| f.join(" ")),
+            prop::collection::vec(field(), 0..8).prop_map(|f| f.join(" ")),
+            any::<String>(),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, max_shrink_time: 10_000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_recurrence_books_at_most_the_cap_within_its_range_or_is_refused(
+            expr in cron(),
+            days in 0i64..400,
+            hours in 1i64..24,
+        ) {
+            let from = chrono::DateTime::parse_from_rfc3339("2031-01-01T00:00:00Z").unwrap().with_timezone(&Utc);
+            let until = from.plus("until", Duration::days(days)).unwrap();
+            let rec = json!({"cron": expr, "duration": format!("{hours}h"), "until": format_date(until)});
+            match occurrences(&rec, from, 100) {
+                Ok(found) => {
+                    prop_assert!(found.len() <= 100);
+                    for (start, end) in found {
+                        prop_assert!(from <= start && start < until && Ok(end) == start.plus("end", Duration::hours(hours)));
+                    }
+                }
+                Err(e) => prop_assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}: {}", expr, e.detail),
+            }
+        }
+    }
+}

@@ -246,3 +246,97 @@ fn answer(v: Version, found: &Candidates) -> Value {
         .collect();
     json!({"allocation_requests": requests, "provider_summaries": summaries})
 }
+
+/// Fuzz target: Placement's granular query parameters, as the handler reads
+/// them before the store is asked, bounded to a fixed number of cases.
+#[cfg(test)]
+mod fuzz {
+    use super::super::microversion::{negotiate, MAX};
+    use super::*;
+    use proptest::prelude::*;
+
+    /// `key=value` pairs of the parameters Placement knows, with suffixes,
+    /// and of anything else.
+    fn query() -> impl Strategy<Value = String> {
+        let key = prop_oneof![
+            prop::sample::select(vec![
+                "resources",
+                "required",
+                "member_of",
+                "in_tree",
+                "group_policy",
+                "limit",
+                "root_required",
+                "same_subtree",
+            ])
+            .prop_flat_map(|k| prop_oneof![
+                Just(String::new()),
+                "[0-9]{1,3}",
+                "_[A-Za-z0-9_-]{0,8}",
+                "[^&=]{0,3}"
+            ]
+            .prop_map(move |suffix| format!("{k}{suffix}"))),
+            "[^&=]{0,10}",
+        ];
+        let value = prop_oneof![
+            "(([A-Z_]{1,10}|VCPU|MEMORY_MB|CUSTOM_[A-Z]{0,3}):-?[0-9]{0,20},?){0,4}",
+            "(in:)?(!?([A-Z_]{1,10}|CUSTOM_X|[0-9a-f-]{36})[,]?){0,4}",
+            "(none|isolate|[0-9]{0,25}|-1|_[a-z0-9]{0,3}(,_[a-z0-9]{0,3}){0,2})",
+            any::<String>(),
+        ];
+        let anything = prop::collection::vec((key, value), 0..8);
+        // Mostly valid: request groups with resources, traits and
+        // aggregates, and the request-wide parameters.
+        let group = (
+            prop_oneof![Just(String::new()), "[0-9]{1,2}", "_[A-Z0-9]{1,4}"],
+            "(VCPU|MEMORY_MB|DISK_GB|CUSTOM_[A-Z]{1,3}):[0-9]{1,4}(,(VCPU|DISK_GB):[0-9]{1,3})?",
+            prop::option::of("!?(HW_CPU_X86_AVX2|CUSTOM_[A-Z]{1,3})(,!?CUSTOM_[A-Z]{1,3})?"),
+            prop::option::of("(in:)?[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-8[0-9a-f]{3}-[0-9a-f]{12}"),
+        );
+        let usual = (
+            prop::collection::vec(group, 1..4),
+            prop::option::of(prop::sample::select(vec!["none", "isolate"])),
+            prop::option::of(1u32..50),
+        )
+            .prop_map(|(groups, policy, limit)| {
+                let mut pairs = Vec::new();
+                for (suffix, resources, required, member_of) in groups {
+                    pairs.push((format!("resources{suffix}"), resources));
+                    if let Some(r) = required {
+                        pairs.push((format!("required{suffix}"), r));
+                    }
+                    if let Some(m) = member_of {
+                        pairs.push((format!("member_of{suffix}"), m));
+                    }
+                }
+                if let Some(p) = policy {
+                    pairs.push(("group_policy".to_string(), p.to_string()));
+                }
+                if let Some(l) = limit {
+                    pairs.push(("limit".to_string(), l.to_string()));
+                }
+                pairs
+            });
+        prop_oneof![anything, usual].prop_map(|pairs| {
+            let mut out = form_urlencoded::Serializer::new(String::new());
+            for (k, v) in &pairs {
+                out.append_pair(k, v);
+            }
+            out.finish()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, max_shrink_time: 10_000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_candidates_query_is_read_or_refused_with_a_400(raw in query(), minor in 10u32..=MAX.minor) {
+            let v = negotiate(Some(&format!("placement 1.{minor}"))).unwrap();
+            let q = Query::parse(Some(&raw));
+            let read = q.validate(&schemas::candidates(v)).and_then(|_| request(&q, v));
+            if let Err(e) = read {
+                prop_assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}: {}", raw, e.detail);
+            }
+        }
+    }
+}

@@ -232,3 +232,27 @@ mod tests {
         assert!(matches!(negotiate(Some("placement 1.2.3")), Err(VersionError::Invalid(_))));
     }
 }
+
+/// Fuzz target: any header, bounded to a fixed number of cases.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, max_shrink_time: 10_000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_header_negotiates_a_served_version_or_is_refused(
+            header in prop_oneof![
+                any::<String>(),
+                "((placement|PLACEMENT|compute|[a-z]{0,5})[ \t]{0,2}([0-9]{0,12}\\.?[0-9]{0,12}|latest|LaTeSt|[^,]{0,6})[ ,]{0,3}){0,3}",
+            ]
+        ) {
+            match negotiate(Some(&header)) {
+                Ok(ver) => prop_assert!((MIN..=MAX).contains(&ver), "{header:?} gave {ver}"),
+                Err(VersionError::Invalid(m) | VersionError::Unacceptable(m)) => prop_assert!(!m.is_empty()),
+            }
+        }
+    }
+}
