@@ -120,23 +120,12 @@ async fn create(s: &Server, clock: &DatabaseClock, body: Value) -> (Value, DateT
     (l["lease"].clone(), before, after)
 }
 
-/// `/metrics` as an admin reads it (the policy closes it to anonymous callers).
-async fn metrics_text(s: &Server) -> String {
-    metrics_text_at(&format!("{}/metrics", s.url)).await
-}
-
-async fn metrics_text_at(url: &str) -> String {
-    let resp = reqwest::Client::new().get(url).header("x-auth-token", "admin").send().await.unwrap();
-    assert!(resp.status().is_success(), "{url}: {}", resp.status());
-    resp.text().await.unwrap()
-}
-
 /// The offset `/readyz` reports, and the one `/metrics` exports.
 async fn offsets(s: &Server) -> (f64, f64) {
     let ready: Value = reqwest::get(format!("{}/readyz", s.url)).await.unwrap().json().await.unwrap();
     let reported = ready["clock"]["offset_seconds"].as_f64().unwrap_or_else(|| panic!("{ready}"));
     assert_eq!(ready["clock"]["skewed"], true, "{ready}");
-    let metrics = metrics_text(s).await;
+    let metrics = s.metrics().await;
     let exported = metrics
         .lines()
         .find_map(|l| l.strip_prefix("berth_clock_offset_seconds "))
@@ -281,7 +270,7 @@ async fn skewed_replicas_decide_on_the_database_clock() {
     }
     println!("events per replica: {per_claimer:?}");
     for s in servers {
-        let m = metrics_text(s).await;
+        let m = s.metrics().await;
         for name in ["berth_manager_claim_rescues_total", "berth_manager_claims_lost_total"] {
             let n: f64 = m
                 .lines()

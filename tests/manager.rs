@@ -165,15 +165,7 @@ async fn a_lease_starting_now_is_active_and_its_instance_woken() {
     assert_eq!(deleted.len(), 1);
     assert_eq!(deleted[0].payload["instance_id"], instance.as_str());
     // Metrics saw it.
-    let metrics = reqwest::Client::new()
-        .get(format!("{}/metrics", s.url))
-        .header("x-auth-token", ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = s.metrics().await;
     for name in
         ["berth_manager_events_done_total", "berth_manager_events_claimed_total", "berth_manager_lag_seconds_bucket"]
     {
@@ -363,15 +355,7 @@ async fn a_daemon_killed_mid_hook_is_finished_by_another_with_the_same_key() {
     assert_eq!(calls[1].payload["attempt"], 2);
     assert_eq!(rx.applied().len(), 1);
     rx.release();
-    let metrics = reqwest::Client::new()
-        .get(format!("{}/metrics", b.url))
-        .header("x-auth-token", ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = b.metrics().await;
     assert!(metrics.contains("berth_manager_claim_rescues_total 1"), "{metrics}");
     assert_eq!(lease_status(&b, &id).await, "ACTIVE");
     b.replay_verify();

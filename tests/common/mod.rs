@@ -137,6 +137,17 @@ impl Server {
     pub async fn get(&self, path: &str, token: &str) -> (StatusCode, Value) {
         self.call(Method::GET, path, token, None).await
     }
+    /// `/metrics` as an admin reads it (the policy closes it to anonymous callers).
+    pub async fn metrics(&self) -> String {
+        let resp = reqwest::Client::new()
+            .get(format!("{}/metrics", self.url))
+            .header("x-auth-token", "admin")
+            .send()
+            .await
+            .unwrap();
+        assert!(resp.status().is_success(), "/metrics: {}", resp.status());
+        resp.text().await.unwrap()
+    }
     pub async fn post(&self, path: &str, token: &str, body: Value) -> (StatusCode, Value) {
         self.call(Method::POST, path, token, Some(body)).await
     }

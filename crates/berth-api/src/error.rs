@@ -15,6 +15,9 @@ use serde_json::json;
 tokio::task_local! {
     /// The current request's id, for error bodies and log metadata.
     pub static REQUEST_ID: String;
+    /// The error document the current request's route speaks, so that an
+    /// error made anywhere (an extractor, the policy) answers in it.
+    static ROUTE_STYLE: Style;
 }
 
 pub fn current_request_id() -> String {
@@ -24,7 +27,8 @@ pub fn current_request_id() -> String {
 /// Gives every request an id (`req-<uuid>`) and echoes it in the response.
 pub async fn request_id(req: Request, next: Next) -> Response {
     let id = format!("req-{}", uuid::Uuid::new_v4());
-    let mut resp = REQUEST_ID.scope(id.clone(), next.run(req)).await;
+    let style = Style::of_path(req.uri().path());
+    let mut resp = REQUEST_ID.scope(id.clone(), ROUTE_STYLE.scope(style, next.run(req))).await;
     if let Ok(v) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert("x-openstack-request-id", v);
     }
@@ -81,7 +85,8 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, code: impl Into<String>, detail: impl Into<String>) -> Self {
-        ApiError { status, code: code.into(), detail: detail.into(), style: Style::Blazar }
+        let style = ROUTE_STYLE.try_with(|s| *s).unwrap_or(Style::Blazar);
+        ApiError { status, code: code.into(), detail: detail.into(), style }
     }
     pub fn placement(mut self) -> Self {
         self.style = Style::Placement;
