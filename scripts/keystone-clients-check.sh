@@ -10,16 +10,10 @@ set -eu
 cd "$(dirname "$0")/.."
 berthd=${BERTHD:-target/release/berthd}
 ks=scripts/keystone/run.sh
-cache=${BERTH_OSC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/berth-osc}
-venv=$cache/venv
-if [ ! -x "$venv/bin/openstack" ]; then
-  mkdir -p "$cache"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q osc-placement python-openstackclient
-fi
+label="keystone clients"
+. scripts/client-checks.sh
 "$venv/bin/python" -c 'import blazarclient' 2>/dev/null || "$venv/bin/pip" install -q python-blazarclient
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 ks_port=$(free_port)
 port=$(free_port)
 db=berth_ks_$$
@@ -41,17 +35,7 @@ BERTH_DATABASE_URL="$BERTH_PG_URL/$db" BERTH_LISTEN="127.0.0.1:$port" BERTH_LOG=
   BERTH_KEYSTONE__PASSWORD="$KEYSTONE_SERVICE_PASSWORD" BERTH_KEYSTONE__PROJECT_NAME="$KEYSTONE_SERVICE_PROJECT" \
   "$berthd" serve >>"$log" 2>&1 &
 server=$!
-python3 - "$port" <<'PY'
-import sys, time, urllib.request
-url = f"http://127.0.0.1:{sys.argv[1]}/placement/"
-for _ in range(150):
-    try:
-        urllib.request.urlopen(url, timeout=1)
-        sys.exit(0)
-    except Exception:
-        time.sleep(0.2)
-sys.exit("berthd did not answer")
-PY
+wait_for_berthd "$port"
 "$ks" catalog placement "http://127.0.0.1:$port/placement" "$ks_port" >/dev/null
 "$ks" catalog reservation "http://127.0.0.1:$port/v1" "$ks_port" >/dev/null
 
@@ -62,19 +46,6 @@ as() { # as USER PROJECT COMMAND...
   env -u OS_TOKEN -u OS_CLOUD OS_AUTH_URL="$KEYSTONE_URL" OS_IDENTITY_API_VERSION=3 OS_USERNAME="$user" \
     OS_PASSWORD="$KEYSTONE_PASSWORD" OS_PROJECT_NAME="$project" OS_USER_DOMAIN_NAME=Default \
     OS_PROJECT_DOMAIN_NAME=Default OS_INTERFACE=public "$venv/bin/openstack" "$@"
-}
-passed=0
-failed=0
-check() { # check NAME EXPECTED-SUBSTRING COMMAND...
-  name=$1 want=$2
-  shift 2
-  if out=$("$@" 2>&1) && { [ -z "$want" ] || printf '%s\n' "$out" | grep -q -- "$want"; }; then
-    passed=$((passed + 1))
-  else
-    failed=$((failed + 1))
-    echo "keystone clients: FAILED $name: wanted '$want', got:" >&2
-    printf '%s\n' "$out" | tail -5 >&2
-  fi
 }
 refused() { # refused NAME COMMAND...: the command fails with a 403
   name=$1
@@ -103,5 +74,4 @@ check "reservation lease show (reader)" "PENDING" as carol p1 reservation lease 
 refused "reservation lease delete (reader)" as carol p1 reservation lease delete ks-lease
 check "reservation lease list (other project)" "" as bob p2 reservation lease list -f value
 check "reservation lease delete (member)" "" as alice p1 reservation lease delete ks-lease
-echo "keystone clients: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+report

@@ -7,18 +7,13 @@ set -eu
 : "${BERTH_PG_URL:?run me under berthd with-postgres}"
 cd "$(dirname "$0")/.."
 berthd=${BERTHD:-target/release/berthd}
-cache=${BERTH_OSC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/berth-osc}
-venv=$cache/venv
-if [ ! -x "$venv/bin/openstack" ]; then
-  mkdir -p "$cache"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q osc-placement python-openstackclient
-fi
+label=osc-placement
+. scripts/client-checks.sh
 
 db=berth_osc_$$
 psql "$BERTH_PG_URL/postgres" -qAtc "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1
 psql "$BERTH_PG_URL/postgres" -qAtc "CREATE DATABASE $db" >/dev/null
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 log=$(mktemp)
 BERTH_DATABASE_URL="$BERTH_PG_URL/$db" "$berthd" migrate >"$log" 2>&1
 BERTH_DATABASE_URL="$BERTH_PG_URL/$db" BERTH_LISTEN="127.0.0.1:$port" BERTH_AUTH=noauth BERTH_LOG=warn \
@@ -31,34 +26,11 @@ cleanup() {
   rm -f "$log"
 }
 trap cleanup EXIT
-python3 - "$port" <<'EOF'
-import sys, time, urllib.request
-url = f"http://127.0.0.1:{sys.argv[1]}/placement/"
-for _ in range(150):
-    try:
-        urllib.request.urlopen(url, timeout=1)
-        sys.exit(0)
-    except Exception:
-        time.sleep(0.2)
-sys.exit("berthd did not answer")
-EOF
+wait_for_berthd "$port"
 
 osc() {
   "$venv/bin/openstack" --os-auth-type admin_token --os-token admin \
     --os-endpoint "http://127.0.0.1:$port/placement" --os-placement-api-version 1.39 "$@"
-}
-passed=0
-failed=0
-check() { # check NAME EXPECTED-SUBSTRING COMMAND...
-  name=$1 want=$2
-  shift 2
-  if out=$("$@" 2>&1) && { [ -z "$want" ] || printf '%s\n' "$out" | grep -q -- "$want"; }; then
-    passed=$((passed + 1))
-  else
-    failed=$((failed + 1))
-    echo "osc-placement: FAILED $name: wanted '$want', got:" >&2
-    printf '%s\n' "$out" | tail -5 >&2
-  fi
 }
 
 rp=$(osc resource provider create osc-host-1 -f value -c uuid)
@@ -75,5 +47,4 @@ check "allocation unset" "" osc resource provider allocation unset "$consumer" -
 check "usage after unset" "0" osc resource provider usage show "$rp" -f value
 check "trait list" "MISC_SHARES_VIA_AGGREGATE" osc trait list -f value
 check "resource class list" "MEMORY_MB" osc resource class list -f value
-echo "osc-placement: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+report
