@@ -88,8 +88,15 @@ impl Store {
             return Ok(t);
         }
         let c = self.client().await?;
-        let (taken, wall) = (Instant::now(), local_now());
         let database = now(&c).await?;
+        // Stamped after the answer, never before the query: the reading was
+        // the database's time at some instant before this one, so carrying
+        // it from here can only lag the database, never run ahead of it. A
+        // stamp taken before the query ran ahead by however long the query
+        // waited to start (tens of milliseconds on a loaded machine), and a
+        // claim's window "from now" then began after a following read's
+        // `now()`, which did not see it as held.
+        let (taken, wall) = (Instant::now(), local_now());
         self.carried.set(Reading { database, taken, wall });
         Ok(database)
     }
@@ -124,6 +131,11 @@ mod tests {
         c.query_one("SELECT statement_timestamp()", &[]).await.unwrap().get(0)
     }
 
+    /// A reading an hour behind `first`, taken now.
+    fn old_reading(first: DateTime<Utc>) -> Reading {
+        Reading { database: first - chrono::Duration::hours(1), taken: Instant::now(), wall: local_now() }
+    }
+
     /// The time `Store::now` gives between readings is the database's as
     /// read on a connection of the test's own, to within a few
     /// milliseconds, and a stale or stepped reading is not carried.
@@ -143,8 +155,19 @@ mod tests {
             let slack = chrono::Duration::milliseconds(20);
             assert!(carried >= before - slack && carried <= after + slack, "{before} <= {carried} <= {after}");
         }
+        // Carried time never runs ahead of the database's: a reading read
+        // afresh and then carried is at most what the database says next.
+        for _ in 0..200 {
+            store
+                .carried
+                .set(Reading { taken: Instant::now() - CARRY - Duration::from_millis(1), ..old_reading(first) });
+            store.now().await.unwrap();
+            let carried = store.now().await.unwrap();
+            let next = database_now(&client).await;
+            assert!(carried <= next, "carried {carried} ran ahead of the database's {next}");
+        }
         // A reading older than the carry is read again.
-        let old = Reading { database: first - chrono::Duration::hours(1), taken: Instant::now(), wall: local_now() };
+        let old = old_reading(first);
         store.carried.set(Reading { taken: Instant::now() - CARRY - Duration::from_millis(1), ..old });
         assert!(store.now().await.unwrap() > first);
         // So is one the wall clock disagrees with (a resume from suspend).
