@@ -2,10 +2,13 @@
 //! server in the same run and prints ratios, so the numbers mean something
 //! on any machine. Runs under `berthd with-postgres`, which sets
 //! `BERTH_PG_URL` (and `BERTH_PG_BIN`). Each scenario gets a fresh database.
+//! It measures; it never ships and decides nothing Berth decides: it drives
+//! the store, the router and the manager as berthd does.
 
 // Scenarios time things and pick due times on the real clock, which is the
 // database server's (same machine); the code measured reads only the database's.
 #![allow(clippy::disallowed_methods)]
+#![warn(clippy::too_many_lines)]
 
 mod manager;
 mod pgbench;

@@ -78,6 +78,10 @@ async fn keystone() -> Result<Option<(Authenticator, String)>> {
     Ok(Some((Authenticator::Keystone(Box::new(auth)), token)))
 }
 
+/// What one client saw: latencies of the claims made, refusals for
+/// capacity, other failures.
+type Tally = (Vec<Duration>, usize, usize);
+
 /// One run on fresh providers as `token`; the claims per second.
 async fn claims(
     report: &mut Report,
@@ -91,17 +95,7 @@ async fn claims(
     let store = db.store(clients + 4);
     let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
     let providers = crate::setup::providers(&store, &meta, PROVIDERS, "host-", VCPU, VCPU * 256).await?;
-    let state = AppState {
-        store: store.clone(),
-        auth,
-        rules: Arc::new(Rules::defaults()),
-        plugins: Arc::new(berth_plugins::Registry::default()),
-        policy: Arc::new(berth_plugins::Policy::default()),
-        clock: Default::default(),
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let base = format!("http://{}/placement", listener.local_addr()?);
-    tokio::spawn(async move { axum::serve(listener, berth_api::router(state)).await });
+    let base = serve(store, auth).await?;
 
     let providers = Arc::new(providers);
     // One request first, so the timed run meets a warm validation cache.
@@ -111,36 +105,9 @@ async fn claims(
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
     for _ in 0..clients {
-        let (providers, base, token) = (providers.clone(), base.clone(), token.clone());
         // One connection per client, kept alive.
         let http = reqwest::Client::builder().pool_max_idle_per_host(1).build()?;
-        tasks.push(tokio::spawn(async move {
-            let (mut latencies, mut refused, mut failed) = (Vec::new(), 0usize, 0usize);
-            while Instant::now() < deadline {
-                let p = providers[rand::thread_rng().gen_range(0..providers.len())];
-                let body = json!({
-                    "allocations": {p.to_string(): {"resources": {"VCPU": 1, "MEMORY_MB": 256}}},
-                    "project_id": "bench",
-                    "user_id": "bench",
-                    "consumer_generation": null,
-                    "consumer_type": "INSTANCE",
-                });
-                let t = Instant::now();
-                let resp = http
-                    .put(format!("{base}/allocations/{}", Uuid::new_v4()))
-                    .header("x-auth-token", token.as_str())
-                    .header("openstack-api-version", "placement 1.39")
-                    .json(&body)
-                    .send()
-                    .await;
-                match resp.map(|r| r.status().as_u16()) {
-                    Ok(204) => latencies.push(t.elapsed()),
-                    Ok(409) => refused += 1,
-                    _ => failed += 1,
-                }
-            }
-            (latencies, refused, failed)
-        }));
+        tasks.push(tokio::spawn(client(http, providers.clone(), base.clone(), token.clone(), deadline)));
     }
     let started = Instant::now();
     let (mut latencies, mut refused, mut failed) = (Vec::new(), 0, 0);
@@ -165,13 +132,73 @@ async fn claims(
         ms(percentile(&latencies, 50.0)),
         ms(percentile(&latencies, 99.0))
     ));
-    // Over capacity, as Placement's own read view shows it.
+    let over = over_capacity(&base, &token, &providers).await?;
+    report.line(format!("Placement providers over capacity after the run: {over}"));
+    ensure!(failed == 0, "{failed} claims failed with something other than a capacity refusal");
+    Ok(rate)
+}
+
+/// The real router on a loopback port, authenticating with `auth`; its
+/// Placement base URL.
+async fn serve(store: berth_store::Store, auth: Arc<Authenticator>) -> Result<String> {
+    let state = AppState {
+        store,
+        auth,
+        rules: Arc::new(Rules::defaults()),
+        plugins: Arc::new(berth_plugins::Registry::default()),
+        policy: Arc::new(berth_plugins::Policy::default()),
+        clock: Default::default(),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}/placement", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, berth_api::router(state)).await });
+    Ok(base)
+}
+
+/// One client: claims one VCPU for a new consumer on a random provider,
+/// again and again until `deadline`.
+async fn client(
+    http: reqwest::Client,
+    providers: Arc<Vec<Uuid>>,
+    base: String,
+    token: Arc<String>,
+    deadline: Instant,
+) -> Tally {
+    let (mut latencies, mut refused, mut failed) = (Vec::new(), 0usize, 0usize);
+    while Instant::now() < deadline {
+        let p = providers[rand::thread_rng().gen_range(0..providers.len())];
+        let body = json!({
+            "allocations": {p.to_string(): {"resources": {"VCPU": 1, "MEMORY_MB": 256}}},
+            "project_id": "bench",
+            "user_id": "bench",
+            "consumer_generation": null,
+            "consumer_type": "INSTANCE",
+        });
+        let t = Instant::now();
+        let resp = http
+            .put(format!("{base}/allocations/{}", Uuid::new_v4()))
+            .header("x-auth-token", token.as_str())
+            .header("openstack-api-version", "placement 1.39")
+            .json(&body)
+            .send()
+            .await;
+        match resp.map(|r| r.status().as_u16()) {
+            Ok(204) => latencies.push(t.elapsed()),
+            Ok(409) => refused += 1,
+            _ => failed += 1,
+        }
+    }
+    (latencies, refused, failed)
+}
+
+/// Providers over capacity, as Placement's own read view shows them.
+async fn over_capacity(base: &str, token: &str, providers: &[Uuid]) -> Result<usize> {
     let http = reqwest::Client::new();
     let mut over = 0;
-    for p in providers.iter() {
+    for p in providers {
         let usages: serde_json::Value = http
             .get(format!("{base}/resource_providers/{p}/usages"))
-            .header("x-auth-token", token.as_str())
+            .header("x-auth-token", token)
             .send()
             .await?
             .json()
@@ -182,7 +209,5 @@ async fn claims(
             over += 1;
         }
     }
-    report.line(format!("Placement providers over capacity after the run: {over}"));
-    ensure!(failed == 0, "{failed} claims failed with something other than a capacity refusal");
-    Ok(rate)
+    Ok(over)
 }

@@ -1,6 +1,7 @@
 //! `berth lease ...` and `berth availability`.
 
 use anyhow::{anyhow, Result};
+use berth_core::dates::parse_duration;
 use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::{json, Map, Value};
@@ -128,10 +129,11 @@ fn typed(v: &str) -> Value {
 }
 
 /// A duration as the API reads it, with its unit: a bare number is
-/// refused here rather than read as seconds.
+/// refused here rather than read as seconds. The rule and its message are
+/// berth-core's, the server's own, so the two never disagree.
 fn duration(s: &str) -> std::result::Result<String, String> {
     let t = s.trim();
-    berth_core::dates::parse_duration("duration", t).map(|_| t.to_string()).map_err(|e| e.detail)
+    parse_duration("duration", t).map(|_| t.to_string()).map_err(|e| e.detail)
 }
 
 fn reservations(list: &[String]) -> Result<Vec<Value>> {
@@ -159,97 +161,119 @@ fn show_lease(client: &Client, lease: &Value) {
 
 pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
     match cmd {
-        LeaseCommand::Create(a) => {
-            let mut body = json!({"name": a.name, "start_date": a.start, "reservations": reservations(&a.reservations)?, "events": []});
-            if let Some(e) = a.end {
-                body["end_date"] = json!(e);
-            }
-            if let Some(b) = a.before_end {
-                body["before_end_date"] = json!(b);
-            }
-            if let Some(cron) = a.cron {
-                let (Some(d), Some(u)) = (a.duration, a.until) else {
-                    return Err(anyhow!("--cron needs --duration and --until"));
-                };
-                body["recurrence"] = json!({"cron": cron, "duration": d, "until": u});
-            }
-            if a.dry_run {
-                body["dry_run"] = json!(true);
-                let out = client.call(Method::POST, "/v1/leases", Some(&body))?;
-                let occurrences = out["occurrences"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-                client.print_list(occurrences, &["start_date", "end_date", "fits"]);
-                return Ok(());
-            }
-            let out = client.call(Method::POST, "/v1/leases", Some(&body))?;
-            show_lease(client, &out["lease"]);
-        }
-        LeaseCommand::List { status, project, limit, marker } => {
-            let mut q = Vec::new();
-            if let Some(s) = status {
-                q.push(format!("status={s}"));
-            }
-            if let Some(p) = project {
-                q.push(format!("project_id={p}"));
-            }
-            // A page when asked for one, else every page.
-            let one_page = limit.is_some() || marker.is_some();
-            if let Some(l) = limit {
-                q.push(format!("limit={l}"));
-            }
-            if let Some(m) = marker {
-                q.push(format!("marker={m}"));
-            }
-            let path = if q.is_empty() { "/v1/leases".to_string() } else { format!("/v1/leases?{}", q.join("&")) };
-            let leases = if one_page {
-                client.get(&path)?["leases"].as_array().cloned().unwrap_or_default()
-            } else {
-                client.get_all(&path, "leases")?
-            };
-            client.print_list(&leases, LIST_COLUMNS);
-        }
+        LeaseCommand::Create(a) => create(client, a),
+        LeaseCommand::List { status, project, limit, marker } => list(client, status, project, limit, marker),
         LeaseCommand::Show { lease } => {
             let out = client.get(&format!("/v1/leases/{}", lease_id(client, &lease)?))?;
             show_lease(client, &out["lease"]);
+            Ok(())
         }
-        LeaseCommand::Update(a) => {
-            let id = lease_id(client, &a.lease)?;
-            let mut body = Map::new();
-            let pairs = [
-                ("name", a.name),
-                ("start_date", a.start),
-                ("end_date", a.end),
-                ("before_end_date", a.before_end),
-                ("prolong_for", a.prolong_for),
-                ("reduce_by", a.reduce_by),
-                ("defer_by", a.defer_by),
-                ("advance_by", a.advance_by),
-            ];
-            for (k, v) in pairs {
-                if let Some(v) = v {
-                    body.insert(k.into(), json!(v));
-                }
-            }
-            if !a.reservations.is_empty() {
-                body.insert("reservations".into(), json!(reservations(&a.reservations)?));
-            }
-            if body.is_empty() {
-                return Err(anyhow!("nothing to update: give --name, a date or --reservation"));
-            }
-            let out = client.call(Method::PUT, &format!("/v1/leases/{id}"), Some(&Value::Object(body)))?;
-            show_lease(client, &out["lease"]);
-        }
+        LeaseCommand::Update(a) => update(client, a),
         LeaseCommand::Delete { lease } => {
             let id = lease_id(client, &lease)?;
             client.call(Method::DELETE, &format!("/v1/leases/{id}"), None)?;
             if client.format == crate::Format::Table {
                 println!("Deleted lease {id}");
             }
+            Ok(())
         }
         LeaseCommand::Extension { lease } => {
             let out = client.get(&format!("/v1/leases/{}/extension", lease_id(client, &lease)?))?;
             client.print_object(&out["extension"]);
+            Ok(())
         }
     }
+}
+
+/// `berth lease create`: one lease, a recurring series, or (dry run) the
+/// occurrences a series would book and whether each fits.
+fn create(client: &Client, a: CreateArgs) -> Result<()> {
+    let mut body =
+        json!({"name": a.name, "start_date": a.start, "reservations": reservations(&a.reservations)?, "events": []});
+    if let Some(e) = a.end {
+        body["end_date"] = json!(e);
+    }
+    if let Some(b) = a.before_end {
+        body["before_end_date"] = json!(b);
+    }
+    if let Some(cron) = a.cron {
+        let (Some(d), Some(u)) = (a.duration, a.until) else {
+            return Err(anyhow!("--cron needs --duration and --until"));
+        };
+        body["recurrence"] = json!({"cron": cron, "duration": d, "until": u});
+    }
+    if a.dry_run {
+        body["dry_run"] = json!(true);
+        let out = client.call(Method::POST, "/v1/leases", Some(&body))?;
+        let occurrences = out["occurrences"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+        client.print_list(occurrences, &["start_date", "end_date", "fits"]);
+        return Ok(());
+    }
+    let out = client.call(Method::POST, "/v1/leases", Some(&body))?;
+    show_lease(client, &out["lease"]);
+    Ok(())
+}
+
+/// `berth lease list`, filtered as asked.
+fn list(
+    client: &Client,
+    status: Option<String>,
+    project: Option<String>,
+    limit: Option<u32>,
+    marker: Option<String>,
+) -> Result<()> {
+    let mut q = Vec::new();
+    if let Some(s) = status {
+        q.push(format!("status={s}"));
+    }
+    if let Some(p) = project {
+        q.push(format!("project_id={p}"));
+    }
+    // A page when asked for one, else every page.
+    let one_page = limit.is_some() || marker.is_some();
+    if let Some(l) = limit {
+        q.push(format!("limit={l}"));
+    }
+    if let Some(m) = marker {
+        q.push(format!("marker={m}"));
+    }
+    let path = if q.is_empty() { "/v1/leases".to_string() } else { format!("/v1/leases?{}", q.join("&")) };
+    let leases = if one_page {
+        client.get(&path)?["leases"].as_array().cloned().unwrap_or_default()
+    } else {
+        client.get_all(&path, "leases")?
+    };
+    client.print_list(&leases, LIST_COLUMNS);
+    Ok(())
+}
+
+/// `berth lease update`: sends only what was given.
+fn update(client: &Client, a: UpdateArgs) -> Result<()> {
+    let id = lease_id(client, &a.lease)?;
+    let mut body = Map::new();
+    let pairs = [
+        ("name", a.name),
+        ("start_date", a.start),
+        ("end_date", a.end),
+        ("before_end_date", a.before_end),
+        ("prolong_for", a.prolong_for),
+        ("reduce_by", a.reduce_by),
+        ("defer_by", a.defer_by),
+        ("advance_by", a.advance_by),
+    ];
+    for (k, v) in pairs {
+        if let Some(v) = v {
+            body.insert(k.into(), json!(v));
+        }
+    }
+    if !a.reservations.is_empty() {
+        body.insert("reservations".into(), json!(reservations(&a.reservations)?));
+    }
+    if body.is_empty() {
+        return Err(anyhow!("nothing to update: give --name, a date or --reservation"));
+    }
+    let out = client.call(Method::PUT, &format!("/v1/leases/{id}"), Some(&Value::Object(body)))?;
+    show_lease(client, &out["lease"]);
     Ok(())
 }
 

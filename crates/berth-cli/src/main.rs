@@ -1,8 +1,11 @@
 //! berth: the command-line client. Talks to berthd over HTTP (`BERTH_URL`;
 //! `BERTH_TOKEN`, or Keystone credentials as the openstack client takes
-//! them); depends on berth-core types only.
+//! them). It never reaches the database and decides nothing the server
+//! decides; of Berth's crates it uses berth-core only, to read what a user
+//! types (durations) by the server's own rule, so both refuse alike.
 
 #![warn(clippy::arithmetic_side_effects)]
+#![warn(clippy::too_many_lines)]
 
 mod auth;
 mod client;

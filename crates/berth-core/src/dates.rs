@@ -5,8 +5,7 @@
 
 use chrono::{DateTime, Duration, NaiveDateTime, SubsecRound, Utc};
 
-use crate::error::{codes, Error};
-use crate::lease::codes as lease_codes;
+use crate::error::{codes, lease_codes, Error};
 use crate::time;
 
 /// A date as the client gave it: `now` is decided by the command.

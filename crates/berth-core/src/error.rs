@@ -93,3 +93,33 @@ pub mod codes {
     pub const UNAVAILABLE: &str = "berth.unavailable";
     pub const STREAM_VERSION: &str = "berth.log.stream_version";
 }
+
+/// The codes lease and host requests answer with (`berth_core::lease::codes`
+/// names them too). They live here, below `lease`, `dates` and `time`, so
+/// that those modules can all answer with them without importing each other.
+pub mod lease_codes {
+    pub const INVALID_DATE: &str = "berth.lease.invalid_date";
+    pub const INVALID_LEASE: &str = "berth.lease.invalid";
+    pub const LEASE_NOT_FOUND: &str = "berth.lease.not_found";
+    pub const LEASE_STARTED: &str = "berth.lease.started";
+    pub const LEASE_ENDED: &str = "berth.lease.ended";
+    pub const DUPLICATE_LEASE_NAME: &str = "berth.lease.duplicate_name";
+    pub const HOST_NOT_FOUND: &str = "berth.host.not_found";
+    pub const HOST_EXISTS: &str = "berth.host.already_enrolled";
+    pub const HOST_IN_USE: &str = "berth.host.in_use";
+    pub const HOST_INVALID: &str = "berth.host.invalid";
+    pub const PROPERTY_NOT_FOUND: &str = "berth.host.property_not_found";
+    /// A reservation past the first `lease::MAX_RESERVATIONS` (never
+    /// reached: leases are refused before that).
+    pub const NO_CAPACITY: &str = "berth.lease.no_capacity";
+    /// A recurring lease books more occurrences than one request may.
+    pub const TOO_MANY_OCCURRENCES: &str = "berth.lease.too_many_occurrences";
+    /// A reservation names a parameter its plugin does not take.
+    pub const UNKNOWN_PARAMETER: &str = "berth.lease.unknown_parameter";
+    /// A reservation parameter's value is not of its type.
+    pub const INVALID_PARAMETER: &str = "berth.lease.invalid_parameter";
+    /// A reservation names an instance that is not a Placement consumer.
+    pub const UNKNOWN_INSTANCE: &str = "berth.lease.unknown_instance";
+    /// A reservation names another project's instance.
+    pub const FOREIGN_INSTANCE: &str = "berth.lease.foreign_instance";
+}

@@ -8,6 +8,7 @@
 //! them.
 
 #![warn(clippy::arithmetic_side_effects)]
+#![warn(clippy::too_many_lines)]
 
 pub mod dates;
 pub mod error;

@@ -5,8 +5,8 @@
 
 use chrono::{DateTime, Datelike, Duration, TimeZone, Timelike, Utc};
 
+use crate::error::lease_codes as codes;
 use crate::error::Error;
-use crate::lease::codes;
 
 /// The first and last years a date may have.
 pub const FIRST_YEAR: i32 = 1;

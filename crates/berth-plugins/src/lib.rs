@@ -12,6 +12,7 @@
 //! configured and the optional external policy service.
 
 #![warn(clippy::arithmetic_side_effects)]
+#![warn(clippy::too_many_lines)]
 
 pub mod config;
 pub mod driver;

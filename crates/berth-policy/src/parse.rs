@@ -18,7 +18,16 @@ use winnow::token::{literal, one_of, take_while};
 use crate::rule::{Rule, Subject, Value, ATTRIBUTES};
 use crate::RuleError;
 
-pub(crate) fn rule(text: &str) -> Result<Rule, RuleError> {
+// Here rather than beside the rule's other methods, so that the grammar
+// builds rules and the rules know nothing of the grammar.
+impl Rule {
+    /// Reads one expression of oslo.policy's language.
+    pub fn parse(text: &str) -> Result<Rule, RuleError> {
+        rule(text)
+    }
+}
+
+fn rule(text: &str) -> Result<Rule, RuleError> {
     if text.trim().is_empty() {
         return Ok(Rule::Always);
     }

@@ -1,7 +1,5 @@
 //! A parsed rule and how it is checked against a caller and a target.
 
-use crate::RuleError;
-
 /// Who is asking, as the rules see it.
 pub trait Credentials {
     /// Role names (compared without regard to case, as oslo.policy does).
@@ -68,11 +66,6 @@ pub enum Rule {
 }
 
 impl Rule {
-    /// Reads one expression of oslo.policy's language.
-    pub fn parse(text: &str) -> Result<Rule, RuleError> {
-        crate::parse::rule(text)
-    }
-
     /// Every `rule:NAME` this rule refers to.
     pub fn references(&self) -> Vec<&str> {
         let mut out = Vec::new();

@@ -13,6 +13,7 @@
 
 pub mod clock;
 pub mod commands;
+pub mod dev;
 pub mod launcher;
 pub mod log;
 pub mod migrate;

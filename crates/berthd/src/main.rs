@@ -1,7 +1,10 @@
 //! berthd: the Berth daemon. Thin wiring: configuration, logging, the
-//! database, the HTTP server and the manager, and signals.
+//! database, the HTTP server and the manager, and signals. It holds no rule
+//! and writes no SQL: deciding is berth-core's, keeping berth-store's,
+//! serving berth-api's, firing lease events berth-manager's.
 
 #![warn(clippy::arithmetic_side_effects)]
+#![warn(clippy::too_many_lines)]
 
 mod config;
 mod dev;

@@ -1,0 +1,87 @@
+//! The recorder: one task that writes the outcomes of finished attempts in
+//! batches, one transaction each, then forgets those events and tells the
+//! policy service of the leases that ended.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_plugins::policy::LeaseValues;
+use berth_store::commands::{Finish, Recorded};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::metrics;
+use crate::state::Inner;
+
+/// Most finishes recorded in one transaction.
+const RECORD_BATCH: usize = 512;
+
+/// Records finishes in batches, in one transaction each.
+pub(crate) async fn record_loop(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<Finish>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < RECORD_BATCH {
+            match rx.try_recv() {
+                Ok(f) => batch.push(f),
+                Err(_) => break,
+            }
+        }
+        let recorded = record(&inner, &batch).await;
+        let ended = forget(&inner, &batch, &recorded);
+        if let (Some(policy), false) = (&inner.policy, ended.is_empty()) {
+            let policy = policy.clone();
+            tokio::spawn(async move {
+                for lease in &ended {
+                    policy.on_end(lease).await;
+                }
+            });
+        }
+        inner.wake.notify_one();
+    }
+}
+
+/// Writes one batch, retrying while its claims hold; nothing recorded if
+/// they have expired by then.
+async fn record(inner: &Inner, batch: &[Finish]) -> Vec<Recorded> {
+    let mut pause = Duration::from_millis(50);
+    let give_up = Instant::now() + inner.cfg.claim_ttl();
+    loop {
+        match inner.store.finish_lease_events(&inner.id, batch).await {
+            Ok(recorded) => {
+                metrics::recorded(batch, &recorded);
+                for (f, r) in batch.iter().zip(&recorded) {
+                    if *r == Recorded::ClaimLost {
+                        tracing::warn!(event = %f.event, attempt = f.attempt,
+                            "lease event claim lost before its outcome was recorded; another manager has it");
+                    }
+                }
+                return recorded;
+            }
+            Err(e) if Instant::now() < give_up => {
+                tracing::warn!(error = %e, ?pause, "recording lease event outcomes; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => {
+                // The claims have expired by now: another manager (or
+                // this one) takes the events back and runs them again.
+                tracing::error!(error = %e, events = batch.len(), "could not record lease event outcomes");
+                return Vec::new();
+            }
+        }
+    }
+}
+
+/// Forgets the batch's events; answers the leases whose end was recorded
+/// (for the policy service).
+fn forget(inner: &Inner, batch: &[Finish], recorded: &[Recorded]) -> Vec<LeaseValues> {
+    let mut running = inner.running.lock().expect("running");
+    batch
+        .iter()
+        .zip(recorded.iter().map(Some).chain(std::iter::repeat(None)))
+        .filter_map(|(f, r)| {
+            let gone = running.remove(&f.event)?;
+            (r == Some(&Recorded::Yes)).then_some(gone.ended).flatten()
+        })
+        .collect()
+}

@@ -1,0 +1,137 @@
+//! The manager's loop: sleeps until the next due time, a notification or a
+//! wake-up, claims what is due, and on shutdown gives running hooks their
+//! grace before the recorder writes what they did.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_store::commands::Finish;
+use berth_store::notify::{Notification, LEASE_EVENTS};
+use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::claim::claim_due;
+use crate::clock::Anchor;
+use crate::record::record_loop;
+use crate::renew::renew_loop;
+use crate::state::Inner;
+use crate::sweep::sweep;
+use crate::Manager;
+
+impl Manager {
+    /// Runs until `shutdown` completes, then stops claiming, gives running
+    /// hooks the configured grace to finish and records what they did.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let inner = self.inner;
+        tracing::info!(manager = %inner.id, "manager running");
+        let (finish_tx, finish_rx) = mpsc::unbounded_channel::<Finish>();
+        let recorder = tokio::spawn(record_loop(inner.clone(), finish_rx));
+        let renewer = tokio::spawn(renew_loop(inner.clone()));
+        let mut tasks: JoinSet<()> = JoinSet::new();
+        schedule(&inner, &finish_tx, &mut tasks, shutdown).await;
+        tracing::info!(manager = %inner.id, running = tasks.len(), "manager stopping");
+        drain(&inner, &mut tasks).await;
+        drop(finish_tx);
+        renewer.abort();
+        let _ = recorder.await;
+        tracing::info!(manager = %inner.id, "manager stopped");
+    }
+}
+
+/// Claims whenever something may be due, until `shutdown` completes.
+async fn schedule(
+    inner: &Arc<Inner>,
+    finish_tx: &mpsc::UnboundedSender<Finish>,
+    tasks: &mut JoinSet<()>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut notes = inner.store.listen(LEASE_EVENTS);
+    let poll = inner.cfg.poll_interval();
+    let debounce = inner.cfg.debounce();
+    let mut next = Instant::now();
+    let mut next_sweep = Instant::now();
+    let mut anchor: Option<Anchor> = None;
+    tokio::pin!(shutdown);
+    loop {
+        while tasks.try_join_next().is_some() {}
+        tokio::select! {
+            biased;
+            _ = &mut shutdown => break,
+            note = notes.recv() => {
+                match note {
+                    Some(note) => next = next.min(woken_at(note, anchor, debounce)),
+                    // The listener is gone for good; polling still works.
+                    None => notes = mpsc::channel(1).1,
+                }
+                continue;
+            }
+            _ = inner.wake.notified() => {
+                next = next.min(Instant::now() + debounce);
+                continue;
+            }
+            _ = tokio::time::sleep_until(next) => {}
+        }
+        claim_due(inner, finish_tx, tasks).await;
+        if Instant::now() >= next_sweep {
+            next_sweep = Instant::now() + poll;
+            sweep(inner);
+        }
+        next = Instant::now() + poll;
+        if let Some(due) = next_due(inner, &mut anchor).await {
+            next = next.min(due);
+        }
+    }
+}
+
+/// When a notification says to look: at the due time it carries, not
+/// sooner than the debounce allows.
+fn woken_at(note: Notification, anchor: Option<Anchor>, debounce: Duration) -> Instant {
+    match note {
+        Notification::Payload(p) => {
+            let due = p.parse::<i64>().ok().and_then(DateTime::<Utc>::from_timestamp_micros);
+            // Without an anchor yet, look now (the database decides what is due).
+            let at = match (due, anchor) {
+                (Some(due), Some(a)) => a.instant_of(due),
+                _ => Instant::now(),
+            };
+            at.max(Instant::now() + debounce)
+        }
+        Notification::Connected => Instant::now() + debounce,
+    }
+}
+
+/// When the next event falls due, as the database says, on the local clock
+/// (refreshing `anchor`); a second from now if the database did not answer.
+async fn next_due(inner: &Inner, anchor: &mut Option<Anchor>) -> Option<Instant> {
+    match inner.store.next_lease_event_due().await {
+        Ok(due) => {
+            let a = Anchor::of(&due);
+            *anchor = Some(a);
+            due.due.map(|t| a.instant_of(t))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "reading the next due time");
+            Some(Instant::now() + Duration::from_secs(1))
+        }
+    }
+}
+
+/// Waits for running hooks up to the configured grace, then abandons them
+/// (their claims expire and another manager takes them back).
+async fn drain(inner: &Inner, tasks: &mut JoinSet<()>) {
+    let grace = tokio::time::sleep(Duration::from_millis(inner.cfg.shutdown_grace_ms));
+    tokio::pin!(grace);
+    loop {
+        tokio::select! {
+            r = tasks.join_next() => if r.is_none() { break },
+            _ = &mut grace => {
+                tracing::warn!(abandoned = tasks.len(), "hooks still running at shutdown; their claims will expire");
+                tasks.abort_all();
+                break;
+            }
+        }
+    }
+}
