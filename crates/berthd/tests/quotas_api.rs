@@ -5,12 +5,10 @@
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 
+use berth_testkit::Server;
 use chrono::{DateTime, Duration, DurationRound, Utc};
-use common::Server;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 

@@ -6,10 +6,8 @@
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
 
-mod common;
-
+use berth_testkit::Server;
 use chrono::{DateTime, Duration, DurationRound, Utc};
-use common::Server;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -706,9 +704,9 @@ async fn every_list_pages_with_limit_marker_and_next_links() {
     let (st, _) = s.get(&format!("/v1/os-hosts?marker={}", uuid::Uuid::new_v4()), ADMIN).await;
     assert_eq!(st, StatusCode::BAD_REQUEST);
     // The CLI follows the links.
-    let hosts = common::berth_json(&s, ADMIN, &["host", "list"]);
+    let hosts = berth_testkit::berth_json(&s, ADMIN, &["host", "list"]);
     assert_eq!(hosts.as_array().map(Vec::len), Some(3), "{hosts}");
-    let leases = common::berth_json(&s, ALICE, &["lease", "list"]);
+    let leases = berth_testkit::berth_json(&s, ALICE, &["lease", "list"]);
     assert_eq!(leases.as_array().map(Vec::len), Some(3), "{leases}");
     s.assert_no_panic();
 }

@@ -5,10 +5,8 @@
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
 
-mod common;
-
+use berth_testkit::Server;
 use chrono::{DateTime, Duration, DurationRound, Utc};
-use common::Server;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 

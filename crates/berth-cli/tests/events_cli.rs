@@ -5,14 +5,12 @@
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use berth_store::testing::TestDatabase;
-use common::{berth, Server};
+use berth_testkit::{berth, Server};
 use serde_json::{json, Value};
 
 #[tokio::test(flavor = "multi_thread")]

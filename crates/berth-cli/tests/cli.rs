@@ -5,9 +5,7 @@
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
 
-mod common;
-
-use common::{berth, berth_json as json, Server};
+use berth_testkit::{berth, berth_json as json, Server};
 
 fn future(days: i64, hour: u32) -> String {
     let d = chrono::Utc::now().date_naive() + chrono::Duration::days(days);
@@ -112,7 +110,7 @@ async fn the_cli_manages_hosts_and_leases() {
 #[tokio::test(flavor = "multi_thread")]
 async fn without_credentials_the_cli_says_how_to_authenticate() {
     let s = Server::start().await;
-    let out = std::process::Command::new(common::berth_bin())
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_berth"))
         .args(["lease", "list"])
         .env("BERTH_URL", &s.url)
         .env_remove("BERTH_TOKEN")

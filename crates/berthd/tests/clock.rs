@@ -8,18 +8,15 @@
 // machine); it checks that once.
 #![allow(clippy::disallowed_methods)]
 
-mod common;
-#[path = "common/receiver.rs"]
-mod receiver;
-
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use berth_store::testing::TestDatabase;
 use berth_store::Cursor;
+use berth_testkit::receiver;
+use berth_testkit::Server;
 use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
-use common::Server;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 

@@ -5,17 +5,14 @@
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
 
-mod common;
-#[path = "common/receiver.rs"]
-mod receiver;
-
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use berth_store::testing::TestDatabase;
+use berth_testkit::receiver;
+use berth_testkit::Server;
 use chrono::{SecondsFormat, Utc};
-use common::Server;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
