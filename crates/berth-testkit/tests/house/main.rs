@@ -127,9 +127,6 @@ const LONG_FILES_BEING_SPLIT: &[&str] = &[
     "crates/berth-store/src/commands/lease_events.rs",
     "crates/berth-store/src/commands/leases.rs",
     "crates/berth-store/src/queries/candidates.rs",
-    // Split in the next commits.
-    "crates/berthd/tests/hardening.rs",
-    "crates/berthd/tests/manager.rs",
 ];
 
 /// Every `.rs` file of every package (sources, tests, benchmarks, examples).
