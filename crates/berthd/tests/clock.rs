@@ -7,20 +7,20 @@
 // The test itself reads the real clock, which is the database server's (one
 // machine); it checks that once.
 #![allow(clippy::disallowed_methods)]
+#![warn(clippy::too_many_lines)]
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use berth_store::queries::lease_events::{LeaseEventFilter, LeaseEventRow};
 use berth_store::testing::TestDatabase;
 use berth_store::Cursor;
-use berth_testkit::receiver;
-use berth_testkit::Server;
+use berth_testkit::{receiver, Server, ALICE};
 use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-const ALICE: &str = "alice:p1";
 /// The skew given to each replica, in seconds.
 const SKEW_S: f64 = 600.0;
 /// Claims hold this long without renewal; hooks take longer, so every
@@ -103,7 +103,7 @@ impl DatabaseClock {
     }
 
     async fn now(&self) -> DateTime<Utc> {
-        self.0.query_one("SELECT statement_timestamp()", &[]).await.unwrap().get(0)
+        self.0.query_one("SELECT statement_timestamp() AS now", &[]).await.unwrap().get("now")
     }
 }
 
@@ -160,11 +160,40 @@ async fn skewed_replicas_decide_on_the_database_clock() {
         assert!((exported - sign * SKEW_S).abs() < 5.0, "/metrics says {exported}");
     }
 
-    // Twelve leases due 30 to 85 s ahead by the database's clock, half
-    // through each replica (the one ahead once refused such starts as in the
-    // past), and one starting "now" through each.
-    let t0 = clock.now().await;
     let servers = [&ahead, &behind];
+    let due = create_due_leases(servers, &clock).await;
+    assert_each_start_fired_once_on_time(&rx, &due, local_minus_db).await;
+
+    // The hooks outlive an unrenewed claim; each is finished once, by the
+    // replica that claimed it, whose claim was renewed meanwhile and never
+    // taken back by the other.
+    let ids: Vec<uuid::Uuid> = due.keys().map(|k| k.parse().unwrap()).collect();
+    let rows = until_done(&store, &ids).await;
+    assert_eq!(rows.len(), due.len());
+    for e in &rows {
+        assert_eq!(e.attempts, 1, "{e:?}");
+    }
+    assert_each_claim_held_by_renewal(&store, &ids).await;
+    for s in servers {
+        let m = s.metrics().await;
+        for name in ["berth_manager_claim_rescues_total", "berth_manager_claims_lost_total"] {
+            let n: f64 = m
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .map(|v| v.trim().parse().unwrap())
+                .unwrap_or(0.0);
+            assert_eq!(n, 0.0, "{name} on {}", s.url);
+        }
+    }
+    ahead.replay_verify();
+}
+
+/// Twelve leases due 30 to 85 s ahead by the database's clock, half through
+/// each replica (the one ahead once refused such starts as in the past), and
+/// one starting "now" through each, each stamped with the database's time;
+/// their start events' ids and due times.
+async fn create_due_leases(servers: [&Server; 2], clock: &DatabaseClock) -> HashMap<String, DateTime<Utc>> {
+    let t0 = clock.now().await;
     let mut due: HashMap<String, DateTime<Utc>> = HashMap::new();
     let mut made = Vec::new();
     for k in 0..12 {
@@ -172,13 +201,13 @@ async fn skewed_replicas_decide_on_the_database_clock() {
         let body = json!({"name": format!("l{k}"), "start_date": rfc(start),
                           "end_date": rfc(start + chrono::Duration::hours(1)),
                           "reservations": [{"resource_type": "virtual:thing", "n": k}]});
-        made.push(create(servers[k as usize % 2], &clock, body).await);
+        made.push(create(servers[k as usize % 2], clock, body).await);
     }
     for (i, s) in servers.iter().enumerate() {
         let body = json!({"name": format!("now{i}"), "start_date": "now",
                           "end_date": rfc(t0 + chrono::Duration::hours(1)),
                           "reservations": [{"resource_type": "virtual:thing", "n": 100 + i}]});
-        let (lease, before, after) = create(s, &clock, body).await;
+        let (lease, before, after) = create(s, clock, body).await;
         let start = shown(&lease["start_date"]);
         assert!(before <= start && start <= after, "start_date: now gave {start}, database said {before}..{after}");
         made.push((lease, before, after));
@@ -196,9 +225,16 @@ async fn skewed_replicas_decide_on_the_database_clock() {
         assert_eq!(shown(&start_event["time"]), start);
         due.insert(start_event["id"].as_str().unwrap().to_string(), start);
     }
+    due
+}
 
-    // Every start fires once, no earlier than due and at most 2 s after, by
-    // the database's clock.
+/// Every start fires once, no earlier than due and at most 2 s after, by the
+/// database's clock.
+async fn assert_each_start_fired_once_on_time(
+    rx: &receiver::Receiver,
+    due: &HashMap<String, DateTime<Utc>>,
+    local_minus_db: f64,
+) {
     let deadline = Instant::now() + Duration::from_secs(110);
     let fired = loop {
         let calls = rx.calls_of("on_start");
@@ -210,7 +246,7 @@ async fn skewed_replicas_decide_on_the_database_clock() {
         assert!(Instant::now() < deadline, "only {} of {} starts fired", fired.len(), due.len());
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    for (id, at) in &due {
+    for (id, at) in due {
         let calls: Vec<_> = fired.iter().filter(|c| c.key.starts_with(id.as_str())).collect();
         assert_eq!(calls.len(), 1, "event {id}: one hook call, not {}", calls.len());
         let late = secs(calls[0].received - *at) - local_minus_db;
@@ -218,31 +254,25 @@ async fn skewed_replicas_decide_on_the_database_clock() {
         assert!(late >= 0.0, "event {id} fired {:.3} s early", -late);
         assert!(late <= 2.0, "event {id} fired {late:.3} s late");
     }
+}
 
-    // The hooks outlive an unrenewed claim; each is finished once, by the
-    // replica that claimed it, whose claim was renewed meanwhile and never
-    // taken back by the other.
-    let ids: Vec<uuid::Uuid> = due.keys().map(|k| k.parse().unwrap()).collect();
+/// The lease events `ids`, once all are DONE (up to 20 s).
+async fn until_done(store: &berth_store::Store, ids: &[uuid::Uuid]) -> Vec<LeaseEventRow> {
     let deadline = Instant::now() + Duration::from_secs(20);
-    let rows = loop {
-        let rows = store
-            .lease_events(&berth_store::queries::lease_events::LeaseEventFilter {
-                limit: Some(100),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
+    loop {
+        let rows = store.lease_events(&LeaseEventFilter { limit: Some(100), ..Default::default() }).await.unwrap();
         let ours: Vec<_> = rows.into_iter().filter(|e| ids.contains(&e.id)).collect();
         if ours.iter().all(|e| e.status == "DONE") {
-            break ours;
+            return ours;
         }
         assert!(Instant::now() < deadline, "not all starts DONE: {ours:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    assert_eq!(rows.len(), due.len());
-    for e in &rows {
-        assert_eq!(e.attempts, 1, "{e:?}");
     }
+}
+
+/// Each of the events `ids` was claimed once, never taken from a live
+/// replica, and its claim renewed by its holder only.
+async fn assert_each_claim_held_by_renewal(store: &berth_store::Store, ids: &[uuid::Uuid]) {
     let mut log = Vec::new();
     let mut cursor = Cursor::START;
     loop {
@@ -255,7 +285,7 @@ async fn skewed_replicas_decide_on_the_database_clock() {
         log.iter().filter(|r| r.event_type == kind && r.data["event"] == json!(id)).map(|r| r.data.clone()).collect()
     };
     let mut per_claimer: HashMap<String, usize> = HashMap::new();
-    for id in &ids {
+    for id in ids {
         let claims = of("LeaseEventClaimed", id);
         assert_eq!(claims.len(), 1, "event {id} claimed once: {claims:?}");
         assert!(claims[0].get("rescued_from").is_none(), "event {id} was taken from a live replica: {claims:?}");
@@ -266,16 +296,4 @@ async fn skewed_replicas_decide_on_the_database_clock() {
         *per_claimer.entry(holder).or_default() += 1;
     }
     println!("events per replica: {per_claimer:?}");
-    for s in servers {
-        let m = s.metrics().await;
-        for name in ["berth_manager_claim_rescues_total", "berth_manager_claims_lost_total"] {
-            let n: f64 = m
-                .lines()
-                .find_map(|l| l.strip_prefix(&format!("{name} ")))
-                .map(|v| v.trim().parse().unwrap())
-                .unwrap_or(0.0);
-            assert_eq!(n, 0.0, "{name} on {}", s.url);
-        }
-    }
-    ahead.replay_verify();
 }
