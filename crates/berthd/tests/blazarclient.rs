@@ -2,6 +2,8 @@
 //! target directory, driven against berthd's /v1 (crates/berthd/tests/blazarclient/drive.py).
 //! Skips, loudly, only when the package index cannot be reached.
 
+#![warn(clippy::too_many_lines)]
+
 use std::path::Path;
 use std::process::Command;
 

@@ -1,6 +1,8 @@
 //! The OpenAPI document is served and tells the truth: every route it lists
 //! is one berthd answers (not the router's "no such route").
 
+#![warn(clippy::too_many_lines)]
+
 use berth_api::openapi::ROUTES;
 use berth_testkit::Server;
 use reqwest::Method;

@@ -3,15 +3,14 @@
 //! A file with an unknown rule or a bad expression stops berthd at start,
 //! naming the line; `berthd policy list` shows every rule.
 
+#![warn(clippy::too_many_lines)]
+
 use std::io::Write;
 use std::process::Command;
 
-use berth_testkit::Server;
+use berth_testkit::{Server, ADMIN, ALICE};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-
-const ADMIN: &str = "admin";
-const ALICE: &str = "alice:p1";
 
 /// A berthd whose policy file is `yaml` (the file lives as long as the server).
 async fn with_policy(yaml: &str) -> (Server, tempfile::NamedTempFile) {
