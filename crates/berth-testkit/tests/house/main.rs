@@ -110,6 +110,33 @@ fn no_module_imports_another_in_a_circle() {
     assert!(gone.is_empty(), "these circles are gone: take them off CIRCLES_BEING_REMOVED: {gone:?}");
 }
 
+/// The check itself: a circle made through a parent's re-export and `super`
+/// paths is found; a child using its parent's items, and test modules, are not
+/// circles.
+#[test]
+fn the_circle_check_sees_through_re_exports() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write("lib.rs", "mod commands;\nmod queries;\npub struct Code;\n");
+    write("commands/mod.rs", "mod claim;\nmod draw;\npub use claim::*;\npub fn shared() {}\n");
+    write("commands/claim.rs", "use super::shared;\npub struct Claim;\npub fn f() { super::draw::g() }\n");
+    write("commands/draw.rs", "use crate::commands::Claim;\npub fn g() { let _ = crate::Code; }\n");
+    write("queries.rs", "pub fn q() {}\n#[cfg(test)]\nmod tests { use crate::commands::Claim; }\n");
+    let krate = Crate::read(&dir.path().join("lib.rs"));
+    let mut edges: BTreeMap<ModPath, BTreeSet<ModPath>> = BTreeMap::new();
+    for r in krate.references() {
+        if let Some((a, b)) = siblings(&r.from, &r.to) {
+            edges.entry(a).or_default().insert(b);
+        }
+    }
+    let path = |s: &str| s.split("::").map(String::from).collect::<ModPath>();
+    assert_eq!(circles(&edges), vec![vec![path("commands::claim"), path("commands::draw")]], "{edges:?}");
+}
+
 /// The most lines a source file has.
 const MAX_LINES: usize = 500;
 
