@@ -1,5 +1,5 @@
 //! The OpenAPI document served at `/openapi.json`: every route Berth serves,
-//! by API, with what it does. `tests/openapi.rs` checks that every route
+//! by API, with what it does. `crates/berthd/tests/openapi.rs` checks that every route
 //! listed here answers, so the document cannot drift into fiction.
 
 use utoipa::openapi::path::{HttpMethod, Operation, OperationBuilder, ParameterBuilder, ParameterIn, Paths};

@@ -149,7 +149,7 @@ impl Api {
     async fn log_length(&self) -> i64 {
         let (c, conn) = tokio_postgres::connect(&self._db.url, tokio_postgres::NoTls).await.unwrap();
         tokio::spawn(conn);
-        c.query_one("SELECT count(*) FROM log_events", &[]).await.unwrap().get(0)
+        c.query_one("SELECT count(*) AS entries FROM log_events", &[]).await.unwrap().get("entries")
     }
 }
 

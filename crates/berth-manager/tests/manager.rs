@@ -4,9 +4,7 @@
 // Tests pick times relative to the real clock, which is the database's
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
-
-#[path = "../../../tests/common/receiver.rs"]
-mod receiver;
+#![warn(clippy::too_many_lines)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,6 +23,7 @@ use berth_store::commands::{
 use berth_store::queries::lease_events::{LeaseEventFilter, LeaseEventRow};
 use berth_store::testing::TestDatabase;
 use berth_store::Store;
+use berth_testkit::receiver;
 use chrono::Utc;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;

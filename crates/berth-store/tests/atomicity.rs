@@ -51,7 +51,7 @@ async fn snapshot(store: &Store, consumer: Uuid, providers: &[Uuid]) -> (Vec<All
 async fn log_length(url: &str) -> i64 {
     let (c, conn) = tokio_postgres::connect(url, NoTls).await.unwrap();
     tokio::spawn(conn);
-    c.query_one("SELECT count(*) FROM log_events", &[]).await.unwrap().get(0)
+    c.query_one("SELECT count(*) AS entries FROM log_events", &[]).await.unwrap().get("entries")
 }
 
 #[tokio::test]
@@ -213,13 +213,13 @@ async fn no_transaction_left_open(watcher: &tokio_postgres::Client) {
     loop {
         let open: i64 = watcher
             .query_one(
-                "SELECT count(*) FROM pg_stat_activity
+                "SELECT count(*) AS open FROM pg_stat_activity
                  WHERE datname = current_database() AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%'",
                 &[],
             )
             .await
             .unwrap()
-            .get(0);
+            .get("open");
         if open == 0 {
             return;
         }
@@ -260,7 +260,11 @@ async fn a_command_dropped_midway_leaves_no_transaction_open() {
         .replace_allocations(&meta, vec![consumer(next, GenerationCheck::New, vec![hold(p, "VCPU", 1, now)])])
         .await
         .unwrap();
-    let seen: i64 = blocker.query_one("SELECT count(*) FROM consumers WHERE uuid = $1", &[&next]).await.unwrap().get(0);
+    let seen: i64 = blocker
+        .query_one("SELECT count(*) AS seen FROM consumers WHERE uuid = $1", &[&next])
+        .await
+        .unwrap()
+        .get("seen");
     assert_eq!(seen, 1, "committed, visible to another session");
 }
 
@@ -314,10 +318,10 @@ async fn claims_decided_together_each_get_their_own_answer() {
     assert!(store.consumer(dropped).await.unwrap().is_some(), "the claim whose caller left was still decided");
     assert_eq!(log_length(&db.url).await - log_before, 4, "one event per claim written");
     let usage: i64 = blocker
-        .query_one("SELECT coalesce(sum(used), 0)::int8 FROM allocations WHERE provider_uuid = $1", &[&p])
+        .query_one("SELECT coalesce(sum(used), 0)::int8 AS used FROM allocations WHERE provider_uuid = $1", &[&p])
         .await
         .unwrap()
-        .get(0);
+        .get("used");
     assert_eq!(usage, 7);
     // The batch's events, replayed one by one, give what it wrote all at once.
     assert!(store.replay_verify().await.unwrap().is_clean());

@@ -58,7 +58,7 @@ pub async fn open_usage_matches_allocations(url: &str) -> i64 {
                     "WITH counted AS (SELECT {keys}, used FROM {table} WHERE used <> 0),
                           summed AS (SELECT {keys}, sum(used)::int8 AS used FROM allocations
                                      WHERE upper_inf(during) GROUP BY {keys})
-                     SELECT 'counted', d::text FROM (SELECT * FROM counted EXCEPT SELECT * FROM summed) d
+                     SELECT 'counted' AS side, d::text AS difference FROM (SELECT * FROM counted EXCEPT SELECT * FROM summed) d
                      UNION ALL
                      SELECT 'summed', d::text FROM (SELECT * FROM summed EXCEPT SELECT * FROM counted) d"
                 ),
@@ -66,8 +66,8 @@ pub async fn open_usage_matches_allocations(url: &str) -> i64 {
             )
             .await
             .unwrap();
-        let differences: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        let differences: Vec<(String, String)> = rows.iter().map(|r| (r.get("side"), r.get("difference"))).collect();
         assert!(differences.is_empty(), "{table} drifted from the allocations: {differences:?}");
     }
-    client.query_one("SELECT count(*) FROM provider_open_usage WHERE used <> 0", &[]).await.unwrap().get(0)
+    client.query_one("SELECT count(*) AS sums FROM provider_open_usage WHERE used <> 0", &[]).await.unwrap().get("sums")
 }

@@ -24,7 +24,12 @@ async fn raw(url: &str) -> tokio_postgres::Client {
 
 async fn all_positions(url: &str) -> Vec<i64> {
     let c = raw(url).await;
-    c.query("SELECT position FROM log_events ORDER BY position", &[]).await.unwrap().iter().map(|r| r.get(0)).collect()
+    c.query("SELECT position FROM log_events ORDER BY position", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get("position"))
+        .collect()
 }
 
 /// Reads everything after `cursor` that is readable now.
@@ -167,7 +172,7 @@ async fn appending_at_a_stale_stream_version_fails() {
         .await
         .unwrap()
         .iter()
-        .map(|r| r.get(0))
+        .map(|r| r.get("version"))
         .collect();
     assert_eq!(versions, vec![1]);
 }

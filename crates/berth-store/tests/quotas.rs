@@ -444,14 +444,22 @@ async fn the_upgrade_gives_existing_allocations_their_project_and_user_and_sums_
     store.migrate().await.unwrap();
     let rows = c.query("SELECT DISTINCT project_id, user_id FROM allocations", &[]).await.unwrap();
     assert_eq!(rows.len(), 1);
-    assert_eq!((rows[0].get::<_, String>(0), rows[0].get::<_, String>(1)), ("p1".to_string(), "u1".to_string()));
+    assert_eq!(
+        (rows[0].get::<_, String>("project_id"), rows[0].get::<_, String>("user_id")),
+        ("p1".to_string(), "u1".to_string())
+    );
     // The open-ended holds are summed (V32, V34); the bounded one is not.
-    let by_provider: i64 = c.query_one("SELECT used FROM provider_open_usage", &[]).await.unwrap().get(0);
+    let by_provider: i64 = c.query_one("SELECT used FROM provider_open_usage", &[]).await.unwrap().get("used");
     assert_eq!(by_provider, 5);
     let row =
         c.query_one("SELECT project_id, user_id, resource_class, used FROM project_open_usage", &[]).await.unwrap();
     assert_eq!(
-        (row.get::<_, String>(0), row.get::<_, String>(1), row.get::<_, String>(2), row.get::<_, i64>(3)),
+        (
+            row.get::<_, String>("project_id"),
+            row.get::<_, String>("user_id"),
+            row.get::<_, String>("resource_class"),
+            row.get::<_, i64>("used"),
+        ),
         ("p1".to_string(), "u1".to_string(), "VCPU".to_string(), 5)
     );
 }

@@ -3,6 +3,7 @@
 // Tests pick times relative to the real clock, which is the database's
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
+#![warn(clippy::too_many_lines)]
 
 mod common;
 
@@ -11,17 +12,91 @@ use std::collections::{BTreeMap, BTreeSet};
 use berth_core::{Inventory, Window};
 use berth_store::commands::{GenerationCheck, NewProvider, ProviderUpdate, ReshapeInventory};
 use berth_store::testing::TestDatabase;
-use chrono::{Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
 use common::*;
+use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio_postgres::NoTls;
 use uuid::Uuid;
 
 const CLASSES: &[&str] = &["VCPU", "MEMORY_MB", "DISK_GB", "CUSTOM_GOLD"];
 
+type Outcome = berth_core::Result<()>;
+
+/// One of `v`, at random (None if it is empty).
+fn pick(rng: &mut StdRng, v: &[Uuid]) -> Option<Uuid> {
+    v.get(rng.gen_range(0..v.len().max(1))).copied()
+}
+
+/// Replaces provider `p`'s inventories with some of the classes, at random.
+async fn replace_some_inventories(store: &berth_store::Store, rng: &mut StdRng, p: Uuid) -> Outcome {
+    let mut inv: BTreeMap<String, Inventory> = BTreeMap::new();
+    for c in CLASSES {
+        if rng.gen_bool(0.7) {
+            let i = Inventory {
+                total: rng.gen_range(4..64),
+                reserved: rng.gen_range(0..2),
+                allocation_ratio: 1.5,
+                ..Default::default()
+            };
+            inv.insert(c.to_string(), i);
+        }
+    }
+    store.replace_inventories(&meta(), p, None, inv).await.map(|_| ())
+}
+
+/// Allocates on provider `p` for a new consumer or one of `consumers`, over
+/// a random window, bounded or not.
+async fn allocate_on(
+    store: &berth_store::Store,
+    rng: &mut StdRng,
+    p: Uuid,
+    now: DateTime<Utc>,
+    consumers: &mut Vec<Uuid>,
+) -> Outcome {
+    let start = now + Duration::minutes(rng.gen_range(-60..600));
+    let window = if rng.gen_bool(0.5) {
+        Window::from(start)
+    } else {
+        Window::new(start, Some(start + Duration::minutes(rng.gen_range(1..300)))).unwrap()
+    };
+    let class = CLASSES[rng.gen_range(0..CLASSES.len())];
+    let (id, check) = match pick(rng, consumers) {
+        Some(c) if rng.gen_bool(0.4) => (c, GenerationCheck::Any),
+        _ => (Uuid::new_v4(), GenerationCheck::New),
+    };
+    let allocations = vec![hold(p, class, rng.gen_range(1..8), window)];
+    let r = store.replace_allocations(&meta(), vec![consumer(id, check, allocations)]).await;
+    if r.is_ok() && !consumers.contains(&id) {
+        consumers.push(id);
+    }
+    r
+}
+
+/// Deletes provider `p` (taking it off `providers`) or reshapes its
+/// inventory, at random.
+async fn delete_or_reshape(
+    store: &berth_store::Store,
+    rng: &mut StdRng,
+    p: Uuid,
+    providers: &mut Vec<Uuid>,
+) -> Outcome {
+    if rng.gen_bool(0.5) {
+        let r = store.delete_provider(&meta(), p).await;
+        if r.is_ok() {
+            providers.retain(|x| *x != p);
+        }
+        return r;
+    }
+    let gen = store.provider(p).await.unwrap().generation;
+    let inv = BTreeMap::from([("VCPU".to_string(), Inventory { total: 32, ..Default::default() })]);
+    let reshape = ReshapeInventory { provider: p, expected_generation: gen, inventories: inv };
+    store.reshape(&meta(), vec![reshape], vec![]).await
+}
+
 /// A random workload of every command, successes and refusals mixed.
 async fn random_workload(store: &berth_store::Store, seed: u64, steps: usize) -> usize {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
     let m = meta();
     store.create_resource_class(&m, "CUSTOM_GOLD", true).await.unwrap();
     store.create_trait(&m, "CUSTOM_FAST").await.unwrap();
@@ -30,7 +105,6 @@ async fn random_workload(store: &berth_store::Store, seed: u64, steps: usize) ->
     let mut ok = 0;
     let now = Utc::now();
     for step in 0..steps {
-        let pick = |rng: &mut rand::rngs::StdRng, v: &Vec<Uuid>| v.get(rng.gen_range(0..v.len().max(1))).copied();
         let result = match rng.gen_range(0..12) {
             0 | 1 => {
                 let parent = if rng.gen_bool(0.3) { pick(&mut rng, &providers) } else { None };
@@ -38,21 +112,7 @@ async fn random_workload(store: &berth_store::Store, seed: u64, steps: usize) ->
                 r.map(|u| providers.push(u))
             }
             2 | 3 => match pick(&mut rng, &providers) {
-                Some(p) => {
-                    let mut inv: BTreeMap<String, Inventory> = BTreeMap::new();
-                    for c in CLASSES {
-                        if rng.gen_bool(0.7) {
-                            let i = Inventory {
-                                total: rng.gen_range(4..64),
-                                reserved: rng.gen_range(0..2),
-                                allocation_ratio: 1.5,
-                                ..Default::default()
-                            };
-                            inv.insert(c.to_string(), i);
-                        }
-                    }
-                    store.replace_inventories(&m, p, None, inv).await.map(|_| ())
-                }
+                Some(p) => replace_some_inventories(store, &mut rng, p).await,
                 None => Ok(()),
             },
             4 => match pick(&mut rng, &providers) {
@@ -75,25 +135,7 @@ async fn random_workload(store: &berth_store::Store, seed: u64, steps: usize) ->
                 None => Ok(()),
             },
             6..=8 => match pick(&mut rng, &providers) {
-                Some(p) => {
-                    let start = now + Duration::minutes(rng.gen_range(-60..600));
-                    let window = if rng.gen_bool(0.5) {
-                        Window::from(start)
-                    } else {
-                        Window::new(start, Some(start + Duration::minutes(rng.gen_range(1..300)))).unwrap()
-                    };
-                    let class = CLASSES[rng.gen_range(0..CLASSES.len())];
-                    let (id, check) = match pick(&mut rng, &consumers) {
-                        Some(c) if rng.gen_bool(0.4) => (c, GenerationCheck::Any),
-                        _ => (Uuid::new_v4(), GenerationCheck::New),
-                    };
-                    let allocations = vec![hold(p, class, rng.gen_range(1..8), window)];
-                    let r = store.replace_allocations(&m, vec![consumer(id, check, allocations)]).await;
-                    if r.is_ok() && !consumers.contains(&id) {
-                        consumers.push(id);
-                    }
-                    r
-                }
+                Some(p) => allocate_on(store, &mut rng, p, now, &mut consumers).await,
                 None => Ok(()),
             },
             9 => match pick(&mut rng, &consumers) {
@@ -110,24 +152,7 @@ async fn random_workload(store: &berth_store::Store, seed: u64, steps: usize) ->
                 _ => Ok(()),
             },
             _ => match pick(&mut rng, &providers) {
-                Some(p) if rng.gen_bool(0.5) => {
-                    let r = store.delete_provider(&m, p).await;
-                    if r.is_ok() {
-                        providers.retain(|x| *x != p);
-                    }
-                    r
-                }
-                Some(p) => {
-                    let gen = store.provider(p).await.unwrap().generation;
-                    let inv = BTreeMap::from([("VCPU".to_string(), Inventory { total: 32, ..Default::default() })]);
-                    store
-                        .reshape(
-                            &m,
-                            vec![ReshapeInventory { provider: p, expected_generation: gen, inventories: inv }],
-                            vec![],
-                        )
-                        .await
-                }
+                Some(p) => delete_or_reshape(store, &mut rng, p, &mut providers).await,
                 None => Ok(()),
             },
         };
@@ -186,7 +211,7 @@ async fn replay_checks_what_no_constraint_enforces() {
         .query_one("SELECT provider_uuid, resource_class FROM provider_open_usage WHERE used > 0 LIMIT 1", &[])
         .await
         .unwrap();
-    let (p, rc): (Uuid, String) = (row.get(0), row.get(1));
+    let (p, rc): (Uuid, String) = (row.get("provider_uuid"), row.get("resource_class"));
     let bump = "UPDATE provider_open_usage SET used = used + $3 WHERE provider_uuid = $1 AND resource_class = $2";
     c.execute(bump, &[&p, &rc, &1i64]).await.unwrap();
     let report = store.replay_verify().await.unwrap();

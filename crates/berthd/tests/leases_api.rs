@@ -4,17 +4,12 @@
 // Tests pick times relative to the real clock, which is the database's
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
+#![warn(clippy::too_many_lines)]
 
-mod common;
-
+use berth_testkit::{Server, ADMIN, ALICE, BOB};
 use chrono::{DateTime, Duration, DurationRound, Utc};
-use common::Server;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-
-const ADMIN: &str = "admin";
-const ALICE: &str = "alice:p1";
-const BOB: &str = "bob:p2";
 
 /// `h` hours after a future hour boundary, in Blazar's input format.
 fn at(h: i64) -> String {

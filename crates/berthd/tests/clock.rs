@@ -7,23 +7,20 @@
 // The test itself reads the real clock, which is the database server's (one
 // machine); it checks that once.
 #![allow(clippy::disallowed_methods)]
-
-mod common;
-#[path = "common/receiver.rs"]
-mod receiver;
+#![warn(clippy::too_many_lines)]
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use berth_store::queries::lease_events::{LeaseEventFilter, LeaseEventRow};
 use berth_store::testing::TestDatabase;
 use berth_store::Cursor;
+use berth_testkit::{receiver, Server, ALICE};
 use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
-use common::Server;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-const ALICE: &str = "alice:p1";
 /// The skew given to each replica, in seconds.
 const SKEW_S: f64 = 600.0;
 /// Claims hold this long without renewal; hooks take longer, so every
@@ -106,7 +103,7 @@ impl DatabaseClock {
     }
 
     async fn now(&self) -> DateTime<Utc> {
-        self.0.query_one("SELECT statement_timestamp()", &[]).await.unwrap().get(0)
+        self.0.query_one("SELECT statement_timestamp() AS now", &[]).await.unwrap().get("now")
     }
 }
 
@@ -163,11 +160,40 @@ async fn skewed_replicas_decide_on_the_database_clock() {
         assert!((exported - sign * SKEW_S).abs() < 5.0, "/metrics says {exported}");
     }
 
-    // Twelve leases due 30 to 85 s ahead by the database's clock, half
-    // through each replica (the one ahead once refused such starts as in the
-    // past), and one starting "now" through each.
-    let t0 = clock.now().await;
     let servers = [&ahead, &behind];
+    let due = create_due_leases(servers, &clock).await;
+    assert_each_start_fired_once_on_time(&rx, &due, local_minus_db).await;
+
+    // The hooks outlive an unrenewed claim; each is finished once, by the
+    // replica that claimed it, whose claim was renewed meanwhile and never
+    // taken back by the other.
+    let ids: Vec<uuid::Uuid> = due.keys().map(|k| k.parse().unwrap()).collect();
+    let rows = until_done(&store, &ids).await;
+    assert_eq!(rows.len(), due.len());
+    for e in &rows {
+        assert_eq!(e.attempts, 1, "{e:?}");
+    }
+    assert_each_claim_held_by_renewal(&store, &ids).await;
+    for s in servers {
+        let m = s.metrics().await;
+        for name in ["berth_manager_claim_rescues_total", "berth_manager_claims_lost_total"] {
+            let n: f64 = m
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .map(|v| v.trim().parse().unwrap())
+                .unwrap_or(0.0);
+            assert_eq!(n, 0.0, "{name} on {}", s.url);
+        }
+    }
+    ahead.replay_verify();
+}
+
+/// Twelve leases due 30 to 85 s ahead by the database's clock, half through
+/// each replica (the one ahead once refused such starts as in the past), and
+/// one starting "now" through each, each stamped with the database's time;
+/// their start events' ids and due times.
+async fn create_due_leases(servers: [&Server; 2], clock: &DatabaseClock) -> HashMap<String, DateTime<Utc>> {
+    let t0 = clock.now().await;
     let mut due: HashMap<String, DateTime<Utc>> = HashMap::new();
     let mut made = Vec::new();
     for k in 0..12 {
@@ -175,13 +201,13 @@ async fn skewed_replicas_decide_on_the_database_clock() {
         let body = json!({"name": format!("l{k}"), "start_date": rfc(start),
                           "end_date": rfc(start + chrono::Duration::hours(1)),
                           "reservations": [{"resource_type": "virtual:thing", "n": k}]});
-        made.push(create(servers[k as usize % 2], &clock, body).await);
+        made.push(create(servers[k as usize % 2], clock, body).await);
     }
     for (i, s) in servers.iter().enumerate() {
         let body = json!({"name": format!("now{i}"), "start_date": "now",
                           "end_date": rfc(t0 + chrono::Duration::hours(1)),
                           "reservations": [{"resource_type": "virtual:thing", "n": 100 + i}]});
-        let (lease, before, after) = create(s, &clock, body).await;
+        let (lease, before, after) = create(s, clock, body).await;
         let start = shown(&lease["start_date"]);
         assert!(before <= start && start <= after, "start_date: now gave {start}, database said {before}..{after}");
         made.push((lease, before, after));
@@ -199,9 +225,16 @@ async fn skewed_replicas_decide_on_the_database_clock() {
         assert_eq!(shown(&start_event["time"]), start);
         due.insert(start_event["id"].as_str().unwrap().to_string(), start);
     }
+    due
+}
 
-    // Every start fires once, no earlier than due and at most 2 s after, by
-    // the database's clock.
+/// Every start fires once, no earlier than due and at most 2 s after, by the
+/// database's clock.
+async fn assert_each_start_fired_once_on_time(
+    rx: &receiver::Receiver,
+    due: &HashMap<String, DateTime<Utc>>,
+    local_minus_db: f64,
+) {
     let deadline = Instant::now() + Duration::from_secs(110);
     let fired = loop {
         let calls = rx.calls_of("on_start");
@@ -213,7 +246,7 @@ async fn skewed_replicas_decide_on_the_database_clock() {
         assert!(Instant::now() < deadline, "only {} of {} starts fired", fired.len(), due.len());
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    for (id, at) in &due {
+    for (id, at) in due {
         let calls: Vec<_> = fired.iter().filter(|c| c.key.starts_with(id.as_str())).collect();
         assert_eq!(calls.len(), 1, "event {id}: one hook call, not {}", calls.len());
         let late = secs(calls[0].received - *at) - local_minus_db;
@@ -221,31 +254,25 @@ async fn skewed_replicas_decide_on_the_database_clock() {
         assert!(late >= 0.0, "event {id} fired {:.3} s early", -late);
         assert!(late <= 2.0, "event {id} fired {late:.3} s late");
     }
+}
 
-    // The hooks outlive an unrenewed claim; each is finished once, by the
-    // replica that claimed it, whose claim was renewed meanwhile and never
-    // taken back by the other.
-    let ids: Vec<uuid::Uuid> = due.keys().map(|k| k.parse().unwrap()).collect();
+/// The lease events `ids`, once all are DONE (up to 20 s).
+async fn until_done(store: &berth_store::Store, ids: &[uuid::Uuid]) -> Vec<LeaseEventRow> {
     let deadline = Instant::now() + Duration::from_secs(20);
-    let rows = loop {
-        let rows = store
-            .lease_events(&berth_store::queries::lease_events::LeaseEventFilter {
-                limit: Some(100),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
+    loop {
+        let rows = store.lease_events(&LeaseEventFilter { limit: Some(100), ..Default::default() }).await.unwrap();
         let ours: Vec<_> = rows.into_iter().filter(|e| ids.contains(&e.id)).collect();
         if ours.iter().all(|e| e.status == "DONE") {
-            break ours;
+            return ours;
         }
         assert!(Instant::now() < deadline, "not all starts DONE: {ours:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    assert_eq!(rows.len(), due.len());
-    for e in &rows {
-        assert_eq!(e.attempts, 1, "{e:?}");
     }
+}
+
+/// Each of the events `ids` was claimed once, never taken from a live
+/// replica, and its claim renewed by its holder only.
+async fn assert_each_claim_held_by_renewal(store: &berth_store::Store, ids: &[uuid::Uuid]) {
     let mut log = Vec::new();
     let mut cursor = Cursor::START;
     loop {
@@ -258,7 +285,7 @@ async fn skewed_replicas_decide_on_the_database_clock() {
         log.iter().filter(|r| r.event_type == kind && r.data["event"] == json!(id)).map(|r| r.data.clone()).collect()
     };
     let mut per_claimer: HashMap<String, usize> = HashMap::new();
-    for id in &ids {
+    for id in ids {
         let claims = of("LeaseEventClaimed", id);
         assert_eq!(claims.len(), 1, "event {id} claimed once: {claims:?}");
         assert!(claims[0].get("rescued_from").is_none(), "event {id} was taken from a live replica: {claims:?}");
@@ -269,81 +296,4 @@ async fn skewed_replicas_decide_on_the_database_clock() {
         *per_claimer.entry(holder).or_default() += 1;
     }
     println!("events per replica: {per_claimer:?}");
-    for s in servers {
-        let m = s.metrics().await;
-        for name in ["berth_manager_claim_rescues_total", "berth_manager_claims_lost_total"] {
-            let n: f64 = m
-                .lines()
-                .find_map(|l| l.strip_prefix(&format!("{name} ")))
-                .map(|v| v.trim().parse().unwrap())
-                .unwrap_or(0.0);
-            assert_eq!(n, 0.0, "{name} on {}", s.url);
-        }
-    }
-    ahead.replay_verify();
-}
-
-/// Files allowed to read the local wall clock, and why: measuring the skew,
-/// HTTP `last-modified`, a serialization unit test, the benchmarks'
-/// stopwatch, and how long to cache a Keystone answer or keep Berth's own
-/// Keystone token (Keystone decides each validation itself).
-const LOCAL_CLOCK_READERS: &[&str] = &[
-    "crates/berth-store/src/clock.rs",
-    "crates/berth-api/src/auth/keystone.rs",
-    "crates/berth-api/src/placement/http.rs",
-    "crates/berth-core/src/event.rs",
-    "crates/berth-bench/src/",
-];
-
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// The compiler keeps the rule (clippy's `disallowed-methods`, run by `make
-/// lint`); this keeps the rule itself, and the few exceptions, from drifting.
-#[test]
-fn the_local_clock_is_read_only_where_allowed() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let clippy = std::fs::read_to_string(root.join("clippy.toml")).expect("clippy.toml");
-    let config: toml::Value = toml::from_str(&clippy).unwrap();
-    let disallowed: HashSet<&str> = config["disallowed-methods"]
-        .as_array()
-        .expect("disallowed-methods")
-        .iter()
-        .map(|m| m.get("path").and_then(|p| p.as_str()).or(m.as_str()).unwrap())
-        .collect();
-    for method in ["chrono::Utc::now", "chrono::Local::now", "std::time::SystemTime::now"] {
-        assert!(disallowed.contains(method), "clippy.toml no longer disallows {method}");
-    }
-    let mut files = Vec::new();
-    for krate in std::fs::read_dir(root.join("crates")).unwrap() {
-        let src = krate.unwrap().path().join("src");
-        if src.is_dir() {
-            sources(&src, &mut files);
-        }
-    }
-    let mut readers = Vec::new();
-    for f in &files {
-        let text = std::fs::read_to_string(f).unwrap();
-        if ["Utc::now", "SystemTime::now", "Local::now"].iter().any(|m| text.contains(m)) {
-            let rel = f.strip_prefix(&root).unwrap().display().to_string();
-            assert!(
-                LOCAL_CLOCK_READERS.iter().any(|allowed| rel.starts_with(allowed)),
-                "{rel} reads the local clock: decide on the database's (berth_store::clock) instead"
-            );
-            if !rel.starts_with("crates/berth-bench/") {
-                let allow = text.lines().find(|l| l.contains("#[allow(clippy::disallowed_methods)]"));
-                assert!(allow.is_some_and(|l| l.contains("//")), "{rel}: the allowance must say why");
-            }
-            readers.push(rel);
-        }
-    }
-    assert!(readers.iter().any(|r| r.ends_with("berth-store/src/clock.rs")), "the scan found nothing: {readers:?}");
 }

@@ -1,8 +1,8 @@
 //! `berth quota` and `berth usage` against a real berthd.
 
-mod common;
+#![warn(clippy::too_many_lines)]
 
-use common::{berth, berth_json as json, Server};
+use berth_testkit::{berth, berth_json as json, Server};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_cli_sets_shows_and_unsets_quotas_and_reports_usage() {

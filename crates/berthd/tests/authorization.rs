@@ -6,11 +6,11 @@
 //! table below does not know fails the test. Each allowed write gets fresh
 //! data of its own, so every write can succeed.
 
-mod common;
+#![warn(clippy::too_many_lines)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::Server;
+use berth_testkit::Server;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use uuid::Uuid;

@@ -4,15 +4,14 @@
 // Tests pick times relative to the real clock, which is the database's
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
-
-mod common;
+#![warn(clippy::too_many_lines)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use berth_store::testing::TestDatabase;
-use common::{berth, Server};
+use berth_testkit::{berth, Server};
 use serde_json::{json, Value};
 
 #[tokio::test(flavor = "multi_thread")]

@@ -3,17 +3,14 @@
 //! A file with an unknown rule or a bad expression stops berthd at start,
 //! naming the line; `berthd policy list` shows every rule.
 
-mod common;
+#![warn(clippy::too_many_lines)]
 
 use std::io::Write;
 use std::process::Command;
 
-use common::{berthd_bin, Server};
+use berth_testkit::{Server, ADMIN, ALICE};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-
-const ADMIN: &str = "admin";
-const ALICE: &str = "alice:p1";
 
 /// A berthd whose policy file is `yaml` (the file lives as long as the server).
 async fn with_policy(yaml: &str) -> (Server, tempfile::NamedTempFile) {
@@ -95,7 +92,7 @@ async fn a_policy_file_can_forbid_members_to_extend_leases() {
 fn serve_with(yaml: &str) -> (bool, String) {
     let mut file = tempfile::NamedTempFile::new().unwrap();
     file.write_all(yaml.as_bytes()).unwrap();
-    let out = Command::new(berthd_bin())
+    let out = Command::new(env!("CARGO_BIN_EXE_berthd"))
         .arg("serve")
         .env("BERTH_POLICY_FILE", file.path())
         .env("BERTH_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
@@ -122,7 +119,7 @@ fn a_bad_policy_file_stops_berthd_naming_the_line() {
 
 #[test]
 fn policy_list_shows_every_rule_with_its_default() {
-    let out = Command::new(berthd_bin()).args(["policy", "list"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_berthd")).args(["policy", "list"]).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     for a in berth_api::access::Action::ALL {

@@ -1,5 +1,7 @@
 //! Black-box: the berthd binary on a real database.
 
+#![warn(clippy::too_many_lines)]
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 

@@ -1,10 +1,10 @@
 //! The OpenAPI document is served and tells the truth: every route it lists
 //! is one berthd answers (not the router's "no such route").
 
-mod common;
+#![warn(clippy::too_many_lines)]
 
 use berth_api::openapi::ROUTES;
-use common::Server;
+use berth_testkit::Server;
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -93,7 +93,7 @@ fn validator() -> Option<std::path::PathBuf> {
     if has(&system) {
         return Some(system);
     }
-    let dir = common::target_dir().join("openapi-venv");
+    let dir = berth_testkit::target_dir().join("openapi-venv");
     let python = dir.join("bin/python");
     if python.exists() && has(&python) {
         return Some(python);

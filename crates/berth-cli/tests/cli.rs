@@ -4,14 +4,42 @@
 // Tests pick times relative to the real clock, which is the database's
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
+#![warn(clippy::too_many_lines)]
 
-mod common;
-
-use common::{berth, berth_json as json, Server};
+use berth_testkit::{berth, berth_json as json, Server};
 
 fn future(days: i64, hour: u32) -> String {
     let d = chrono::Utc::now().date_naive() + chrono::Duration::days(days);
     format!("{d} {hour:02}:00")
+}
+
+/// A dry run lists the occurrences, Mondays as crontab reads `1`, and books nothing.
+fn a_dry_run_lists_the_occurrences_and_books_nothing(s: &Server) {
+    let dry = json(
+        s,
+        "alice:p1",
+        &[
+            "lease",
+            "create",
+            "weekly",
+            "--start",
+            "2031-03-03 00:00",
+            "--cron",
+            "0 9 * * 1",
+            "--duration",
+            "1h",
+            "--until",
+            "2031-03-17 00:00",
+            "--reservation",
+            "resource_type=physical:host,min=1,max=1",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(dry.as_array().map(Vec::len), Some(2), "{dry}");
+    assert_eq!(dry[1]["start_date"], "2031-03-10T09:00:00.000000");
+    assert_eq!(dry[0]["fits"], true);
+    let (ok, table, _) = berth(s, "alice:p1", &["lease", "list"]);
+    assert!(ok && !table.contains("weekly"), "{table}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -43,32 +71,7 @@ async fn the_cli_manages_hosts_and_leases() {
     assert!(ok && table.contains("cli-lease") && table.contains("PENDING"), "{table}");
     let shown = json(&s, "alice:p1", &["lease", "show", "cli-lease"]);
     assert_eq!(shown["id"], id.as_str());
-    // A dry run lists the occurrences, Mondays as crontab reads `1`, and books nothing.
-    let dry = json(
-        &s,
-        "alice:p1",
-        &[
-            "lease",
-            "create",
-            "weekly",
-            "--start",
-            "2031-03-03 00:00",
-            "--cron",
-            "0 9 * * 1",
-            "--duration",
-            "1h",
-            "--until",
-            "2031-03-17 00:00",
-            "--reservation",
-            "resource_type=physical:host,min=1,max=1",
-            "--dry-run",
-        ],
-    );
-    assert_eq!(dry.as_array().map(Vec::len), Some(2), "{dry}");
-    assert_eq!(dry[1]["start_date"], "2031-03-10T09:00:00.000000");
-    assert_eq!(dry[0]["fits"], true);
-    let (ok, table, _) = berth(&s, "alice:p1", &["lease", "list"]);
-    assert!(ok && !table.contains("weekly"), "{table}");
+    a_dry_run_lists_the_occurrences_and_books_nothing(&s);
     // A duration without a unit is refused before anything is sent.
     let (ok, _, err) = berth(&s, "alice:p1", &["lease", "update", "cli-lease", "--prolong-for", "1"]);
     assert!(!ok && err.contains("give a unit: 1m, 1h, 1d"), "{err}");
@@ -112,7 +115,7 @@ async fn the_cli_manages_hosts_and_leases() {
 #[tokio::test(flavor = "multi_thread")]
 async fn without_credentials_the_cli_says_how_to_authenticate() {
     let s = Server::start().await;
-    let out = std::process::Command::new(common::berth_bin())
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_berth"))
         .args(["lease", "list"])
         .env("BERTH_URL", &s.url)
         .env_remove("BERTH_TOKEN")

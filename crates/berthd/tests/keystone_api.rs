@@ -9,16 +9,15 @@
 // Tests pick times relative to the real clock, which is the database's
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
-
-mod common;
+#![warn(clippy::too_many_lines)]
 
 use std::collections::HashMap;
 use std::process::Command;
 use std::time::Duration;
 
 use berth_store::testing::TestDatabase;
+use berth_testkit::Server;
 use chrono::{DurationRound, Utc};
-use common::Server;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -300,7 +299,7 @@ async fn expired_tokens_are_401_and_a_stopped_keystone_is_503_until_it_returns()
 
 /// `berth ARGS` against `s` with only `env` to authenticate.
 fn berth_cli(s: &Server, env: &[(&str, &str)], args: &[&str]) -> (bool, String, String) {
-    let mut cmd = Command::new(common::berth_bin());
+    let mut cmd = Command::new(berth_testkit::berth_bin());
     cmd.args(args).env("BERTH_URL", &s.url);
     for k in ["BERTH_TOKEN", "OS_CLOUD", "OS_AUTH_URL", "OS_USERNAME", "OS_PASSWORD", "OS_PROJECT_NAME"] {
         cmd.env_remove(k);

@@ -1,13 +1,13 @@
 //! A real berthd on a fresh database, for black-box tests.
 
-#![allow(dead_code)]
-
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use berth_store::testing::TestDatabase;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
+
+use crate::berthd_bin;
 
 pub struct Server {
     pub url: String,
@@ -28,27 +28,6 @@ impl Drop for Server {
             eprintln!("--- berthd log ---\n{}", self.log());
         }
     }
-}
-
-/// The berthd binary: cargo names it to tests of its own package; others
-/// find it beside their own target directory.
-pub fn berthd_bin() -> std::path::PathBuf {
-    match option_env!("CARGO_BIN_EXE_berthd") {
-        Some(p) => p.into(),
-        None => {
-            let exe = std::env::current_exe().expect("test binary path");
-            let dir = exe.parent().and_then(|d| d.parent()).expect("target directory");
-            let bin = dir.join("berthd");
-            assert!(bin.exists(), "{} is missing: build it first (cargo build -p berthd)", bin.display());
-            bin
-        }
-    }
-}
-
-/// The target directory this test runs from (for caches such as a venv).
-pub fn target_dir() -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    exe.ancestors().nth(3).expect("target directory").to_path_buf()
 }
 
 fn free_port() -> u16 {
@@ -192,36 +171,4 @@ impl Server {
             .expect("run replay");
         assert!(out.status.success(), "replay differs: {}", String::from_utf8_lossy(&out.stdout));
     }
-}
-
-/// The berth CLI binary: cargo names it to tests of its own package; others
-/// find it beside their own target directory.
-pub fn berth_bin() -> std::path::PathBuf {
-    match option_env!("CARGO_BIN_EXE_berth") {
-        Some(p) => p.into(),
-        None => {
-            let exe = std::env::current_exe().expect("test binary path");
-            exe.parent().and_then(|d| d.parent()).expect("target directory").join("berth")
-        }
-    }
-}
-
-/// Runs the `berth` CLI against `server` with `token`: (success, stdout, stderr).
-pub fn berth(server: &Server, token: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(berth_bin())
-        .args(args)
-        .env("BERTH_URL", &server.url)
-        .env("BERTH_TOKEN", token)
-        .output()
-        .expect("run berth");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
-}
-
-/// Runs `berth -f json ARGS`, which must succeed, and parses its output.
-pub fn berth_json(server: &Server, token: &str, args: &[&str]) -> Value {
-    let mut all = vec!["-f", "json"];
-    all.extend_from_slice(args);
-    let (ok, out, err) = berth(server, token, &all);
-    assert!(ok, "berth {args:?} failed: {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("berth {args:?}: not JSON ({e}): {out}"))
 }

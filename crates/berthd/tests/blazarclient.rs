@@ -1,13 +1,13 @@
 //! The real python-blazarclient library, from PyPI in a venv under the
-//! target directory, driven against berthd's /v1 (tests/blazarclient/drive.py).
+//! target directory, driven against berthd's /v1 (crates/berthd/tests/blazarclient/drive.py).
 //! Skips, loudly, only when the package index cannot be reached.
 
-mod common;
+#![warn(clippy::too_many_lines)]
 
 use std::path::Path;
 use std::process::Command;
 
-use common::Server;
+use berth_testkit::Server;
 
 /// pip failed for want of a network, not for anything of ours.
 fn unreachable(output: &str) -> bool {
@@ -27,7 +27,7 @@ fn unreachable(output: &str) -> bool {
 
 /// A venv with python-blazarclient installed; `None` when the index is out of reach.
 fn venv() -> Option<std::path::PathBuf> {
-    let dir = common::target_dir().join("blazarclient-venv");
+    let dir = berth_testkit::target_dir().join("blazarclient-venv");
     let python = dir.join("bin/python");
     let importable = |p: &Path| {
         Command::new(p).args(["-c", "import blazarclient.client"]).status().map(|s| s.success()).unwrap_or(false)
@@ -61,7 +61,7 @@ async fn python_blazarclient_drives_leases_and_hosts() {
         return;
     };
     let server = Server::start().await;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/blazarclient/drive.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/blazarclient/drive.py");
     let url = format!("{}/v1", server.url);
     let out = tokio::task::spawn_blocking(move || {
         Command::new(python).arg(script).env("BLAZAR_URL", url).env("BLAZAR_TOKEN", "admin").output().unwrap()

@@ -4,13 +4,12 @@
 // Tests pick times relative to the real clock, which is the database's
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
-
-mod common;
+#![warn(clippy::too_many_lines)]
 
 use std::sync::{Arc, Mutex};
 
+use berth_testkit::Server;
 use chrono::{DateTime, Duration, DurationRound, Utc};
-use common::Server;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 

@@ -11,8 +11,6 @@
 //!   external resource type held entirely outside);
 //! - `delay_ms=N`: every hook call takes N ms to answer.
 
-#![allow(dead_code)]
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -91,7 +89,7 @@ async fn receive(
         key: key.clone(),
         payload: envelope["payload"].clone(),
         at: Instant::now(),
-        received: chrono::Utc::now(),
+        received: wall_clock(),
         header_key,
     });
     if action == "validate" {
@@ -135,6 +133,12 @@ async fn receive(
         .1
         .clone();
     (StatusCode::OK, answer.to_string())
+}
+
+/// The far side's own clock: what an outside service would stamp.
+#[allow(clippy::disallowed_methods)] // the far side is not Berth: it keeps its own time
+fn wall_clock() -> chrono::DateTime<chrono::Utc> {
+    chrono::Utc::now()
 }
 
 /// Starts a receiver on the loopback; returns it and its base URL (append
