@@ -9,6 +9,7 @@
 //! berth-store.
 
 #![warn(clippy::arithmetic_side_effects)]
+#![warn(clippy::too_many_lines)]
 
 pub mod access;
 pub mod auth;
