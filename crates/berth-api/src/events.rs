@@ -18,8 +18,52 @@ use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::config::ApiConfig;
 use crate::error::ApiError;
+use crate::openapi::tags;
 use crate::paging::Page;
 use crate::AppState;
+
+/// The document of these routes.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi(paths(list, of_lease))]
+    struct Doc;
+    <Doc as utoipa::OpenApi>::openapi()
+}
+
+/// A lease event as [`event_json`] shows it.
+#[allow(dead_code)] // a schema: the handlers build the answer as JSON
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct LeaseEventDetail {
+    id: Uuid,
+    lease_id: Uuid,
+    lease_name: String,
+    project_id: String,
+    event_type: String,
+    time: String,
+    status: String,
+    attempts: i64,
+    last_error: Option<String>,
+    claimed_by: Option<String>,
+    claim_expires_at: Option<String>,
+    retry_at: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+#[allow(dead_code)] // a schema: the handlers build the answer as JSON
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct EventLink {
+    rel: String,
+    href: String,
+}
+
+#[allow(dead_code)] // a schema: the handlers build the answer as JSON
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct LeaseEvents {
+    events: Vec<LeaseEventDetail>,
+    #[schema(nullable = false)]
+    events_links: Option<Vec<EventLink>>,
+}
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/v1/events", get(list)).route("/v1/leases/{id}/events", get(of_lease))
@@ -95,6 +139,16 @@ fn filter(
     })
 }
 
+#[utoipa::path(get, path = "/v1/events", tag = tags::ADDITIONS, summary = "Lease events (status, event_type, lease_id; limit, marker); own project's",
+    params(
+        ("status" = Option<String>, Query, description = "UNDONE, IN_PROGRESS, DONE or ERROR"),
+        ("event_type" = Option<String>, Query, description = "start_lease, before_end_lease or end_lease"),
+        ("lease_id" = Option<String>, Query, description = "One lease's"),
+        ("project_id" = Option<String>, Query, description = "One project's (admins)"),
+        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
+        ("marker" = Option<String>, Query, description = "The last event of the previous page"),
+    ),
+    responses((status = 200, description = "A page of lease events", body = LeaseEvents)))]
 async fn list(
     State(state): State<AppState>,
     Extension(config): Extension<Arc<ApiConfig>>,
@@ -107,6 +161,14 @@ async fn list(
     Ok(Json(page.answer("events", "/v1/events", &q, events.iter().map(event_json).collect(), "id")))
 }
 
+#[utoipa::path(get, path = "/v1/leases/{id}/events", tag = tags::ADDITIONS, summary = "A lease's events: due time, status, attempts, last error, claimer",
+    params(
+        ("status" = Option<String>, Query, description = "UNDONE, IN_PROGRESS, DONE or ERROR"),
+        ("event_type" = Option<String>, Query, description = "start_lease, before_end_lease or end_lease"),
+        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
+        ("marker" = Option<String>, Query, description = "The last event of the previous page"),
+    ),
+    responses((status = 200, description = "A page of the lease's events", body = LeaseEvents)))]
 async fn of_lease(
     State(state): State<AppState>,
     Extension(config): Extension<Arc<ApiConfig>>,

@@ -25,6 +25,7 @@ use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::config::ApiConfig;
 use crate::error::ApiError;
+use crate::openapi::tags;
 use crate::streams::{Slot, Streams};
 use crate::AppState;
 
@@ -44,6 +45,37 @@ fn closing() -> &'static tokio::sync::watch::Sender<bool> {
 /// Ends every live tail (call when the server starts shutting down).
 pub fn close_streams() {
     closing().send_replace(true);
+}
+
+/// The document of these routes.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi(paths(page, stream))]
+    struct Doc;
+    <Doc as utoipa::OpenApi>::openapi()
+}
+
+/// An entry as [`entry_json`] shows it.
+#[allow(dead_code)] // a schema: the handler builds the answer as JSON
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct LogEntry {
+    cursor: String,
+    position: i64,
+    stream: String,
+    version: i64,
+    #[serde(rename = "type")]
+    event_type: String,
+    data: Value,
+    meta: Value,
+    recorded_at: String,
+}
+
+#[allow(dead_code)] // a schema: the handler builds the answer as JSON
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct LogPage {
+    entries: Vec<LogEntry>,
+    /// The cursor to ask after next.
+    next: String,
 }
 
 pub fn routes() -> Router<AppState> {
@@ -79,6 +111,12 @@ fn entry_json(e: &RecordedEvent) -> Value {
     })
 }
 
+#[utoipa::path(get, path = "/v1/log", tag = tags::ADDITIONS, summary = "The event log after a cursor, in pages (admin)",
+    params(
+        ("after" = Option<String>, Query, description = "A cursor (`TXID-POSITION`); default the start"),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 10000, description = "At most this many (default 500)"),
+    ),
+    responses((status = 200, description = "A page of entries and the cursor after them", body = LogPage)))]
 async fn page(
     State(state): State<AppState>,
     ctx: Context,
@@ -117,6 +155,14 @@ impl Filter {
     }
 }
 
+#[utoipa::path(get, path = "/v1/log/stream", tag = tags::ADDITIONS, summary = "The event log live, as Server-Sent Events, resumable (admin)",
+    params(
+        ("after" = Option<String>, Query, description = "A cursor to start after"),
+        ("stream" = Option<String>, Query, description = "Only this stream's entries"),
+        ("type" = Option<String>, Query, description = "Only entries of this type"),
+        ("lease" = Option<String>, Query, description = "Only this lease's entries"),
+    ),
+    responses((status = 200, description = "Entries as they are written; `Last-Event-ID` resumes", body = String, content_type = "text/event-stream")))]
 async fn stream(
     State(state): State<AppState>,
     Extension(config): Extension<Arc<ApiConfig>>,

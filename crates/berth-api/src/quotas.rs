@@ -20,7 +20,87 @@ use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::blazar::meta;
 use crate::error::ApiError;
+use crate::openapi::tags;
 use crate::AppState;
+
+/// The document of these routes; `tenants` is an alias of `projects`, as
+/// [`routes`] serves it.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi(paths(
+        show_defaults,
+        set_defaults,
+        show_project,
+        set_project,
+        unset_project,
+        project_usage,
+        show_user,
+        set_user,
+        unset_user,
+        user_usage,
+    ))]
+    struct Doc;
+    let mut doc = <Doc as utoipa::OpenApi>::openapi();
+    let aliases: Vec<(String, utoipa::openapi::PathItem)> = doc
+        .paths
+        .paths
+        .iter()
+        .filter_map(|(path, item)| {
+            let rest = path.strip_prefix("/v1/quotas/projects/")?;
+            Some((format!("/v1/quotas/tenants/{rest}"), item.clone()))
+        })
+        .collect();
+    for (path, item) in aliases {
+        doc.paths.paths.insert(path, item);
+    }
+    doc
+}
+
+/// A scope left over a limit by a change.
+#[allow(dead_code)] // a schema: the handlers build the answer as JSON
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct OverQuota {
+    project_id: Option<String>,
+    user_id: Option<String>,
+    resource: String,
+    limit: i64,
+    usage: i64,
+}
+
+/// The limits in effect by resource (-1: unlimited).
+#[allow(dead_code)] // a schema: the handlers build the answer as JSON
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct QuotaLimits {
+    quotas: BTreeMap<String, i64>,
+    over_limit: Vec<OverQuota>,
+}
+
+/// `{"quotas": {"VCPU": 100, "leases": 10}}` (or the bare object): -1 is
+/// unlimited, null removes the limit.
+#[allow(dead_code)] // a schema: the handlers read the body as JSON
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct QuotaChange {
+    quotas: BTreeMap<String, Option<i64>>,
+}
+
+#[allow(dead_code)] // a schema: the handler builds the answer as JSON
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct ResourceUse {
+    limit: i64,
+    in_use: i64,
+    peak: i64,
+    over_limit: bool,
+}
+
+#[allow(dead_code)] // a schema: the handler builds the answer as JSON
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct QuotaUsage {
+    project_id: String,
+    user_id: Option<String>,
+    start: String,
+    end: String,
+    usage: BTreeMap<String, ResourceUse>,
+}
 
 pub fn routes() -> Router<AppState> {
     let mut r = Router::new().route("/v1/quotas/defaults", get(show_defaults).put(set_defaults));
@@ -132,16 +212,22 @@ async fn write(state: &AppState, ctx: &Context, scope: Scope, body: &Bytes) -> R
     answer(state, &scope, &over).await
 }
 
+#[utoipa::path(get, path = "/v1/quotas/defaults", tag = tags::ADDITIONS, summary = "The default limits",
+    responses((status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits)))]
 async fn show_defaults(State(state): State<AppState>, ctx: Context) -> Result<Json<Value>, ApiError> {
     let scope = Scope::defaults();
     state.rules.authorize(&ctx, Action::QuotasGet, &target(&ctx, &scope))?;
     answer(&state, &scope, &[]).await
 }
 
+#[utoipa::path(put, path = "/v1/quotas/defaults", tag = tags::ADDITIONS, summary = "Set default limits (-1 unlimited, null removes)", request_body = QuotaChange,
+    responses((status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits)))]
 async fn set_defaults(State(state): State<AppState>, ctx: Context, body: Bytes) -> Result<Json<Value>, ApiError> {
     write(&state, &ctx, Scope::defaults(), &body).await
 }
 
+#[utoipa::path(get, path = "/v1/quotas/projects/{project_id}", tag = tags::ADDITIONS, summary = "A project's limits in effect",
+    responses((status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits)))]
 async fn show_project(
     State(state): State<AppState>,
     ctx: Context,
@@ -152,6 +238,8 @@ async fn show_project(
     answer(&state, &scope, &[]).await
 }
 
+#[utoipa::path(put, path = "/v1/quotas/projects/{project_id}", tag = tags::ADDITIONS, summary = "Set a project's limits; reports any left over a limit", request_body = QuotaChange,
+    responses((status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits)))]
 async fn set_project(
     State(state): State<AppState>,
     ctx: Context,
@@ -161,6 +249,8 @@ async fn set_project(
     write(&state, &ctx, scope(Some(project), None)?, &body).await
 }
 
+#[utoipa::path(delete, path = "/v1/quotas/projects/{project_id}", tag = tags::ADDITIONS, summary = "Remove a project's limits (back to the defaults)",
+    responses((status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits)))]
 async fn unset_project(
     State(state): State<AppState>,
     ctx: Context,
@@ -172,6 +262,8 @@ async fn unset_project(
     answer(&state, &scope, &over).await
 }
 
+#[utoipa::path(get, path = "/v1/quotas/projects/{project_id}/users/{user_id}", tag = tags::ADDITIONS, summary = "A user's limits in effect",
+    responses((status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits)))]
 async fn show_user(
     State(state): State<AppState>,
     ctx: Context,
@@ -182,6 +274,8 @@ async fn show_user(
     answer(&state, &scope, &[]).await
 }
 
+#[utoipa::path(put, path = "/v1/quotas/projects/{project_id}/users/{user_id}", tag = tags::ADDITIONS, summary = "Set a user's limits within its project", request_body = QuotaChange,
+    responses((status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits)))]
 async fn set_user(
     State(state): State<AppState>,
     ctx: Context,
@@ -191,6 +285,8 @@ async fn set_user(
     write(&state, &ctx, scope(Some(project), Some(user))?, &body).await
 }
 
+#[utoipa::path(delete, path = "/v1/quotas/projects/{project_id}/users/{user_id}", tag = tags::ADDITIONS, summary = "Remove a user's limits",
+    responses((status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits)))]
 async fn unset_user(
     State(state): State<AppState>,
     ctx: Context,
@@ -243,6 +339,12 @@ async fn usage(
     })))
 }
 
+#[utoipa::path(get, path = "/v1/quotas/projects/{project_id}/usage", tag = tags::ADDITIONS, summary = "Limit, in use and peak per resource (start, end)",
+    params(
+        ("start" = Option<String>, Query, description = "From (default now)"),
+        ("end" = Option<String>, Query, description = "Until (default open)"),
+    ),
+    responses((status = 200, description = "Per resource", body = QuotaUsage)))]
 async fn project_usage(
     State(state): State<AppState>,
     ctx: Context,
@@ -252,6 +354,12 @@ async fn project_usage(
     usage(&state, &ctx, project, None, &q).await
 }
 
+#[utoipa::path(get, path = "/v1/quotas/projects/{project_id}/users/{user_id}/usage", tag = tags::ADDITIONS, summary = "A user's usage over a window",
+    params(
+        ("start" = Option<String>, Query, description = "From (default now)"),
+        ("end" = Option<String>, Query, description = "Until (default open)"),
+    ),
+    responses((status = 200, description = "Per resource", body = QuotaUsage)))]
 async fn user_usage(
     State(state): State<AppState>,
     ctx: Context,

@@ -6,16 +6,27 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use crate::error::{ApiError, Style};
+use crate::openapi::tags;
 use crate::AppState;
+
+/// The document of these routes.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi(paths(versions, healthz, readyz, openapi_json))]
+    struct Doc;
+    <Doc as utoipa::OpenApi>::openapi()
+}
 
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/", get(versions))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/openapi.json", get(openapi))
+        .route("/openapi.json", get(openapi_json))
 }
 
+#[utoipa::path(get, path = "/", tag = tags::BERTH, summary = "Version document: the APIs served and their versions",
+    responses((status = 200, description = "The APIs", body = VersionDocument)))]
 async fn versions() -> Json<Value> {
     Json(json!({
         "name": "berth",
@@ -27,12 +38,63 @@ async fn versions() -> Json<Value> {
     }))
 }
 
+#[allow(dead_code)] // a schema: the handler builds the document as JSON
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct PlacementVersions {
+    href: String,
+    min_version: String,
+    max_version: String,
+}
+
+#[allow(dead_code)] // a schema: the handler builds the document as JSON
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct ReservationVersion {
+    href: String,
+    version: String,
+}
+
+#[allow(dead_code)] // a schema: the handler builds the document as JSON
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct Apis {
+    placement: PlacementVersions,
+    reservation: ReservationVersion,
+}
+
+#[allow(dead_code)] // a schema: the handler builds the document as JSON
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct VersionDocument {
+    name: String,
+    version: String,
+    apis: Apis,
+}
+
+/// This process's clock against the database's.
+#[allow(dead_code)] // a schema: the handler builds the document as JSON
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct ClockReading {
+    offset_seconds: f64,
+    round_trip_seconds: f64,
+    warn_past_seconds: f64,
+    skewed: bool,
+}
+
+#[allow(dead_code)] // a schema: the handler builds the document as JSON
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct Readiness {
+    status: String,
+    clock: ClockReading,
+}
+
 /// The OpenAPI document of every route.
-async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+#[utoipa::path(get, path = "/openapi.json", tag = tags::BERTH, summary = "This document",
+    responses((status = 200, description = "The OpenAPI 3.1 document", body = Object)))]
+async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
     Json(crate::openapi::document())
 }
 
 /// The process is up.
+#[utoipa::path(get, path = "/healthz", tag = tags::BERTH, summary = "The process is up",
+    responses((status = 200, description = "`ok`", body = String, content_type = "text/plain")))]
 async fn healthz() -> &'static str {
     "ok"
 }
@@ -41,6 +103,8 @@ async fn healthz() -> &'static str {
 /// process's clock is from the database's (measured by the same round
 /// trip); a skewed clock does not make it unready, since nothing decides on
 /// it.
+#[utoipa::path(get, path = "/readyz", tag = tags::BERTH, summary = "The process can serve: its database answers; how far its clock is from the database's",
+    responses((status = 200, description = "Ready", body = Readiness)))]
 async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let offset = state.clock.measure(&state.store).await.map_err(|e| {
         tracing::warn!(error = %e, "not ready");

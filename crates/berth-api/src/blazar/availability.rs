@@ -12,11 +12,13 @@ use berth_core::time::DateMath;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{json, Value};
 
+use super::bodies;
 use super::leases::reservations;
 use super::{object_body, opt_str, path_id};
 use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::error::ApiError;
+use crate::openapi::tags;
 use crate::AppState;
 
 /// How far ahead advice looks when not told.
@@ -33,6 +35,8 @@ fn date(v: Option<&str>, field: &str, default: DateTime<Utc>, now: DateTime<Utc>
 /// Body: `reservations` (as in a lease), `duration` (seconds or "2h"),
 /// optional `from` (default now), `until` (default 30 days after `from`) and
 /// `limit` (default 5, at most 100). Answers the earliest windows.
+#[utoipa::path(post, path = "/v1/availability", tag = tags::ADDITIONS, summary = "The earliest windows in which a whole lease would fit", request_body = bodies::AvailabilityQuery,
+    responses((status = 200, description = "The windows", body = bodies::Availability)))]
 pub(super) async fn advise(State(state): State<AppState>, ctx: Context, body: Bytes) -> Result<Json<Value>, ApiError> {
     state.rules.authorize(&ctx, Action::Availability, &Target::own(&ctx))?;
     let obj = object_body(&body, "availability")?;
@@ -60,6 +64,9 @@ pub(super) async fn advise(State(state): State<AppState>, ctx: Context, body: By
 }
 
 /// Query: optional `until` (how far to look; default a year after the end).
+#[utoipa::path(get, path = "/v1/leases/{id}/extension", tag = tags::ADDITIONS, summary = "The latest end a lease could be extended to",
+    params(("until" = Option<String>, Query, description = "How far to look (default a year after the end)")),
+    responses((status = 200, description = "The latest end", body = bodies::OneExtension)))]
 pub(super) async fn extension(
     State(state): State<AppState>,
     ctx: Context,

@@ -11,13 +11,27 @@ use berth_store::queries::candidates::{CandidateGroup, CandidateRequest, Candida
 use regex::Regex;
 use serde_json::{json, Map, Value};
 
+use super::bodies;
 use super::http::{bad_request, domain, err, plain, served_now, Pl, Query};
 use super::microversion::Version;
 use super::{params, schemas};
 use crate::access::Action;
 use crate::error::ApiError;
+use crate::openapi::tags;
 use crate::AppState;
 
+#[utoipa::path(get, path = "/placement/allocation_candidates", tag = tags::PLACEMENT, summary = "Where a request would fit, now and open-ended",
+    params(
+        ("resources" = Option<String>, Query, description = "`CLASS:N,...`; also `resources{suffix}` for a request group (1.25 on)"),
+        ("required" = Option<String>, Query, description = "Traits, `!T` forbidden, `in:A,B` any of; also per group"),
+        ("member_of" = Option<String>, Query, description = "Aggregates; also per group"),
+        ("in_tree" = Option<String>, Query, description = "In this provider's tree (1.31 on); also per group"),
+        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many allocation requests (1.16 on)"),
+        ("group_policy" = Option<String>, Query, description = "`none` or `isolate` (1.25 on)"),
+        ("root_required" = Option<String>, Query, description = "Traits of the root provider (1.35 on)"),
+        ("same_subtree" = Option<String>, Query, description = "Group suffixes that share a subtree (1.36 on)"),
+    ),
+    responses((status = 200, description = "Allocation requests and provider summaries", body = bodies::Candidates)))]
 pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     p.since(p.mv.allocation_candidates())?;
     p.accept_json()?;

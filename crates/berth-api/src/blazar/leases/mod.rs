@@ -21,11 +21,13 @@ use berth_store::queries::leases::{Lease, LeaseFilter};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use super::bodies;
 use super::{meta, object_body, opt_str, path_id};
 use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::config::ApiConfig;
 use crate::error::ApiError;
+use crate::openapi::tags;
 use crate::paging::Page;
 use crate::AppState;
 pub(super) use parse::reservations;
@@ -46,6 +48,8 @@ fn lease_target(lease: &Lease) -> Target<'_> {
 /// Creates a lease (one per occurrence when recurring). With
 /// `"dry_run": true` it writes nothing and answers the occurrences, each
 /// with whether it fits.
+#[utoipa::path(post, path = "/v1/leases", tag = tags::LEASES, summary = "Create a lease: every reservation fits at every instant, or none is taken", request_body = bodies::NewLease,
+    responses((status = 201, description = "The lease (the first, when recurring)", body = bodies::OneLease), (status = 200, description = "A dry run: the occurrences", body = bodies::DryRun)))]
 pub(super) async fn create(
     State(state): State<AppState>,
     Extension(config): Extension<Arc<ApiConfig>>,
@@ -102,6 +106,14 @@ pub(super) async fn create(
     Ok((StatusCode::CREATED, Json(json!({ "lease": out }))))
 }
 
+#[utoipa::path(get, path = "/v1/leases", tag = tags::LEASES, summary = "List leases (status, project_id for admins, limit, marker)",
+    params(
+        ("status" = Option<String>, Query, description = "Only leases in this status"),
+        ("project_id" = Option<String>, Query, description = "Only this project's (admins)"),
+        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
+        ("marker" = Option<String>, Query, description = "The last item of the previous page"),
+    ),
+    responses((status = 200, description = "A page of leases", body = bodies::Leases)))]
 pub(super) async fn list(
     State(state): State<AppState>,
     Extension(config): Extension<Arc<ApiConfig>>,
@@ -130,6 +142,8 @@ pub(super) async fn list(
     Ok(Json(page.answer("leases", "/v1/leases", &q, leases.iter().map(lease_json).collect(), "id")))
 }
 
+#[utoipa::path(get, path = "/v1/leases/{id}", tag = tags::LEASES, summary = "Show a lease with its reservations and events",
+    responses((status = 200, description = "The lease", body = bodies::OneLease)))]
 pub(super) async fn show(
     State(state): State<AppState>,
     ctx: Context,
@@ -141,6 +155,8 @@ pub(super) async fn show(
     Ok(Json(json!({ "lease": lease_json(&lease) })))
 }
 
+#[utoipa::path(put, path = "/v1/leases/{id}", tag = tags::LEASES, summary = "Rename, move, extend, shorten or change a lease, re-checked as a whole", request_body = bodies::LeaseChange,
+    responses((status = 200, description = "The lease", body = bodies::OneLease)))]
 pub(super) async fn update(
     State(state): State<AppState>,
     ctx: Context,
@@ -192,6 +208,8 @@ pub(super) async fn update(
     Ok(Json(json!({ "lease": lease_json(&lease) })))
 }
 
+#[utoipa::path(delete, path = "/v1/leases/{id}", tag = tags::LEASES, summary = "Delete a lease; what it held is free at once",
+    responses((status = 204, description = "Deleted")))]
 pub(super) async fn delete(
     State(state): State<AppState>,
     ctx: Context,
