@@ -88,8 +88,12 @@ impl Store {
             return Ok(t);
         }
         let c = self.client().await?;
-        let (taken, wall) = (Instant::now(), local_now());
         let database = now(&c).await?;
+        // Taken once the answer is back, so that the carried time is never
+        // ahead of the database's: a reading taken before the query would
+        // carry the wait for the statement to start, and an open-ended claim
+        // would start after a read that follows it at once.
+        let (taken, wall) = (Instant::now(), local_now());
         self.carried.set(Reading { database, taken, wall });
         Ok(database)
     }
