@@ -139,7 +139,11 @@ fn filter(
     })
 }
 
-#[utoipa::path(get, path = "/v1/events", tag = tags::ADDITIONS, summary = "Lease events (status, event_type, lease_id; limit, marker); own project's",
+#[utoipa::path(
+    get,
+    path = "/v1/events",
+    tag = tags::ADDITIONS,
+    summary = "Lease events (status, event_type, lease_id; limit, marker); own project's",
     params(
         ("status" = Option<String>, Query, description = "UNDONE, IN_PROGRESS, DONE or ERROR"),
         ("event_type" = Option<String>, Query, description = "start_lease, before_end_lease or end_lease"),
@@ -148,7 +152,10 @@ fn filter(
         ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
         ("marker" = Option<String>, Query, description = "The last event of the previous page"),
     ),
-    responses((status = 200, description = "A page of lease events", body = LeaseEvents)))]
+    responses(
+        (status = 200, description = "A page of lease events", body = LeaseEvents),
+    ),
+)]
 async fn list(
     State(state): State<AppState>,
     Extension(config): Extension<Arc<ApiConfig>>,
@@ -161,14 +168,21 @@ async fn list(
     Ok(Json(page.answer("events", "/v1/events", &q, events.iter().map(event_json).collect(), "id")))
 }
 
-#[utoipa::path(get, path = "/v1/leases/{id}/events", tag = tags::ADDITIONS, summary = "A lease's events: due time, status, attempts, last error, claimer",
+#[utoipa::path(
+    get,
+    path = "/v1/leases/{id}/events",
+    tag = tags::ADDITIONS,
+    summary = "A lease's events: due time, status, attempts, last error, claimer",
     params(
         ("status" = Option<String>, Query, description = "UNDONE, IN_PROGRESS, DONE or ERROR"),
         ("event_type" = Option<String>, Query, description = "start_lease, before_end_lease or end_lease"),
         ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
         ("marker" = Option<String>, Query, description = "The last event of the previous page"),
     ),
-    responses((status = 200, description = "A page of the lease's events", body = LeaseEvents)))]
+    responses(
+        (status = 200, description = "A page of the lease's events", body = LeaseEvents),
+    ),
+)]
 async fn of_lease(
     State(state): State<AppState>,
     Extension(config): Extension<Arc<ApiConfig>>,

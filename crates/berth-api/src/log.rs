@@ -111,12 +111,19 @@ fn entry_json(e: &RecordedEvent) -> Value {
     })
 }
 
-#[utoipa::path(get, path = "/v1/log", tag = tags::ADDITIONS, summary = "The event log after a cursor, in pages (admin)",
+#[utoipa::path(
+    get,
+    path = "/v1/log",
+    tag = tags::ADDITIONS,
+    summary = "The event log after a cursor, in pages (admin)",
     params(
         ("after" = Option<String>, Query, description = "A cursor (`TXID-POSITION`); default the start"),
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 10000, description = "At most this many (default 500)"),
     ),
-    responses((status = 200, description = "A page of entries and the cursor after them", body = LogPage)))]
+    responses(
+        (status = 200, description = "A page of entries and the cursor after them", body = LogPage),
+    ),
+)]
 async fn page(
     State(state): State<AppState>,
     ctx: Context,
@@ -155,14 +162,21 @@ impl Filter {
     }
 }
 
-#[utoipa::path(get, path = "/v1/log/stream", tag = tags::ADDITIONS, summary = "The event log live, as Server-Sent Events, resumable (admin)",
+#[utoipa::path(
+    get,
+    path = "/v1/log/stream",
+    tag = tags::ADDITIONS,
+    summary = "The event log live, as Server-Sent Events, resumable (admin)",
     params(
         ("after" = Option<String>, Query, description = "A cursor to start after"),
         ("stream" = Option<String>, Query, description = "Only this stream's entries"),
         ("type" = Option<String>, Query, description = "Only entries of this type"),
         ("lease" = Option<String>, Query, description = "Only this lease's entries"),
     ),
-    responses((status = 200, description = "Entries as they are written; `Last-Event-ID` resumes", body = String, content_type = "text/event-stream")))]
+    responses(
+        (status = 200, description = "Entries as they are written; `Last-Event-ID` resumes", body = String, content_type = "text/event-stream"),
+    ),
+)]
 async fn stream(
     State(state): State<AppState>,
     Extension(config): Extension<Arc<ApiConfig>>,

@@ -53,8 +53,15 @@ pub fn routes() -> Router<AppState> {
 
 /// `berth:metrics:read` decides, for anonymous callers too: a policy file
 /// that sets it to `"@"` opens `/metrics` to scrapers without a token.
-#[utoipa::path(get, path = "/metrics", tag = tags::BERTH, summary = "Metrics in Prometheus text format",
-    responses((status = 200, description = "The metrics", body = String, content_type = "text/plain")))]
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = tags::BERTH,
+    summary = "Metrics in Prometheus text format",
+    responses(
+        (status = 200, description = "The metrics", body = String, content_type = "text/plain"),
+    ),
+)]
 async fn render(State(state): State<AppState>, MaybeAnonymous(ctx): MaybeAnonymous) -> Result<Response, ApiError> {
     state.rules.authorize(&ctx, Action::MetricsRead, &Target::own(&ctx))?;
     Ok(match HANDLE.get() {

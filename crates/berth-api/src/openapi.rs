@@ -150,8 +150,7 @@ pub fn routes() -> Vec<(String, String)> {
     out
 }
 
-/// The summary and tag every declaration names, and the sections of the
-/// document.
+/// The sections of the document: every declaration names its tag.
 pub(crate) mod tags {
     pub const BERTH: &str = "berth";
     pub const PLACEMENT: &str = "placement";

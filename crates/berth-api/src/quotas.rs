@@ -212,22 +212,44 @@ async fn write(state: &AppState, ctx: &Context, scope: Scope, body: &Bytes) -> R
     answer(state, &scope, &over).await
 }
 
-#[utoipa::path(get, path = "/v1/quotas/defaults", tag = tags::ADDITIONS, summary = "The default limits",
-    responses((status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits)))]
+#[utoipa::path(
+    get,
+    path = "/v1/quotas/defaults",
+    tag = tags::ADDITIONS,
+    summary = "The default limits",
+    responses(
+        (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
+    ),
+)]
 async fn show_defaults(State(state): State<AppState>, ctx: Context) -> Result<Json<Value>, ApiError> {
     let scope = Scope::defaults();
     state.rules.authorize(&ctx, Action::QuotasGet, &target(&ctx, &scope))?;
     answer(&state, &scope, &[]).await
 }
 
-#[utoipa::path(put, path = "/v1/quotas/defaults", tag = tags::ADDITIONS, summary = "Set default limits (-1 unlimited, null removes)", request_body = QuotaChange,
-    responses((status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits)))]
+#[utoipa::path(
+    put,
+    path = "/v1/quotas/defaults",
+    tag = tags::ADDITIONS,
+    summary = "Set default limits (-1 unlimited, null removes)",
+    request_body = QuotaChange,
+    responses(
+        (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
+    ),
+)]
 async fn set_defaults(State(state): State<AppState>, ctx: Context, body: Bytes) -> Result<Json<Value>, ApiError> {
     write(&state, &ctx, Scope::defaults(), &body).await
 }
 
-#[utoipa::path(get, path = "/v1/quotas/projects/{project_id}", tag = tags::ADDITIONS, summary = "A project's limits in effect",
-    responses((status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits)))]
+#[utoipa::path(
+    get,
+    path = "/v1/quotas/projects/{project_id}",
+    tag = tags::ADDITIONS,
+    summary = "A project's limits in effect",
+    responses(
+        (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
+    ),
+)]
 async fn show_project(
     State(state): State<AppState>,
     ctx: Context,
@@ -238,8 +260,16 @@ async fn show_project(
     answer(&state, &scope, &[]).await
 }
 
-#[utoipa::path(put, path = "/v1/quotas/projects/{project_id}", tag = tags::ADDITIONS, summary = "Set a project's limits; reports any left over a limit", request_body = QuotaChange,
-    responses((status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits)))]
+#[utoipa::path(
+    put,
+    path = "/v1/quotas/projects/{project_id}",
+    tag = tags::ADDITIONS,
+    summary = "Set a project's limits; reports any left over a limit",
+    request_body = QuotaChange,
+    responses(
+        (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
+    ),
+)]
 async fn set_project(
     State(state): State<AppState>,
     ctx: Context,
@@ -249,8 +279,15 @@ async fn set_project(
     write(&state, &ctx, scope(Some(project), None)?, &body).await
 }
 
-#[utoipa::path(delete, path = "/v1/quotas/projects/{project_id}", tag = tags::ADDITIONS, summary = "Remove a project's limits (back to the defaults)",
-    responses((status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits)))]
+#[utoipa::path(
+    delete,
+    path = "/v1/quotas/projects/{project_id}",
+    tag = tags::ADDITIONS,
+    summary = "Remove a project's limits (back to the defaults)",
+    responses(
+        (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
+    ),
+)]
 async fn unset_project(
     State(state): State<AppState>,
     ctx: Context,
@@ -262,8 +299,15 @@ async fn unset_project(
     answer(&state, &scope, &over).await
 }
 
-#[utoipa::path(get, path = "/v1/quotas/projects/{project_id}/users/{user_id}", tag = tags::ADDITIONS, summary = "A user's limits in effect",
-    responses((status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits)))]
+#[utoipa::path(
+    get,
+    path = "/v1/quotas/projects/{project_id}/users/{user_id}",
+    tag = tags::ADDITIONS,
+    summary = "A user's limits in effect",
+    responses(
+        (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
+    ),
+)]
 async fn show_user(
     State(state): State<AppState>,
     ctx: Context,
@@ -274,8 +318,16 @@ async fn show_user(
     answer(&state, &scope, &[]).await
 }
 
-#[utoipa::path(put, path = "/v1/quotas/projects/{project_id}/users/{user_id}", tag = tags::ADDITIONS, summary = "Set a user's limits within its project", request_body = QuotaChange,
-    responses((status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits)))]
+#[utoipa::path(
+    put,
+    path = "/v1/quotas/projects/{project_id}/users/{user_id}",
+    tag = tags::ADDITIONS,
+    summary = "Set a user's limits within its project",
+    request_body = QuotaChange,
+    responses(
+        (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
+    ),
+)]
 async fn set_user(
     State(state): State<AppState>,
     ctx: Context,
@@ -285,8 +337,15 @@ async fn set_user(
     write(&state, &ctx, scope(Some(project), Some(user))?, &body).await
 }
 
-#[utoipa::path(delete, path = "/v1/quotas/projects/{project_id}/users/{user_id}", tag = tags::ADDITIONS, summary = "Remove a user's limits",
-    responses((status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits)))]
+#[utoipa::path(
+    delete,
+    path = "/v1/quotas/projects/{project_id}/users/{user_id}",
+    tag = tags::ADDITIONS,
+    summary = "Remove a user's limits",
+    responses(
+        (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
+    ),
+)]
 async fn unset_user(
     State(state): State<AppState>,
     ctx: Context,
@@ -339,12 +398,19 @@ async fn usage(
     })))
 }
 
-#[utoipa::path(get, path = "/v1/quotas/projects/{project_id}/usage", tag = tags::ADDITIONS, summary = "Limit, in use and peak per resource (start, end)",
+#[utoipa::path(
+    get,
+    path = "/v1/quotas/projects/{project_id}/usage",
+    tag = tags::ADDITIONS,
+    summary = "Limit, in use and peak per resource (start, end)",
     params(
         ("start" = Option<String>, Query, description = "From (default now)"),
         ("end" = Option<String>, Query, description = "Until (default open)"),
     ),
-    responses((status = 200, description = "Per resource", body = QuotaUsage)))]
+    responses(
+        (status = 200, description = "Per resource", body = QuotaUsage),
+    ),
+)]
 async fn project_usage(
     State(state): State<AppState>,
     ctx: Context,
@@ -354,12 +420,19 @@ async fn project_usage(
     usage(&state, &ctx, project, None, &q).await
 }
 
-#[utoipa::path(get, path = "/v1/quotas/projects/{project_id}/users/{user_id}/usage", tag = tags::ADDITIONS, summary = "A user's usage over a window",
+#[utoipa::path(
+    get,
+    path = "/v1/quotas/projects/{project_id}/users/{user_id}/usage",
+    tag = tags::ADDITIONS,
+    summary = "A user's usage over a window",
     params(
         ("start" = Option<String>, Query, description = "From (default now)"),
         ("end" = Option<String>, Query, description = "Until (default open)"),
     ),
-    responses((status = 200, description = "Per resource", body = QuotaUsage)))]
+    responses(
+        (status = 200, description = "Per resource", body = QuotaUsage),
+    ),
+)]
 async fn user_usage(
     State(state): State<AppState>,
     ctx: Context,

@@ -25,8 +25,15 @@ pub fn routes() -> Router<AppState> {
         .route("/openapi.json", get(openapi_json))
 }
 
-#[utoipa::path(get, path = "/", tag = tags::BERTH, summary = "Version document: the APIs served and their versions",
-    responses((status = 200, description = "The APIs", body = VersionDocument)))]
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = tags::BERTH,
+    summary = "Version document: the APIs served and their versions",
+    responses(
+        (status = 200, description = "The APIs", body = VersionDocument),
+    ),
+)]
 async fn versions() -> Json<Value> {
     Json(json!({
         "name": "berth",
@@ -86,15 +93,29 @@ struct Readiness {
 }
 
 /// The OpenAPI document of every route.
-#[utoipa::path(get, path = "/openapi.json", tag = tags::BERTH, summary = "This document",
-    responses((status = 200, description = "The OpenAPI 3.1 document", body = Object)))]
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = tags::BERTH,
+    summary = "This document",
+    responses(
+        (status = 200, description = "The OpenAPI 3.1 document", body = Object),
+    ),
+)]
 async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
     Json(crate::openapi::document())
 }
 
 /// The process is up.
-#[utoipa::path(get, path = "/healthz", tag = tags::BERTH, summary = "The process is up",
-    responses((status = 200, description = "`ok`", body = String, content_type = "text/plain")))]
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = tags::BERTH,
+    summary = "The process is up",
+    responses(
+        (status = 200, description = "`ok`", body = String, content_type = "text/plain"),
+    ),
+)]
 async fn healthz() -> &'static str {
     "ok"
 }
@@ -103,8 +124,15 @@ async fn healthz() -> &'static str {
 /// process's clock is from the database's (measured by the same round
 /// trip); a skewed clock does not make it unready, since nothing decides on
 /// it.
-#[utoipa::path(get, path = "/readyz", tag = tags::BERTH, summary = "The process can serve: its database answers; how far its clock is from the database's",
-    responses((status = 200, description = "Ready", body = Readiness)))]
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = tags::BERTH,
+    summary = "The process can serve: its database answers; how far its clock is from the database's",
+    responses(
+        (status = 200, description = "Ready", body = Readiness),
+    ),
+)]
 async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let offset = state.clock.measure(&state.store).await.map_err(|e| {
         tracing::warn!(error = %e, "not ready");

@@ -35,8 +35,16 @@ fn date(v: Option<&str>, field: &str, default: DateTime<Utc>, now: DateTime<Utc>
 /// Body: `reservations` (as in a lease), `duration` (seconds or "2h"),
 /// optional `from` (default now), `until` (default 30 days after `from`) and
 /// `limit` (default 5, at most 100). Answers the earliest windows.
-#[utoipa::path(post, path = "/v1/availability", tag = tags::ADDITIONS, summary = "The earliest windows in which a whole lease would fit", request_body = bodies::AvailabilityQuery,
-    responses((status = 200, description = "The windows", body = bodies::Availability)))]
+#[utoipa::path(
+    post,
+    path = "/v1/availability",
+    tag = tags::ADDITIONS,
+    summary = "The earliest windows in which a whole lease would fit",
+    request_body = bodies::AvailabilityQuery,
+    responses(
+        (status = 200, description = "The windows", body = bodies::Availability),
+    ),
+)]
 pub(super) async fn advise(State(state): State<AppState>, ctx: Context, body: Bytes) -> Result<Json<Value>, ApiError> {
     state.rules.authorize(&ctx, Action::Availability, &Target::own(&ctx))?;
     let obj = object_body(&body, "availability")?;
@@ -64,9 +72,18 @@ pub(super) async fn advise(State(state): State<AppState>, ctx: Context, body: By
 }
 
 /// Query: optional `until` (how far to look; default a year after the end).
-#[utoipa::path(get, path = "/v1/leases/{id}/extension", tag = tags::ADDITIONS, summary = "The latest end a lease could be extended to",
-    params(("until" = Option<String>, Query, description = "How far to look (default a year after the end)")),
-    responses((status = 200, description = "The latest end", body = bodies::OneExtension)))]
+#[utoipa::path(
+    get,
+    path = "/v1/leases/{id}/extension",
+    tag = tags::ADDITIONS,
+    summary = "The latest end a lease could be extended to",
+    params(
+        ("until" = Option<String>, Query, description = "How far to look (default a year after the end)"),
+    ),
+    responses(
+        (status = 200, description = "The latest end", body = bodies::OneExtension),
+    ),
+)]
 pub(super) async fn extension(
     State(state): State<AppState>,
     ctx: Context,

@@ -27,8 +27,15 @@ fn aggregates_json(p: &Pl, aggregates: &[Uuid], generation: i64) -> Value {
     body
 }
 
-#[utoipa::path(get, path = "/placement/resource_providers/{uuid}/aggregates", tag = tags::PLACEMENT, summary = "A provider's aggregates",
-    responses((status = 200, description = "Its aggregates", body = bodies::Aggregates)))]
+#[utoipa::path(
+    get,
+    path = "/placement/resource_providers/{uuid}/aggregates",
+    tag = tags::PLACEMENT,
+    summary = "A provider's aggregates",
+    responses(
+        (status = 200, description = "Its aggregates", body = bodies::Aggregates),
+    ),
+)]
 pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
     p.since(p.mv.aggregates())?;
@@ -39,8 +46,16 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> 
     Ok(p.json(StatusCode::OK, &aggregates_json(&p, &aggregates, rp.generation), served_now()))
 }
 
-#[utoipa::path(put, path = "/placement/resource_providers/{uuid}/aggregates", tag = tags::PLACEMENT, summary = "Replace a provider's aggregates", request_body = bodies::Aggregates,
-    responses((status = 200, description = "Its aggregates", body = bodies::Aggregates)))]
+#[utoipa::path(
+    put,
+    path = "/placement/resource_providers/{uuid}/aggregates",
+    tag = tags::PLACEMENT,
+    summary = "Replace a provider's aggregates",
+    request_body = bodies::Aggregates,
+    responses(
+        (status = 200, description = "Its aggregates", body = bodies::Aggregates),
+    ),
+)]
 pub async fn replace(
     p: Pl,
     State(s): State<AppState>,

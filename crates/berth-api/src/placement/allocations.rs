@@ -118,8 +118,15 @@ pub fn write_error(e: berth_core::Error, unknown_prefix: &str) -> ApiError {
     }
 }
 
-#[utoipa::path(get, path = "/placement/allocations/{consumer_uuid}", tag = tags::PLACEMENT, summary = "A consumer's allocations",
-    responses((status = 200, description = "Its allocations by provider; empty for an unknown consumer", body = bodies::ConsumerAllocations)))]
+#[utoipa::path(
+    get,
+    path = "/placement/allocations/{consumer_uuid}",
+    tag = tags::PLACEMENT,
+    summary = "A consumer's allocations",
+    responses(
+        (status = 200, description = "Its allocations by provider; empty for an unknown consumer", body = bodies::ConsumerAllocations),
+    ),
+)]
 pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
     p.authorize(Action::AllocationsList)?;
@@ -150,8 +157,15 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> 
     Ok(p.json(StatusCode::OK, &out, now))
 }
 
-#[utoipa::path(get, path = "/placement/resource_providers/{uuid}/allocations", tag = tags::PLACEMENT, summary = "Allocations on a provider now",
-    responses((status = 200, description = "By consumer", body = bodies::ProviderAllocations)))]
+#[utoipa::path(
+    get,
+    path = "/placement/resource_providers/{uuid}/allocations",
+    tag = tags::PLACEMENT,
+    summary = "Allocations on a provider now",
+    responses(
+        (status = 200, description = "By consumer", body = bodies::ProviderAllocations),
+    ),
+)]
 pub async fn of_provider(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
     p.authorize(Action::ProviderAllocations)?;
@@ -170,8 +184,16 @@ pub async fn of_provider(p: Pl, State(s): State<AppState>, Path(raw): Path<Strin
     Ok(p.json(StatusCode::OK, &body, served_now()))
 }
 
-#[utoipa::path(put, path = "/placement/allocations/{consumer_uuid}", tag = tags::PLACEMENT, summary = "Replace a consumer's allocations (claim, move, resize) at once", request_body = bodies::AllocationsChange,
-    responses((status = 204, description = "Claimed")))]
+#[utoipa::path(
+    put,
+    path = "/placement/allocations/{consumer_uuid}",
+    tag = tags::PLACEMENT,
+    summary = "Replace a consumer's allocations (claim, move, resize) at once",
+    request_body = bodies::AllocationsChange,
+    responses(
+        (status = 204, description = "Claimed"),
+    ),
+)]
 pub async fn put(
     p: Pl,
     State(s): State<AppState>,
@@ -204,8 +226,16 @@ pub async fn put(
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }
 
-#[utoipa::path(post, path = "/placement/allocations", tag = tags::PLACEMENT, summary = "Replace several consumers' allocations at once", request_body = bodies::ManyAllocations,
-    responses((status = 204, description = "Claimed")))]
+#[utoipa::path(
+    post,
+    path = "/placement/allocations",
+    tag = tags::PLACEMENT,
+    summary = "Replace several consumers' allocations at once",
+    request_body = bodies::ManyAllocations,
+    responses(
+        (status = 204, description = "Claimed"),
+    ),
+)]
 pub async fn post_many(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     p.since(p.mv.post_allocations())?;
     p.json_content()?;
@@ -235,8 +265,15 @@ pub fn consumers_commands(
         .collect()
 }
 
-#[utoipa::path(delete, path = "/placement/allocations/{consumer_uuid}", tag = tags::PLACEMENT, summary = "Delete a consumer's allocations",
-    responses((status = 204, description = "Deleted")))]
+#[utoipa::path(
+    delete,
+    path = "/placement/allocations/{consumer_uuid}",
+    tag = tags::PLACEMENT,
+    summary = "Delete a consumer's allocations",
+    responses(
+        (status = 204, description = "Deleted"),
+    ),
+)]
 pub async fn delete(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.authorize(Action::AllocationsDelete)?;
     let Ok(consumer) = Uuid::try_parse(&raw) else {

@@ -20,7 +20,11 @@ use crate::error::ApiError;
 use crate::openapi::tags;
 use crate::AppState;
 
-#[utoipa::path(get, path = "/placement/allocation_candidates", tag = tags::PLACEMENT, summary = "Where a request would fit, now and open-ended",
+#[utoipa::path(
+    get,
+    path = "/placement/allocation_candidates",
+    tag = tags::PLACEMENT,
+    summary = "Where a request would fit, now and open-ended",
     params(
         ("resources" = Option<String>, Query, description = "`CLASS:N,...`; also `resources{suffix}` for a request group (1.25 on)"),
         ("required" = Option<String>, Query, description = "Traits, `!T` forbidden, `in:A,B` any of; also per group"),
@@ -31,7 +35,10 @@ use crate::AppState;
         ("root_required" = Option<String>, Query, description = "Traits of the root provider (1.35 on)"),
         ("same_subtree" = Option<String>, Query, description = "Group suffixes that share a subtree (1.36 on)"),
     ),
-    responses((status = 200, description = "Allocation requests and provider summaries", body = bodies::Candidates)))]
+    responses(
+        (status = 200, description = "Allocation requests and provider summaries", body = bodies::Candidates),
+    ),
+)]
 pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     p.since(p.mv.allocation_candidates())?;
     p.accept_json()?;

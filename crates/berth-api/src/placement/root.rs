@@ -9,8 +9,15 @@ use super::http::{served_now, Pl};
 use super::microversion::{MAX, MIN};
 use crate::openapi::tags;
 
-#[utoipa::path(get, path = "/placement/", tag = tags::PLACEMENT, summary = "Placement version document",
-    responses((status = 200, description = "The versions", body = bodies::Versions)))]
+#[utoipa::path(
+    get,
+    path = "/placement/",
+    tag = tags::PLACEMENT,
+    summary = "Placement version document",
+    responses(
+        (status = 200, description = "The versions", body = bodies::Versions),
+    ),
+)]
 pub async fn home(p: Pl) -> Response {
     let body = json!({"versions": [{
         "id": format!("v{MIN}"),

@@ -48,8 +48,17 @@ fn lease_target(lease: &Lease) -> Target<'_> {
 /// Creates a lease (one per occurrence when recurring). With
 /// `"dry_run": true` it writes nothing and answers the occurrences, each
 /// with whether it fits.
-#[utoipa::path(post, path = "/v1/leases", tag = tags::LEASES, summary = "Create a lease: every reservation fits at every instant, or none is taken", request_body = bodies::NewLease,
-    responses((status = 201, description = "The lease (the first, when recurring)", body = bodies::OneLease), (status = 200, description = "A dry run: the occurrences", body = bodies::DryRun)))]
+#[utoipa::path(
+    post,
+    path = "/v1/leases",
+    tag = tags::LEASES,
+    summary = "Create a lease: every reservation fits at every instant, or none is taken",
+    request_body = bodies::NewLease,
+    responses(
+        (status = 201, description = "The lease (the first, when recurring)", body = bodies::OneLease),
+        (status = 200, description = "A dry run: the occurrences", body = bodies::DryRun),
+    ),
+)]
 pub(super) async fn create(
     State(state): State<AppState>,
     Extension(config): Extension<Arc<ApiConfig>>,
@@ -106,14 +115,21 @@ pub(super) async fn create(
     Ok((StatusCode::CREATED, Json(json!({ "lease": out }))))
 }
 
-#[utoipa::path(get, path = "/v1/leases", tag = tags::LEASES, summary = "List leases (status, project_id for admins, limit, marker)",
+#[utoipa::path(
+    get,
+    path = "/v1/leases",
+    tag = tags::LEASES,
+    summary = "List leases (status, project_id for admins, limit, marker)",
     params(
         ("status" = Option<String>, Query, description = "Only leases in this status"),
         ("project_id" = Option<String>, Query, description = "Only this project's (admins)"),
         ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
         ("marker" = Option<String>, Query, description = "The last item of the previous page"),
     ),
-    responses((status = 200, description = "A page of leases", body = bodies::Leases)))]
+    responses(
+        (status = 200, description = "A page of leases", body = bodies::Leases),
+    ),
+)]
 pub(super) async fn list(
     State(state): State<AppState>,
     Extension(config): Extension<Arc<ApiConfig>>,
@@ -142,8 +158,15 @@ pub(super) async fn list(
     Ok(Json(page.answer("leases", "/v1/leases", &q, leases.iter().map(lease_json).collect(), "id")))
 }
 
-#[utoipa::path(get, path = "/v1/leases/{id}", tag = tags::LEASES, summary = "Show a lease with its reservations and events",
-    responses((status = 200, description = "The lease", body = bodies::OneLease)))]
+#[utoipa::path(
+    get,
+    path = "/v1/leases/{id}",
+    tag = tags::LEASES,
+    summary = "Show a lease with its reservations and events",
+    responses(
+        (status = 200, description = "The lease", body = bodies::OneLease),
+    ),
+)]
 pub(super) async fn show(
     State(state): State<AppState>,
     ctx: Context,
@@ -155,8 +178,16 @@ pub(super) async fn show(
     Ok(Json(json!({ "lease": lease_json(&lease) })))
 }
 
-#[utoipa::path(put, path = "/v1/leases/{id}", tag = tags::LEASES, summary = "Rename, move, extend, shorten or change a lease, re-checked as a whole", request_body = bodies::LeaseChange,
-    responses((status = 200, description = "The lease", body = bodies::OneLease)))]
+#[utoipa::path(
+    put,
+    path = "/v1/leases/{id}",
+    tag = tags::LEASES,
+    summary = "Rename, move, extend, shorten or change a lease, re-checked as a whole",
+    request_body = bodies::LeaseChange,
+    responses(
+        (status = 200, description = "The lease", body = bodies::OneLease),
+    ),
+)]
 pub(super) async fn update(
     State(state): State<AppState>,
     ctx: Context,
@@ -208,8 +239,15 @@ pub(super) async fn update(
     Ok(Json(json!({ "lease": lease_json(&lease) })))
 }
 
-#[utoipa::path(delete, path = "/v1/leases/{id}", tag = tags::LEASES, summary = "Delete a lease; what it held is free at once",
-    responses((status = 204, description = "Deleted")))]
+#[utoipa::path(
+    delete,
+    path = "/v1/leases/{id}",
+    tag = tags::LEASES,
+    summary = "Delete a lease; what it held is free at once",
+    responses(
+        (status = 204, description = "Deleted"),
+    ),
+)]
 pub(super) async fn delete(
     State(state): State<AppState>,
     ctx: Context,
