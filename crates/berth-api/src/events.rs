@@ -11,7 +11,7 @@ use axum::{Extension, Json, Router};
 use berth_core::dates::format_date;
 use berth_core::lease::{codes, LeaseEventStatus, LeaseEventType};
 use berth_store::queries::lease_events::{LeaseEventFilter, LeaseEventRow};
-use serde_json::{json, Value};
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::access::{Action, Target};
@@ -31,7 +31,6 @@ pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 /// A lease event as [`event_json`] shows it.
-#[allow(dead_code)] // a schema: the handlers build the answer as JSON
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct LeaseEventDetail {
     id: Uuid,
@@ -41,7 +40,7 @@ struct LeaseEventDetail {
     event_type: String,
     time: String,
     status: String,
-    attempts: i64,
+    attempts: i32,
     last_error: Option<String>,
     claimed_by: Option<String>,
     claim_expires_at: Option<String>,
@@ -50,14 +49,14 @@ struct LeaseEventDetail {
     updated_at: String,
 }
 
-#[allow(dead_code)] // a schema: the handlers build the answer as JSON
+#[allow(dead_code)] // a schema: `crate::paging` builds the page
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct EventLink {
     rel: String,
     href: String,
 }
 
-#[allow(dead_code)] // a schema: the handlers build the answer as JSON
+#[allow(dead_code)] // a schema: `crate::paging` builds the page
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct LeaseEvents {
     events: Vec<LeaseEventDetail>,
@@ -71,22 +70,23 @@ pub fn routes() -> Router<AppState> {
 
 pub fn event_json(e: &LeaseEventRow) -> Value {
     let date = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(format_date);
-    json!({
-        "id": e.id,
-        "lease_id": e.lease_id,
-        "lease_name": e.lease_name,
-        "project_id": e.project_id,
-        "event_type": e.event_type,
-        "time": format_date(e.time),
-        "status": e.status,
-        "attempts": e.attempts,
-        "last_error": e.last_error,
-        "claimed_by": e.claimed_by,
-        "claim_expires_at": date(e.claim_expires_at),
-        "retry_at": date(e.retry_at),
-        "created_at": format_date(e.created_at),
-        "updated_at": format_date(e.updated_at),
-    })
+    let shown = LeaseEventDetail {
+        id: e.id,
+        lease_id: e.lease_id,
+        lease_name: e.lease_name.clone(),
+        project_id: e.project_id.clone(),
+        event_type: e.event_type.clone(),
+        time: format_date(e.time),
+        status: e.status.clone(),
+        attempts: e.attempts,
+        last_error: e.last_error.clone(),
+        claimed_by: e.claimed_by.clone(),
+        claim_expires_at: date(e.claim_expires_at),
+        retry_at: date(e.retry_at),
+        created_at: format_date(e.created_at),
+        updated_at: format_date(e.updated_at),
+    };
+    serde_json::to_value(shown).unwrap_or_default()
 }
 
 fn bad(m: String) -> ApiError {

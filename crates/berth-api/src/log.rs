@@ -19,7 +19,7 @@ use axum::{Extension, Json, Router};
 use berth_core::error::codes;
 use berth_store::{Cursor, RecordedEvent, Store};
 use futures::Stream;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::access::{Action, Target};
 use crate::auth::Context;
@@ -56,7 +56,6 @@ pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 /// An entry as [`entry_json`] shows it.
-#[allow(dead_code)] // a schema: the handler builds the answer as JSON
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct LogEntry {
     cursor: String,
@@ -70,7 +69,6 @@ struct LogEntry {
     recorded_at: String,
 }
 
-#[allow(dead_code)] // a schema: the handler builds the answer as JSON
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct LogPage {
     entries: Vec<LogEntry>,
@@ -98,17 +96,17 @@ fn cursor(s: Option<&str>) -> Result<Cursor, ApiError> {
     }
 }
 
-fn entry_json(e: &RecordedEvent) -> Value {
-    json!({
-        "cursor": e.cursor().to_string(),
-        "position": e.position,
-        "stream": e.stream,
-        "version": e.version,
-        "type": e.event_type,
-        "data": e.data,
-        "meta": e.meta,
-        "recorded_at": berth_core::dates::format_date(e.recorded_at),
-    })
+fn entry_json(e: &RecordedEvent) -> LogEntry {
+    LogEntry {
+        cursor: e.cursor().to_string(),
+        position: e.position,
+        stream: e.stream.clone(),
+        version: e.version,
+        event_type: e.event_type.clone(),
+        data: e.data.clone(),
+        meta: e.meta.clone(),
+        recorded_at: berth_core::dates::format_date(e.recorded_at),
+    }
 }
 
 #[utoipa::path(
@@ -128,7 +126,7 @@ async fn page(
     State(state): State<AppState>,
     ctx: Context,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<LogPage>, ApiError> {
     state.rules.authorize(&ctx, Action::LogRead, &Target::own(&ctx))?;
     let after = cursor(q.get("after").map(String::as_str))?;
     let limit = match q.get("limit") {
@@ -140,10 +138,7 @@ async fn page(
     };
     let entries = state.store.read_log(after, limit).await?;
     let next = entries.last().map(|e| e.cursor()).unwrap_or(after);
-    Ok(Json(json!({
-        "entries": entries.iter().map(entry_json).collect::<Vec<_>>(),
-        "next": next.to_string(),
-    })))
+    Ok(Json(LogPage { entries: entries.iter().map(entry_json).collect(), next: next.to_string() }))
 }
 
 /// Which entries a live tail sends.
@@ -219,7 +214,9 @@ fn tail(store: Store, after: Cursor, filter: Filter, slot: Slot) -> impl Stream<
                         return None;
                     }
                     if let Some(e) = buffered.pop_front() {
-                        let ev = SseEvent::default().id(e.cursor().to_string()).data(entry_json(&e).to_string());
+                        let ev = SseEvent::default()
+                            .id(e.cursor().to_string())
+                            .data(serde_json::to_string(&entry_json(&e)).unwrap_or_default());
                         return Some((Ok(ev), (store, after, buffered, slot)));
                     }
                     match store.read_log(after, PAGE).await {

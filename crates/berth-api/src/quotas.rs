@@ -14,7 +14,7 @@ use berth_core::dates::{format_date, parse_date, DateSpec};
 use berth_core::quota::{codes, Scope};
 use berth_store::commands::OverLimit;
 use chrono::Utc;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::access::{Action, Target};
 use crate::auth::Context;
@@ -57,7 +57,6 @@ pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
 }
 
 /// A scope left over a limit by a change.
-#[allow(dead_code)] // a schema: the handlers build the answer as JSON
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct OverQuota {
     project_id: Option<String>,
@@ -68,7 +67,6 @@ struct OverQuota {
 }
 
 /// The limits in effect by resource (-1: unlimited).
-#[allow(dead_code)] // a schema: the handlers build the answer as JSON
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct QuotaLimits {
     quotas: BTreeMap<String, i64>,
@@ -83,7 +81,6 @@ struct QuotaChange {
     quotas: BTreeMap<String, Option<i64>>,
 }
 
-#[allow(dead_code)] // a schema: the handler builds the answer as JSON
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct ResourceUse {
     limit: i64,
@@ -92,7 +89,6 @@ struct ResourceUse {
     over_limit: bool,
 }
 
-#[allow(dead_code)] // a schema: the handler builds the answer as JSON
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct QuotaUsage {
     project_id: String,
@@ -145,25 +141,21 @@ async fn effective(state: &AppState, scope: &Scope) -> Result<BTreeMap<String, i
     })
 }
 
-fn over_json(over: &[OverLimit]) -> Value {
-    Value::Array(
-        over.iter()
-            .map(|o| {
-                json!({
-                    "project_id": o.scope.project_id,
-                    "user_id": o.scope.user_id,
-                    "resource": o.resource,
-                    "limit": o.limit,
-                    "usage": o.usage,
-                })
-            })
-            .collect(),
-    )
+fn over_json(over: &[OverLimit]) -> Vec<OverQuota> {
+    over.iter()
+        .map(|o| OverQuota {
+            project_id: o.scope.project_id.clone(),
+            user_id: o.scope.user_id.clone(),
+            resource: o.resource.clone(),
+            limit: o.limit,
+            usage: o.usage,
+        })
+        .collect()
 }
 
-async fn answer(state: &AppState, scope: &Scope, over: &[OverLimit]) -> Result<Json<Value>, ApiError> {
+async fn answer(state: &AppState, scope: &Scope, over: &[OverLimit]) -> Result<Json<QuotaLimits>, ApiError> {
     let quotas = effective(state, scope).await?;
-    Ok(Json(json!({"quotas": quotas, "over_limit": over_json(over)})))
+    Ok(Json(QuotaLimits { quotas, over_limit: over_json(over) }))
 }
 
 /// `{"quotas": {...}}` (or the bare object): limits to set and (null) to remove.
@@ -199,7 +191,7 @@ fn parse_limits(body: &Bytes) -> Result<(BTreeMap<String, i64>, Vec<String>), Ap
     Ok((set, unset))
 }
 
-async fn write(state: &AppState, ctx: &Context, scope: Scope, body: &Bytes) -> Result<Json<Value>, ApiError> {
+async fn write(state: &AppState, ctx: &Context, scope: Scope, body: &Bytes) -> Result<Json<QuotaLimits>, ApiError> {
     state.rules.authorize(ctx, Action::QuotasSet, &target(ctx, &scope))?;
     let (set, unset) = parse_limits(body)?;
     let mut over = Vec::new();
@@ -221,7 +213,7 @@ async fn write(state: &AppState, ctx: &Context, scope: Scope, body: &Bytes) -> R
         (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
     ),
 )]
-async fn show_defaults(State(state): State<AppState>, ctx: Context) -> Result<Json<Value>, ApiError> {
+async fn show_defaults(State(state): State<AppState>, ctx: Context) -> Result<Json<QuotaLimits>, ApiError> {
     let scope = Scope::defaults();
     state.rules.authorize(&ctx, Action::QuotasGet, &target(&ctx, &scope))?;
     answer(&state, &scope, &[]).await
@@ -237,7 +229,7 @@ async fn show_defaults(State(state): State<AppState>, ctx: Context) -> Result<Js
         (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
     ),
 )]
-async fn set_defaults(State(state): State<AppState>, ctx: Context, body: Bytes) -> Result<Json<Value>, ApiError> {
+async fn set_defaults(State(state): State<AppState>, ctx: Context, body: Bytes) -> Result<Json<QuotaLimits>, ApiError> {
     write(&state, &ctx, Scope::defaults(), &body).await
 }
 
@@ -254,7 +246,7 @@ async fn show_project(
     State(state): State<AppState>,
     ctx: Context,
     Path(project): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaLimits>, ApiError> {
     let scope = scope(Some(project), None)?;
     state.rules.authorize(&ctx, Action::QuotasGet, &target(&ctx, &scope))?;
     answer(&state, &scope, &[]).await
@@ -275,7 +267,7 @@ async fn set_project(
     ctx: Context,
     Path(project): Path<String>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaLimits>, ApiError> {
     write(&state, &ctx, scope(Some(project), None)?, &body).await
 }
 
@@ -292,7 +284,7 @@ async fn unset_project(
     State(state): State<AppState>,
     ctx: Context,
     Path(project): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaLimits>, ApiError> {
     let scope = scope(Some(project), None)?;
     state.rules.authorize(&ctx, Action::QuotasDelete, &target(&ctx, &scope))?;
     let over = state.store.unset_quota(&meta(&ctx), scope.clone(), Vec::new()).await?;
@@ -312,7 +304,7 @@ async fn show_user(
     State(state): State<AppState>,
     ctx: Context,
     Path((project, user)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaLimits>, ApiError> {
     let scope = scope(Some(project), Some(user))?;
     state.rules.authorize(&ctx, Action::QuotasGet, &target(&ctx, &scope))?;
     answer(&state, &scope, &[]).await
@@ -333,7 +325,7 @@ async fn set_user(
     ctx: Context,
     Path((project, user)): Path<(String, String)>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaLimits>, ApiError> {
     write(&state, &ctx, scope(Some(project), Some(user))?, &body).await
 }
 
@@ -350,7 +342,7 @@ async fn unset_user(
     State(state): State<AppState>,
     ctx: Context,
     Path((project, user)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaLimits>, ApiError> {
     let scope = scope(Some(project), Some(user))?;
     state.rules.authorize(&ctx, Action::QuotasDelete, &target(&ctx, &scope))?;
     let over = state.store.unset_quota(&meta(&ctx), scope.clone(), Vec::new()).await?;
@@ -363,7 +355,7 @@ async fn usage(
     project: String,
     user: Option<String>,
     q: &HashMap<String, String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaUsage>, ApiError> {
     let who = Target { project_id: Some(&project), user_id: user.as_deref() };
     state.rules.authorize(ctx, Action::QuotasUsage, &who)?;
     let now = state.store.now().await?;
@@ -382,20 +374,20 @@ async fn usage(
         return Err(bad("end must be after start"));
     }
     let report = state.store.quota_usage(&project, user.as_deref(), start, end, now).await?;
-    let usage: Map<String, Value> = report
+    let usage = report
         .usage
         .iter()
         .map(|(k, u)| {
-            (k.clone(), json!({"limit": u.limit, "in_use": u.in_use, "peak": u.peak, "over_limit": u.over_limit}))
+            (k.clone(), ResourceUse { limit: u.limit, in_use: u.in_use, peak: u.peak, over_limit: u.over_limit })
         })
         .collect();
-    Ok(Json(json!({
-        "project_id": project,
-        "user_id": user,
-        "start": format_date(report.start),
-        "end": format_date(report.end),
-        "usage": usage,
-    })))
+    Ok(Json(QuotaUsage {
+        project_id: project,
+        user_id: user,
+        start: format_date(report.start),
+        end: format_date(report.end),
+        usage,
+    }))
 }
 
 #[utoipa::path(
@@ -416,7 +408,7 @@ async fn project_usage(
     ctx: Context,
     Path(project): Path<String>,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaUsage>, ApiError> {
     usage(&state, &ctx, project, None, &q).await
 }
 
@@ -438,7 +430,7 @@ async fn user_usage(
     ctx: Context,
     Path((project, user)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaUsage>, ApiError> {
     usage(&state, &ctx, project, Some(user), &q).await
 }
 

@@ -3,7 +3,6 @@
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
-use serde_json::{json, Value};
 
 use crate::error::{ApiError, Style};
 use crate::openapi::tags;
@@ -34,49 +33,44 @@ pub fn routes() -> Router<AppState> {
         (status = 200, description = "The APIs", body = VersionDocument),
     ),
 )]
-async fn versions() -> Json<Value> {
-    Json(json!({
-        "name": "berth",
-        "version": env!("CARGO_PKG_VERSION"),
-        "apis": {
-            "placement": {"href": "/placement/", "min_version": "1.0", "max_version": "1.39"},
-            "reservation": {"href": "/v1/", "version": "v1"}
-        }
-    }))
+async fn versions() -> Json<VersionDocument> {
+    Json(VersionDocument {
+        name: "berth",
+        version: env!("CARGO_PKG_VERSION"),
+        apis: Apis {
+            placement: PlacementVersions { href: "/placement/", min_version: "1.0", max_version: "1.39" },
+            reservation: ReservationVersion { href: "/v1/", version: "v1" },
+        },
+    })
 }
 
-#[allow(dead_code)] // a schema: the handler builds the document as JSON
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct PlacementVersions {
-    href: String,
-    min_version: String,
-    max_version: String,
+    href: &'static str,
+    min_version: &'static str,
+    max_version: &'static str,
 }
 
-#[allow(dead_code)] // a schema: the handler builds the document as JSON
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct ReservationVersion {
-    href: String,
-    version: String,
+    href: &'static str,
+    version: &'static str,
 }
 
-#[allow(dead_code)] // a schema: the handler builds the document as JSON
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct Apis {
     placement: PlacementVersions,
     reservation: ReservationVersion,
 }
 
-#[allow(dead_code)] // a schema: the handler builds the document as JSON
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct VersionDocument {
-    name: String,
-    version: String,
+    name: &'static str,
+    version: &'static str,
     apis: Apis,
 }
 
 /// This process's clock against the database's.
-#[allow(dead_code)] // a schema: the handler builds the document as JSON
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct ClockReading {
     offset_seconds: f64,
@@ -85,10 +79,9 @@ struct ClockReading {
     skewed: bool,
 }
 
-#[allow(dead_code)] // a schema: the handler builds the document as JSON
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct Readiness {
-    status: String,
+    status: &'static str,
     clock: ClockReading,
 }
 
@@ -133,18 +126,18 @@ async fn healthz() -> &'static str {
         (status = 200, description = "Ready", body = Readiness),
     ),
 )]
-async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+async fn readyz(State(state): State<AppState>) -> Result<Json<Readiness>, ApiError> {
     let offset = state.clock.measure(&state.store).await.map_err(|e| {
         tracing::warn!(error = %e, "not ready");
         ApiError::from(e).in_style(Style::Berth)
     })?;
-    Ok(Json(json!({
-        "status": "ready",
-        "clock": {
-            "offset_seconds": offset.seconds,
-            "round_trip_seconds": offset.round_trip,
-            "warn_past_seconds": state.clock.warn_past_s(),
-            "skewed": state.clock.skewed(&offset),
+    Ok(Json(Readiness {
+        status: "ready",
+        clock: ClockReading {
+            offset_seconds: offset.seconds,
+            round_trip_seconds: offset.round_trip,
+            warn_past_seconds: state.clock.warn_past_s(),
+            skewed: state.clock.skewed(&offset),
         },
-    })))
+    }))
 }

@@ -10,7 +10,7 @@ use berth_core::dates::{self, format_date, parse_date, DateSpec};
 use berth_core::lease::codes;
 use berth_core::time::DateMath;
 use chrono::{DateTime, Duration, Utc};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::bodies;
 use super::leases::reservations;
@@ -45,7 +45,11 @@ fn date(v: Option<&str>, field: &str, default: DateTime<Utc>, now: DateTime<Utc>
         (status = 200, description = "The windows", body = bodies::Availability),
     ),
 )]
-pub(super) async fn advise(State(state): State<AppState>, ctx: Context, body: Bytes) -> Result<Json<Value>, ApiError> {
+pub(super) async fn advise(
+    State(state): State<AppState>,
+    ctx: Context,
+    body: Bytes,
+) -> Result<Json<bodies::Availability>, ApiError> {
     state.rules.authorize(&ctx, Action::Availability, &Target::own(&ctx))?;
     let obj = object_body(&body, "availability")?;
     let wanted = reservations(&state, obj.get("reservations")).await?;
@@ -61,14 +65,14 @@ pub(super) async fn advise(State(state): State<AppState>, ctx: Context, body: By
         },
     };
     let found = state.store.availability(&wanted, duration, from, until, limit).await?;
-    Ok(Json(json!({
-        "availability": found.iter().map(|a| json!({
-            "start_date": format_date(a.start),
-            "end_date": format_date(a.end),
-        })).collect::<Vec<_>>(),
-        "from": format_date(from),
-        "until": format_date(until),
-    })))
+    Ok(Json(bodies::Availability {
+        availability: found
+            .iter()
+            .map(|a| bodies::Window { start_date: format_date(a.start), end_date: format_date(a.end) })
+            .collect(),
+        from: format_date(from),
+        until: format_date(until),
+    }))
 }
 
 /// Query: optional `until` (how far to look; default a year after the end).
@@ -89,7 +93,7 @@ pub(super) async fn extension(
     ctx: Context,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<bodies::OneExtension>, ApiError> {
     let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
     let scope = state.rules.visible_project(&ctx, Action::LeasesGetAllProjects);
     let lease = state.store.lease(id, scope).await?;
@@ -103,13 +107,13 @@ pub(super) async fn extension(
         None => lease.record.end.saturating_plus(Duration::days(365)),
     };
     let e = state.store.extension(id, scope, horizon).await?;
-    Ok(Json(json!({
-        "extension": {
-            "lease_id": id,
-            "end_date": format_date(e.end),
-            "latest_end_date": e.latest_end.map(format_date),
-            "horizon": format_date(e.horizon),
-            "unbounded": e.latest_end.is_none(),
-        }
-    })))
+    Ok(Json(bodies::OneExtension {
+        extension: bodies::Extension {
+            lease_id: id,
+            end_date: format_date(e.end),
+            latest_end_date: e.latest_end.map(format_date),
+            horizon: format_date(e.horizon),
+            unbounded: e.latest_end.is_none(),
+        },
+    }))
 }

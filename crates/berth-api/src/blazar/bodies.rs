@@ -5,7 +5,7 @@
 //! A reservation carries its plugin's parameters and a host its extra
 //! capabilities beside the fixed fields, so no schema here denies unknown
 //! fields. `make fuzz` checks the answers against them.
-#![allow(dead_code)] // schemas only: no handler builds these
+#![allow(dead_code)] // most are schemas only: their handlers build JSON
 
 use std::collections::BTreeMap;
 
@@ -196,30 +196,30 @@ pub struct AvailabilityQuery {
 
 #[derive(Serialize, ToSchema)]
 pub struct Window {
-    start_date: String,
-    end_date: String,
+    pub(super) start_date: String,
+    pub(super) end_date: String,
 }
 
 #[derive(Serialize, ToSchema)]
 pub struct Availability {
-    availability: Vec<Window>,
-    from: String,
-    until: String,
+    pub(super) availability: Vec<Window>,
+    pub(super) from: String,
+    pub(super) until: String,
 }
 
 #[derive(Serialize, ToSchema)]
 pub struct Extension {
-    lease_id: Uuid,
-    end_date: String,
+    pub(super) lease_id: Uuid,
+    pub(super) end_date: String,
     /// None: no limit found before the horizon.
-    latest_end_date: Option<String>,
-    horizon: String,
-    unbounded: bool,
+    pub(super) latest_end_date: Option<String>,
+    pub(super) horizon: String,
+    pub(super) unbounded: bool,
 }
 
 #[derive(Serialize, ToSchema)]
 pub struct OneExtension {
-    extension: Extension,
+    pub(super) extension: Extension,
 }
 
 // ---- hosts
