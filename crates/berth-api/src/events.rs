@@ -11,7 +11,7 @@ use axum::{Extension, Json, Router};
 use berth_core::dates::format_date;
 use berth_core::lease::{codes, LeaseEventStatus, LeaseEventType};
 use berth_store::queries::lease_events::{LeaseEventFilter, LeaseEventRow};
-use serde_json::{json, Value};
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::access::{Action, Target};
@@ -19,7 +19,50 @@ use crate::auth::Context;
 use crate::config::ApiConfig;
 use crate::error::ApiError;
 use crate::paging::Page;
+use crate::tags;
 use crate::AppState;
+
+/// The document of these routes.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi(paths(list, of_lease))]
+    struct Doc;
+    <Doc as utoipa::OpenApi>::openapi()
+}
+
+/// A lease event as [`event_json`] shows it.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct LeaseEventDetail {
+    id: Uuid,
+    lease_id: Uuid,
+    lease_name: String,
+    project_id: String,
+    event_type: String,
+    time: String,
+    status: String,
+    attempts: i32,
+    last_error: Option<String>,
+    claimed_by: Option<String>,
+    claim_expires_at: Option<String>,
+    retry_at: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+#[allow(dead_code)] // a schema: `crate::paging` builds the page
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct EventLink {
+    rel: String,
+    href: String,
+}
+
+#[allow(dead_code)] // a schema: `crate::paging` builds the page
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct LeaseEvents {
+    events: Vec<LeaseEventDetail>,
+    #[schema(nullable = false)]
+    events_links: Option<Vec<EventLink>>,
+}
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/v1/events", get(list)).route("/v1/leases/{id}/events", get(of_lease))
@@ -27,22 +70,23 @@ pub fn routes() -> Router<AppState> {
 
 pub fn event_json(e: &LeaseEventRow) -> Value {
     let date = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(format_date);
-    json!({
-        "id": e.id,
-        "lease_id": e.lease_id,
-        "lease_name": e.lease_name,
-        "project_id": e.project_id,
-        "event_type": e.event_type,
-        "time": format_date(e.time),
-        "status": e.status,
-        "attempts": e.attempts,
-        "last_error": e.last_error,
-        "claimed_by": e.claimed_by,
-        "claim_expires_at": date(e.claim_expires_at),
-        "retry_at": date(e.retry_at),
-        "created_at": format_date(e.created_at),
-        "updated_at": format_date(e.updated_at),
-    })
+    let shown = LeaseEventDetail {
+        id: e.id,
+        lease_id: e.lease_id,
+        lease_name: e.lease_name.clone(),
+        project_id: e.project_id.clone(),
+        event_type: e.event_type.clone(),
+        time: format_date(e.time),
+        status: e.status.clone(),
+        attempts: e.attempts,
+        last_error: e.last_error.clone(),
+        claimed_by: e.claimed_by.clone(),
+        claim_expires_at: date(e.claim_expires_at),
+        retry_at: date(e.retry_at),
+        created_at: format_date(e.created_at),
+        updated_at: format_date(e.updated_at),
+    };
+    serde_json::to_value(shown).unwrap_or_default()
 }
 
 fn bad(m: String) -> ApiError {
@@ -95,6 +139,23 @@ fn filter(
     })
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/events",
+    tag = tags::ADDITIONS,
+    summary = "Lease events (status, event_type, lease_id; limit, marker); own project's",
+    params(
+        ("status" = Option<String>, Query, description = "UNDONE, IN_PROGRESS, DONE or ERROR"),
+        ("event_type" = Option<String>, Query, description = "start_lease, before_end_lease or end_lease"),
+        ("lease_id" = Option<String>, Query, description = "One lease's"),
+        ("project_id" = Option<String>, Query, description = "One project's (admins)"),
+        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
+        ("marker" = Option<String>, Query, description = "The last event of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of lease events", body = LeaseEvents),
+    ),
+)]
 async fn list(
     State(state): State<AppState>,
     Extension(config): Extension<Arc<ApiConfig>>,
@@ -107,6 +168,21 @@ async fn list(
     Ok(Json(page.answer("events", "/v1/events", &q, events.iter().map(event_json).collect(), "id")))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/leases/{id}/events",
+    tag = tags::ADDITIONS,
+    summary = "A lease's events: due time, status, attempts, last error, claimer",
+    params(
+        ("status" = Option<String>, Query, description = "UNDONE, IN_PROGRESS, DONE or ERROR"),
+        ("event_type" = Option<String>, Query, description = "start_lease, before_end_lease or end_lease"),
+        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
+        ("marker" = Option<String>, Query, description = "The last event of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of the lease's events", body = LeaseEvents),
+    ),
+)]
 async fn of_lease(
     State(state): State<AppState>,
     Extension(config): Extension<Arc<ApiConfig>>,

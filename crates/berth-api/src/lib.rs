@@ -9,6 +9,7 @@
 //! berth-store.
 
 #![warn(clippy::arithmetic_side_effects)]
+#![warn(clippy::too_many_lines)]
 
 pub mod access;
 pub mod auth;
@@ -28,6 +29,7 @@ mod refusals;
 mod root;
 mod serve;
 mod streams;
+mod tags;
 
 use std::sync::Arc;
 
@@ -70,6 +72,7 @@ pub fn router_with(state: AppState, config: ApiConfig) -> Router {
     let timeout = std::time::Duration::from_secs(config.request_timeout_s);
     Router::new()
         .merge(root::routes())
+        .merge(openapi::router())
         .nest("/v1", blazar::routes())
         .merge(placement::routes(&state))
         .merge(quotas::routes())

@@ -19,13 +19,14 @@ use axum::{Extension, Json, Router};
 use berth_core::error::codes;
 use berth_store::{Cursor, RecordedEvent, Store};
 use futures::Stream;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::config::ApiConfig;
 use crate::error::ApiError;
 use crate::streams::{Slot, Streams};
+use crate::tags;
 use crate::AppState;
 
 /// How often a live tail looks for new entries: a write shows within this
@@ -44,6 +45,35 @@ fn closing() -> &'static tokio::sync::watch::Sender<bool> {
 /// Ends every live tail (call when the server starts shutting down).
 pub fn close_streams() {
     closing().send_replace(true);
+}
+
+/// The document of these routes.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi(paths(page, stream))]
+    struct Doc;
+    <Doc as utoipa::OpenApi>::openapi()
+}
+
+/// An entry as [`entry_json`] shows it.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct LogEntry {
+    cursor: String,
+    position: i64,
+    stream: String,
+    version: i64,
+    #[serde(rename = "type")]
+    event_type: String,
+    data: Value,
+    meta: Value,
+    recorded_at: String,
+}
+
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct LogPage {
+    entries: Vec<LogEntry>,
+    /// The cursor to ask after next.
+    next: String,
 }
 
 pub fn routes() -> Router<AppState> {
@@ -66,24 +96,37 @@ fn cursor(s: Option<&str>) -> Result<Cursor, ApiError> {
     }
 }
 
-fn entry_json(e: &RecordedEvent) -> Value {
-    json!({
-        "cursor": e.cursor().to_string(),
-        "position": e.position,
-        "stream": e.stream,
-        "version": e.version,
-        "type": e.event_type,
-        "data": e.data,
-        "meta": e.meta,
-        "recorded_at": berth_core::dates::format_date(e.recorded_at),
-    })
+fn entry_json(e: &RecordedEvent) -> LogEntry {
+    LogEntry {
+        cursor: e.cursor().to_string(),
+        position: e.position,
+        stream: e.stream.clone(),
+        version: e.version,
+        event_type: e.event_type.clone(),
+        data: e.data.clone(),
+        meta: e.meta.clone(),
+        recorded_at: berth_core::dates::format_date(e.recorded_at),
+    }
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/log",
+    tag = tags::ADDITIONS,
+    summary = "The event log after a cursor, in pages (admin)",
+    params(
+        ("after" = Option<String>, Query, description = "A cursor (`TXID-POSITION`); default the start"),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 10000, description = "At most this many (default 500)"),
+    ),
+    responses(
+        (status = 200, description = "A page of entries and the cursor after them", body = LogPage),
+    ),
+)]
 async fn page(
     State(state): State<AppState>,
     ctx: Context,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<LogPage>, ApiError> {
     state.rules.authorize(&ctx, Action::LogRead, &Target::own(&ctx))?;
     let after = cursor(q.get("after").map(String::as_str))?;
     let limit = match q.get("limit") {
@@ -95,10 +138,7 @@ async fn page(
     };
     let entries = state.store.read_log(after, limit).await?;
     let next = entries.last().map(|e| e.cursor()).unwrap_or(after);
-    Ok(Json(json!({
-        "entries": entries.iter().map(entry_json).collect::<Vec<_>>(),
-        "next": next.to_string(),
-    })))
+    Ok(Json(LogPage { entries: entries.iter().map(entry_json).collect(), next: next.to_string() }))
 }
 
 /// Which entries a live tail sends.
@@ -117,6 +157,21 @@ impl Filter {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/log/stream",
+    tag = tags::ADDITIONS,
+    summary = "The event log live, as Server-Sent Events, resumable (admin)",
+    params(
+        ("after" = Option<String>, Query, description = "A cursor to start after"),
+        ("stream" = Option<String>, Query, description = "Only this stream's entries"),
+        ("type" = Option<String>, Query, description = "Only entries of this type"),
+        ("lease" = Option<String>, Query, description = "Only this lease's entries"),
+    ),
+    responses(
+        (status = 200, description = "Entries as they are written; `Last-Event-ID` resumes", body = String, content_type = "text/event-stream"),
+    ),
+)]
 async fn stream(
     State(state): State<AppState>,
     Extension(config): Extension<Arc<ApiConfig>>,
@@ -159,7 +214,9 @@ fn tail(store: Store, after: Cursor, filter: Filter, slot: Slot) -> impl Stream<
                         return None;
                     }
                     if let Some(e) = buffered.pop_front() {
-                        let ev = SseEvent::default().id(e.cursor().to_string()).data(entry_json(&e).to_string());
+                        let ev = SseEvent::default()
+                            .id(e.cursor().to_string())
+                            .data(serde_json::to_string(&entry_json(&e)).unwrap_or_default());
                         return Some((Ok(ev), (store, after, buffered, slot)));
                     }
                     match store.read_log(after, PAGE).await {

@@ -13,6 +13,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use crate::access::{Action, Target};
 use crate::auth::MaybeAnonymous;
 use crate::error::ApiError;
+use crate::tags;
 use crate::AppState;
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
@@ -38,12 +39,29 @@ pub fn install(buckets: &[(&str, &[f64])]) {
     });
 }
 
+/// The document of these routes.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi(paths(render))]
+    struct Doc;
+    <Doc as utoipa::OpenApi>::openapi()
+}
+
 pub fn routes() -> Router<AppState> {
     Router::new().route("/metrics", get(render))
 }
 
 /// `berth:metrics:read` decides, for anonymous callers too: a policy file
 /// that sets it to `"@"` opens `/metrics` to scrapers without a token.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = tags::BERTH,
+    summary = "Metrics in Prometheus text format",
+    responses(
+        (status = 200, description = "The metrics", body = String, content_type = "text/plain"),
+    ),
+)]
 async fn render(State(state): State<AppState>, MaybeAnonymous(ctx): MaybeAnonymous) -> Result<Response, ApiError> {
     state.rules.authorize(&ctx, Action::MetricsRead, &Target::own(&ctx))?;
     Ok(match HANDLE.get() {

@@ -14,13 +14,89 @@ use berth_core::dates::{format_date, parse_date, DateSpec};
 use berth_core::quota::{codes, Scope};
 use berth_store::commands::OverLimit;
 use chrono::Utc;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::blazar::meta;
 use crate::error::ApiError;
+use crate::tags;
 use crate::AppState;
+
+/// The document of these routes; `tenants` is an alias of `projects`, as
+/// [`routes`] serves it.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi(paths(
+        show_defaults,
+        set_defaults,
+        show_project,
+        set_project,
+        unset_project,
+        project_usage,
+        show_user,
+        set_user,
+        unset_user,
+        user_usage,
+    ))]
+    struct Doc;
+    let mut doc = <Doc as utoipa::OpenApi>::openapi();
+    let aliases: Vec<(String, utoipa::openapi::PathItem)> = doc
+        .paths
+        .paths
+        .iter()
+        .filter_map(|(path, item)| {
+            let rest = path.strip_prefix("/v1/quotas/projects/")?;
+            Some((format!("/v1/quotas/tenants/{rest}"), item.clone()))
+        })
+        .collect();
+    for (path, item) in aliases {
+        doc.paths.paths.insert(path, item);
+    }
+    doc
+}
+
+/// A scope left over a limit by a change.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct OverQuota {
+    project_id: Option<String>,
+    user_id: Option<String>,
+    resource: String,
+    limit: i64,
+    usage: i64,
+}
+
+/// The limits in effect by resource (-1: unlimited).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct QuotaLimits {
+    quotas: BTreeMap<String, i64>,
+    over_limit: Vec<OverQuota>,
+}
+
+/// `{"quotas": {"VCPU": 100, "leases": 10}}` (or the bare object): -1 is
+/// unlimited, null removes the limit.
+#[allow(dead_code)] // a schema: the handlers read the body as JSON
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct QuotaChange {
+    quotas: BTreeMap<String, Option<i64>>,
+}
+
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct ResourceUse {
+    limit: i64,
+    in_use: i64,
+    peak: i64,
+    over_limit: bool,
+}
+
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct QuotaUsage {
+    project_id: String,
+    user_id: Option<String>,
+    start: String,
+    end: String,
+    usage: BTreeMap<String, ResourceUse>,
+}
 
 pub fn routes() -> Router<AppState> {
     let mut r = Router::new().route("/v1/quotas/defaults", get(show_defaults).put(set_defaults));
@@ -65,25 +141,21 @@ async fn effective(state: &AppState, scope: &Scope) -> Result<BTreeMap<String, i
     })
 }
 
-fn over_json(over: &[OverLimit]) -> Value {
-    Value::Array(
-        over.iter()
-            .map(|o| {
-                json!({
-                    "project_id": o.scope.project_id,
-                    "user_id": o.scope.user_id,
-                    "resource": o.resource,
-                    "limit": o.limit,
-                    "usage": o.usage,
-                })
-            })
-            .collect(),
-    )
+fn over_json(over: &[OverLimit]) -> Vec<OverQuota> {
+    over.iter()
+        .map(|o| OverQuota {
+            project_id: o.scope.project_id.clone(),
+            user_id: o.scope.user_id.clone(),
+            resource: o.resource.clone(),
+            limit: o.limit,
+            usage: o.usage,
+        })
+        .collect()
 }
 
-async fn answer(state: &AppState, scope: &Scope, over: &[OverLimit]) -> Result<Json<Value>, ApiError> {
+async fn answer(state: &AppState, scope: &Scope, over: &[OverLimit]) -> Result<Json<QuotaLimits>, ApiError> {
     let quotas = effective(state, scope).await?;
-    Ok(Json(json!({"quotas": quotas, "over_limit": over_json(over)})))
+    Ok(Json(QuotaLimits { quotas, over_limit: over_json(over) }))
 }
 
 /// `{"quotas": {...}}` (or the bare object): limits to set and (null) to remove.
@@ -119,7 +191,7 @@ fn parse_limits(body: &Bytes) -> Result<(BTreeMap<String, i64>, Vec<String>), Ap
     Ok((set, unset))
 }
 
-async fn write(state: &AppState, ctx: &Context, scope: Scope, body: &Bytes) -> Result<Json<Value>, ApiError> {
+async fn write(state: &AppState, ctx: &Context, scope: Scope, body: &Bytes) -> Result<Json<QuotaLimits>, ApiError> {
     state.rules.authorize(ctx, Action::QuotasSet, &target(ctx, &scope))?;
     let (set, unset) = parse_limits(body)?;
     let mut over = Vec::new();
@@ -132,70 +204,145 @@ async fn write(state: &AppState, ctx: &Context, scope: Scope, body: &Bytes) -> R
     answer(state, &scope, &over).await
 }
 
-async fn show_defaults(State(state): State<AppState>, ctx: Context) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(
+    get,
+    path = "/v1/quotas/defaults",
+    tag = tags::ADDITIONS,
+    summary = "The default limits",
+    responses(
+        (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
+    ),
+)]
+async fn show_defaults(State(state): State<AppState>, ctx: Context) -> Result<Json<QuotaLimits>, ApiError> {
     let scope = Scope::defaults();
     state.rules.authorize(&ctx, Action::QuotasGet, &target(&ctx, &scope))?;
     answer(&state, &scope, &[]).await
 }
 
-async fn set_defaults(State(state): State<AppState>, ctx: Context, body: Bytes) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(
+    put,
+    path = "/v1/quotas/defaults",
+    tag = tags::ADDITIONS,
+    summary = "Set default limits (-1 unlimited, null removes)",
+    request_body = QuotaChange,
+    responses(
+        (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
+    ),
+)]
+async fn set_defaults(State(state): State<AppState>, ctx: Context, body: Bytes) -> Result<Json<QuotaLimits>, ApiError> {
     write(&state, &ctx, Scope::defaults(), &body).await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/quotas/projects/{project_id}",
+    tag = tags::ADDITIONS,
+    summary = "A project's limits in effect",
+    responses(
+        (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
+    ),
+)]
 async fn show_project(
     State(state): State<AppState>,
     ctx: Context,
     Path(project): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaLimits>, ApiError> {
     let scope = scope(Some(project), None)?;
     state.rules.authorize(&ctx, Action::QuotasGet, &target(&ctx, &scope))?;
     answer(&state, &scope, &[]).await
 }
 
+#[utoipa::path(
+    put,
+    path = "/v1/quotas/projects/{project_id}",
+    tag = tags::ADDITIONS,
+    summary = "Set a project's limits; reports any left over a limit",
+    request_body = QuotaChange,
+    responses(
+        (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
+    ),
+)]
 async fn set_project(
     State(state): State<AppState>,
     ctx: Context,
     Path(project): Path<String>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaLimits>, ApiError> {
     write(&state, &ctx, scope(Some(project), None)?, &body).await
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/quotas/projects/{project_id}",
+    tag = tags::ADDITIONS,
+    summary = "Remove a project's limits (back to the defaults)",
+    responses(
+        (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
+    ),
+)]
 async fn unset_project(
     State(state): State<AppState>,
     ctx: Context,
     Path(project): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaLimits>, ApiError> {
     let scope = scope(Some(project), None)?;
     state.rules.authorize(&ctx, Action::QuotasDelete, &target(&ctx, &scope))?;
     let over = state.store.unset_quota(&meta(&ctx), scope.clone(), Vec::new()).await?;
     answer(&state, &scope, &over).await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/quotas/projects/{project_id}/users/{user_id}",
+    tag = tags::ADDITIONS,
+    summary = "A user's limits in effect",
+    responses(
+        (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
+    ),
+)]
 async fn show_user(
     State(state): State<AppState>,
     ctx: Context,
     Path((project, user)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaLimits>, ApiError> {
     let scope = scope(Some(project), Some(user))?;
     state.rules.authorize(&ctx, Action::QuotasGet, &target(&ctx, &scope))?;
     answer(&state, &scope, &[]).await
 }
 
+#[utoipa::path(
+    put,
+    path = "/v1/quotas/projects/{project_id}/users/{user_id}",
+    tag = tags::ADDITIONS,
+    summary = "Set a user's limits within its project",
+    request_body = QuotaChange,
+    responses(
+        (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
+    ),
+)]
 async fn set_user(
     State(state): State<AppState>,
     ctx: Context,
     Path((project, user)): Path<(String, String)>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaLimits>, ApiError> {
     write(&state, &ctx, scope(Some(project), Some(user))?, &body).await
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/quotas/projects/{project_id}/users/{user_id}",
+    tag = tags::ADDITIONS,
+    summary = "Remove a user's limits",
+    responses(
+        (status = 200, description = "The limits in effect, and any scope left over a limit", body = QuotaLimits),
+    ),
+)]
 async fn unset_user(
     State(state): State<AppState>,
     ctx: Context,
     Path((project, user)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaLimits>, ApiError> {
     let scope = scope(Some(project), Some(user))?;
     state.rules.authorize(&ctx, Action::QuotasDelete, &target(&ctx, &scope))?;
     let over = state.store.unset_quota(&meta(&ctx), scope.clone(), Vec::new()).await?;
@@ -208,7 +355,7 @@ async fn usage(
     project: String,
     user: Option<String>,
     q: &HashMap<String, String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaUsage>, ApiError> {
     let who = Target { project_id: Some(&project), user_id: user.as_deref() };
     state.rules.authorize(ctx, Action::QuotasUsage, &who)?;
     let now = state.store.now().await?;
@@ -227,37 +374,63 @@ async fn usage(
         return Err(bad("end must be after start"));
     }
     let report = state.store.quota_usage(&project, user.as_deref(), start, end, now).await?;
-    let usage: Map<String, Value> = report
+    let usage = report
         .usage
         .iter()
         .map(|(k, u)| {
-            (k.clone(), json!({"limit": u.limit, "in_use": u.in_use, "peak": u.peak, "over_limit": u.over_limit}))
+            (k.clone(), ResourceUse { limit: u.limit, in_use: u.in_use, peak: u.peak, over_limit: u.over_limit })
         })
         .collect();
-    Ok(Json(json!({
-        "project_id": project,
-        "user_id": user,
-        "start": format_date(report.start),
-        "end": format_date(report.end),
-        "usage": usage,
-    })))
+    Ok(Json(QuotaUsage {
+        project_id: project,
+        user_id: user,
+        start: format_date(report.start),
+        end: format_date(report.end),
+        usage,
+    }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/quotas/projects/{project_id}/usage",
+    tag = tags::ADDITIONS,
+    summary = "Limit, in use and peak per resource (start, end)",
+    params(
+        ("start" = Option<String>, Query, description = "From (default now)"),
+        ("end" = Option<String>, Query, description = "Until (default open)"),
+    ),
+    responses(
+        (status = 200, description = "Per resource", body = QuotaUsage),
+    ),
+)]
 async fn project_usage(
     State(state): State<AppState>,
     ctx: Context,
     Path(project): Path<String>,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaUsage>, ApiError> {
     usage(&state, &ctx, project, None, &q).await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/quotas/projects/{project_id}/users/{user_id}/usage",
+    tag = tags::ADDITIONS,
+    summary = "A user's usage over a window",
+    params(
+        ("start" = Option<String>, Query, description = "From (default now)"),
+        ("end" = Option<String>, Query, description = "Until (default open)"),
+    ),
+    responses(
+        (status = 200, description = "Per resource", body = QuotaUsage),
+    ),
+)]
 async fn user_usage(
     State(state): State<AppState>,
     ctx: Context,
     Path((project, user)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QuotaUsage>, ApiError> {
     usage(&state, &ctx, project, Some(user), &q).await
 }
 

@@ -10,13 +10,15 @@ use berth_core::dates::{self, format_date, parse_date, DateSpec};
 use berth_core::lease::codes;
 use berth_core::time::DateMath;
 use chrono::{DateTime, Duration, Utc};
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use super::bodies;
 use super::leases::reservations;
 use super::{object_body, opt_str, path_id};
 use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::error::ApiError;
+use crate::tags;
 use crate::AppState;
 
 /// How far ahead advice looks when not told.
@@ -33,7 +35,21 @@ fn date(v: Option<&str>, field: &str, default: DateTime<Utc>, now: DateTime<Utc>
 /// Body: `reservations` (as in a lease), `duration` (seconds or "2h"),
 /// optional `from` (default now), `until` (default 30 days after `from`) and
 /// `limit` (default 5, at most 100). Answers the earliest windows.
-pub(super) async fn advise(State(state): State<AppState>, ctx: Context, body: Bytes) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(
+    post,
+    path = "/v1/availability",
+    tag = tags::ADDITIONS,
+    summary = "The earliest windows in which a whole lease would fit",
+    request_body = bodies::AvailabilityQuery,
+    responses(
+        (status = 200, description = "The windows", body = bodies::Availability),
+    ),
+)]
+pub(super) async fn advise(
+    State(state): State<AppState>,
+    ctx: Context,
+    body: Bytes,
+) -> Result<Json<bodies::Availability>, ApiError> {
     state.rules.authorize(&ctx, Action::Availability, &Target::own(&ctx))?;
     let obj = object_body(&body, "availability")?;
     let wanted = reservations(&state, obj.get("reservations")).await?;
@@ -49,23 +65,35 @@ pub(super) async fn advise(State(state): State<AppState>, ctx: Context, body: By
         },
     };
     let found = state.store.availability(&wanted, duration, from, until, limit).await?;
-    Ok(Json(json!({
-        "availability": found.iter().map(|a| json!({
-            "start_date": format_date(a.start),
-            "end_date": format_date(a.end),
-        })).collect::<Vec<_>>(),
-        "from": format_date(from),
-        "until": format_date(until),
-    })))
+    Ok(Json(bodies::Availability {
+        availability: found
+            .iter()
+            .map(|a| bodies::Window { start_date: format_date(a.start), end_date: format_date(a.end) })
+            .collect(),
+        from: format_date(from),
+        until: format_date(until),
+    }))
 }
 
 /// Query: optional `until` (how far to look; default a year after the end).
+#[utoipa::path(
+    get,
+    path = "/v1/leases/{id}/extension",
+    tag = tags::ADDITIONS,
+    summary = "The latest end a lease could be extended to",
+    params(
+        ("until" = Option<String>, Query, description = "How far to look (default a year after the end)"),
+    ),
+    responses(
+        (status = 200, description = "The latest end", body = bodies::OneExtension),
+    ),
+)]
 pub(super) async fn extension(
     State(state): State<AppState>,
     ctx: Context,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<bodies::OneExtension>, ApiError> {
     let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
     let scope = state.rules.visible_project(&ctx, Action::LeasesGetAllProjects);
     let lease = state.store.lease(id, scope).await?;
@@ -79,13 +107,13 @@ pub(super) async fn extension(
         None => lease.record.end.saturating_plus(Duration::days(365)),
     };
     let e = state.store.extension(id, scope, horizon).await?;
-    Ok(Json(json!({
-        "extension": {
-            "lease_id": id,
-            "end_date": format_date(e.end),
-            "latest_end_date": e.latest_end.map(format_date),
-            "horizon": format_date(e.horizon),
-            "unbounded": e.latest_end.is_none(),
-        }
-    })))
+    Ok(Json(bodies::OneExtension {
+        extension: bodies::Extension {
+            lease_id: id,
+            end_date: format_date(e.end),
+            latest_end_date: e.latest_end.map(format_date),
+            horizon: format_date(e.horizon),
+            unbounded: e.latest_end.is_none(),
+        },
+    }))
 }

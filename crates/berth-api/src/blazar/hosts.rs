@@ -15,12 +15,14 @@ use berth_store::queries::leases::{Host, HostAllocation};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
+use super::bodies;
 use super::{meta, object_body, opt_str, path_id};
 use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::config::ApiConfig;
 use crate::error::ApiError;
 use crate::paging::Page;
+use crate::tags;
 use crate::AppState;
 
 /// The host as Blazar shows it, without the capabilities in `hidden`.
@@ -91,6 +93,19 @@ async fn hidden_from(state: &AppState, ctx: &Context) -> Result<BTreeSet<String>
     Ok(all.into_iter().filter(|p| p.private).map(|p| p.name).collect())
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/os-hosts",
+    tag = tags::HOSTS,
+    summary = "List reservable hosts",
+    params(
+        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
+        ("marker" = Option<String>, Query, description = "The last item of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of hosts", body = bodies::Hosts),
+    ),
+)]
 pub(super) async fn list(
     State(state): State<AppState>,
     Extension(config): Extension<Arc<ApiConfig>>,
@@ -109,6 +124,15 @@ pub(super) async fn list(
     Ok(Json(page.answer("hosts", "/v1/os-hosts", &q, shown, "id")))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/os-hosts/{id}",
+    tag = tags::HOSTS,
+    summary = "Show a host and its extra capabilities",
+    responses(
+        (status = 200, description = "The host", body = bodies::OneHost),
+    ),
+)]
 pub(super) async fn show(
     State(state): State<AppState>,
     ctx: Context,
@@ -120,6 +144,16 @@ pub(super) async fn show(
     Ok(Json(json!({ "host": host_json(&host, &hidden) })))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/os-hosts",
+    tag = tags::HOSTS,
+    summary = "Enrol a host (an existing provider, or a new one with its sizes)",
+    request_body = bodies::NewHost,
+    responses(
+        (status = 201, description = "The host", body = bodies::OneHost),
+    ),
+)]
 pub(super) async fn create(
     State(state): State<AppState>,
     ctx: Context,
@@ -145,6 +179,16 @@ pub(super) async fn create(
     Ok((StatusCode::CREATED, Json(json!({ "host": host_json(&host, &BTreeSet::new()) }))))
 }
 
+#[utoipa::path(
+    put,
+    path = "/v1/os-hosts/{id}",
+    tag = tags::HOSTS,
+    summary = "Update a host's extra capabilities",
+    request_body = bodies::HostChange,
+    responses(
+        (status = 200, description = "The host", body = bodies::OneHost),
+    ),
+)]
 pub(super) async fn update(
     State(state): State<AppState>,
     ctx: Context,
@@ -177,6 +221,15 @@ pub(super) async fn update(
     Ok(Json(json!({ "host": host_json(&host, &BTreeSet::new()) })))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/os-hosts/{id}",
+    tag = tags::HOSTS,
+    summary = "Remove a host no current or future lease holds",
+    responses(
+        (status = 204, description = "Removed"),
+    ),
+)]
 pub(super) async fn delete(
     State(state): State<AppState>,
     ctx: Context,
@@ -199,6 +252,21 @@ fn project_scope<'c>(state: &AppState, ctx: &'c Context) -> Option<&'c str> {
     state.rules.visible_project(ctx, Action::LeasesGetAllProjects)
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/os-hosts/allocations",
+    tag = tags::HOSTS,
+    summary = "Which leases hold which hosts",
+    params(
+        ("lease_id" = Option<String>, Query, description = "Only this lease's reservations"),
+        ("reservation_id" = Option<String>, Query, description = "Only this reservation"),
+        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
+        ("marker" = Option<String>, Query, description = "The last item of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of hosts with their reservations", body = bodies::HostAllocations),
+    ),
+)]
 pub(super) async fn allocations(
     State(state): State<AppState>,
     Extension(config): Extension<Arc<ApiConfig>>,
@@ -213,6 +281,19 @@ pub(super) async fn allocations(
     Ok(Json(page.answer("allocations", "/v1/os-hosts/allocations", &q, shown, "resource_id")))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/os-hosts/{id}/allocation",
+    tag = tags::HOSTS,
+    summary = "Which leases hold one host",
+    params(
+        ("lease_id" = Option<String>, Query, description = "Only this lease's reservations"),
+        ("reservation_id" = Option<String>, Query, description = "Only this reservation"),
+    ),
+    responses(
+        (status = 200, description = "The host with its reservations", body = bodies::OneHostAllocation),
+    ),
+)]
 pub(super) async fn allocation(
     State(state): State<AppState>,
     ctx: Context,
@@ -231,6 +312,21 @@ fn truthy(q: &HashMap<String, String>, key: &str) -> bool {
     q.get(key).is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/os-hosts/properties",
+    tag = tags::HOSTS,
+    summary = "The extra capabilities hosts have",
+    params(
+        ("detail" = Option<String>, Query, description = "`true`: with whether each is private and its values"),
+        ("all" = Option<String>, Query, description = "`true`: private ones too (admins)"),
+        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
+        ("marker" = Option<String>, Query, description = "The last item of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of capabilities", body = bodies::Properties),
+    ),
+)]
 pub(super) async fn properties(
     State(state): State<AppState>,
     Extension(config): Extension<Arc<ApiConfig>>,
@@ -256,6 +352,16 @@ pub(super) async fn properties(
     Ok(Json(page.answer("resource_properties", "/v1/os-hosts/properties", &q, shown, "property")))
 }
 
+#[utoipa::path(
+    patch,
+    path = "/v1/os-hosts/properties/{name}",
+    tag = tags::HOSTS,
+    summary = "Make a capability private or public",
+    request_body = bodies::PropertyChange,
+    responses(
+        (status = 200, description = "The capability", body = bodies::OneProperty),
+    ),
+)]
 pub(super) async fn set_property(
     State(state): State<AppState>,
     ctx: Context,

@@ -4,6 +4,7 @@
 //! document, plus `code` and `request_id`.
 
 mod availability;
+mod bodies;
 mod hosts;
 mod leases;
 mod policy;
@@ -19,6 +20,31 @@ use serde_json::Value;
 use crate::auth::Context;
 use crate::error::{current_request_id, ApiError};
 use crate::AppState;
+
+/// The document of these routes.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi(paths(
+        leases::list,
+        leases::create,
+        leases::show,
+        leases::update,
+        leases::delete,
+        hosts::list,
+        hosts::create,
+        hosts::show,
+        hosts::update,
+        hosts::delete,
+        hosts::allocations,
+        hosts::allocation,
+        hosts::properties,
+        hosts::set_property,
+        availability::advise,
+        availability::extension,
+    ))]
+    struct Doc;
+    <Doc as utoipa::OpenApi>::openapi()
+}
 
 pub fn routes() -> Router<AppState> {
     Router::new()

@@ -10,11 +10,13 @@ use berth_core::error::codes;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use super::bodies;
 use super::http::{body_value, conflict, plain, served_now, Pl};
 use super::providers::provider_uuid;
 use super::schemas;
 use crate::access::Action;
 use crate::error::ApiError;
+use crate::tags;
 use crate::AppState;
 
 fn aggregates_json(p: &Pl, aggregates: &[Uuid], generation: i64) -> Value {
@@ -25,6 +27,15 @@ fn aggregates_json(p: &Pl, aggregates: &[Uuid], generation: i64) -> Value {
     body
 }
 
+#[utoipa::path(
+    get,
+    path = "/placement/resource_providers/{uuid}/aggregates",
+    tag = tags::PLACEMENT,
+    summary = "A provider's aggregates",
+    responses(
+        (status = 200, description = "Its aggregates", body = bodies::Aggregates),
+    ),
+)]
 pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
     p.since(p.mv.aggregates())?;
@@ -35,6 +46,16 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> 
     Ok(p.json(StatusCode::OK, &aggregates_json(&p, &aggregates, rp.generation), served_now()))
 }
 
+#[utoipa::path(
+    put,
+    path = "/placement/resource_providers/{uuid}/aggregates",
+    tag = tags::PLACEMENT,
+    summary = "Replace a provider's aggregates",
+    request_body = bodies::Aggregates,
+    responses(
+        (status = 200, description = "Its aggregates", body = bodies::Aggregates),
+    ),
+)]
 pub async fn replace(
     p: Pl,
     State(s): State<AppState>,

@@ -17,12 +17,14 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
+use super::bodies;
 use super::http::{bad_request, body, domain, plain, served_now, Pl};
 use super::microversion::Version;
 use super::providers::provider_uuid;
 use super::schemas;
 use crate::access::Action;
 use crate::error::ApiError;
+use crate::tags;
 use crate::AppState;
 
 /// The owner Placement records for consumers written without one (before 1.8).
@@ -116,6 +118,15 @@ pub fn write_error(e: berth_core::Error, unknown_prefix: &str) -> ApiError {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/placement/allocations/{consumer_uuid}",
+    tag = tags::PLACEMENT,
+    summary = "A consumer's allocations",
+    responses(
+        (status = 200, description = "Its allocations by provider; empty for an unknown consumer", body = bodies::ConsumerAllocations),
+    ),
+)]
 pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
     p.authorize(Action::AllocationsList)?;
@@ -146,6 +157,15 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> 
     Ok(p.json(StatusCode::OK, &out, now))
 }
 
+#[utoipa::path(
+    get,
+    path = "/placement/resource_providers/{uuid}/allocations",
+    tag = tags::PLACEMENT,
+    summary = "Allocations on a provider now",
+    responses(
+        (status = 200, description = "By consumer", body = bodies::ProviderAllocations),
+    ),
+)]
 pub async fn of_provider(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
     p.authorize(Action::ProviderAllocations)?;
@@ -164,6 +184,16 @@ pub async fn of_provider(p: Pl, State(s): State<AppState>, Path(raw): Path<Strin
     Ok(p.json(StatusCode::OK, &body, served_now()))
 }
 
+#[utoipa::path(
+    put,
+    path = "/placement/allocations/{consumer_uuid}",
+    tag = tags::PLACEMENT,
+    summary = "Replace a consumer's allocations (claim, move, resize) at once",
+    request_body = bodies::AllocationsChange,
+    responses(
+        (status = 204, description = "Claimed"),
+    ),
+)]
 pub async fn put(
     p: Pl,
     State(s): State<AppState>,
@@ -196,6 +226,16 @@ pub async fn put(
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }
 
+#[utoipa::path(
+    post,
+    path = "/placement/allocations",
+    tag = tags::PLACEMENT,
+    summary = "Replace several consumers' allocations at once",
+    request_body = bodies::ManyAllocations,
+    responses(
+        (status = 204, description = "Claimed"),
+    ),
+)]
 pub async fn post_many(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     p.since(p.mv.post_allocations())?;
     p.json_content()?;
@@ -225,6 +265,15 @@ pub fn consumers_commands(
         .collect()
 }
 
+#[utoipa::path(
+    delete,
+    path = "/placement/allocations/{consumer_uuid}",
+    tag = tags::PLACEMENT,
+    summary = "Delete a consumer's allocations",
+    responses(
+        (status = 204, description = "Deleted"),
+    ),
+)]
 pub async fn delete(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.authorize(Action::AllocationsDelete)?;
     let Ok(consumer) = Uuid::try_parse(&raw) else {

@@ -11,13 +11,34 @@ use berth_store::queries::candidates::{CandidateGroup, CandidateRequest, Candida
 use regex::Regex;
 use serde_json::{json, Map, Value};
 
+use super::bodies;
 use super::http::{bad_request, domain, err, plain, served_now, Pl, Query};
 use super::microversion::Version;
 use super::{params, schemas};
 use crate::access::Action;
 use crate::error::ApiError;
+use crate::tags;
 use crate::AppState;
 
+#[utoipa::path(
+    get,
+    path = "/placement/allocation_candidates",
+    tag = tags::PLACEMENT,
+    summary = "Where a request would fit, now and open-ended",
+    params(
+        ("resources" = Option<String>, Query, description = "`CLASS:N,...`; also `resources{suffix}` for a request group (1.25 on)"),
+        ("required" = Option<String>, Query, description = "Traits, `!T` forbidden, `in:A,B` any of; also per group"),
+        ("member_of" = Option<String>, Query, description = "Aggregates; also per group"),
+        ("in_tree" = Option<String>, Query, description = "In this provider's tree (1.31 on); also per group"),
+        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many allocation requests (1.16 on)"),
+        ("group_policy" = Option<String>, Query, description = "`none` or `isolate` (1.25 on)"),
+        ("root_required" = Option<String>, Query, description = "Traits of the root provider (1.35 on)"),
+        ("same_subtree" = Option<String>, Query, description = "Group suffixes that share a subtree (1.36 on)"),
+    ),
+    responses(
+        (status = 200, description = "Allocation requests and provider summaries", body = bodies::Candidates),
+    ),
+)]
 pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     p.since(p.mv.allocation_candidates())?;
     p.accept_json()?;
@@ -82,22 +103,7 @@ fn request(q: &Query, v: Version) -> Result<CandidateRequest, ApiError> {
     }
     check_groups(&groups, &same_subtrees, v)?;
     if v.forbidden_traits() {
-        let mut conflicts: Vec<String> = Vec::new();
-        for g in groups.values() {
-            for any in &g.required {
-                if any.iter().all(|t| g.forbidden.contains(t)) {
-                    let list: Vec<&str> = any.iter().map(String::as_str).collect();
-                    conflicts.push(format!("required{}: ({})", g.suffix, list.join(", ")));
-                }
-            }
-        }
-        if !conflicts.is_empty() {
-            conflicts.sort();
-            return Err(bad_request(format!(
-                "Conflicting required and forbidden traits found in the following traits keys: {}",
-                conflicts.join(", ")
-            )));
-        }
+        check_trait_conflicts(&groups)?;
     }
     let group_policy = q.all("group_policy").first().map(|s| s.to_string());
     if group_policy.is_none() && groups.keys().filter(|s| !s.is_empty()).count() > 1 {
@@ -109,24 +115,7 @@ fn request(q: &Query, v: Version) -> Result<CandidateRequest, ApiError> {
         Some(l) => Some(l.parse::<usize>().map_err(|_| bad_request(format!("Invalid limit: {l}")))?),
         None => None,
     };
-    let (mut root_required, mut root_forbidden) = (BTreeSet::new(), BTreeSet::new());
-    let roots = q.all("root_required");
-    if roots.len() > 1 {
-        return Err(query_error(DUPLICATE_KEY, "Query parameter 'root_required' may be specified only once."));
-    }
-    if let Some(value) = roots.first() {
-        let t = params::required(&Query { pairs: vec![("r".into(), value.to_string())] }, "r", v)?.unwrap_or_default();
-        root_required = t.required.into_iter().flatten().collect();
-        root_forbidden = t.forbidden;
-        let both: Vec<&String> = root_required.intersection(&root_forbidden).collect();
-        if !both.is_empty() {
-            let list: Vec<&str> = both.iter().map(|s| s.as_str()).collect();
-            return Err(query_error(
-                BAD_VALUE,
-                format!("Conflicting required and forbidden traits found in root_required: {}", list.join(", ")),
-            ));
-        }
-    }
+    let (root_required, root_forbidden) = root_traits(q, v)?;
     Ok(CandidateRequest {
         groups: groups.into_values().collect(),
         isolate: group_policy.as_deref() == Some("isolate"),
@@ -137,6 +126,49 @@ fn request(q: &Query, v: Version) -> Result<CandidateRequest, ApiError> {
         nested: v.candidates_nested(),
         all_classes_in_summaries: v.summaries_all_classes(),
     })
+}
+
+/// A group that requires a trait it also forbids is a 400 naming each.
+fn check_trait_conflicts(groups: &BTreeMap<String, CandidateGroup>) -> Result<(), ApiError> {
+    let mut conflicts: Vec<String> = Vec::new();
+    for g in groups.values() {
+        for any in &g.required {
+            if any.iter().all(|t| g.forbidden.contains(t)) {
+                let list: Vec<&str> = any.iter().map(String::as_str).collect();
+                conflicts.push(format!("required{}: ({})", g.suffix, list.join(", ")));
+            }
+        }
+    }
+    if conflicts.is_empty() {
+        return Ok(());
+    }
+    conflicts.sort();
+    Err(bad_request(format!(
+        "Conflicting required and forbidden traits found in the following traits keys: {}",
+        conflicts.join(", ")
+    )))
+}
+
+/// `root_required`, given at most once: the traits the root provider must
+/// have and must not have.
+fn root_traits(q: &Query, v: Version) -> Result<(BTreeSet<String>, BTreeSet<String>), ApiError> {
+    let roots = q.all("root_required");
+    if roots.len() > 1 {
+        return Err(query_error(DUPLICATE_KEY, "Query parameter 'root_required' may be specified only once."));
+    }
+    let Some(value) = roots.first() else { return Ok((BTreeSet::new(), BTreeSet::new())) };
+    let t = params::required(&Query { pairs: vec![("r".into(), value.to_string())] }, "r", v)?.unwrap_or_default();
+    let root_required: BTreeSet<String> = t.required.into_iter().flatten().collect();
+    let root_forbidden = t.forbidden;
+    let both: Vec<&String> = root_required.intersection(&root_forbidden).collect();
+    if !both.is_empty() {
+        let list: Vec<&str> = both.iter().map(|s| s.as_str()).collect();
+        return Err(query_error(
+            BAD_VALUE,
+            format!("Conflicting required and forbidden traits found in root_required: {}", list.join(", ")),
+        ));
+    }
+    Ok((root_required, root_forbidden))
 }
 
 /// Placement's rules on which groups may go without resources.

@@ -7,17 +7,28 @@ use axum::response::Response;
 use berth_core::error::ErrorKind;
 use serde_json::{json, Value};
 
+use super::bodies;
 use super::http::{body_value, domain, not_found, plain, served_now, with_location, Pl};
 use super::schema;
 use super::schemas;
 use crate::access::Action;
 use crate::error::ApiError;
+use crate::tags;
 use crate::AppState;
 
 fn class_json(name: &str) -> Value {
     json!({"name": name, "links": [{"rel": "self", "href": format!("/resource_classes/{name}")}]})
 }
 
+#[utoipa::path(
+    get,
+    path = "/placement/resource_classes",
+    tag = tags::PLACEMENT,
+    summary = "List resource classes",
+    responses(
+        (status = 200, description = "The classes", body = bodies::ResourceClasses),
+    ),
+)]
 pub async fn list(p: Pl, State(s): State<AppState>) -> Result<Response, ApiError> {
     p.since(p.mv.resource_classes())?;
     p.accept_json()?;
@@ -27,6 +38,15 @@ pub async fn list(p: Pl, State(s): State<AppState>) -> Result<Response, ApiError
     Ok(p.json(StatusCode::OK, &body, served_now()))
 }
 
+#[utoipa::path(
+    get,
+    path = "/placement/resource_classes/{name}",
+    tag = tags::PLACEMENT,
+    summary = "Show a resource class",
+    responses(
+        (status = 200, description = "The class", body = bodies::ResourceClass),
+    ),
+)]
 pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.resource_classes())?;
     p.accept_json()?;
@@ -37,6 +57,16 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) ->
     Ok(p.json(StatusCode::OK, &class_json(&name), served_now()))
 }
 
+#[utoipa::path(
+    post,
+    path = "/placement/resource_classes",
+    tag = tags::PLACEMENT,
+    summary = "Create a custom resource class",
+    request_body = bodies::ClassName,
+    responses(
+        (status = 201, description = "Created"),
+    ),
+)]
 pub async fn create(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     p.since(p.mv.resource_classes())?;
     p.json_content()?;
@@ -48,6 +78,18 @@ pub async fn create(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Re
 }
 
 /// Before 1.7: renames a custom class. From 1.7: creates it, bodiless.
+#[utoipa::path(
+    put,
+    path = "/placement/resource_classes/{name}",
+    tag = tags::PLACEMENT,
+    summary = "Create (1.7 on; bodiless) or rename (before) a custom resource class",
+    request_body(content = Option<bodies::ClassName>, description = "Before 1.7 only: the new name"),
+    responses(
+        (status = 201, description = "Created"),
+        (status = 204, description = "It existed"),
+        (status = 200, description = "Renamed (before 1.7)", body = bodies::ResourceClass),
+    ),
+)]
 pub async fn update(
     p: Pl,
     State(s): State<AppState>,
@@ -71,6 +113,15 @@ pub async fn update(
     Ok(p.json(StatusCode::OK, &class_json(&to), None))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/placement/resource_classes/{name}",
+    tag = tags::PLACEMENT,
+    summary = "Delete a custom resource class",
+    responses(
+        (status = 204, description = "Deleted"),
+    ),
+)]
 pub async fn delete(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.resource_classes())?;
     p.authorize(Action::ResourceClassesDelete)?;

@@ -14,12 +14,14 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
+use super::bodies;
 use super::http::{bad_request, body, conflict, domain, err, not_found, plain, served_now, with_location, Pl};
 use super::microversion::Version;
 use super::providers::provider_uuid;
 use super::schemas;
 use crate::access::Action;
 use crate::error::ApiError;
+use crate::tags;
 use crate::AppState;
 
 /// An inventory record as a request gives it; absent fields take
@@ -99,6 +101,15 @@ fn generation_conflict() -> ApiError {
     conflict(codes::CONCURRENT_UPDATE, "resource provider generation conflict")
 }
 
+#[utoipa::path(
+    get,
+    path = "/placement/resource_providers/{uuid}/inventories",
+    tag = tags::PLACEMENT,
+    summary = "A provider's inventories",
+    responses(
+        (status = 200, description = "Its inventories by class", body = bodies::Inventories),
+    ),
+)]
 pub async fn list(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
     p.authorize(Action::InventoriesList)?;
@@ -107,6 +118,15 @@ pub async fn list(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> 
     Ok(p.json(StatusCode::OK, &all_json(&invs, rp.generation), Some(rp.updated_at)))
 }
 
+#[utoipa::path(
+    get,
+    path = "/placement/resource_providers/{uuid}/inventories/{resource_class}",
+    tag = tags::PLACEMENT,
+    summary = "One inventory",
+    responses(
+        (status = 200, description = "The inventory", body = bodies::InventoryAt),
+    ),
+)]
 pub async fn show(
     p: Pl,
     State(s): State<AppState>,
@@ -120,6 +140,16 @@ pub async fn show(
     Ok(p.json(StatusCode::OK, &one_json(inv, rp.generation), Some(rp.updated_at)))
 }
 
+#[utoipa::path(
+    post,
+    path = "/placement/resource_providers/{uuid}/inventories",
+    tag = tags::PLACEMENT,
+    summary = "Add one inventory",
+    request_body = bodies::NewInventory,
+    responses(
+        (status = 201, description = "The inventory", body = bodies::InventoryAt),
+    ),
+)]
 pub async fn create(
     p: Pl,
     State(s): State<AppState>,
@@ -146,6 +176,16 @@ pub async fn create(
     Ok(with_location(resp, &p.location(&format!("/resource_providers/{uuid}/inventories/{class}"))))
 }
 
+#[utoipa::path(
+    put,
+    path = "/placement/resource_providers/{uuid}/inventories",
+    tag = tags::PLACEMENT,
+    summary = "Replace a provider's inventories",
+    request_body = bodies::InventoriesChange,
+    responses(
+        (status = 200, description = "Its inventories by class", body = bodies::Inventories),
+    ),
+)]
 pub async fn replace(
     p: Pl,
     State(s): State<AppState>,
@@ -180,6 +220,16 @@ pub async fn replace(
     Ok(p.json(StatusCode::OK, &all_json(&invs, generation), served_now()))
 }
 
+#[utoipa::path(
+    put,
+    path = "/placement/resource_providers/{uuid}/inventories/{resource_class}",
+    tag = tags::PLACEMENT,
+    summary = "Update one inventory",
+    request_body = bodies::InventoryRecord,
+    responses(
+        (status = 200, description = "The inventory", body = bodies::InventoryAt),
+    ),
+)]
 pub async fn update(
     p: Pl,
     State(s): State<AppState>,
@@ -212,6 +262,15 @@ pub async fn update(
     Ok(p.json(StatusCode::OK, &one_json(&inv, generation), served_now()))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/placement/resource_providers/{uuid}/inventories/{resource_class}",
+    tag = tags::PLACEMENT,
+    summary = "Delete one inventory",
+    responses(
+        (status = 204, description = "Deleted"),
+    ),
+)]
 pub async fn delete(
     p: Pl,
     State(s): State<AppState>,
@@ -230,6 +289,15 @@ pub async fn delete(
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/placement/resource_providers/{uuid}/inventories",
+    tag = tags::PLACEMENT,
+    summary = "Delete all inventories (1.5 on)",
+    responses(
+        (status = 204, description = "Deleted"),
+    ),
+)]
 pub async fn delete_all(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     if !p.mv.delete_all_inventories() {
         return Err(err(StatusCode::METHOD_NOT_ALLOWED, "The method DELETE is not allowed for this resource."));

@@ -9,6 +9,7 @@
 
 mod aggregates;
 mod allocations;
+mod bodies;
 mod candidates;
 mod classes;
 mod http;
@@ -35,6 +36,51 @@ use crate::auth::Context;
 use crate::AppState;
 use http::{accepts_json, err, PREFIX};
 use microversion::{negotiate, VersionError};
+
+/// The document of the Placement routes.
+pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
+    #[derive(utoipa::OpenApi)]
+    #[openapi(paths(
+        root::home,
+        providers::list,
+        providers::create,
+        providers::show,
+        providers::update,
+        providers::delete,
+        inventories::list,
+        inventories::replace,
+        inventories::create,
+        inventories::delete_all,
+        inventories::show,
+        inventories::update,
+        inventories::delete,
+        usages::provider,
+        allocations::of_provider,
+        traits::of_provider,
+        traits::replace,
+        traits::clear,
+        aggregates::show,
+        aggregates::replace,
+        classes::list,
+        classes::create,
+        classes::show,
+        classes::update,
+        classes::delete,
+        traits::list,
+        traits::show,
+        traits::create,
+        traits::delete,
+        allocations::show,
+        allocations::put,
+        allocations::delete,
+        allocations::post_many,
+        usages::totals,
+        reshaper::reshape,
+        candidates::list,
+    ))]
+    struct Doc;
+    <Doc as utoipa::OpenApi>::openapi()
+}
 
 /// The Placement routes, mounted at `/placement`.
 pub fn routes(state: &AppState) -> Router<AppState> {

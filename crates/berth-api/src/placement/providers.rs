@@ -13,9 +13,10 @@ use uuid::Uuid;
 
 use super::http::{bad_request, body_value, domain, not_found, path_uuid, plain, served_now, with_location, Pl, Query};
 use super::microversion::Version;
-use super::{params, schemas};
+use super::{bodies, params, schemas};
 use crate::access::Action;
 use crate::error::ApiError;
+use crate::tags;
 use crate::AppState;
 
 /// A provider as Placement shows it at `mv`.
@@ -46,6 +47,23 @@ pub fn provider_uuid(raw: &str) -> Result<Uuid, ApiError> {
     path_uuid(raw, || not_found(format!("No resource provider with uuid {raw} found")))
 }
 
+#[utoipa::path(
+    get,
+    path = "/placement/resource_providers",
+    tag = tags::PLACEMENT,
+    summary = "List providers (name, uuid, member_of, in_tree, resources, required)",
+    params(
+        ("name" = Option<String>, Query, description = "Exactly this name"),
+        ("uuid" = Option<String>, Query, description = "Exactly this uuid"),
+        ("member_of" = Option<String>, Query, description = "In one of these aggregates: `in:A,B`, `!A` (1.3 on)"),
+        ("in_tree" = Option<String>, Query, description = "In the tree of this provider (1.14 on)"),
+        ("resources" = Option<String>, Query, description = "With capacity for `CLASS:N,...` (1.4 on)"),
+        ("required" = Option<String>, Query, description = "With these traits, `!T` without (1.18 on)"),
+    ),
+    responses(
+        (status = 200, description = "The providers", body = bodies::Providers),
+    ),
+)]
 pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     p.accept_json()?;
     p.authorize(Action::ResourceProvidersList)?;
@@ -79,6 +97,15 @@ pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> 
     Ok(p.json(StatusCode::OK, &body, modified))
 }
 
+#[utoipa::path(
+    get,
+    path = "/placement/resource_providers/{uuid}",
+    tag = tags::PLACEMENT,
+    summary = "Show a provider",
+    responses(
+        (status = 200, description = "The provider", body = bodies::Provider),
+    ),
+)]
 pub async fn show(p: Pl, State(s): State<AppState>, Path(uuid): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
     p.authorize(Action::ResourceProvidersShow)?;
@@ -87,6 +114,17 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(uuid): Path<String>) ->
     Ok(p.json(StatusCode::OK, &provider_json(p.mv, &rp), Some(rp.updated_at)))
 }
 
+#[utoipa::path(
+    post,
+    path = "/placement/resource_providers",
+    tag = tags::PLACEMENT,
+    summary = "Create a provider",
+    request_body = bodies::NewProvider,
+    responses(
+        (status = 200, description = "Created (1.20 on)", body = bodies::Provider),
+        (status = 201, description = "Created (before 1.20)"),
+    ),
+)]
 pub async fn create(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     p.json_content()?;
     p.authorize(Action::ResourceProvidersCreate)?;
@@ -110,6 +148,16 @@ pub async fn create(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Re
     Ok(with_location(p.json(StatusCode::OK, &provider_json(p.mv, &rp), Some(rp.updated_at)), &location))
 }
 
+#[utoipa::path(
+    put,
+    path = "/placement/resource_providers/{uuid}",
+    tag = tags::PLACEMENT,
+    summary = "Rename or re-parent a provider",
+    request_body = bodies::ProviderChange,
+    responses(
+        (status = 200, description = "The provider", body = bodies::Provider),
+    ),
+)]
 pub async fn update(
     p: Pl,
     State(s): State<AppState>,
@@ -135,6 +183,15 @@ pub async fn update(
     Ok(p.json(StatusCode::OK, &provider_json(p.mv, &rp), Some(rp.updated_at)))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/placement/resource_providers/{uuid}",
+    tag = tags::PLACEMENT,
+    summary = "Delete a provider",
+    responses(
+        (status = 204, description = "Deleted"),
+    ),
+)]
 pub async fn delete(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.authorize(Action::ResourceProvidersDelete)?;
     let gone = || not_found(format!("No resource provider with uuid {raw} found for delete"));

@@ -15,10 +15,12 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use super::allocations::{consumers_commands, ConsumerBody};
+use super::bodies;
 use super::http::{body, domain, plain, Pl};
 use super::schemas;
 use crate::access::Action;
 use crate::error::ApiError;
+use crate::tags;
 use crate::AppState;
 
 #[derive(Deserialize)]
@@ -43,6 +45,16 @@ struct Record {
     allocation_ratio: Option<f64>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/placement/reshaper",
+    tag = tags::PLACEMENT,
+    summary = "Move inventories and allocations between providers at once",
+    request_body = bodies::Reshape,
+    responses(
+        (status = 204, description = "Reshaped"),
+    ),
+)]
 pub async fn reshape(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     p.since(p.mv.reshaper())?;
     p.json_content()?;

@@ -156,65 +156,91 @@ fn check(
     }
     match instance {
         Value::Object(o) => check_object(o, s, spath, ipath, errors, &mut fail),
-        Value::Array(a) => {
-            if let Some(min) = s.get("minItems").and_then(Value::as_u64) {
-                if (a.len() as u64) < min {
-                    fail("minItems", format!("{} is too short", py_repr(instance)), errors);
-                }
-            }
-            if s.get("uniqueItems") == Some(&Value::Bool(true)) {
-                let dup = a.iter().enumerate().any(|(i, x)| a[..i].contains(x));
-                if dup {
-                    fail("uniqueItems", format!("{} has non-unique elements", py_repr(instance)), errors);
-                }
-            }
-            if let Some(items) = s.get("items") {
-                spath.push("items".into());
-                for (i, item) in a.iter().enumerate() {
-                    ipath.push(i.to_string());
-                    check(item, items, spath, ipath, errors);
-                    ipath.pop();
-                }
-                spath.pop();
-            }
-        }
-        Value::String(text) => {
-            let len = text.chars().count() as u64;
-            if let Some(min) = s.get("minLength").and_then(Value::as_u64) {
-                if len < min {
-                    fail("minLength", format!("{} is too short", py_repr(instance)), errors);
-                }
-            }
-            if let Some(max) = s.get("maxLength").and_then(Value::as_u64) {
-                if len > max {
-                    fail("maxLength", format!("{} is too long", py_repr(instance)), errors);
-                }
-            }
-            if let Some(p) = s.get("pattern").and_then(Value::as_str) {
-                if !matches(p, text) {
-                    fail("pattern", format!("{} does not match {}", py_repr(instance), py_str(p)), errors);
-                }
-            }
-            if s.get("format").and_then(Value::as_str) == Some("uuid") && !is_uuid(text) {
-                fail("format", format!("{} is not a 'uuid'", py_repr(instance)), errors);
-            }
-        }
-        Value::Number(n) => {
-            let x = n.as_f64().unwrap_or(0.0);
-            if let Some(min) = s.get("minimum").and_then(Value::as_f64) {
-                if x < min {
-                    let m = py_repr(&s["minimum"]);
-                    fail("minimum", format!("{} is less than the minimum of {m}", py_repr(instance)), errors);
-                }
-            }
-            if let Some(max) = s.get("maximum").and_then(Value::as_f64) {
-                if x > max {
-                    let m = py_repr(&s["maximum"]);
-                    fail("maximum", format!("{} is greater than the maximum of {m}", py_repr(instance)), errors);
-                }
-            }
-        }
+        Value::Array(a) => check_array(instance, a, s, spath, ipath, errors, &mut fail),
+        Value::String(text) => check_string(instance, text, s, errors, &mut fail),
+        Value::Number(n) => check_number(instance, n, s, errors, &mut fail),
         _ => {}
+    }
+}
+
+fn check_array(
+    instance: &Value,
+    a: &[Value],
+    s: &Map<String, Value>,
+    spath: &mut Vec<String>,
+    ipath: &mut Vec<String>,
+    errors: &mut Vec<Invalid>,
+    fail: &mut impl FnMut(&'static str, String, &mut Vec<Invalid>),
+) {
+    if let Some(min) = s.get("minItems").and_then(Value::as_u64) {
+        if (a.len() as u64) < min {
+            fail("minItems", format!("{} is too short", py_repr(instance)), errors);
+        }
+    }
+    if s.get("uniqueItems") == Some(&Value::Bool(true)) {
+        let dup = a.iter().enumerate().any(|(i, x)| a[..i].contains(x));
+        if dup {
+            fail("uniqueItems", format!("{} has non-unique elements", py_repr(instance)), errors);
+        }
+    }
+    if let Some(items) = s.get("items") {
+        spath.push("items".into());
+        for (i, item) in a.iter().enumerate() {
+            ipath.push(i.to_string());
+            check(item, items, spath, ipath, errors);
+            ipath.pop();
+        }
+        spath.pop();
+    }
+}
+
+fn check_string(
+    instance: &Value,
+    text: &str,
+    s: &Map<String, Value>,
+    errors: &mut Vec<Invalid>,
+    fail: &mut impl FnMut(&'static str, String, &mut Vec<Invalid>),
+) {
+    let len = text.chars().count() as u64;
+    if let Some(min) = s.get("minLength").and_then(Value::as_u64) {
+        if len < min {
+            fail("minLength", format!("{} is too short", py_repr(instance)), errors);
+        }
+    }
+    if let Some(max) = s.get("maxLength").and_then(Value::as_u64) {
+        if len > max {
+            fail("maxLength", format!("{} is too long", py_repr(instance)), errors);
+        }
+    }
+    if let Some(p) = s.get("pattern").and_then(Value::as_str) {
+        if !matches(p, text) {
+            fail("pattern", format!("{} does not match {}", py_repr(instance), py_str(p)), errors);
+        }
+    }
+    if s.get("format").and_then(Value::as_str) == Some("uuid") && !is_uuid(text) {
+        fail("format", format!("{} is not a 'uuid'", py_repr(instance)), errors);
+    }
+}
+
+fn check_number(
+    instance: &Value,
+    n: &serde_json::Number,
+    s: &Map<String, Value>,
+    errors: &mut Vec<Invalid>,
+    fail: &mut impl FnMut(&'static str, String, &mut Vec<Invalid>),
+) {
+    let x = n.as_f64().unwrap_or(0.0);
+    if let Some(min) = s.get("minimum").and_then(Value::as_f64) {
+        if x < min {
+            let m = py_repr(&s["minimum"]);
+            fail("minimum", format!("{} is less than the minimum of {m}", py_repr(instance)), errors);
+        }
+    }
+    if let Some(max) = s.get("maximum").and_then(Value::as_f64) {
+        if x > max {
+            let m = py_repr(&s["maximum"]);
+            fail("maximum", format!("{} is greater than the maximum of {m}", py_repr(instance)), errors);
+        }
     }
 }
 

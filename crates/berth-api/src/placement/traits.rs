@@ -11,13 +11,28 @@ use berth_store::queries::placement::TraitFilter;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::bodies;
 use super::http::{bad_request, body, conflict, not_found, plain, served_now, with_location, Pl, Query};
 use super::providers::provider_uuid;
 use super::{schema, schemas};
 use crate::access::Action;
 use crate::error::ApiError;
+use crate::tags;
 use crate::AppState;
 
+#[utoipa::path(
+    get,
+    path = "/placement/traits",
+    tag = tags::PLACEMENT,
+    summary = "List traits (name, associated)",
+    params(
+        ("name" = Option<String>, Query, description = "`in:A,B` or `startswith:PREFIX`"),
+        ("associated" = Option<String>, Query, description = "`true`: only traits some provider has; `false`: only those none has"),
+    ),
+    responses(
+        (status = 200, description = "Trait names", body = bodies::Traits),
+    ),
+)]
 pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
     p.accept_json()?;
@@ -49,6 +64,15 @@ pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> 
     Ok(p.json(StatusCode::OK, &json!({"traits": traits}), served_now()))
 }
 
+#[utoipa::path(
+    get,
+    path = "/placement/traits/{name}",
+    tag = tags::PLACEMENT,
+    summary = "Whether a trait exists",
+    responses(
+        (status = 204, description = "It exists"),
+    ),
+)]
 pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
     p.authorize(Action::TraitsShow)?;
@@ -58,6 +82,16 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) ->
     Ok(p.empty(StatusCode::NO_CONTENT, served_now()))
 }
 
+#[utoipa::path(
+    put,
+    path = "/placement/traits/{name}",
+    tag = tags::PLACEMENT,
+    summary = "Create a custom trait",
+    responses(
+        (status = 201, description = "Created"),
+        (status = 204, description = "It existed"),
+    ),
+)]
 pub async fn create(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
     p.authorize(Action::TraitsUpdate)?;
@@ -73,6 +107,15 @@ pub async fn create(p: Pl, State(s): State<AppState>, Path(name): Path<String>) 
     Ok(with_location(resp, &p.location(&format!("/traits/{name}"))))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/placement/traits/{name}",
+    tag = tags::PLACEMENT,
+    summary = "Delete a custom trait",
+    responses(
+        (status = 204, description = "Deleted"),
+    ),
+)]
 pub async fn delete(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
     p.authorize(Action::TraitsDelete)?;
@@ -80,6 +123,15 @@ pub async fn delete(p: Pl, State(s): State<AppState>, Path(name): Path<String>) 
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }
 
+#[utoipa::path(
+    get,
+    path = "/placement/resource_providers/{uuid}/traits",
+    tag = tags::PLACEMENT,
+    summary = "A provider's traits",
+    responses(
+        (status = 200, description = "Its traits", body = bodies::ProviderTraits),
+    ),
+)]
 pub async fn of_provider(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
     p.accept_json()?;
@@ -104,6 +156,16 @@ fn generation_conflict() -> ApiError {
     )
 }
 
+#[utoipa::path(
+    put,
+    path = "/placement/resource_providers/{uuid}/traits",
+    tag = tags::PLACEMENT,
+    summary = "Replace a provider's traits",
+    request_body = bodies::ProviderTraits,
+    responses(
+        (status = 200, description = "Its traits", body = bodies::ProviderTraits),
+    ),
+)]
 pub async fn replace(
     p: Pl,
     State(s): State<AppState>,
@@ -129,6 +191,15 @@ pub async fn replace(
     Ok(p.json(StatusCode::OK, &body, served_now()))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/placement/resource_providers/{uuid}/traits",
+    tag = tags::PLACEMENT,
+    summary = "Remove a provider's traits",
+    responses(
+        (status = 204, description = "Removed"),
+    ),
+)]
 pub async fn clear(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
     p.authorize(Action::ProviderTraitsDelete)?;

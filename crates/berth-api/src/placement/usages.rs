@@ -8,13 +8,24 @@ use axum::response::Response;
 use berth_store::queries::placement::ConsumerTypeFilter;
 use serde_json::{json, Map, Value};
 
+use super::bodies;
 use super::http::{plain, served_now, Pl, Query};
 use super::providers::provider_uuid;
 use super::schemas;
 use crate::access::{Action, Target};
 use crate::error::ApiError;
+use crate::tags;
 use crate::AppState;
 
+#[utoipa::path(
+    get,
+    path = "/placement/resource_providers/{uuid}/usages",
+    tag = tags::PLACEMENT,
+    summary = "What a provider holds now, by class",
+    responses(
+        (status = 200, description = "By class", body = bodies::ProviderUsages),
+    ),
+)]
 pub async fn provider(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
     p.authorize(Action::ProviderUsages)?;
@@ -27,6 +38,20 @@ pub async fn provider(p: Pl, State(s): State<AppState>, Path(raw): Path<String>)
 
 /// A project's (or one of its users') usage. Admins and services may ask
 /// about any project; others about their own.
+#[utoipa::path(
+    get,
+    path = "/placement/usages",
+    tag = tags::PLACEMENT,
+    summary = "A project's (or user's) usage now, by class or consumer type",
+    params(
+        ("project_id" = String, Query, description = "The project"),
+        ("user_id" = Option<String>, Query, description = "One of its users"),
+        ("consumer_type" = Option<String>, Query, description = "A consumer type, `all` or `unknown` (1.38 on)"),
+    ),
+    responses(
+        (status = 200, description = "By class (by consumer type from 1.38)", body = bodies::Usages),
+    ),
+)]
 pub async fn totals(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     p.since(p.mv.total_usages())?;
     p.accept_json()?;

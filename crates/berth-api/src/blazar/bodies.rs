@@ -1,0 +1,334 @@
+//! The request and response bodies of the Blazar v1 routes and Berth's
+//! advice, as schemas for the OpenAPI document. The handlers read bodies
+//! field by field (a body may also come wrapped, `{"lease": {...}}`, as
+//! Blazar accepts) and build their answers as JSON; these describe them.
+//! A reservation carries its plugin's parameters and a host its extra
+//! capabilities beside the fixed fields, so no schema here denies unknown
+//! fields. `make fuzz` checks the answers against them.
+#![allow(dead_code)] // most are schemas only: their handlers build JSON
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// A `next` link of a full page.
+#[derive(Serialize, ToSchema)]
+pub struct PageLink {
+    rel: String,
+    href: String,
+}
+
+// ---- leases
+
+/// A slot a reservation holds: a consumer on a provider.
+#[derive(Serialize, ToSchema)]
+pub struct ReservationAllocation {
+    resource_id: Uuid,
+    consumer_id: Uuid,
+    resources: BTreeMap<String, i64>,
+}
+
+/// A reservation, with its plugin's parameters beside these fields.
+#[derive(Serialize, ToSchema)]
+pub struct Reservation {
+    id: Uuid,
+    lease_id: Uuid,
+    resource_type: String,
+    resource_id: Uuid,
+    status: String,
+    missing_resources: bool,
+    resources_changed: bool,
+    created_at: String,
+    updated_at: String,
+    allocations: Vec<ReservationAllocation>,
+}
+
+/// One of a lease's events as the lease shows it.
+#[derive(Serialize, ToSchema)]
+pub struct LeaseEvent {
+    id: Uuid,
+    lease_id: Uuid,
+    event_type: String,
+    time: String,
+    status: String,
+    attempts: i64,
+    last_error: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+/// The leases a recurring create made.
+#[derive(Serialize, ToSchema)]
+pub struct RecurrenceMade {
+    id: Option<Uuid>,
+    leases: Vec<Uuid>,
+}
+
+/// Dates are `YYYY-MM-DD HH:MM` in UTC.
+#[derive(Serialize, ToSchema)]
+pub struct Lease {
+    id: Uuid,
+    name: String,
+    start_date: String,
+    end_date: String,
+    before_end_date: Option<String>,
+    status: String,
+    degraded: bool,
+    user_id: String,
+    project_id: String,
+    trust_id: Option<String>,
+    recurrence_id: Option<Uuid>,
+    created_at: String,
+    updated_at: String,
+    reservations: Vec<Reservation>,
+    events: Vec<LeaseEvent>,
+    /// A recurring create only.
+    #[schema(nullable = false)]
+    recurrence: Option<RecurrenceMade>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct OneLease {
+    lease: Lease,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Leases {
+    leases: Vec<Lease>,
+    #[schema(nullable = false)]
+    leases_links: Option<Vec<PageLink>>,
+}
+
+/// A reservation to make: its type and its plugin's parameters beside it
+/// (`physical:host`: `min`, `max`, `hypervisor_properties`,
+/// `resource_properties`; `virtual:instance`: `amount`, `vcpus`,
+/// `memory_mb`, `disk_gb`, ...).
+#[derive(Serialize, ToSchema)]
+pub struct NewReservation {
+    resource_type: String,
+}
+
+/// A duration: seconds, or a number with a unit (`90m`, `2h`, `1d`).
+#[derive(Serialize, ToSchema)]
+pub struct Duration(Value);
+
+/// A recurring lease: a five-field crontab schedule in UTC, a duration
+/// each, and a last start.
+#[derive(Serialize, ToSchema)]
+pub struct Recurrence {
+    cron: String,
+    duration: Duration,
+    until: String,
+}
+
+/// `POST /v1/leases` (also wrapped as `{"lease": {...}}`). Dates are
+/// `YYYY-MM-DD HH:MM` in UTC, or `now` for the start.
+#[derive(Serialize, ToSchema)]
+pub struct NewLease {
+    name: String,
+    #[schema(nullable = false)]
+    start_date: Option<String>,
+    /// Required unless recurring.
+    #[schema(nullable = false)]
+    end_date: Option<String>,
+    before_end_date: Option<String>,
+    reservations: Vec<NewReservation>,
+    recurrence: Option<Recurrence>,
+    /// Book nothing; answer the occurrences and whether each fits.
+    dry_run: Option<bool>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Occurrence {
+    start_date: String,
+    end_date: String,
+    fits: bool,
+}
+
+/// What a dry run would book.
+#[derive(Serialize, ToSchema)]
+pub struct DryRun {
+    dry_run: bool,
+    count: u64,
+    occurrences: Vec<Occurrence>,
+}
+
+/// A change to one of the lease's reservations: its id and the
+/// parameters to change beside it.
+#[derive(Serialize, ToSchema)]
+pub struct ReservationChange {
+    id: Uuid,
+}
+
+/// `PUT /v1/leases/{id}` (also wrapped as `{"lease": {...}}`): at least
+/// one change. A date, or a relative move of it (a duration), not both.
+#[derive(Serialize, ToSchema)]
+pub struct LeaseChange {
+    name: Option<String>,
+    start_date: Option<String>,
+    end_date: Option<String>,
+    before_end_date: Option<String>,
+    prolong_for: Option<Duration>,
+    reduce_by: Option<Duration>,
+    defer_by: Option<Duration>,
+    advance_by: Option<Duration>,
+    reservations: Option<Vec<ReservationChange>>,
+}
+
+// ---- advice
+
+/// `POST /v1/availability` (also wrapped as `{"availability": {...}}`).
+#[derive(Serialize, ToSchema)]
+pub struct AvailabilityQuery {
+    reservations: Vec<NewReservation>,
+    duration: Duration,
+    /// Default now.
+    from: Option<String>,
+    /// Default 30 days after `from`.
+    until: Option<String>,
+    /// Default 5.
+    #[schema(minimum = 1, maximum = 100)]
+    limit: Option<u32>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Window {
+    pub(super) start_date: String,
+    pub(super) end_date: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Availability {
+    pub(super) availability: Vec<Window>,
+    pub(super) from: String,
+    pub(super) until: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Extension {
+    pub(super) lease_id: Uuid,
+    pub(super) end_date: String,
+    /// None: no limit found before the horizon.
+    pub(super) latest_end_date: Option<String>,
+    pub(super) horizon: String,
+    pub(super) unbounded: bool,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct OneExtension {
+    pub(super) extension: Extension,
+}
+
+// ---- hosts
+
+/// A host, with its extra capabilities (those the caller may see) beside
+/// these fields.
+#[derive(Serialize, ToSchema)]
+pub struct Host {
+    id: Uuid,
+    hypervisor_hostname: String,
+    service_name: String,
+    vcpus: i64,
+    memory_mb: i64,
+    local_gb: i64,
+    reservable: bool,
+    trust_id: Option<String>,
+    created_at: String,
+    updated_at: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct OneHost {
+    host: Host,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Hosts {
+    hosts: Vec<Host>,
+    #[schema(nullable = false)]
+    hosts_links: Option<Vec<PageLink>>,
+}
+
+/// `POST /v1/os-hosts` (also wrapped as `{"host": {...}}`): a provider's
+/// name, its sizes (all or none: none enrols an existing provider), and
+/// extra capabilities beside these fields.
+#[derive(Serialize, ToSchema)]
+pub struct NewHost {
+    name: String,
+    vcpus: Option<i64>,
+    memory_mb: Option<i64>,
+    local_gb: Option<i64>,
+    reservable: Option<bool>,
+}
+
+/// `PUT /v1/os-hosts/{id}` (also wrapped as `{"host": {...}}` or
+/// `{"values": {...}}`): extra capabilities to set, and `reservable`.
+#[derive(Serialize, ToSchema)]
+pub struct HostChange {
+    reservable: Option<bool>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct LeaseOfReservation {
+    id: Uuid,
+    lease_id: Uuid,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct HostAllocation {
+    resource_id: Uuid,
+    reservations: Vec<LeaseOfReservation>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct HostAllocations {
+    allocations: Vec<HostAllocation>,
+    #[schema(nullable = false)]
+    allocations_links: Option<Vec<PageLink>>,
+}
+
+/// None when no reservation holds the host.
+#[derive(Serialize, ToSchema)]
+pub struct OneHostAllocation {
+    allocation: Option<HostAllocation>,
+}
+
+/// A capability hosts have (`private` and `values` with `detail`).
+#[derive(Serialize, ToSchema)]
+pub struct Property {
+    property: String,
+    #[schema(nullable = false)]
+    private: Option<bool>,
+    #[schema(nullable = false)]
+    values: Option<Vec<Value>>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Properties {
+    resource_properties: Vec<Property>,
+    #[schema(nullable = false)]
+    resource_properties_links: Option<Vec<PageLink>>,
+}
+
+/// `PATCH /v1/os-hosts/properties/{name}` (also wrapped as
+/// `{"resource_property": {...}}`).
+#[derive(Serialize, ToSchema)]
+pub struct PropertyChange {
+    private: bool,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct PropertyShown {
+    property: String,
+    private: bool,
+    values: Vec<Value>,
+    resource_type: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct OneProperty {
+    resource_property: PropertyShown,
+}

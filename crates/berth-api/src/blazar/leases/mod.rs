@@ -1,0 +1,262 @@
+//! `/v1/leases`: create, list, show, update, delete. Reading the body is
+//! [`parse`], recurrence and the dry run [`recurrence`], the check of the
+//! instances a reservation names [`instances`], and the answer [`shape`].
+
+mod instances;
+mod parse;
+mod recurrence;
+mod shape;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use berth_core::dates::DateSpec;
+use berth_core::lease::{codes, LeaseStatus};
+use berth_store::commands::{LeaseDates, LeaseUpdate, NewLease};
+use berth_store::queries::leases::{Lease, LeaseFilter};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::bodies;
+use super::{meta, object_body, opt_str, path_id};
+use crate::access::{Action, Target};
+use crate::auth::Context;
+use crate::config::ApiConfig;
+use crate::error::ApiError;
+use crate::paging::Page;
+use crate::tags;
+use crate::AppState;
+pub(super) use parse::reservations;
+use parse::{date_field, fixed_date, reservation_changes, shifted};
+use recurrence::dry_run_answer;
+use recurrence::occurrences;
+use shape::lease_json;
+
+/// The project whose leases `ctx` sees (`None`: every project's).
+fn scope<'c>(state: &AppState, ctx: &'c Context) -> Option<&'c str> {
+    state.rules.visible_project(ctx, Action::LeasesGetAllProjects)
+}
+
+fn lease_target(lease: &Lease) -> Target<'_> {
+    Target::owned(&lease.record.project_id, &lease.record.user_id)
+}
+
+/// Creates a lease (one per occurrence when recurring). With
+/// `"dry_run": true` it writes nothing and answers the occurrences, each
+/// with whether it fits.
+#[utoipa::path(
+    post,
+    path = "/v1/leases",
+    tag = tags::LEASES,
+    summary = "Create a lease: every reservation fits at every instant, or none is taken",
+    request_body = bodies::NewLease,
+    responses(
+        (status = 201, description = "The lease (the first, when recurring)", body = bodies::OneLease),
+        (status = 200, description = "A dry run: the occurrences", body = bodies::DryRun),
+    ),
+)]
+pub(super) async fn create(
+    State(state): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
+    ctx: Context,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    state.rules.authorize(&ctx, Action::LeasesCreate, &Target::own(&ctx))?;
+    let obj = object_body(&body, "lease")?;
+    let dry_run = match obj.get("dry_run") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => {
+            return Err(ApiError::bad_request(codes::INVALID_LEASE, format!("dry_run must be true or false, not {v}")))
+        }
+    };
+    let Some(name) = opt_str(&obj, "name")? else {
+        return Err(ApiError::bad_request(codes::INVALID_LEASE, "name is required"));
+    };
+    let start = date_field(&obj, "start_date")?.unwrap_or(DateSpec::Now);
+    let reservations = reservations(&state, obj.get("reservations")).await?;
+    // The database's time, for what must be resolved before the command
+    // (occurrences, the policy service's view); the command resolves
+    // `start_date: now` and checks "in the past" again in its transaction.
+    let now = state.store.now().await?;
+    let dates = match obj.get("recurrence") {
+        Some(rec) if !rec.is_null() => {
+            LeaseDates::Recurring(occurrences(rec, start.resolve(now), config.max_occurrences)?)
+        }
+        _ => {
+            let Some(end) = date_field(&obj, "end_date")? else {
+                return Err(ApiError::bad_request(codes::INVALID_DATE, "end_date is required"));
+            };
+            LeaseDates::One { start, end, before_end: fixed_date(&obj, "before_end_date", now)? }
+        }
+    };
+    instances::check(&state, &ctx, &reservations).await?;
+    let new = NewLease {
+        name: name.to_string(),
+        project_id: ctx.project_id.clone(),
+        user_id: ctx.user_id.clone(),
+        dates,
+        reservations,
+    };
+    super::policy::check_create(&state, &new, now).await?;
+    if dry_run {
+        return Ok((StatusCode::OK, Json(dry_run_answer(&state, &new, now).await?)));
+    }
+    let ids = state.store.create_lease(&meta(&ctx), new).await?;
+    let lease = state.store.lease(ids[0], None).await?;
+    let mut out = lease_json(&lease);
+    if ids.len() > 1 {
+        out["recurrence"] = json!({"id": lease.record.recurrence_id, "leases": ids});
+    }
+    Ok((StatusCode::CREATED, Json(json!({ "lease": out }))))
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/leases",
+    tag = tags::LEASES,
+    summary = "List leases (status, project_id for admins, limit, marker)",
+    params(
+        ("status" = Option<String>, Query, description = "Only leases in this status"),
+        ("project_id" = Option<String>, Query, description = "Only this project's (admins)"),
+        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
+        ("marker" = Option<String>, Query, description = "The last item of the previous page"),
+    ),
+    responses(
+        (status = 200, description = "A page of leases", body = bodies::Leases),
+    ),
+)]
+pub(super) async fn list(
+    State(state): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
+    ctx: Context,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    state.rules.authorize(&ctx, Action::LeasesList, &Target::own(&ctx))?;
+    let bad = |m: String| ApiError::bad_request(codes::INVALID_LEASE, m);
+    let project_id = match (q.get("project_id"), scope(&state, &ctx)) {
+        (Some(p), None) => Some(p.clone()),
+        (None, None) => None,
+        (Some(p), Some(own)) if p != own => return Err(ApiError::forbidden()),
+        (_, Some(own)) => Some(own.to_string()),
+    };
+    let status = match q.get("status") {
+        Some(s) => Some(LeaseStatus::parse(s).ok_or_else(|| bad(format!("status {s:?} is not a lease status")))?),
+        None => None,
+    };
+    let page = Page::of(&q, config.max_page)?;
+    let marker = match &page.marker {
+        Some(m) => Some(Uuid::parse_str(m).map_err(|_| bad(format!("marker {m:?} is not a lease id")))?),
+        None => None,
+    };
+    let filter = LeaseFilter { project_id, status, marker, limit: Some(page.sql_limit()) };
+    let leases = state.store.leases(&filter).await?;
+    Ok(Json(page.answer("leases", "/v1/leases", &q, leases.iter().map(lease_json).collect(), "id")))
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/leases/{id}",
+    tag = tags::LEASES,
+    summary = "Show a lease with its reservations and events",
+    responses(
+        (status = 200, description = "The lease", body = bodies::OneLease),
+    ),
+)]
+pub(super) async fn show(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
+    let lease = state.store.lease(id, scope(&state, &ctx)).await?;
+    state.rules.authorize(&ctx, Action::LeasesGet, &lease_target(&lease))?;
+    Ok(Json(json!({ "lease": lease_json(&lease) })))
+}
+
+#[utoipa::path(
+    put,
+    path = "/v1/leases/{id}",
+    tag = tags::LEASES,
+    summary = "Rename, move, extend, shorten or change a lease, re-checked as a whole",
+    request_body = bodies::LeaseChange,
+    responses(
+        (status = 200, description = "The lease", body = bodies::OneLease),
+    ),
+)]
+pub(super) async fn update(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
+    let obj = object_body(&body, "lease")?;
+    let current = state.store.lease(id, scope(&state, &ctx)).await?;
+    state.rules.authorize(&ctx, Action::LeasesUpdate, &lease_target(&current))?;
+    let r = &current.record;
+    let mut end = date_field(&obj, "end_date")?;
+    if let Some(e) = shifted(&obj, "end_date", "prolong_for", "reduce_by", r.end)? {
+        if end.is_some() {
+            return Err(ApiError::bad_request(codes::INVALID_LEASE, "end_date and a relative move of it conflict"));
+        }
+        end = Some(e);
+    }
+    let mut start = date_field(&obj, "start_date")?;
+    if let Some(s) = shifted(&obj, "start_date", "defer_by", "advance_by", r.start)? {
+        if start.is_some() {
+            return Err(ApiError::bad_request(codes::INVALID_LEASE, "start_date and a relative move of it conflict"));
+        }
+        start = Some(s);
+    }
+    let changes = reservation_changes(&state, &ctx, &current, obj.get("reservations")).await?;
+    let now = state.store.now().await?;
+    let update = LeaseUpdate {
+        name: opt_str(&obj, "name")?.map(str::to_string),
+        start,
+        end,
+        before_end: fixed_date(&obj, "before_end_date", now)?,
+        reservations: changes,
+    };
+    if update.name.is_none()
+        && update.start.is_none()
+        && update.end.is_none()
+        && update.before_end.is_none()
+        && update.reservations.is_empty()
+    {
+        return Err(ApiError::bad_request(codes::INVALID_LEASE, "nothing to update"));
+    }
+    if matches!(update.end, Some(DateSpec::At(t)) if t > r.end) {
+        state.rules.authorize(&ctx, Action::LeasesExtend, &lease_target(&current))?;
+    }
+    super::policy::check_update(&state, &current, &update, now).await?;
+    state.store.update_lease(&meta(&ctx), id, scope(&state, &ctx), update).await?;
+    let lease = state.store.lease(id, None).await?;
+    Ok(Json(json!({ "lease": lease_json(&lease) })))
+}
+
+#[utoipa::path(
+    delete,
+    path = "/v1/leases/{id}",
+    tag = tags::LEASES,
+    summary = "Delete a lease; what it held is free at once",
+    responses(
+        (status = 204, description = "Deleted"),
+    ),
+)]
+pub(super) async fn delete(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
+    let lease = state.store.lease(id, scope(&state, &ctx)).await?;
+    state.rules.authorize(&ctx, Action::LeasesDelete, &lease_target(&lease))?;
+    state.store.delete_lease(&meta(&ctx), id, scope(&state, &ctx)).await?;
+    super::policy::on_end(&state, &lease).await;
+    Ok(StatusCode::NO_CONTENT)
+}
