@@ -192,6 +192,34 @@ pub(crate) async fn load_leases(c: &impl GenericClient, ids: &[Uuid]) -> Result<
     Ok(ids.iter().filter_map(|id| leases.remove(id)).collect())
 }
 
+/// A lease as [`load_leases`] reads it right after the command that made
+/// `record` at `at` commits: slots in the order read, every time `at`, no
+/// attempt made.
+pub(crate) fn as_created(mut record: LeaseRecord, at: DateTime<Utc>) -> Lease {
+    for r in &mut record.reservations {
+        r.slots.sort_by_key(|s| (s.provider, s.consumer));
+    }
+    let event_details = record
+        .events
+        .iter()
+        .map(|_| LeaseEventDetail {
+            attempts: 0,
+            last_error: None,
+            claimed_by: None,
+            claim_expires_at: None,
+            created_at: at,
+            updated_at: at,
+        })
+        .collect();
+    Lease {
+        reservation_updated_at: vec![at; record.reservations.len()],
+        record,
+        created_at: at,
+        updated_at: at,
+        event_details,
+    }
+}
+
 /// Not found unless the lease exists and `project` (None: admin) may see it.
 pub(crate) fn visible(lease: Option<Lease>, id: Uuid, project: Option<&str>) -> Result<Lease, Error> {
     match lease {

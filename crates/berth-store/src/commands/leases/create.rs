@@ -16,6 +16,7 @@ use super::slots::slot_events;
 use super::{check_name_free, LeaseDates, NewLease};
 use crate::commands::{now, record};
 use crate::queries::fit::Item;
+use crate::queries::leases::{self as read, Lease};
 use crate::Store;
 
 /// The windows a new lease asks for, checked against `at`; the before-end
@@ -77,8 +78,8 @@ fn created_events(record: LeaseRecord, at: DateTime<Utc>, events: &mut Vec<Event
 
 impl Store {
     /// Creates a lease (or, when recurring, one lease per occurrence), all or
-    /// nothing. Returns the ids of the leases made.
-    pub async fn create_lease(&self, meta: &EventMeta, new: NewLease) -> Result<Vec<Uuid>, Error> {
+    /// nothing. Returns the leases made, in order, as a read would show them.
+    pub async fn create_lease(&self, meta: &EventMeta, new: NewLease) -> Result<Vec<Lease>, Error> {
         lease::check_name(&new.name)?;
         if new.reservations.len() > MAX_RESERVATIONS {
             return Err(Error::invalid(
@@ -119,7 +120,7 @@ impl Store {
                     reservations: reservation_records(&new, per_item, at),
                     events: lease::new_events(*start, be, *end),
                 };
-                made.push(record.id);
+                made.push(read::as_created(record.clone(), at));
                 created_events(record, at, &mut events);
             }
             // Quota: every slot of every lease made, and the leases themselves.
