@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use berth_core::host::{self, Enrolment, Host};
 use berth_core::lease::{Demand, Slot};
 use berth_core::schedule::{self, Candidate, Placed, Shape};
-use berth_core::{Inventory, Window};
+use berth_core::Window;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
@@ -79,16 +79,8 @@ async fn load_hosts(c: &impl GenericClient, only: Option<&[Uuid]>) -> Result<BTr
         )
         .await?
     {
-        let inv = Inventory {
-            total: r.get(2),
-            reserved: r.get(3),
-            min_unit: r.get(4),
-            max_unit: r.get(5),
-            step_size: r.get(6),
-            allocation_ratio: r.get(7),
-        };
         if let Some(h) = out.get_mut(&r.get::<_, Uuid>(0)) {
-            h.inventories.insert(r.get(1), inv);
+            h.inventories.insert(r.get(1), super::inventory_at(&r, 2));
         }
     }
     Ok(out)
