@@ -108,7 +108,8 @@ async fn check_name_free(
 }
 
 // The row locks of the lease commands, in one place: the lease first, then
-// consumers, then providers (each sorted by uuid).
+// the project's quota guard (`crate::quota::lock`), then consumers, then
+// providers, each sorted by uuid.
 
 /// Locks the lease's row and reads it whole: not found unless `project`
 /// (None: admin) may see it.
