@@ -96,7 +96,7 @@ async fn book(store: &Store, starts: &[DateTime<Utc>], clients: usize) -> Result
                             demand: Demand::Nothing,
                         }],
                     };
-                    let id = store.create_lease(&meta, new).await?[0];
+                    let id = store.create_lease(&meta, new).await?[0].record.id;
                     out.push((id, start));
                 }
                 Ok::<_, berth_core::Error>(out)

@@ -13,6 +13,7 @@
 pub mod dates;
 pub mod error;
 pub mod event;
+pub mod host;
 pub mod inventory;
 pub mod lease;
 pub mod lease_event;

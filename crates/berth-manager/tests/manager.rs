@@ -112,7 +112,7 @@ async fn lease(
         dates: LeaseDates::One { start, end: DateSpec::At(end), before_end: None },
         reservations: rs,
     };
-    store.create_lease(&meta(), new).await.unwrap()[0]
+    store.create_lease(&meta(), new).await.unwrap()[0].record.id
 }
 
 async fn events(store: &Store, lease: Uuid) -> Vec<LeaseEventRow> {

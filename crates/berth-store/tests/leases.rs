@@ -86,7 +86,7 @@ async fn the_only_matching_host_is_taken_once_per_instant() {
     let gpu = host(&store, "gpu-1", 8, json!({"gpu": "true"})).await;
     host(&store, "plain-1", 8, json!({})).await;
     let want = || vec![hosts(1, 1, json!(["=", "$gpu", "true"]))];
-    let a = store.create_lease(&meta(), lease("a", "p", 1, 3, want())).await.unwrap()[0];
+    let a = store.create_lease(&meta(), lease("a", "p", 1, 3, want())).await.unwrap()[0].record.id;
     let err = store.create_lease(&meta(), lease("b", "p", 2, 4, want())).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Capacity);
     assert_eq!(err.code, "berth.lease.reservation_0.no_capacity");
@@ -118,7 +118,8 @@ async fn min_and_max_take_as_many_free_hosts_as_allowed() {
         host(&store, &format!("h{i}"), 4, json!({})).await;
     }
     store.create_lease(&meta(), lease("one", "p", 1, 3, vec![hosts(1, 1, json!([]))])).await.unwrap();
-    let many = store.create_lease(&meta(), lease("many", "p", 2, 4, vec![hosts(1, 5, json!([]))])).await.unwrap()[0];
+    let many =
+        store.create_lease(&meta(), lease("many", "p", 2, 4, vec![hosts(1, 5, json!([]))])).await.unwrap()[0].record.id;
     assert_eq!(store.lease(many, None).await.unwrap().record.reservations[0].slots.len(), 2);
     let err = store.create_lease(&meta(), lease("more", "p", 2, 4, vec![hosts(1, 1, json!([]))])).await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Capacity);
@@ -138,7 +139,9 @@ async fn properties_compare_numbers_as_numbers() {
     let id = store
         .create_lease(&meta(), lease("n", "p", 1, 2, vec![hosts(1, 2, json!([">", "$gpus", "9"]))]))
         .await
-        .unwrap()[0];
+        .unwrap()[0]
+        .record
+        .id;
     let slots = &store.lease(id, None).await.unwrap().record.reservations[0].slots;
     assert_eq!(slots.len(), 1);
     assert_eq!(slots[0].provider, ten);
@@ -161,8 +164,10 @@ async fn extending_and_shortening_are_rechecked() {
     let db = TestDatabase::new().await;
     let store = db.store(4);
     host(&store, "only", 4, json!({})).await;
-    let a = store.create_lease(&meta(), lease("a", "p", 1, 3, vec![hosts(1, 1, json!([]))])).await.unwrap()[0];
-    let b = store.create_lease(&meta(), lease("b", "p", 5, 7, vec![hosts(1, 1, json!([]))])).await.unwrap()[0];
+    let a =
+        store.create_lease(&meta(), lease("a", "p", 1, 3, vec![hosts(1, 1, json!([]))])).await.unwrap()[0].record.id;
+    let b =
+        store.create_lease(&meta(), lease("b", "p", 5, 7, vec![hosts(1, 1, json!([]))])).await.unwrap()[0].record.id;
     let end = |h| LeaseUpdate { end: Some(DateSpec::At(t(h))), ..Default::default() };
     let err = store.update_lease(&meta(), a, None, end(6)).await.unwrap_err();
     assert_eq!(err.code, "berth.lease.reservation_0.no_capacity");
@@ -191,7 +196,8 @@ async fn reservations_resize_all_or_nothing() {
     for i in 0..3 {
         host(&store, &format!("h{i}"), 4, json!({})).await;
     }
-    let id = store.create_lease(&meta(), lease("a", "p", 1, 3, vec![hosts(1, 1, json!([]))])).await.unwrap()[0];
+    let id =
+        store.create_lease(&meta(), lease("a", "p", 1, 3, vec![hosts(1, 1, json!([]))])).await.unwrap()[0].record.id;
     let before = store.lease(id, None).await.unwrap().record;
     let rid = before.reservations[0].id;
     let grow = |n: u32| LeaseUpdate {
@@ -220,8 +226,12 @@ async fn instance_slots_share_hosts_over_time() {
     let store = db.store(4);
     host(&store, "a", 4, json!({})).await;
     host(&store, "b", 4, json!({})).await;
-    let one = store.create_lease(&meta(), lease("one", "p", 1, 3, vec![slots(2, 2, Some(true))])).await.unwrap()[0];
-    let r = &store.lease(one, None).await.unwrap().record.reservations[0];
+    let made = store.create_lease(&meta(), lease("one", "p", 1, 3, vec![slots(2, 2, Some(true))])).await.unwrap();
+    let one = made[0].record.id;
+    let read = store.lease(one, None).await.unwrap();
+    // The lease made is answered as a read shows it, slots in order.
+    assert_eq!(made[0], read);
+    let r = &read.record.reservations[0];
     assert_eq!(r.slots.len(), 2);
     assert_eq!(r.slots[0].provider, r.slots[1].provider);
     // Two more apart, then nothing is left over 1..3.
@@ -241,7 +251,7 @@ async fn projects_see_only_their_own_leases() {
     let db = TestDatabase::new().await;
     let store = db.store(4);
     host(&store, "h", 4, json!({})).await;
-    let mine = store.create_lease(&meta(), lease("x", "p1", 1, 2, vec![])).await.unwrap()[0];
+    let mine = store.create_lease(&meta(), lease("x", "p1", 1, 2, vec![])).await.unwrap()[0].record.id;
     store.create_lease(&meta(), lease("x", "p2", 1, 2, vec![])).await.unwrap();
     assert_eq!(store.lease(mine, Some("p2")).await.unwrap_err().code, codes::LEASE_NOT_FOUND);
     assert!(store.lease(mine, Some("p1")).await.is_ok());
@@ -311,7 +321,7 @@ async fn bad_dates_write_nothing() {
         dates: LeaseDates::One { start: DateSpec::Now, end: DateSpec::At(t(1)), before_end: None },
         ..lease("n", "p", 0, 1, vec![hosts(1, 1, json!([]))])
     };
-    let id = store.create_lease(&meta(), now).await.unwrap()[0];
+    let id = store.create_lease(&meta(), now).await.unwrap()[0].record.id;
     assert!(store.lease(id, None).await.unwrap().record.start <= Utc::now());
 }
 
@@ -344,7 +354,8 @@ async fn hosts_enrol_update_and_leave_when_free() {
     let got = store.host(h).await.unwrap();
     assert_eq!(got.capabilities, BTreeMap::from([("gpus".to_string(), json!(2))]));
     assert_eq!((got.vcpus, got.memory_mb, got.local_gb), (4, 4096, 100));
-    let id = store.create_lease(&meta(), lease("a", "p", 1, 2, vec![hosts(1, 1, json!([]))])).await.unwrap()[0];
+    let id =
+        store.create_lease(&meta(), lease("a", "p", 1, 2, vec![hosts(1, 1, json!([]))])).await.unwrap()[0].record.id;
     let allocs = store.host_allocations(None, None, None, None).await.unwrap();
     assert_eq!(allocs[0].reservations.len(), 1);
     assert_eq!(store.remove_host(&meta(), h).await.unwrap_err().code, codes::HOST_IN_USE);
@@ -371,9 +382,13 @@ async fn recurring_leases_book_every_occurrence_or_none() {
     let err = store.create_lease(&meta(), daily(3)).await.unwrap_err();
     assert!(err.detail.contains("occurrence"), "{err}");
     assert!(store.leases(&Default::default()).await.unwrap().len() == 1);
-    let ids = store.create_lease(&meta(), daily(2)).await.unwrap();
-    assert_eq!(ids.len(), 2);
-    let l = store.lease(ids[1], None).await.unwrap().record;
+    let made = store.create_lease(&meta(), daily(2)).await.unwrap();
+    assert_eq!(made.len(), 2);
+    // Each lease made is answered as a read shows it.
+    for m in &made {
+        assert_eq!(m, &store.lease(m.record.id, None).await.unwrap());
+    }
+    let l = store.lease(made[1].record.id, None).await.unwrap().record;
     assert_eq!((l.name.as_str(), l.start), ("daily-2", t(25)));
     assert!(l.recurrence_id.is_some());
 }
@@ -411,7 +426,7 @@ async fn consumers_draw_from_their_reservation() {
         dates: LeaseDates::One { start: DateSpec::Now, end: DateSpec::At(t(5)), before_end: None },
         ..lease("l", "p", 0, 1, vec![slots(1, 4, None)])
     };
-    let id = store.create_lease(&meta(), now).await.unwrap()[0];
+    let id = store.create_lease(&meta(), now).await.unwrap()[0].record.id;
     let l = store.lease(id, None).await.unwrap().record;
     let class = berth_core::lease::reservation_class(l.reservations[0].id);
     let slot = l.reservations[0].slots[0].consumer;

@@ -395,7 +395,7 @@ async fn drawing_from_a_reservation_counts_once() {
         dates: LeaseDates::One { start: DateSpec::Now, end: DateSpec::At(t(5)), before_end: None },
         ..lease("l", 0, 1, vec![slots(1, 4)])
     };
-    let id = store.create_lease(&meta(), now).await.unwrap()[0];
+    let id = store.create_lease(&meta(), now).await.unwrap()[0].record.id;
     let l = store.lease(id, None).await.unwrap().record;
     let class = berth_core::lease::reservation_class(l.reservations[0].id);
     let from_now = Window::from(Utc::now());

@@ -29,9 +29,7 @@ pub(crate) use claims::Claims;
 pub use claims::DEFAULT_LANES as DEFAULT_CLAIM_LANES;
 pub use hosts::{check_capabilities, HostChange, NewHost, HOST_FIELDS};
 pub use lease_events::{Claim, Finish, HeldHost, Outcome, Recorded};
-pub use leases::{
-    Availability, Extension, LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate, SLOT_CONSUMER_TYPE,
-};
+pub use leases::{LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate, SLOT_CONSUMER_TYPE};
 pub(crate) use providers::in_standard_order;
 pub use providers::{InventoryChange, NewProvider, ProviderUpdate, INVENTORY_EXISTS, INVENTORY_NOT_FOUND};
 pub use quotas::OverLimit;

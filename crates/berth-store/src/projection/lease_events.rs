@@ -1,13 +1,18 @@
 //! Applying the manager's events: claims, attempts and outcomes of lease
 //! events, and hosts held back at a lease's end.
 
+#![warn(clippy::too_many_lines)]
+
 use berth_core::Event;
+use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
+use tokio_postgres::types::ToSql;
+use uuid::Uuid;
 
 use crate::{sql, StoreError};
 
 /// The row a claim leaves. The claim statement
-/// (`commands::lease_events`) writes the same columns for a whole batch.
+/// (`commands::lease_events::claim`) writes the same columns for a whole batch.
 pub(crate) const CLAIM: &str = "UPDATE lease_events SET status = 'IN_PROGRESS', attempts = $2, claimed_by = $3,
         claim_expires_at = $4, updated_at = $5
      WHERE id = $1";
@@ -76,91 +81,87 @@ pub(super) fn batch_key(event: &Event) -> Option<(u8, uuid::Uuid)> {
     }
 }
 
+/// A run's values, column by column (each kind fills the columns it uses).
+#[derive(Default)]
+struct Columns {
+    ids: Vec<Uuid>,
+    leases: Vec<Uuid>,
+    texts: Vec<String>,
+    errors: Vec<Option<String>>,
+    times: Vec<DateTime<Utc>>,
+    ats: Vec<DateTime<Utc>>,
+    flags: Vec<bool>,
+}
+
+impl Columns {
+    fn of(run: &[&Event]) -> Columns {
+        let mut k = Columns { ids: Vec::with_capacity(run.len()), ..Columns::default() };
+        for e in run {
+            match e {
+                Event::LeaseEventFinished { event, status, error, at, .. } => {
+                    k.ids.push(*event);
+                    k.texts.push(status.as_str().to_string());
+                    k.errors.push(error.clone());
+                    k.ats.push(*at);
+                }
+                Event::LeaseEventRetrying { event, error, retry_at, at, .. } => {
+                    k.ids.push(*event);
+                    k.errors.push(Some(error.clone()));
+                    k.times.push(*retry_at);
+                    k.ats.push(*at);
+                }
+                Event::ReservationStatusChanged { lease, reservation, status, at } => {
+                    k.ids.push(*reservation);
+                    k.leases.push(*lease);
+                    k.texts.push(status.as_str().to_string());
+                    k.ats.push(*at);
+                }
+                Event::LeaseStatusChanged { id, status, degraded, at } => {
+                    k.ids.push(*id);
+                    k.texts.push(status.as_str().to_string());
+                    k.flags.push(*degraded);
+                    k.ats.push(*at);
+                }
+                _ => unreachable!("not a batchable event"),
+            }
+        }
+        k
+    }
+}
+
 /// Applies a run of events of one batchable kind on distinct rows: the same
 /// rows as applying them one by one.
 pub(super) async fn apply_run(c: &impl GenericClient, run: &[&Event]) -> Result<(), StoreError> {
-    use chrono::{DateTime, Utc};
-    use uuid::Uuid;
-    let mut ids: Vec<Uuid> = Vec::with_capacity(run.len());
-    let mut leases: Vec<Uuid> = Vec::new();
-    let mut texts: Vec<String> = Vec::new();
-    let mut errors: Vec<Option<String>> = Vec::new();
-    let mut times: Vec<DateTime<Utc>> = Vec::new();
-    let mut ats: Vec<DateTime<Utc>> = Vec::new();
-    let mut flags: Vec<bool> = Vec::new();
-    for e in run {
-        match e {
-            Event::LeaseEventFinished { event, status, error, at, .. } => {
-                ids.push(*event);
-                texts.push(status.as_str().to_string());
-                errors.push(error.clone());
-                ats.push(*at);
-            }
-            Event::LeaseEventRetrying { event, error, retry_at, at, .. } => {
-                ids.push(*event);
-                errors.push(Some(error.clone()));
-                times.push(*retry_at);
-                ats.push(*at);
-            }
-            Event::ReservationStatusChanged { lease, reservation, status, at } => {
-                ids.push(*reservation);
-                leases.push(*lease);
-                texts.push(status.as_str().to_string());
-                ats.push(*at);
-            }
-            Event::LeaseStatusChanged { id, status, degraded, at } => {
-                ids.push(*id);
-                texts.push(status.as_str().to_string());
-                flags.push(*degraded);
-                ats.push(*at);
-            }
-            _ => unreachable!("not a batchable event"),
-        }
-    }
-    match &run[0] {
-        Event::LeaseEventFinished { .. } => {
-            sql::execute(
-                c,
-                "UPDATE lease_events e SET status = u.status, last_error = coalesce(u.error, e.last_error),
-                        retry_at = NULL, claim_expires_at = NULL, updated_at = u.at
-                 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[]) AS u(id, status, error, at)
-                 WHERE e.id = u.id",
-                &[&ids, &texts, &errors, &ats],
-            )
-            .await?;
-        }
-        Event::LeaseEventRetrying { .. } => {
-            sql::execute(
-                c,
-                "UPDATE lease_events e SET status = 'UNDONE', last_error = u.error, retry_at = u.retry_at,
-                        claim_expires_at = NULL, updated_at = u.at
-                 FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS u(id, error, retry_at, at)
-                 WHERE e.id = u.id",
-                &[&ids, &errors, &times, &ats],
-            )
-            .await?;
-        }
-        Event::ReservationStatusChanged { .. } => {
-            sql::execute(
-                c,
-                "UPDATE reservations r SET status = u.status, updated_at = u.at
-                 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[]) AS u(id, lease, status, at)
-                 WHERE r.id = u.id AND r.lease_id = u.lease",
-                &[&ids, &leases, &texts, &ats],
-            )
-            .await?;
-        }
-        Event::LeaseStatusChanged { .. } => {
-            sql::execute(
-                c,
-                "UPDATE leases l SET status = u.status, degraded = u.degraded, updated_at = u.at
-                 FROM unnest($1::uuid[], $2::text[], $3::bool[], $4::timestamptz[]) AS u(id, status, degraded, at)
-                 WHERE l.id = u.id",
-                &[&ids, &texts, &flags, &ats],
-            )
-            .await?;
-        }
+    let k = Columns::of(run);
+    let (statement, params): (&str, [&(dyn ToSql + Sync); 4]) = match &run[0] {
+        Event::LeaseEventFinished { .. } => (
+            "UPDATE lease_events e SET status = u.status, last_error = coalesce(u.error, e.last_error),
+                    retry_at = NULL, claim_expires_at = NULL, updated_at = u.at
+             FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[]) AS u(id, status, error, at)
+             WHERE e.id = u.id",
+            [&k.ids, &k.texts, &k.errors, &k.ats],
+        ),
+        Event::LeaseEventRetrying { .. } => (
+            "UPDATE lease_events e SET status = 'UNDONE', last_error = u.error, retry_at = u.retry_at,
+                    claim_expires_at = NULL, updated_at = u.at
+             FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS u(id, error, retry_at, at)
+             WHERE e.id = u.id",
+            [&k.ids, &k.errors, &k.times, &k.ats],
+        ),
+        Event::ReservationStatusChanged { .. } => (
+            "UPDATE reservations r SET status = u.status, updated_at = u.at
+             FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[]) AS u(id, lease, status, at)
+             WHERE r.id = u.id AND r.lease_id = u.lease",
+            [&k.ids, &k.leases, &k.texts, &k.ats],
+        ),
+        Event::LeaseStatusChanged { .. } => (
+            "UPDATE leases l SET status = u.status, degraded = u.degraded, updated_at = u.at
+             FROM unnest($1::uuid[], $2::text[], $3::bool[], $4::timestamptz[]) AS u(id, status, degraded, at)
+             WHERE l.id = u.id",
+            [&k.ids, &k.texts, &k.flags, &k.ats],
+        ),
         _ => unreachable!("not a batchable event"),
-    }
+    };
+    sql::execute(c, statement, &params).await?;
     Ok(())
 }

@@ -1,72 +1,21 @@
 //! Applying lease and host events to their projections.
 
+#![warn(clippy::too_many_lines)]
+
 use berth_core::lease::{LeaseRecord, ReservationRecord};
 use berth_core::Event;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
+use std::collections::BTreeMap;
+use uuid::Uuid;
 
 use crate::StoreError;
 
 pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {
     match event {
-        Event::LeaseCreated { lease, at } => {
-            c.execute(
-                "INSERT INTO leases (id, name, project_id, user_id, start_at, end_at, status, degraded, recurrence_id,
-                                     created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
-                &[
-                    &lease.id,
-                    &lease.name,
-                    &lease.project_id,
-                    &lease.user_id,
-                    &lease.start,
-                    &lease.end,
-                    &lease.status.as_str(),
-                    &lease.degraded,
-                    &lease.recurrence_id,
-                    at,
-                ],
-            )
-            .await?;
-            insert_reservations(c, lease, at).await?;
-            for e in &lease.events {
-                c.execute(
-                    "INSERT INTO lease_events (id, lease_id, event_type, time, status, created_at, updated_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $6)",
-                    &[&e.id, &lease.id, &e.event_type.as_str(), &e.time, &e.status.as_str(), at],
-                )
-                .await?;
-            }
-        }
-        Event::LeaseUpdated { lease, at } => {
-            c.execute(
-                "UPDATE leases SET name = $2, start_at = $3, end_at = $4, updated_at = $5 WHERE id = $1",
-                &[&lease.id, &lease.name, &lease.start, &lease.end, at],
-            )
-            .await?;
-            delete_reservations(c, &lease.id).await?;
-            insert_reservations(c, lease, at).await?;
-            // Only the times move: status and claims belong to the manager.
-            for e in &lease.events {
-                c.execute(
-                    "UPDATE lease_events SET time = $2, updated_at = $3 WHERE id = $1 AND time <> $2",
-                    &[&e.id, &e.time, at],
-                )
-                .await?;
-            }
-        }
-        Event::LeaseDeleted { id, .. } => {
-            c.execute(
-                "DELETE FROM reservation_draws WHERE slot_consumer IN (
-                     SELECT s.consumer_uuid FROM reservation_slots s
-                     JOIN reservations r ON r.id = s.reservation_id WHERE r.lease_id = $1)",
-                &[id],
-            )
-            .await?;
-            delete_reservations(c, id).await?;
-            c.execute("DELETE FROM lease_events WHERE lease_id = $1", &[id]).await?;
-            c.execute("DELETE FROM leases WHERE id = $1", &[id]).await?;
-        }
+        Event::LeaseCreated { lease, at } => lease_created(c, lease, at).await?,
+        Event::LeaseUpdated { lease, at } => lease_updated(c, lease, at).await?,
+        Event::LeaseDeleted { id, .. } => lease_deleted(c, id).await?,
         Event::LeaseStatusChanged { id, status, degraded, at } => {
             c.execute(
                 "UPDATE leases SET status = $2, degraded = $3, updated_at = $4 WHERE id = $1",
@@ -119,28 +68,100 @@ pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), S
             .await?;
         }
         Event::ReservationDrawn { slot, consumer, resources, .. } => {
-            if resources.is_empty() {
-                c.execute(
-                    "DELETE FROM reservation_draws WHERE slot_consumer = $1 AND consumer_uuid = $2",
-                    &[slot, consumer],
-                )
-                .await?;
-            } else {
-                c.execute(
-                    "INSERT INTO reservation_draws (slot_consumer, consumer_uuid, resources) VALUES ($1, $2, $3)
-                     ON CONFLICT (slot_consumer, consumer_uuid) DO UPDATE SET resources = $3",
-                    &[slot, consumer, &serde_json::to_value(resources).expect("json")],
-                )
-                .await?;
-            }
+            reservation_drawn(c, slot, consumer, resources).await?;
         }
         _ => unreachable!("not a lease or host event"),
     }
     Ok(())
 }
 
+async fn lease_created(c: &impl GenericClient, lease: &LeaseRecord, at: &DateTime<Utc>) -> Result<(), StoreError> {
+    c.execute(
+        "INSERT INTO leases (id, name, project_id, user_id, start_at, end_at, status, degraded, recurrence_id,
+                             created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+        &[
+            &lease.id,
+            &lease.name,
+            &lease.project_id,
+            &lease.user_id,
+            &lease.start,
+            &lease.end,
+            &lease.status.as_str(),
+            &lease.degraded,
+            &lease.recurrence_id,
+            at,
+        ],
+    )
+    .await?;
+    insert_reservations(c, lease, at).await?;
+    for e in &lease.events {
+        c.execute(
+            "INSERT INTO lease_events (id, lease_id, event_type, time, status, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $6)",
+            &[&e.id, &lease.id, &e.event_type.as_str(), &e.time, &e.status.as_str(), at],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn lease_updated(c: &impl GenericClient, lease: &LeaseRecord, at: &DateTime<Utc>) -> Result<(), StoreError> {
+    c.execute(
+        "UPDATE leases SET name = $2, start_at = $3, end_at = $4, updated_at = $5 WHERE id = $1",
+        &[&lease.id, &lease.name, &lease.start, &lease.end, at],
+    )
+    .await?;
+    delete_reservations(c, &lease.id).await?;
+    insert_reservations(c, lease, at).await?;
+    // Only the times move: status and claims belong to the manager.
+    for e in &lease.events {
+        c.execute(
+            "UPDATE lease_events SET time = $2, updated_at = $3 WHERE id = $1 AND time <> $2",
+            &[&e.id, &e.time, at],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn lease_deleted(c: &impl GenericClient, id: &Uuid) -> Result<(), StoreError> {
+    c.execute(
+        "DELETE FROM reservation_draws WHERE slot_consumer IN (
+             SELECT s.consumer_uuid FROM reservation_slots s
+             JOIN reservations r ON r.id = s.reservation_id WHERE r.lease_id = $1)",
+        &[id],
+    )
+    .await?;
+    delete_reservations(c, id).await?;
+    c.execute("DELETE FROM lease_events WHERE lease_id = $1", &[id]).await?;
+    c.execute("DELETE FROM leases WHERE id = $1", &[id]).await?;
+    Ok(())
+}
+
+/// What a consumer draws from a slot; drawing nothing ends the draw.
+async fn reservation_drawn(
+    c: &impl GenericClient,
+    slot: &Uuid,
+    consumer: &Uuid,
+    resources: &BTreeMap<String, i64>,
+) -> Result<(), StoreError> {
+    if resources.is_empty() {
+        c.execute("DELETE FROM reservation_draws WHERE slot_consumer = $1 AND consumer_uuid = $2", &[slot, consumer])
+            .await?;
+    } else {
+        c.execute(
+            "INSERT INTO reservation_draws (slot_consumer, consumer_uuid, resources) VALUES ($1, $2, $3)
+             ON CONFLICT (slot_consumer, consumer_uuid) DO UPDATE SET resources = $3",
+            &[slot, consumer, &serde_json::to_value(resources).expect("json")],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// Explicitly, not by cascade: replay's scratch tables have no foreign keys.
-async fn delete_reservations(c: &impl GenericClient, lease: &uuid::Uuid) -> Result<(), StoreError> {
+async fn delete_reservations(c: &impl GenericClient, lease: &Uuid) -> Result<(), StoreError> {
     c.execute(
         "DELETE FROM reservation_slots WHERE reservation_id IN (SELECT id FROM reservations WHERE lease_id = $1)",
         &[lease],

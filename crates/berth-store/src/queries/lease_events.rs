@@ -2,6 +2,8 @@
 //! their attempts and claims, when the next one is due, and what a hook
 //! needs to know about its lease.
 
+#![warn(clippy::too_many_lines)]
+
 use std::collections::HashMap;
 
 use berth_core::lease::{codes, LeaseEventStatus, LeaseEventType};
@@ -203,86 +205,94 @@ impl Store {
         ids.sort();
         ids.dedup();
         let loaded = load_leases(&c, &ids).await?;
-        let mut providers: Vec<Uuid> = Vec::new();
-        let mut host_slots: Vec<Uuid> = Vec::new();
-        let mut host_providers: Vec<Uuid> = Vec::new();
-        for l in &loaded {
-            for r in &l.record.reservations {
-                for s in &r.slots {
-                    providers.push(s.provider);
-                    if r.resource_type == HOSTS {
-                        host_providers.push(s.provider);
-                        host_slots.push(s.consumer);
-                    }
-                }
-            }
-        }
-        providers.sort();
-        providers.dedup();
-        host_providers.sort();
-        host_providers.dedup();
-        let (names, others) = if providers.is_empty() {
-            (Vec::new(), Vec::new())
-        } else {
-            let [names, others] = crate::sql::pipeline(
-                &c,
-                [
-                    ("SELECT uuid, name FROM providers WHERE uuid = ANY($1)", &[&providers]),
-                    (
-                        "SELECT a.provider_uuid, a.consumer_uuid, c.project_id, jsonb_object_agg(a.resource_class, a.used),
-                                bool_or(a.during @> $3::timestamptz),
-                                coalesce((SELECT array_agg(d.slot_consumer) FROM reservation_draws d
-                                          WHERE d.consumer_uuid = a.consumer_uuid AND d.slot_consumer = ANY($2)), '{}')
-                         FROM allocations a JOIN consumers c ON c.uuid = a.consumer_uuid
-                         WHERE a.provider_uuid = ANY($1) AND c.consumer_type IS DISTINCT FROM 'RESERVATION'
-                           AND (a.during @> $3::timestamptz
-                                OR a.consumer_uuid IN (SELECT consumer_uuid FROM reservation_draws
-                                                       WHERE slot_consumer = ANY($2)))
-                         GROUP BY 1, 2, 3 ORDER BY 1, 2",
-                        &[&host_providers, &host_slots, &at],
-                    ),
-                ],
-            )
-            .await
-            .map_err(db)?;
-            (names, others)
-        };
-        let names: HashMap<Uuid, String> = names.iter().map(|r| (r.get(0), r.get(1))).collect();
-        // (provider, consumer, project, resources, held now, slots drawn from)
-        type Row = (Uuid, Uuid, String, serde_json::Value, bool, Vec<Uuid>);
-        let others: Vec<Row> =
-            others.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5))).collect();
-        let mut out = HashMap::new();
-        for lease in loaded {
-            let mut mine: Vec<Uuid> = Vec::new();
-            let mut own: Vec<Uuid> = Vec::new();
-            for r in lease.record.reservations.iter().filter(|r| r.resource_type == HOSTS) {
-                for s in &r.slots {
-                    mine.push(s.provider);
-                    own.push(s.consumer);
-                }
-            }
-            let provider_names = lease
-                .record
-                .reservations
-                .iter()
-                .flat_map(|r| r.slots.iter())
-                .filter_map(|s| names.get(&s.provider).map(|n| (s.provider, n.clone())))
-                .collect();
-            let others = others
-                .iter()
-                .filter(|o| mine.contains(&o.0) && (o.4 || o.5.iter().any(|s| own.contains(s))))
-                .map(|o| OtherConsumer {
-                    provider: o.0,
-                    consumer: o.1,
-                    project_id: o.2.clone(),
-                    resources: o.3.clone(),
-                })
-                .collect();
-            out.insert(lease.record.id, HookContext { lease, provider_names, others });
-        }
-        Ok(out)
+        let (names, others) = names_and_others(&c, &loaded, at).await?;
+        Ok(loaded.into_iter().map(|lease| (lease.record.id, hook_context(lease, &names, &others))).collect())
     }
+}
+
+/// Another consumer on a whole host: (provider, consumer, project,
+/// resources, held now, slots drawn from).
+type OtherRow = (Uuid, Uuid, String, serde_json::Value, bool, Vec<Uuid>);
+
+/// The names of the providers the leases' slots are on, and the consumers
+/// other than slots on their whole hosts: those holding one at `at`, and
+/// those drawing from one of the slots.
+async fn names_and_others(
+    c: &impl deadpool_postgres::GenericClient,
+    loaded: &[Lease],
+    at: DateTime<Utc>,
+) -> Result<(HashMap<Uuid, String>, Vec<OtherRow>), Error> {
+    let mut providers: Vec<Uuid> = Vec::new();
+    let mut host_slots: Vec<Uuid> = Vec::new();
+    let mut host_providers: Vec<Uuid> = Vec::new();
+    for l in loaded {
+        for r in &l.record.reservations {
+            for s in &r.slots {
+                providers.push(s.provider);
+                if r.resource_type == HOSTS {
+                    host_providers.push(s.provider);
+                    host_slots.push(s.consumer);
+                }
+            }
+        }
+    }
+    providers.sort();
+    providers.dedup();
+    host_providers.sort();
+    host_providers.dedup();
+    if providers.is_empty() {
+        return Ok((HashMap::new(), Vec::new()));
+    }
+    let [names, others] = crate::sql::pipeline(
+        c,
+        [
+            ("SELECT uuid, name FROM providers WHERE uuid = ANY($1)", &[&providers]),
+            (
+                "SELECT a.provider_uuid, a.consumer_uuid, c.project_id, jsonb_object_agg(a.resource_class, a.used),
+                        bool_or(a.during @> $3::timestamptz),
+                        coalesce((SELECT array_agg(d.slot_consumer) FROM reservation_draws d
+                                  WHERE d.consumer_uuid = a.consumer_uuid AND d.slot_consumer = ANY($2)), '{}')
+                 FROM allocations a JOIN consumers c ON c.uuid = a.consumer_uuid
+                 WHERE a.provider_uuid = ANY($1) AND c.consumer_type IS DISTINCT FROM 'RESERVATION'
+                   AND (a.during @> $3::timestamptz
+                        OR a.consumer_uuid IN (SELECT consumer_uuid FROM reservation_draws
+                                               WHERE slot_consumer = ANY($2)))
+                 GROUP BY 1, 2, 3 ORDER BY 1, 2",
+                &[&host_providers, &host_slots, &at],
+            ),
+        ],
+    )
+    .await
+    .map_err(db)?;
+    let names = names.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let others = others.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5))).collect();
+    Ok((names, others))
+}
+
+/// A lease's hook context: its providers' names, and the consumers other
+/// than slots on its whole hosts that hold one now or draw from its slots.
+fn hook_context(lease: Lease, names: &HashMap<Uuid, String>, others: &[OtherRow]) -> HookContext {
+    let mut mine: Vec<Uuid> = Vec::new();
+    let mut own: Vec<Uuid> = Vec::new();
+    for r in lease.record.reservations.iter().filter(|r| r.resource_type == HOSTS) {
+        for s in &r.slots {
+            mine.push(s.provider);
+            own.push(s.consumer);
+        }
+    }
+    let provider_names = lease
+        .record
+        .reservations
+        .iter()
+        .flat_map(|r| r.slots.iter())
+        .filter_map(|s| names.get(&s.provider).map(|n| (s.provider, n.clone())))
+        .collect();
+    let others = others
+        .iter()
+        .filter(|o| mine.contains(&o.0) && (o.4 || o.5.iter().any(|s| own.contains(s))))
+        .map(|o| OtherConsumer { provider: o.0, consumer: o.1, project_id: o.2.clone(), resources: o.3.clone() })
+        .collect();
+    HookContext { lease, provider_names, others }
 }
 
 /// A host held back at a lease's end.

@@ -1,5 +1,7 @@
 //! Reads of leases and hosts.
 
+#![warn(clippy::too_many_lines)]
+
 use std::collections::{BTreeMap, HashMap};
 
 use berth_core::lease::{
@@ -118,6 +120,14 @@ pub(crate) async fn load_leases(c: &impl GenericClient, ids: &[Uuid]) -> Result<
             },
         );
     }
+    let slots = load_slots(c, ids).await?;
+    load_reservations(c, ids, slots, &mut leases).await?;
+    load_events(c, ids, &mut leases).await?;
+    Ok(ids.iter().filter_map(|id| leases.remove(id)).collect())
+}
+
+/// The slots of the leases' reservations, by reservation.
+async fn load_slots(c: &impl GenericClient, ids: &[Uuid]) -> Result<HashMap<Uuid, Vec<Slot>>, StoreError> {
     let mut slots: HashMap<Uuid, Vec<Slot>> = HashMap::new();
     for r in c
         .query(
@@ -135,6 +145,16 @@ pub(crate) async fn load_leases(c: &impl GenericClient, ids: &[Uuid]) -> Result<
             resources: serde_json::from_value(resources).unwrap_or_default(),
         });
     }
+    Ok(slots)
+}
+
+/// Adds their reservations, in order, with `slots`, to `leases`.
+async fn load_reservations(
+    c: &impl GenericClient,
+    ids: &[Uuid],
+    mut slots: HashMap<Uuid, Vec<Slot>>,
+    leases: &mut HashMap<Uuid, Lease>,
+) -> Result<(), StoreError> {
     for r in c
         .query(
             "SELECT lease_id, id, resource_type, resource_id, status, params, created_at, updated_at
@@ -159,6 +179,15 @@ pub(crate) async fn load_leases(c: &impl GenericClient, ids: &[Uuid]) -> Result<
             l.reservation_updated_at.push(r.get(7));
         }
     }
+    Ok(())
+}
+
+/// Adds their lease events, in firing order, to `leases`.
+async fn load_events(
+    c: &impl GenericClient,
+    ids: &[Uuid],
+    leases: &mut HashMap<Uuid, Lease>,
+) -> Result<(), StoreError> {
     for r in c
         .query(
             "SELECT lease_id, id, event_type, time, status, attempts, last_error, claimed_by, claim_expires_at,
@@ -189,7 +218,35 @@ pub(crate) async fn load_leases(c: &impl GenericClient, ids: &[Uuid]) -> Result<
             });
         }
     }
-    Ok(ids.iter().filter_map(|id| leases.remove(id)).collect())
+    Ok(())
+}
+
+/// A lease as [`load_leases`] reads it right after the command that made
+/// `record` at `at` commits: slots in the order read, every time `at`, no
+/// attempt made.
+pub(crate) fn as_created(mut record: LeaseRecord, at: DateTime<Utc>) -> Lease {
+    for r in &mut record.reservations {
+        r.slots.sort_by_key(|s| (s.provider, s.consumer));
+    }
+    let event_details = record
+        .events
+        .iter()
+        .map(|_| LeaseEventDetail {
+            attempts: 0,
+            last_error: None,
+            claimed_by: None,
+            claim_expires_at: None,
+            created_at: at,
+            updated_at: at,
+        })
+        .collect();
+    Lease {
+        reservation_updated_at: vec![at; record.reservations.len()],
+        record,
+        created_at: at,
+        updated_at: at,
+        event_details,
+    }
 }
 
 /// Not found unless the lease exists and `project` (None: admin) may see it.

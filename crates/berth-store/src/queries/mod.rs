@@ -10,7 +10,9 @@ use uuid::Uuid;
 
 use crate::Store;
 
+pub mod advice;
 pub mod candidates;
+pub(crate) mod fit;
 pub mod lease_events;
 pub mod leases;
 pub mod placement;

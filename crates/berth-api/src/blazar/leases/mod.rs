@@ -106,11 +106,11 @@ pub(super) async fn create(
     if dry_run {
         return Ok((StatusCode::OK, Json(dry_run_answer(&state, &new, now).await?)));
     }
-    let ids = state.store.create_lease(&meta(&ctx), new).await?;
-    let lease = state.store.lease(ids[0], None).await?;
-    let mut out = lease_json(&lease);
-    if ids.len() > 1 {
-        out["recurrence"] = json!({"id": lease.record.recurrence_id, "leases": ids});
+    let made = state.store.create_lease(&meta(&ctx), new).await?;
+    let mut out = lease_json(&made[0]);
+    if made.len() > 1 {
+        let ids: Vec<_> = made.iter().map(|l| l.record.id).collect();
+        out["recurrence"] = json!({"id": made[0].record.recurrence_id, "leases": ids});
     }
     Ok((StatusCode::CREATED, Json(json!({ "lease": out }))))
 }

@@ -1,0 +1,131 @@
+//! Which hosts a reservation may use: enrolled, reservable, and matching the
+//! reservation's hypervisor and resource property queries.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::inventory::Inventory;
+use crate::lease::Demand;
+use crate::query::Query;
+
+/// A provider as a reservation sees it: its name, its inventories and, when
+/// it is enrolled as a host, its enrolment.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Host {
+    pub name: String,
+    /// `None`: a provider that is not enrolled as a host.
+    pub enrolment: Option<Enrolment>,
+    pub inventories: BTreeMap<String, Inventory>,
+}
+
+/// What enrolling a provider as a host says of it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Enrolment {
+    pub reservable: bool,
+    /// The host's capabilities: what `resource_properties` queries read.
+    pub capabilities: BTreeMap<String, Value>,
+}
+
+impl Host {
+    /// A hypervisor property as Blazar names it: what
+    /// `hypervisor_properties` queries read.
+    fn hypervisor(&self, key: &str) -> Option<Value> {
+        let total = |c: &str| self.inventories.get(c).map(|i| Value::from(i.total));
+        match key {
+            "vcpus" => total("VCPU"),
+            "memory_mb" => total("MEMORY_MB"),
+            "local_gb" => total("DISK_GB"),
+            "hypervisor_hostname" | "name" | "service_name" => Some(Value::from(self.name.clone())),
+            _ => None,
+        }
+    }
+}
+
+/// Whether `host` may serve `demand`: it is an enrolled, reservable host
+/// whose properties match the demand's queries (an absent query matches
+/// every host). A demand for nothing uses no host.
+pub fn eligible(host: &Host, demand: &Demand) -> bool {
+    let Some(Enrolment { reservable, capabilities }) = &host.enrolment else {
+        return false;
+    };
+    let caps_match = |q: &Option<Query>| q.as_ref().is_none_or(|q| q.matches(&|k| capabilities.get(k).cloned()));
+    *reservable
+        && match demand {
+            Demand::Hosts { hypervisor_properties, resource_properties, .. } => {
+                hypervisor_properties.as_ref().is_none_or(|q| q.matches(&|k| host.hypervisor(k)))
+                    && caps_match(resource_properties)
+            }
+            Demand::Slots { resource_properties, .. } => caps_match(resource_properties),
+            Demand::Nothing => false,
+        }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn host(reservable: bool, caps: Value) -> Host {
+        Host {
+            name: "h1".into(),
+            enrolment: Some(Enrolment { reservable, capabilities: serde_json::from_value(caps).unwrap() }),
+            inventories: BTreeMap::from([
+                ("VCPU".into(), Inventory { total: 8, ..Default::default() }),
+                ("MEMORY_MB".into(), Inventory { total: 4096, ..Default::default() }),
+            ]),
+        }
+    }
+    fn query(v: Value) -> Option<Query> {
+        crate::query::parse("q", &v).unwrap()
+    }
+    fn hosts(hypervisor: Value, resource: Value) -> Demand {
+        Demand::Hosts { min: 1, max: 1, hypervisor_properties: query(hypervisor), resource_properties: query(resource) }
+    }
+    fn slots(resource: Value) -> Demand {
+        Demand::Slots {
+            amount: 1,
+            resources: BTreeMap::from([("VCPU".into(), 1)]),
+            affinity: None,
+            resource_properties: query(resource),
+        }
+    }
+
+    #[test]
+    fn only_enrolled_reservable_hosts_serve() {
+        let any = hosts(json!([]), json!([]));
+        assert!(eligible(&host(true, json!({})), &any));
+        assert!(!eligible(&host(false, json!({})), &any));
+        assert!(!eligible(&Host { enrolment: None, ..host(true, json!({})) }, &any));
+        assert!(!eligible(&host(false, json!({})), &slots(json!([]))));
+    }
+
+    #[test]
+    fn a_demand_for_nothing_uses_no_host() {
+        assert!(!eligible(&host(true, json!({})), &Demand::Nothing));
+    }
+
+    #[test]
+    fn hypervisor_properties_read_inventories_and_the_name() {
+        let h = host(true, json!({}));
+        assert!(eligible(&h, &hosts(json!([">=", "$vcpus", 8]), json!([]))));
+        assert!(!eligible(&h, &hosts(json!([">", "$vcpus", 8]), json!([]))));
+        assert!(eligible(&h, &hosts(json!(["==", "$memory_mb", 4096]), json!([]))));
+        assert!(eligible(&h, &hosts(json!(["==", "$hypervisor_hostname", "h1"]), json!([]))));
+        assert!(eligible(&h, &hosts(json!(["==", "$service_name", "h1"]), json!([]))));
+        // A class the host lacks, or a property no hypervisor has, matches nothing.
+        assert!(!eligible(&h, &hosts(json!([">=", "$local_gb", 0]), json!([]))));
+        assert!(!eligible(&h, &hosts(json!(["==", "$gpus", 1]), json!([]))));
+    }
+
+    #[test]
+    fn resource_properties_read_capabilities() {
+        let h = host(true, json!({"gpus": 2, "zone": "a"}));
+        assert!(eligible(&h, &hosts(json!([]), json!([">=", "$gpus", 2]))));
+        assert!(!eligible(&h, &hosts(json!([]), json!([">", "$gpus", 2]))));
+        assert!(eligible(&h, &slots(json!(["==", "$zone", "a"]))));
+        assert!(!eligible(&h, &slots(json!(["==", "$zone", "b"]))));
+        // Capabilities are not hypervisor properties.
+        assert!(!eligible(&h, &hosts(json!(["==", "$zone", "a"]), json!([]))));
+    }
+}

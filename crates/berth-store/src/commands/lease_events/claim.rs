@@ -1,0 +1,199 @@
+//! Claiming due lease events, and renewing claims.
+//!
+//! Claiming is one statement: due events (and events whose claim expired:
+//! their claimer died) are locked with `FOR UPDATE SKIP LOCKED`, so any
+//! number of managers claim disjoint batches without waiting on each other,
+//! and updated to IN_PROGRESS with the claimer, the next attempt number and
+//! a claim expiry. The update is the set-wise form of applying the
+//! `LeaseEventClaimed` events appended beside it (replay applies those one
+//! by one and must give the same rows). A claim that expired is taken back
+//! only while the row is still IN_PROGRESS with an expired claim, re-checked
+//! under the lock, so an event that finished meanwhile is never overwritten.
+
+use berth_core::lease::{LeaseEventStatus, LeaseEventType};
+use berth_core::lease_event;
+use berth_core::time::DateMath;
+use berth_core::Event;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::manager_meta;
+use crate::commands::{now, record};
+use crate::{sql, Store};
+
+/// A lease event a manager now works on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    pub lease: Uuid,
+    pub event: Uuid,
+    pub event_type: LeaseEventType,
+    /// The time the lease gave the event.
+    pub time: DateTime<Utc>,
+    /// When this attempt became due (`time`, or the retry time).
+    pub due: DateTime<Utc>,
+    pub attempt: i32,
+    /// When the claim was made, on the database's clock.
+    pub claimed_at: DateTime<Utc>,
+    pub claim_expires_at: DateTime<Utc>,
+    /// The claimer whose claim had expired, when this claim took it back.
+    pub rescued_from: Option<String>,
+}
+
+/// Lease event types in firing order within one lease.
+const ORDER: &str = "CASE event_type WHEN 'start_lease' THEN 0 WHEN 'before_end_lease' THEN 1 ELSE 2 END";
+
+fn claim_sql() -> String {
+    let own = ORDER.replace("event_type", "o.event_type");
+    let mine = ORDER.replace("event_type", "e.event_type");
+    // The rules every candidate must meet, waiting or expired alike.
+    let rules = format!(
+        "-- A lease's own events fire in order: start, before end, end.
+         AND NOT EXISTS (
+             SELECT 1 FROM lease_events o
+             WHERE o.lease_id = e.lease_id AND o.status IN ('UNDONE', 'IN_PROGRESS') AND {own} < {mine})
+         -- Whole hosts: another lease's end (or before end) due no later on
+         -- the same host runs before this start.
+         AND (e.event_type <> 'start_lease' OR NOT EXISTS (
+             SELECT 1
+             FROM reservations re
+             JOIN reservation_slots se ON se.reservation_id = re.id
+             JOIN reservation_slots so ON so.provider_uuid = se.provider_uuid
+             JOIN reservations ro ON ro.id = so.reservation_id
+             JOIN lease_events o ON o.lease_id = ro.lease_id
+             WHERE re.lease_id = e.lease_id AND re.resource_type = 'physical:host'
+               AND ro.resource_type = 'physical:host' AND ro.lease_id <> e.lease_id
+               AND o.event_type IN ('end_lease', 'before_end_lease')
+               AND o.status IN ('UNDONE', 'IN_PROGRESS') AND o.time <= e.time))"
+    );
+    let priority = "CASE e.event_type WHEN 'end_lease' THEN 0 WHEN 'before_end_lease' THEN 1 ELSE 2 END";
+    // Two scans, each in the order of its own index and no finer, so each
+    // stops as soon as it has enough (a finer order would look at every
+    // event due at the same instant before taking any; ends before starts
+    // are the rules' business): events waiting for their due time, and
+    // claims that expired. A lease being updated or deleted is skipped (its
+    // row is locked); an update waits for the claim, then sees its event
+    // started. The id list lets the update find its rows by index.
+    format!(
+        "WITH waiting AS (
+             SELECT e.id, e.status AS was, e.claimed_by AS was_by, coalesce(e.retry_at, e.time) AS due,
+                    {priority} AS priority
+             FROM lease_events e JOIN leases l ON l.id = e.lease_id
+             WHERE e.status = 'UNDONE' AND coalesce(e.retry_at, e.time) <= $1
+               {rules}
+             ORDER BY coalesce(e.retry_at, e.time)
+             LIMIT $2
+             FOR UPDATE OF e SKIP LOCKED FOR SHARE OF l SKIP LOCKED
+         ), expired AS (
+             SELECT e.id, e.status AS was, e.claimed_by AS was_by, coalesce(e.retry_at, e.time) AS due,
+                    {priority} AS priority
+             FROM lease_events e JOIN leases l ON l.id = e.lease_id
+             WHERE e.status = 'IN_PROGRESS' AND e.claim_expires_at <= $1
+               {rules}
+             ORDER BY e.claim_expires_at
+             LIMIT $2
+             FOR UPDATE OF e SKIP LOCKED FOR SHARE OF l SKIP LOCKED
+         ), picked AS (
+             SELECT * FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired) AS both_kinds
+             ORDER BY due, priority, id
+             LIMIT $2
+         )
+         UPDATE lease_events e
+         SET status = 'IN_PROGRESS', attempts = e.attempts + 1, claimed_by = $3, claim_expires_at = $4, updated_at = $1
+         FROM picked WHERE e.id = picked.id AND e.id = ANY (ARRAY(SELECT id FROM picked))
+         RETURNING e.lease_id, e.id, e.event_type, e.time, picked.due, e.attempts, picked.was, picked.was_by"
+    )
+}
+
+impl Store {
+    /// Claims up to `limit` due lease events (and events whose claim expired)
+    /// for `claimer`, holding them for `ttl`. Ends and before-ends come
+    /// before starts due at the same time.
+    pub async fn claim_lease_events(
+        &self,
+        claimer: &str,
+        limit: i64,
+        ttl: chrono::Duration,
+    ) -> Result<Vec<Claim>, berth_core::Error> {
+        let statement = claim_sql();
+        crate::tx::command!(self, |tx| {
+            let at = now(tx).await?;
+            let expires = at.saturating_plus(ttl);
+            let rows = sql::query(tx, &statement, &[&at, &limit, &claimer, &expires]).await?;
+            let mut claims = Vec::with_capacity(rows.len());
+            for r in rows {
+                let event_type: String = r.get(2);
+                let was: String = r.get(6);
+                claims.push(Claim {
+                    lease: r.get(0),
+                    event: r.get(1),
+                    event_type: LeaseEventType::parse(&event_type).unwrap_or(LeaseEventType::EndLease),
+                    time: r.get(3),
+                    due: r.get(4),
+                    attempt: r.get(5),
+                    claimed_at: at,
+                    claim_expires_at: expires,
+                    rescued_from: (was == LeaseEventStatus::InProgress.as_str())
+                        .then(|| r.get::<_, Option<String>>(7).unwrap_or_default()),
+                });
+            }
+            claims.sort_by_key(|c| (c.due, lease_event::priority(c.event_type), c.event));
+            let events: Vec<Event> = claims
+                .iter()
+                .map(|c| Event::LeaseEventClaimed {
+                    lease: c.lease,
+                    event: c.event,
+                    event_type: c.event_type,
+                    attempt: c.attempt,
+                    claimed_by: claimer.to_string(),
+                    claim_expires_at: expires,
+                    rescued_from: c.rescued_from.clone(),
+                    at,
+                })
+                .collect();
+            // Appended only: the statement above already wrote what
+            // applying them gives.
+            crate::log::append(tx, &manager_meta(claimer), &events).await?;
+            Ok(claims)
+        })
+    }
+
+    /// Extends `claimer`'s claims on `events` (event id, attempt) to now +
+    /// `ttl`. Returns the events whose claim is still the claimer's; the
+    /// others were taken back by another manager after they expired.
+    pub async fn renew_claims(
+        &self,
+        claimer: &str,
+        events: &[(Uuid, i32)],
+        ttl: chrono::Duration,
+    ) -> Result<Vec<Uuid>, berth_core::Error> {
+        let ids: Vec<Uuid> = events.iter().map(|e| e.0).collect();
+        crate::tx::command!(self, |tx| {
+            let at = now(tx).await?;
+            let expires = at.saturating_plus(ttl);
+            let rows = tx
+                .query(
+                    "SELECT lease_id, id, attempts FROM lease_events
+                     WHERE id = ANY($1) AND status = 'IN_PROGRESS' AND claimed_by = $2 ORDER BY id FOR UPDATE",
+                    &[&ids, &claimer],
+                )
+                .await?;
+            let mut kept = Vec::new();
+            let mut out = Vec::new();
+            for r in rows {
+                let (lease, event, attempts): (Uuid, Uuid, i32) = (r.get(0), r.get(1), r.get(2));
+                if events.contains(&(event, attempts)) {
+                    kept.push(event);
+                    out.push(Event::LeaseEventClaimRenewed {
+                        lease,
+                        event,
+                        claimed_by: claimer.to_string(),
+                        claim_expires_at: expires,
+                        at,
+                    });
+                }
+            }
+            record(tx, &manager_meta(claimer), &out).await?;
+            Ok(kept)
+        })
+    }
+}

@@ -1,0 +1,22 @@
+//! The manager's commands: claim due lease events, renew claims, record what
+//! their hooks did, and return hosts held back at a lease's end.
+//!
+//! Claiming ([`claim`]), recording outcomes ([`finish`]) and carrying out
+//! the effects hooks ask for ([`effects`]), and hosts held back ([`held`]).
+
+#![warn(clippy::too_many_lines)]
+
+mod claim;
+mod effects;
+mod finish;
+mod held;
+
+pub use claim::Claim;
+pub use finish::{Finish, Outcome, Recorded};
+pub use held::HeldHost;
+
+use berth_core::EventMeta;
+
+fn manager_meta(claimer: &str) -> EventMeta {
+    EventMeta { actor: Some(format!("manager:{claimer}")), ..Default::default() }
+}

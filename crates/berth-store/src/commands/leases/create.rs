@@ -1,0 +1,132 @@
+//! Creating a lease, or a recurring lease's occurrences, all or nothing.
+
+use std::collections::HashMap;
+
+use berth_core::dates::DateSpec;
+use berth_core::lease::{
+    self, codes, Demand, LeaseRecord, LeaseStatus, ReservationRecord, ReservationStatus, Slot, MAX_RESERVATIONS,
+};
+use berth_core::schedule::Placed;
+use berth_core::{Error, Event, EventMeta, Window};
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::plan::{plan, unfit_error};
+use super::slots::slot_events;
+use super::{check_name_free, LeaseDates, NewLease};
+use crate::commands::{now, record};
+use crate::queries::fit::Item;
+use crate::queries::leases::{self as read, Lease};
+use crate::Store;
+
+/// The windows a new lease asks for, checked against `at`; the before-end
+/// time of a single lease (a recurring one's follows each occurrence); and
+/// whether it recurs.
+type Windows = (Vec<(DateTime<Utc>, DateTime<Utc>)>, Option<DateTime<Utc>>, bool);
+
+fn windows_of(dates: &LeaseDates, at: DateTime<Utc>) -> Result<Windows, Error> {
+    match dates {
+        LeaseDates::One { start, end, before_end } => {
+            let s = start.resolve(at);
+            let e = end.resolve(at);
+            lease::check_new_window(s, *start == DateSpec::Now, e, at)?;
+            let be = lease::before_end_time(s, e, *before_end)?;
+            Ok((vec![(s, e)], Some(be), false))
+        }
+        LeaseDates::Recurring(occ) => {
+            for (s, e) in occ {
+                lease::check_new_window(*s, false, *e, at)?;
+            }
+            Ok((occ.clone(), None, true))
+        }
+    }
+}
+
+/// A lease's reservations as placed: each slot a new consumer.
+fn reservation_records(new: &NewLease, per_item: Vec<Vec<Placed>>, at: DateTime<Utc>) -> Vec<ReservationRecord> {
+    new.reservations
+        .iter()
+        .zip(per_item)
+        .map(|(r, slots)| {
+            let id = Uuid::new_v4();
+            ReservationRecord {
+                id,
+                resource_type: r.resource_type.clone(),
+                resource_id: if matches!(r.demand, Demand::Hosts { .. }) { Uuid::new_v4() } else { id },
+                status: ReservationStatus::Pending,
+                params: r.params.clone(),
+                slots: slots
+                    .into_iter()
+                    .map(|p| Slot { consumer: Uuid::new_v4(), provider: p.provider, resources: p.resources })
+                    .collect(),
+                created_at: at,
+            }
+        })
+        .collect()
+}
+
+/// The events that make `record`: the class Placement requests name to
+/// draw from each reservation, the lease, and its slots' allocations.
+fn created_events(record: LeaseRecord, at: DateTime<Utc>, events: &mut Vec<Event>) {
+    let slots = slot_events(&record, &HashMap::new(), at);
+    events.extend(
+        record.reservations.iter().map(|r| Event::ResourceClassCreated { name: lease::reservation_class(r.id) }),
+    );
+    events.push(Event::LeaseCreated { lease: record, at });
+    events.extend(slots);
+}
+
+impl Store {
+    /// Creates a lease (or, when recurring, one lease per occurrence), all or
+    /// nothing. Returns the leases made, in order, as a read would show them.
+    pub async fn create_lease(&self, meta: &EventMeta, new: NewLease) -> Result<Vec<Lease>, Error> {
+        lease::check_name(&new.name)?;
+        if new.reservations.len() > MAX_RESERVATIONS {
+            return Err(Error::invalid(
+                codes::INVALID_LEASE,
+                format!("a lease carries at most {MAX_RESERVATIONS} reservations"),
+            ));
+        }
+        crate::tx::command!(self, |tx| {
+            let at = now(tx).await?;
+            // Quota: the project's guard first.
+            let quota_guards = crate::quota::lock(tx, std::slice::from_ref(&new.project_id)).await?;
+            let (windows, before_end, recurring) = windows_of(&new.dates, at)?;
+            let names: Vec<String> = if recurring {
+                (1..=windows.len()).map(|k| format!("{}-{k}", new.name)).collect()
+            } else {
+                vec![new.name.clone()]
+            };
+            check_name_free(tx, &new.project_id, &names, None).await?;
+            let items: Vec<Item> = new.reservations.iter().map(|r| Item::Place(&r.demand, Vec::new())).collect();
+            let wins: Vec<Window> = windows.iter().map(|(s, e)| Window { start: *s, end: Some(*e) }).collect();
+            let types: Vec<&str> = new.reservations.iter().map(|r| r.resource_type.as_str()).collect();
+            let placed = plan(tx, &items, &wins, &[]).await?.map_err(|u| unfit_error(u, &types, recurring))?;
+            let recurrence_id = recurring.then(Uuid::new_v4);
+            let mut events = Vec::new();
+            let mut made = Vec::new();
+            for (((start, end), per_item), name) in windows.iter().zip(placed).zip(names) {
+                let be = before_end.map(Ok).unwrap_or_else(|| lease::before_end_time(*start, *end, None))?;
+                let record = LeaseRecord {
+                    id: Uuid::new_v4(),
+                    name,
+                    project_id: new.project_id.clone(),
+                    user_id: new.user_id.clone(),
+                    start: *start,
+                    end: *end,
+                    status: LeaseStatus::Pending,
+                    degraded: false,
+                    recurrence_id,
+                    reservations: reservation_records(&new, per_item, at),
+                    events: lease::new_events(*start, be, *end),
+                };
+                made.push(read::as_created(record.clone(), at));
+                created_events(record, at, &mut events);
+            }
+            // Quota: every slot of every lease made, and the leases themselves.
+            crate::quota::Check::for_events(at, &events).run(tx, &quota_guards).await?;
+            record(tx, meta, &events).await?;
+            Ok(made)
+        })
+    }
+}

@@ -1,0 +1,130 @@
+//! Leases: create, update and delete, each one transaction that places every
+//! reservation over the lease's window or changes nothing.
+//!
+//! Placing ([`plan`]): the enrolled hosts that match a reservation are its
+//! candidates. Their provider rows are locked in uuid order, then only the
+//! allocations overlapping the window are read (the `allocations_timeline`
+//! GiST index), plus the nearest hold before and after it for best fit.
+//! berth-core's scheduler chooses; each slot (a whole host, or one instance
+//! slot) becomes a consumer whose allocations hold over the window
+//! ([`slots`]), written with `AllocationsReplaced` beside the lease's own
+//! event.
+
+#![warn(clippy::too_many_lines)]
+
+mod create;
+mod delete;
+mod plan;
+mod slots;
+mod update;
+
+use berth_core::dates::DateSpec;
+use berth_core::lease::{codes, Demand};
+use berth_core::Error;
+use chrono::{DateTime, Utc};
+use deadpool_postgres::Transaction;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::queries::leases::{load_leases, visible, Lease};
+use crate::StoreError;
+
+/// The consumer type of a reservation's slots.
+pub const SLOT_CONSUMER_TYPE: &str = "RESERVATION";
+
+/// A reservation as the plugin resolved it.
+#[derive(Debug, Clone)]
+pub struct NewReservation {
+    pub resource_type: String,
+    /// The parameters as the client gave them (shown back as they are).
+    pub params: Value,
+    pub demand: Demand,
+}
+
+/// What advice needs of a reservation (`Store::availability`).
+impl AsRef<Demand> for NewReservation {
+    fn as_ref(&self) -> &Demand {
+        &self.demand
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum LeaseDates {
+    One {
+        start: DateSpec,
+        end: DateSpec,
+        before_end: Option<DateTime<Utc>>,
+    },
+    /// A recurring lease: one lease per occurrence, booked all or nothing.
+    Recurring(Vec<(DateTime<Utc>, DateTime<Utc>)>),
+}
+
+#[derive(Debug, Clone)]
+pub struct NewLease {
+    pub name: String,
+    pub project_id: String,
+    pub user_id: String,
+    pub dates: LeaseDates,
+    pub reservations: Vec<NewReservation>,
+}
+
+/// A reservation's new parameters in an update.
+#[derive(Debug, Clone)]
+pub struct ReservationUpdate {
+    pub id: Uuid,
+    pub params: Value,
+    pub demand: Demand,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct LeaseUpdate {
+    pub name: Option<String>,
+    pub start: Option<DateSpec>,
+    pub end: Option<DateSpec>,
+    pub before_end: Option<DateTime<Utc>>,
+    pub reservations: Vec<ReservationUpdate>,
+}
+
+/// Refuses `names` when a lease of `project` (other than `except`) has one.
+async fn check_name_free(
+    tx: &Transaction<'_>,
+    project: &str,
+    names: &[String],
+    except: Option<Uuid>,
+) -> Result<(), StoreError> {
+    let taken = tx
+        .query_opt(
+            "SELECT name FROM leases WHERE project_id = $1 AND name = ANY($2) AND ($3::uuid IS NULL OR id <> $3) LIMIT 1",
+            &[&project, &names, &except],
+        )
+        .await?;
+    if let Some(r) = taken {
+        let name: String = r.get(0);
+        return Err(
+            Error::conflict(codes::DUPLICATE_LEASE_NAME, format!("a lease named {name:?} already exists")).into()
+        );
+    }
+    Ok(())
+}
+
+// The row locks of the lease commands, in one place: the lease first, then
+// the project's quota guard (`crate::quota::lock`), then consumers, then
+// providers, each sorted by uuid.
+
+/// Locks the lease's row and reads it whole: not found unless `project`
+/// (None: admin) may see it.
+async fn lock_lease(tx: &Transaction<'_>, id: Uuid, project: Option<&str>) -> Result<Lease, StoreError> {
+    tx.query_opt("SELECT 1 FROM leases WHERE id = $1 FOR UPDATE", &[&id]).await?;
+    let mut found = load_leases(tx, &[id]).await?;
+    Ok(visible(found.pop(), id, project)?)
+}
+
+async fn lock_consumers(tx: &Transaction<'_>, consumers: &[Uuid]) -> Result<(), StoreError> {
+    tx.query("SELECT 1 FROM consumers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE", &[&consumers]).await?;
+    Ok(())
+}
+
+async fn lock_providers(tx: &Transaction<'_>, providers: &[Uuid]) -> Result<(), StoreError> {
+    tx.query("SELECT 1 FROM providers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE", &[&providers]).await?;
+    Ok(())
+}
