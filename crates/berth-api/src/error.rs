@@ -9,7 +9,7 @@ use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use berth_core::error::{Error, ErrorKind};
+use berth_core::error::{codes as codes_core, Error, ErrorKind};
 use serde_json::json;
 
 tokio::task_local! {
@@ -144,9 +144,43 @@ pub fn public_detail(e: &Error) -> String {
     }
 }
 
+/// Placement's catch-all error code.
+pub const PLACEMENT_UNDEFINED_CODE: &str = "placement.undefined_code";
+
+/// The codes Placement defines; any other code of ours is answered under
+/// `/placement` as `placement.undefined_code`, as Placement would.
+const PLACEMENT_CODES: &[&str] = &[
+    codes_core::CONCURRENT_UPDATE,
+    codes_core::DUPLICATE_NAME,
+    codes_core::INVENTORY_IN_USE,
+    codes_core::PROVIDER_IN_USE,
+    codes_core::CANNOT_DELETE_PARENT,
+    berth_store::commands::PROVIDER_NOT_FOUND,
+    // Over quota keeps Berth's code, in Placement's error document (403).
+    berth_core::quota::codes::EXCEEDED,
+];
+
+impl Style {
+    /// The code this document answers `e` with: Placement names only its
+    /// own codes (and Berth's outages and bugs, which its clients retry or
+    /// report); Blazar's and Berth's documents carry every code as it is.
+    pub fn code_of(self, e: &Error) -> &'static str {
+        let ours = matches!(e.kind, ErrorKind::Internal | ErrorKind::Unavailable);
+        match self {
+            Style::Placement if !ours && !PLACEMENT_CODES.contains(&e.code) => PLACEMENT_UNDEFINED_CODE,
+            _ => e.code,
+        }
+    }
+}
+
+/// The one conversion of a domain error, so handlers read as `?` chains:
+/// its status by kind, its code as the route's document names it, and
+/// what the client may be told of it.
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        ApiError::new(status_of(e.kind), e.code, public_detail(&e))
+        let mut api = ApiError::new(status_of(e.kind), e.code, public_detail(&e));
+        api.code = api.style.code_of(&e).to_string();
+        api
     }
 }
 

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::bodies;
-use super::http::{body_value, conflict, plain, served_now, Pl};
+use super::http::{body_value, conflict, served_now, Pl};
 use super::providers::provider_uuid;
 use super::schemas;
 use crate::access::Action;
@@ -41,8 +41,8 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> 
     p.since(p.mv.aggregates())?;
     p.authorize(Action::AggregatesList)?;
     let uuid = provider_uuid(&raw)?;
-    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
-    let aggregates = s.store.provider_aggregates(uuid).await.map_err(plain)?;
+    let rp = s.store.placement_provider(uuid).await?;
+    let aggregates = s.store.provider_aggregates(uuid).await?;
     Ok(p.json(StatusCode::OK, &aggregates_json(&p, &aggregates, rp.generation), served_now()))
 }
 
@@ -66,7 +66,7 @@ pub async fn replace(
     p.since(p.mv.aggregates())?;
     p.authorize(Action::AggregatesUpdate)?;
     let uuid = provider_uuid(&raw)?;
-    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    let rp = s.store.placement_provider(uuid).await?;
     let body = body_value(&bytes, &schemas::aggregates(p.mv))?;
     let with_generation = p.mv.aggregates_generation();
     let (list, expected) = if with_generation {
@@ -96,6 +96,6 @@ pub async fn replace(
         .store
         .replace_aggregates(&p.meta(), uuid, expected, set, with_generation)
         .await
-        .map_err(|e| if e.code == codes::CONCURRENT_UPDATE { stale() } else { plain(e) })?;
+        .map_err(|e| if e.code == codes::CONCURRENT_UPDATE { stale() } else { ApiError::from(e) })?;
     Ok(p.json(StatusCode::OK, &aggregates_json(&p, &given, generation), served_now()))
 }

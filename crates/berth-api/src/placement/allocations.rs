@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 use super::bodies;
-use super::http::{bad_request, body, domain, plain, served_now, Pl};
+use super::http::{bad_request, body, domain, served_now, Pl};
 use super::microversion::Version;
 use super::providers::provider_uuid;
 use super::schemas;
@@ -111,10 +111,10 @@ impl ConsumerBody {
 /// A write's errors as Placement words them.
 pub fn write_error(e: berth_core::Error, unknown_prefix: &str) -> ApiError {
     match e.kind {
-        _ if e.code == PROVIDER_NOT_FOUND => plain(e),
+        _ if e.code == PROVIDER_NOT_FOUND => ApiError::from(e),
         ErrorKind::Invalid | ErrorKind::NotFound => domain(e, unknown_prefix),
         ErrorKind::Capacity | ErrorKind::InUse => domain(e, "Unable to allocate inventory: "),
-        _ => plain(e),
+        _ => ApiError::from(e),
     }
 }
 
@@ -134,7 +134,7 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> 
     let Ok(consumer) = Uuid::try_parse(&raw) else {
         return Ok(p.json(StatusCode::OK, &json!({"allocations": {}}), now));
     };
-    let Some(view) = s.store.consumer_now(consumer).await.map_err(plain)? else {
+    let Some(view) = s.store.consumer_now(consumer).await? else {
         return Ok(p.json(StatusCode::OK, &json!({"allocations": {}}), now));
     };
     let mut by_provider: BTreeMap<Uuid, (i64, Map<String, Value>)> = BTreeMap::new();
@@ -170,8 +170,8 @@ pub async fn of_provider(p: Pl, State(s): State<AppState>, Path(raw): Path<Strin
     p.accept_json()?;
     p.authorize(Action::ProviderAllocations)?;
     let uuid = provider_uuid(&raw)?;
-    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
-    let rows = s.store.provider_allocations_now(uuid).await.map_err(plain)?;
+    let rp = s.store.placement_provider(uuid).await?;
+    let rows = s.store.provider_allocations_now(uuid).await?;
     let mut allocations: Map<String, Value> = Map::new();
     for r in rows {
         let entry = allocations.entry(r.consumer.to_string()).or_insert_with(|| json!({"resources": {}}));
@@ -203,7 +203,7 @@ pub async fn put(
     p.json_content()?;
     p.authorize(Action::AllocationsUpdate)?;
     let consumer = Uuid::try_parse(&raw).map_err(|_| bad_request(format!("Malformed consumer_uuid: {raw}")))?;
-    let now = s.store.now().await.map_err(plain)?;
+    let now = s.store.now().await?;
     let command = if p.mv.dict_allocations() {
         let b: ConsumerBody = body(&bytes, &schemas::put_allocations(p.mv))?;
         b.into_command(p.mv, consumer, now)?
@@ -241,7 +241,7 @@ pub async fn post_many(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result
     p.json_content()?;
     p.authorize(Action::AllocationsManage)?;
     let consumers: BTreeMap<String, ConsumerBody> = body(&bytes, &schemas::post_allocations(p.mv, 1))?;
-    let commands = consumers_commands(p.mv, consumers, s.store.now().await.map_err(plain)?)?;
+    let commands = consumers_commands(p.mv, consumers, s.store.now().await?)?;
     s.store
         .replace_allocations(&p.meta(), commands)
         .await
@@ -279,6 +279,6 @@ pub async fn delete(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -
     let Ok(consumer) = Uuid::try_parse(&raw) else {
         return Err(super::http::not_found(format!("No allocations for consumer '{raw}'")));
     };
-    s.store.delete_allocations(&p.meta(), consumer).await.map_err(plain)?;
+    s.store.delete_allocations(&p.meta(), consumer).await?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }

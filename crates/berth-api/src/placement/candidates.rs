@@ -6,13 +6,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use berth_store::commands::{RESOURCE_CLASS_NOT_FOUND, TRAIT_NOT_FOUND};
+use berth_store::commands::RESOURCE_CLASS_NOT_FOUND;
 use berth_store::queries::candidates::{CandidateGroup, CandidateRequest, Candidates};
 use regex::Regex;
 use serde_json::{json, Map, Value};
 
 use super::bodies;
-use super::http::{bad_request, domain, err, plain, served_now, Pl, Query};
+use super::http::{bad_request, domain, err, served_now, Pl, Query};
 use super::microversion::Version;
 use super::{params, schemas};
 use crate::access::Action;
@@ -48,8 +48,7 @@ pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> 
     let req = request(&q, p.mv)?;
     let found = s.store.allocation_candidates(&req).await.map_err(|e| match e.code {
         RESOURCE_CLASS_NOT_FOUND => domain(e, "Invalid resource class in resources parameter: "),
-        TRAIT_NOT_FOUND => plain(e),
-        _ => plain(e),
+        _ => ApiError::from(e),
     })?;
     Ok(p.json(StatusCode::OK, &answer(p.mv, &found), served_now()))
 }

@@ -8,7 +8,7 @@ use berth_core::error::ErrorKind;
 use serde_json::{json, Value};
 
 use super::bodies;
-use super::http::{body_value, domain, not_found, plain, served_now, with_location, Pl};
+use super::http::{body_value, domain, not_found, served_now, with_location, Pl};
 use super::schema;
 use super::schemas;
 use crate::access::Action;
@@ -33,7 +33,7 @@ pub async fn list(p: Pl, State(s): State<AppState>) -> Result<Response, ApiError
     p.since(p.mv.resource_classes())?;
     p.accept_json()?;
     p.authorize(Action::ResourceClassesList)?;
-    let classes = s.store.resource_classes().await.map_err(plain)?;
+    let classes = s.store.resource_classes().await?;
     let body = json!({"resource_classes": classes.iter().map(|c| class_json(c)).collect::<Vec<_>>()});
     Ok(p.json(StatusCode::OK, &body, served_now()))
 }
@@ -51,7 +51,7 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) ->
     p.since(p.mv.resource_classes())?;
     p.accept_json()?;
     p.authorize(Action::ResourceClassesShow)?;
-    if !s.store.resource_class_exists(&name).await.map_err(plain)? {
+    if !s.store.resource_class_exists(&name).await? {
         return Err(not_found(format!("No such resource class {name}.")));
     }
     Ok(p.json(StatusCode::OK, &class_json(&name), served_now()))
@@ -73,7 +73,7 @@ pub async fn create(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Re
     p.authorize(Action::ResourceClassesCreate)?;
     let body = body_value(&bytes, &schemas::resource_class())?;
     let name = body["name"].as_str().unwrap_or_default();
-    s.store.create_resource_class(&p.meta(), name, true).await.map_err(plain)?;
+    s.store.create_resource_class(&p.meta(), name, true).await?;
     Ok(with_location(p.empty(StatusCode::CREATED, None), &p.location(&format!("/resource_classes/{name}"))))
 }
 
@@ -101,7 +101,7 @@ pub async fn update(
         p.authorize(Action::ResourceClassesUpdate)?;
         schema::validate(&json!({"name": name}), &schemas::resource_class())
             .map_err(|e| super::http::bad_request(format!("JSON does not validate: {e}")))?;
-        let created = s.store.create_resource_class(&p.meta(), &name, false).await.map_err(plain)?;
+        let created = s.store.create_resource_class(&p.meta(), &name, false).await?;
         let status = if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT };
         return Ok(with_location(p.empty(status, None), &p.location(&format!("/resource_classes/{name}"))));
     }
@@ -109,7 +109,7 @@ pub async fn update(
     p.authorize(Action::ResourceClassesUpdate)?;
     let body = body_value(&bytes, &schemas::resource_class())?;
     let to = body["name"].as_str().unwrap_or_default().to_string();
-    s.store.rename_resource_class(&p.meta(), &name, &to).await.map_err(plain)?;
+    s.store.rename_resource_class(&p.meta(), &name, &to).await?;
     Ok(p.json(StatusCode::OK, &class_json(&to), None))
 }
 
@@ -127,7 +127,7 @@ pub async fn delete(p: Pl, State(s): State<AppState>, Path(name): Path<String>) 
     p.authorize(Action::ResourceClassesDelete)?;
     s.store.delete_resource_class(&p.meta(), &name).await.map_err(|e| match e.kind {
         ErrorKind::Invalid | ErrorKind::InUse => domain(e, "Error in delete resource class: "),
-        _ => plain(e),
+        _ => ApiError::from(e),
     })?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }

@@ -9,7 +9,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use berth_core::error::{codes, ErrorKind};
+use berth_core::error::ErrorKind;
 use berth_core::EventMeta;
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
@@ -19,27 +19,14 @@ use super::microversion::Version;
 use super::schema;
 use crate::access::{Action, Rules, Target};
 use crate::auth::Context;
-use crate::error::{public_detail, status_of, ApiError};
+use crate::error::{public_detail, status_of, ApiError, Style};
 use crate::AppState;
 
 /// Where Placement is mounted.
 pub const PREFIX: &str = "/placement";
 
 /// Placement's catch-all error code.
-pub const UNDEFINED_CODE: &str = "placement.undefined_code";
-
-/// The codes Placement defines; any other code of ours is answered as
-/// `placement.undefined_code`, as Placement would.
-const PLACEMENT_CODES: &[&str] = &[
-    codes::CONCURRENT_UPDATE,
-    codes::DUPLICATE_NAME,
-    codes::INVENTORY_IN_USE,
-    codes::PROVIDER_IN_USE,
-    codes::CANNOT_DELETE_PARENT,
-    berth_store::commands::PROVIDER_NOT_FOUND,
-    // Over quota keeps Berth's code, in Placement's error document (403).
-    berth_core::quota::codes::EXCEEDED,
-];
+pub use crate::error::PLACEMENT_UNDEFINED_CODE as UNDEFINED_CODE;
 
 /// A Placement error with a status and a message.
 pub fn err(status: StatusCode, detail: impl Into<String>) -> ApiError {
@@ -58,17 +45,14 @@ pub fn conflict(code: &str, detail: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::CONFLICT, code, detail).placement()
 }
 
-/// A domain error as Placement answers it, the message prefixed by `context`.
+/// A domain error as Placement answers it, the message prefixed by
+/// `context` (Placement's wording of where the refusal arose). Without a
+/// prefix, `?` does the same through `From<Error> for ApiError`.
 pub fn domain(e: berth_core::Error, context: &str) -> ApiError {
     let ours = matches!(e.kind, ErrorKind::Internal | ErrorKind::Unavailable);
-    let code = if PLACEMENT_CODES.contains(&e.code) || ours { e.code } else { UNDEFINED_CODE };
+    let code = Style::Placement.code_of(&e);
     let detail = if ours { public_detail(&e) } else { format!("{context}{}", e.detail) };
     ApiError::new(status_of(e.kind), code, detail).placement()
-}
-
-/// [`domain`] without a prefix.
-pub fn plain(e: berth_core::Error) -> ApiError {
-    domain(e, "")
 }
 
 /// The request as Placement sees it.

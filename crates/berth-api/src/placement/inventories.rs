@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 use super::bodies;
-use super::http::{bad_request, body, conflict, domain, err, not_found, plain, served_now, with_location, Pl};
+use super::http::{bad_request, body, conflict, domain, err, not_found, served_now, with_location, Pl};
 use super::microversion::Version;
 use super::providers::provider_uuid;
 use super::schemas;
@@ -114,7 +114,7 @@ pub async fn list(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> 
     p.accept_json()?;
     p.authorize(Action::InventoriesList)?;
     let uuid = provider_uuid(&raw)?;
-    let (rp, invs) = s.store.provider_with_inventories(uuid).await.map_err(plain)?;
+    let (rp, invs) = s.store.provider_with_inventories(uuid).await?;
     Ok(p.json(StatusCode::OK, &all_json(&invs, rp.generation), Some(rp.updated_at)))
 }
 
@@ -135,7 +135,7 @@ pub async fn show(
     p.accept_json()?;
     p.authorize(Action::InventoriesShow)?;
     let uuid = provider_uuid(&raw)?;
-    let (rp, invs) = s.store.provider_with_inventories(uuid).await.map_err(plain)?;
+    let (rp, invs) = s.store.provider_with_inventories(uuid).await?;
     let inv = invs.get(&class).ok_or_else(|| not_found(format!("No inventory of class {class} for {uuid}")))?;
     Ok(p.json(StatusCode::OK, &one_json(inv, rp.generation), Some(rp.updated_at)))
 }
@@ -159,7 +159,7 @@ pub async fn create(
     p.json_content()?;
     p.authorize(Action::InventoriesCreate)?;
     let uuid = provider_uuid(&raw)?;
-    s.store.placement_provider(uuid).await.map_err(plain)?;
+    s.store.placement_provider(uuid).await?;
     let record: Record = body(&bytes, &schemas::create_inventory())?;
     let class = record.resource_class.clone().unwrap_or_default();
     let inv = record.inventory();
@@ -169,7 +169,7 @@ pub async fn create(
         |e| match e.code {
             INVENTORY_EXISTS => conflict(codes::CONCURRENT_UPDATE, format!("Update conflict: {}", e.detail)),
             RESOURCE_CLASS_NOT_FOUND => domain(e, &unable),
-            _ => plain(e),
+            _ => ApiError::from(e),
         },
     )?;
     let resp = p.json(StatusCode::CREATED, &one_json(&inv, generation), served_now());
@@ -195,7 +195,7 @@ pub async fn replace(
     p.json_content()?;
     p.authorize(Action::InventoriesUpdate)?;
     let uuid = provider_uuid(&raw)?;
-    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    let rp = s.store.placement_provider(uuid).await?;
     let req: Replace = body(&bytes, &schemas::replace_inventories())?;
     if req.resource_provider_generation != rp.generation {
         return Err(generation_conflict());
@@ -215,7 +215,7 @@ pub async fn replace(
             }
             codes::INVENTORY_IN_USE => domain(e, "update conflict: "),
             codes::CONCURRENT_UPDATE => generation_conflict(),
-            _ => plain(e),
+            _ => ApiError::from(e),
         })?;
     Ok(p.json(StatusCode::OK, &all_json(&invs, generation), served_now()))
 }
@@ -239,7 +239,7 @@ pub async fn update(
     p.json_content()?;
     p.authorize(Action::InventoriesUpdate)?;
     let uuid = provider_uuid(&raw)?;
-    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    let rp = s.store.placement_provider(uuid).await?;
     let record: Record = body(&bytes, &schemas::update_inventory())?;
     let expected = record.resource_provider_generation.unwrap_or_default();
     if expected != rp.generation {
@@ -278,12 +278,12 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     p.authorize(Action::InventoriesDelete)?;
     let uuid = provider_uuid(&raw)?;
-    s.store.placement_provider(uuid).await.map_err(plain)?;
+    s.store.placement_provider(uuid).await?;
     s.store.change_inventory(&p.meta(), uuid, None, &class, InventoryChange::Delete).await.map_err(|e| {
         match e.code {
             INVENTORY_NOT_FOUND => not_found(format!("No inventory of class {class} found for delete: {}", e.detail)),
             codes::INVENTORY_IN_USE => domain(e, &format!("Unable to delete inventory of class {class}: ")),
-            _ => plain(e),
+            _ => ApiError::from(e),
         }
     })?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
@@ -304,7 +304,7 @@ pub async fn delete_all(p: Pl, State(s): State<AppState>, Path(raw): Path<String
     }
     p.authorize(Action::InventoriesDelete)?;
     let uuid = provider_uuid(&raw)?;
-    s.store.placement_provider(uuid).await.map_err(plain)?;
-    s.store.replace_inventories(&p.meta(), uuid, None, BTreeMap::new()).await.map_err(plain)?;
+    s.store.placement_provider(uuid).await?;
+    s.store.replace_inventories(&p.meta(), uuid, None, BTreeMap::new()).await?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }

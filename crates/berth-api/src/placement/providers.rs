@@ -11,7 +11,7 @@ use berth_store::queries::Provider;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::http::{bad_request, body_value, domain, not_found, path_uuid, plain, served_now, with_location, Pl, Query};
+use super::http::{bad_request, body_value, domain, not_found, path_uuid, served_now, with_location, Pl, Query};
 use super::microversion::Version;
 use super::{bodies, params, schemas};
 use crate::access::Action;
@@ -90,7 +90,7 @@ pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> 
     let found = s.store.placement_providers(&f).await.map_err(|e| match e.code {
         RESOURCE_CLASS_NOT_FOUND => domain(e, "Invalid resource class in resources parameter: "),
         TRAIT_NOT_FOUND => domain(e, "Invalid trait(s) in \"required\" parameter: "),
-        _ => plain(e),
+        _ => ApiError::from(e),
     })?;
     let modified = found.iter().map(|p| p.updated_at).max().or_else(served_now);
     let body = json!({"resource_providers": found.iter().map(|x| provider_json(p.mv, x)).collect::<Vec<_>>()});
@@ -110,7 +110,7 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(uuid): Path<String>) ->
     p.accept_json()?;
     p.authorize(Action::ResourceProvidersShow)?;
     let uuid = provider_uuid(&uuid)?;
-    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    let rp = s.store.placement_provider(uuid).await?;
     Ok(p.json(StatusCode::OK, &provider_json(p.mv, &rp), Some(rp.updated_at)))
 }
 
@@ -138,13 +138,13 @@ pub async fn create(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Re
     let new = NewProvider { uuid: Some(uuid), name: name.clone(), parent };
     s.store.create_provider(&p.meta(), new).await.map_err(|e| match e.kind {
         ErrorKind::Invalid => domain(e, &format!("Unable to create resource provider \"{name}\", {uuid}: ")),
-        _ => plain(e),
+        _ => ApiError::from(e),
     })?;
     let location = p.location(&format!("/resource_providers/{uuid}"));
     if !p.mv.create_provider_returns_body() {
         return Ok(with_location(p.empty(StatusCode::CREATED, None), &location));
     }
-    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    let rp = s.store.placement_provider(uuid).await?;
     Ok(with_location(p.json(StatusCode::OK, &provider_json(p.mv, &rp), Some(rp.updated_at)), &location))
 }
 
@@ -167,7 +167,7 @@ pub async fn update(
     p.json_content()?;
     p.authorize(Action::ResourceProvidersUpdate)?;
     let uuid = provider_uuid(&raw)?;
-    s.store.placement_provider(uuid).await.map_err(plain)?;
+    s.store.placement_provider(uuid).await?;
     let body = body_value(&bytes, &schemas::update_provider(p.mv))?;
     let name = body["name"].as_str().unwrap_or_default().to_string();
     let parent = body
@@ -177,9 +177,9 @@ pub async fn update(
     let update = ProviderUpdate { name, parent, allow_reparent: p.mv.reparenting() };
     s.store.update_provider(&p.meta(), uuid, update).await.map_err(|e| match e.kind {
         ErrorKind::Invalid => domain(e, &format!("Unable to save resource provider {uuid}: ")),
-        _ => plain(e),
+        _ => ApiError::from(e),
     })?;
-    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    let rp = s.store.placement_provider(uuid).await?;
     Ok(p.json(StatusCode::OK, &provider_json(p.mv, &rp), Some(rp.updated_at)))
 }
 
@@ -198,7 +198,7 @@ pub async fn delete(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -
     let uuid = path_uuid(&raw, gone)?;
     s.store.delete_provider(&p.meta(), uuid).await.map_err(|e| match e.kind {
         ErrorKind::NotFound => gone(),
-        _ => plain(e),
+        _ => ApiError::from(e),
     })?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }

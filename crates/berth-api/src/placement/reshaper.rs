@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::allocations::{consumers_commands, ConsumerBody};
 use super::bodies;
-use super::http::{body, domain, plain, Pl};
+use super::http::{body, domain, Pl};
 use super::schemas;
 use crate::access::Action;
 use crate::error::ApiError;
@@ -84,12 +84,12 @@ pub async fn reshape(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<R
             inventories: invs,
         });
     }
-    let consumers = consumers_commands(p.mv, req.allocations, s.store.now().await.map_err(plain)?)?;
+    let consumers = consumers_commands(p.mv, req.allocations, s.store.now().await?)?;
     s.store.reshape(&p.meta(), inventories, consumers).await.map_err(|e| match (e.kind, e.code) {
         (_, RESOURCE_CLASS_NOT_FOUND) => domain(e, "malformed reshaper data: "),
         (_, codes::INVENTORY_IN_USE) => domain(e, "update conflict: "),
         (ErrorKind::Capacity, _) => domain(e, "Unable to allocate inventory: "),
-        _ => plain(e),
+        _ => ApiError::from(e),
     })?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }

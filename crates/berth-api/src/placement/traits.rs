@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::bodies;
-use super::http::{bad_request, body, conflict, not_found, plain, served_now, with_location, Pl, Query};
+use super::http::{bad_request, body, conflict, not_found, served_now, with_location, Pl, Query};
 use super::providers::provider_uuid;
 use super::{schema, schemas};
 use crate::access::Action;
@@ -60,7 +60,7 @@ pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> 
             _ => return Err(bad_request("The query parameter \"associated\" only accepts \"true\" or \"false\"")),
         };
     }
-    let traits = s.store.traits(&f).await.map_err(plain)?;
+    let traits = s.store.traits(&f).await?;
     Ok(p.json(StatusCode::OK, &json!({"traits": traits}), served_now()))
 }
 
@@ -76,7 +76,7 @@ pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> 
 pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
     p.authorize(Action::TraitsShow)?;
-    if !s.store.trait_exists(&name).await.map_err(plain)? {
+    if !s.store.trait_exists(&name).await? {
         return Err(not_found(format!("No such trait(s): {name}.")));
     }
     Ok(p.empty(StatusCode::NO_CONTENT, served_now()))
@@ -101,7 +101,7 @@ pub async fn create(p: Pl, State(s): State<AppState>, Path(name): Path<String>) 
              \"CUSTOM_\" and use following characters: \"A\"-\"Z\", \"0\"-\"9\" and \"_\"",
         ));
     }
-    let created = s.store.create_trait(&p.meta(), &name).await.map_err(plain)?;
+    let created = s.store.create_trait(&p.meta(), &name).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT };
     let resp = p.empty(status, served_now());
     Ok(with_location(resp, &p.location(&format!("/traits/{name}"))))
@@ -119,7 +119,7 @@ pub async fn create(p: Pl, State(s): State<AppState>, Path(name): Path<String>) 
 pub async fn delete(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
     p.authorize(Action::TraitsDelete)?;
-    s.store.delete_trait(&p.meta(), &name).await.map_err(plain)?;
+    s.store.delete_trait(&p.meta(), &name).await?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }
 
@@ -137,8 +137,8 @@ pub async fn of_provider(p: Pl, State(s): State<AppState>, Path(raw): Path<Strin
     p.accept_json()?;
     p.authorize(Action::ProviderTraitsList)?;
     let uuid = provider_uuid(&raw)?;
-    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
-    let traits = s.store.provider_traits(uuid).await.map_err(plain)?;
+    let rp = s.store.placement_provider(uuid).await?;
+    let traits = s.store.provider_traits(uuid).await?;
     let body = json!({"resource_provider_generation": rp.generation, "traits": traits});
     Ok(p.json(StatusCode::OK, &body, Some(rp.updated_at)))
 }
@@ -177,7 +177,7 @@ pub async fn replace(
     p.authorize(Action::ProviderTraitsUpdate)?;
     let req: SetTraits = body(&bytes, &schemas::provider_traits())?;
     let uuid = provider_uuid(&raw)?;
-    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
+    let rp = s.store.placement_provider(uuid).await?;
     if rp.generation != req.resource_provider_generation {
         return Err(generation_conflict());
     }
@@ -186,7 +186,7 @@ pub async fn replace(
         .store
         .replace_traits(&p.meta(), uuid, Some(req.resource_provider_generation), traits.clone())
         .await
-        .map_err(|e| if e.code == codes::CONCURRENT_UPDATE { generation_conflict() } else { plain(e) })?;
+        .map_err(|e| if e.code == codes::CONCURRENT_UPDATE { generation_conflict() } else { ApiError::from(e) })?;
     let body = json!({"resource_provider_generation": generation, "traits": traits});
     Ok(p.json(StatusCode::OK, &body, served_now()))
 }
@@ -204,6 +204,6 @@ pub async fn clear(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) ->
     p.since(p.mv.traits())?;
     p.authorize(Action::ProviderTraitsDelete)?;
     let uuid = provider_uuid(&raw)?;
-    s.store.replace_traits(&p.meta(), uuid, None, BTreeSet::new()).await.map_err(plain)?;
+    s.store.replace_traits(&p.meta(), uuid, None, BTreeSet::new()).await?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }

@@ -9,7 +9,7 @@ use berth_store::queries::placement::ConsumerTypeFilter;
 use serde_json::{json, Map, Value};
 
 use super::bodies;
-use super::http::{plain, served_now, Pl, Query};
+use super::http::{served_now, Pl, Query};
 use super::providers::provider_uuid;
 use super::schemas;
 use crate::access::{Action, Target};
@@ -30,8 +30,8 @@ pub async fn provider(p: Pl, State(s): State<AppState>, Path(raw): Path<String>)
     p.accept_json()?;
     p.authorize(Action::ProviderUsages)?;
     let uuid = provider_uuid(&raw)?;
-    let rp = s.store.placement_provider(uuid).await.map_err(plain)?;
-    let usages = s.store.provider_usages_now(uuid).await.map_err(plain)?;
+    let rp = s.store.placement_provider(uuid).await?;
+    let usages = s.store.provider_usages_now(uuid).await?;
     let body = json!({"resource_provider_generation": rp.generation, "usages": usages});
     Ok(p.json(StatusCode::OK, &body, served_now()))
 }
@@ -66,7 +66,7 @@ pub async fn totals(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -
         Some("unknown") => ConsumerTypeFilter::Untyped,
         Some(t) => ConsumerTypeFilter::Named(t.to_string()),
     });
-    let rows = s.store.usages_now(project, user, filter.as_ref()).await.map_err(plain)?;
+    let rows = s.store.usages_now(project, user, filter.as_ref()).await?;
     let usages: Value = if filter.is_some() {
         let mut groups: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
         for r in rows {
