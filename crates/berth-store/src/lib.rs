@@ -24,6 +24,7 @@ pub mod replay;
 pub mod testing;
 
 mod error;
+mod lock;
 mod quota;
 mod sql;
 mod tx;

@@ -19,6 +19,7 @@ use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::{now, record};
+use crate::lock::{self, Sorted};
 use crate::{quota, sql, Store, StoreError};
 
 #[cfg(test)]
@@ -91,22 +92,16 @@ impl Store {
     /// provider generation. Not found when it holds nothing.
     pub async fn delete_allocations(&self, meta: &EventMeta, consumer: Uuid) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
-            let row = tx
-                .query_opt(
-                    "SELECT project_id, user_id, consumer_type FROM consumers WHERE uuid = $1 FOR UPDATE",
-                    &[&consumer],
-                )
-                .await?;
-            let Some(row) = row else {
+            let Some(row) = crate::lock::consumers(tx, &[consumer]).await?.into_iter().next() else {
                 return Err(
                     Error::not_found(codes::NOT_FOUND, format!("No allocations for consumer '{consumer}'")).into()
                 );
             };
             let event = Event::AllocationsReplaced {
                 consumer,
-                project_id: row.get(0),
-                user_id: row.get(1),
-                consumer_type: row.get(2),
+                project_id: row.get(1),
+                user_id: row.get(2),
+                consumer_type: row.get(3),
                 allocations: Vec::new(),
                 providers_bumped: Some(Vec::new()),
                 at: now(tx).await?,
@@ -157,20 +152,6 @@ fn check_batch_shape(consumers: &[ConsumerAllocations]) -> Result<(), Error> {
 }
 
 type Key = (Uuid, String);
-
-const LOCK_CONSUMERS: &str = "SELECT c.uuid, c.generation, a.provider_uuid, a.resource_class, a.used,
-            lower(a.during), upper(a.during), c.consumer_type
-     FROM consumers c LEFT JOIN allocations a ON a.consumer_uuid = c.uuid
-     WHERE c.uuid = ANY($1) ORDER BY c.uuid FOR UPDATE OF c";
-
-// One array of keys (not `uuid = ANY($1) OR uuid IN (...)`), so the
-// providers are found by their key however many there are.
-const LOCK_PROVIDERS: &str =
-    "SELECT p.uuid, p.generation, i.resource_class, i.total, i.reserved, i.min_unit, i.max_unit, i.step_size,
-            i.allocation_ratio
-     FROM providers p LEFT JOIN inventories i ON i.provider_uuid = p.uuid
-     WHERE p.uuid = ANY($1::uuid[] || ARRAY(SELECT provider_uuid FROM allocations WHERE consumer_uuid = ANY($2)))
-     ORDER BY p.uuid FOR UPDATE OF p";
 
 // Everyone else's holds on each (provider, class) asked about, over the
 // window asked about, in three kinds of row:
@@ -263,8 +244,7 @@ pub(crate) async fn write_allocations(
     debug_assert!(reshaped.is_empty() || requests.len() == 1, "a reshape is decided alone");
     let at = now(tx).await?;
     let all: Vec<&ConsumerAllocations> = requests.iter().flat_map(|r| r.consumers.iter()).collect();
-    let mut consumer_ids: Vec<Uuid> = all.iter().map(|c| c.consumer).collect();
-    consumer_ids.sort();
+    let consumer_ids: Sorted<Uuid> = all.iter().map(|c| c.consumer).collect();
     // The new holds, by provider and class, known from the requests alone.
     let mut wanted: BTreeMap<Key, Vec<(Window, i64)>> = BTreeMap::new();
     for c in &all {
@@ -274,7 +254,7 @@ pub(crate) async fn write_allocations(
     }
     let mut providers: BTreeSet<Uuid> = wanted.keys().map(|k| k.0).collect();
     providers.extend(reshaped.iter().map(|r| r.provider));
-    let provider_ids: Vec<Uuid> = providers.iter().copied().collect();
+    let provider_ids: Sorted<Uuid> = providers.iter().copied().collect();
     let mut keys_p = Vec::new();
     let mut keys_c = Vec::new();
     let mut keys_s: Vec<DateTime<Utc>> = Vec::new();
@@ -298,9 +278,10 @@ pub(crate) async fn write_allocations(
     //       ones clipped and summed, open-ended ones as their sum and the few
     //       that start inside the window);
     //    d. the classes named, the limits and the usage that bear on them.
-    let consumer_params: [&(dyn ToSql + Sync); 1] = [&consumer_ids];
-    let provider_params: [&(dyn ToSql + Sync); 2] = [&provider_ids, &consumer_ids];
-    let other_params: [&(dyn ToSql + Sync); 5] = [&keys_p, &keys_c, &keys_s, &keys_e, &consumer_ids];
+    let consumers = lock::consumers_holding(&consumer_ids);
+    let providers = lock::providers_with_inventories(&provider_ids, &consumer_ids);
+    let consumer_params: [&(dyn ToSql + Sync); 1] = [consumer_ids.param()];
+    let other_params: [&(dyn ToSql + Sync); 5] = [&keys_p, &keys_c, &keys_s, &keys_e, consumer_ids.param()];
     let mut named: BTreeSet<&str> = wanted.keys().map(|k| k.1.as_str()).collect();
     for r in reshaped {
         named.extend(r.inventories.keys().map(String::as_str));
@@ -316,11 +297,11 @@ pub(crate) async fn write_allocations(
             tx,
             [
                 (sql::GENERIC_PLANS, &[]),
-                (quota::GUARD_INSERT, &q.guard[..]),
-                (quota::GUARD_LOCK, &q.guard[..]),
-                (LOCK_CONSUMERS, &consumer_params[..]),
+                (lock::GUARD_INSERT, &q.guard[..]),
+                (lock::GUARD_LOCK, &q.guard[..]),
+                (consumers.0, &consumers.1[..]),
                 (super::consume::HOLDS_DRAWS, &consumer_params[..]),
-                (LOCK_PROVIDERS, &provider_params[..]),
+                (providers.0, &providers.1[..]),
                 (READ_OTHERS, &other_params[..]),
                 (KNOWN_CLASSES, &class_params[..]),
                 (quota::LIMITS, &q.limits[..]),

@@ -68,9 +68,9 @@ pub(crate) async fn draw_from_holds(
     ids.sort();
     // Quota: the projects' guards come before any consumer (crate::quota).
     let projects: std::collections::BTreeSet<String> = batch.iter().map(|c| c.project_id.clone()).collect();
-    crate::quota::lock(tx, &projects.into_iter().collect::<Vec<_>>()).await?;
+    crate::lock::guards(tx, &projects.into_iter().collect::<Vec<_>>()).await?;
     // The batch's consumers first (their draws cannot change under us), then their slots.
-    tx.query("SELECT 1 FROM consumers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE", &[&ids]).await?;
+    crate::lock::consumers(tx, &ids).await?;
     let mut old: HashMap<(Uuid, Uuid), Amounts> = HashMap::new();
     for r in tx
         .query(
@@ -107,7 +107,7 @@ pub(crate) async fn draw_from_holds(
     }
     slot_ids.sort();
     slot_ids.dedup();
-    tx.query("SELECT 1 FROM consumers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE", &[&slot_ids]).await?;
+    crate::lock::consumers(tx, &slot_ids).await?;
     let mut slots: HashMap<Uuid, SlotHold> = HashMap::new();
     for r in tx
         .query(

@@ -1,7 +1,8 @@
 //! Commands: each is one transaction at READ COMMITTED that
-//! 1. locks the rows it depends on, always in the same order (consumers, then
-//!    providers, each sorted by uuid), so concurrent commands queue instead of
-//!    deadlocking or deciding on stale reads;
+//! 1. locks the rows it depends on, always in the same order (quota guards,
+//!    then consumers, then providers, each sorted: crate::lock), so
+//!    concurrent commands queue instead of deadlocking or deciding on stale
+//!    reads;
 //! 2. compares the generations the client sent;
 //! 3. reads what it needs (statements after the locks see every earlier
 //!    writer's committed rows) and decides with berth-core's rules;

@@ -48,9 +48,8 @@ pub const INVENTORY_EXISTS: &str = "placement.inventory.exists";
 
 /// Locks one provider row and returns its generation.
 pub(crate) async fn lock_provider(tx: &Transaction<'_>, uuid: Uuid) -> Result<i64, StoreError> {
-    let row = tx.query_opt("SELECT generation FROM providers WHERE uuid = $1 FOR UPDATE", &[&uuid]).await?;
-    match row {
-        Some(r) => Ok(r.get(0)),
+    match crate::lock::provider(tx, uuid).await? {
+        Some(r) => Ok(r.get(1)),
         None => Err(Error::not_found(codes::NOT_FOUND, format!("No resource provider with uuid {uuid} found")).into()),
     }
 }
@@ -96,7 +95,7 @@ impl Store {
         crate::tx::command!(self, |tx| {
             if let Some(parent) = new.parent {
                 // Share-lock the parent so it cannot be deleted under us.
-                if tx.query_opt("SELECT 1 FROM providers WHERE uuid = $1 FOR SHARE", &[&parent]).await?.is_none() {
+                if !crate::lock::parent(tx, parent).await? {
                     return Err(Error::invalid(codes::INVALID, "parent provider UUID does not exist.").into());
                 }
             }
@@ -128,13 +127,12 @@ impl Store {
     pub async fn update_provider(&self, meta: &EventMeta, uuid: Uuid, update: ProviderUpdate) -> Result<(), Error> {
         validate_name(&update.name)?;
         crate::tx::command!(self, |tx| {
-            let row = tx.query_opt("SELECT parent_uuid FROM providers WHERE uuid = $1 FOR UPDATE", &[&uuid]).await?;
-            let Some(row) = row else {
+            let Some(row) = crate::lock::provider(tx, uuid).await? else {
                 return Err(
                     Error::not_found(codes::NOT_FOUND, format!("No resource provider with uuid {uuid} found")).into()
                 );
             };
-            let current: Option<Uuid> = row.get(0);
+            let current: Option<Uuid> = row.get(2);
             let parent = update.parent.unwrap_or(current);
             if parent != current && current.is_some() && !update.allow_reparent {
                 let what = if parent.is_none() { "un-parenting" } else { "re-parenting" };
@@ -148,7 +146,7 @@ impl Store {
                         Error::invalid(codes::INVALID, "creating loop in the provider tree is not allowed.").into()
                     );
                 }
-                if tx.query_opt("SELECT 1 FROM providers WHERE uuid = $1 FOR SHARE", &[&p]).await?.is_none() {
+                if !crate::lock::parent(tx, p).await? {
                     return Err(Error::invalid(codes::INVALID, "parent provider UUID does not exist.").into());
                 }
                 let cycle = tx
@@ -286,13 +284,7 @@ impl Store {
             let generation = lock_provider(tx, uuid).await?;
             check_generation(uuid, expected_generation, generation)?;
             let names: Vec<&str> = traits.iter().map(String::as_str).collect();
-            // Share-lock the traits so a concurrent delete waits for us.
-            let found: Vec<String> = tx
-                .query("SELECT name FROM traits WHERE name = ANY($1) ORDER BY name FOR SHARE", &[&names])
-                .await?
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
+            let found = crate::lock::traits_in_use(tx, &names).await?;
             if found.len() != traits.len() {
                 let missing: Vec<&str> = names.iter().filter(|n| !found.iter().any(|f| f == *n)).copied().collect();
                 return Err(Error::invalid(
@@ -347,12 +339,7 @@ pub(crate) async fn check_inventory_change(
     inventories: &BTreeMap<String, Inventory>,
 ) -> Result<(), StoreError> {
     let classes: Vec<&str> = inventories.keys().map(String::as_str).collect();
-    let known: Vec<String> = tx
-        .query("SELECT name FROM resource_classes WHERE name = ANY($1) FOR SHARE", &[&classes])
-        .await?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let known = crate::lock::classes_in_use(tx, &classes).await?;
     if let Some(unknown) = classes.iter().find(|c| !known.iter().any(|k| k == *c)) {
         return Err(Error::invalid(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {unknown}.")).into());
     }

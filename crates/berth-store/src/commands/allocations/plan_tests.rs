@@ -55,11 +55,11 @@ async fn claim_statements_read_from_their_own_indexes_from_the_start() {
         &["allocations_timeline", "allocations_bounded", "allocations_open_start", "allocations_provider_upper"],
     );
     for (sql, params) in [
-        (crate::quota::GUARD_INSERT, 1),
-        (crate::quota::GUARD_LOCK, 1),
-        (super::LOCK_CONSUMERS, 1),
+        (crate::lock::GUARD_INSERT, 1),
+        (crate::lock::GUARD_LOCK, 1),
+        (crate::lock::CONSUMERS_HOLDING, 1),
         (super::super::consume::HOLDS_DRAWS, 1),
-        (super::LOCK_PROVIDERS, 2),
+        (crate::lock::PROVIDERS_WITH_INVENTORIES, 2),
         (super::KNOWN_CLASSES, 1),
         (crate::quota::LIMITS, 2),
     ] {
