@@ -10,6 +10,7 @@
 #![warn(clippy::arithmetic_side_effects)]
 
 pub mod dates;
+pub mod draw;
 pub mod error;
 pub mod event;
 pub mod inventory;

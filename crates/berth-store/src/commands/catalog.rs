@@ -1,15 +1,11 @@
 //! Resource classes and traits: the vocabulary providers and requests use.
 
-use berth_core::error::codes;
+use berth_core::error::codes::{self, RESOURCE_CLASS_NOT_FOUND, TRAIT_NOT_FOUND};
 use berth_core::names::is_custom_name;
 use berth_core::{Error, Event, EventMeta};
 
-use super::allocations::RESOURCE_CLASS_NOT_FOUND;
 use super::record;
 use crate::Store;
-
-/// The code of "no such trait".
-pub const TRAIT_NOT_FOUND: &str = "placement.trait.not_found";
 
 fn check_custom(what: &str, name: &str) -> Result<(), Error> {
     if !is_custom_name(name) {

@@ -5,13 +5,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use berth_core::error::codes;
-use berth_core::names::STANDARD_RESOURCE_CLASSES;
+use berth_core::error::codes::{self, INVENTORY_EXISTS, INVENTORY_NOT_FOUND, RESOURCE_CLASS_NOT_FOUND};
+use berth_core::names::in_standard_order;
 use berth_core::{Error, Event, EventMeta, Inventory};
 use deadpool_postgres::Transaction;
 use uuid::Uuid;
 
-use super::allocations::RESOURCE_CLASS_NOT_FOUND;
 use super::{now, record};
 use crate::{Store, StoreError};
 
@@ -41,11 +40,6 @@ pub enum InventoryChange {
     Delete,
 }
 
-/// The code of "no inventory of that class on that provider".
-pub const INVENTORY_NOT_FOUND: &str = "placement.inventory.not_found";
-/// The code of "that class already has an inventory here".
-pub const INVENTORY_EXISTS: &str = "placement.inventory.exists";
-
 /// Locks one provider row and returns its generation.
 pub(crate) async fn lock_provider(tx: &Transaction<'_>, uuid: Uuid) -> Result<i64, StoreError> {
     match crate::lock::provider(tx, uuid).await? {
@@ -69,16 +63,6 @@ fn validate_name(name: &str) -> Result<(), Error> {
         return Err(Error::invalid(codes::INVALID, "provider name must be 1 to 200 characters"));
     }
     Ok(())
-}
-
-/// Standard classes in their canonical order, then custom ones by name.
-pub(crate) fn in_standard_order(classes: impl IntoIterator<Item = String>) -> Vec<String> {
-    let mut v: Vec<String> = classes.into_iter().collect();
-    v.sort_by_key(|c| {
-        let pos = STANDARD_RESOURCE_CLASSES.iter().position(|s| s == c).unwrap_or(usize::MAX);
-        (pos, c.clone())
-    });
-    v
 }
 
 impl Store {

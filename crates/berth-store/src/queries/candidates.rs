@@ -19,8 +19,8 @@ use uuid::Uuid;
 
 use super::inventory_at;
 use super::placement::{check_traits_exist, peaks_from_now};
-use crate::commands::RESOURCE_CLASS_NOT_FOUND;
 use crate::{Store, StoreError};
+use berth_core::error::codes::RESOURCE_CLASS_NOT_FOUND;
 
 /// The trait that makes a provider share its inventory with its aggregates.
 pub const SHARING_TRAIT: &str = "MISC_SHARES_VIA_AGGREGATE";

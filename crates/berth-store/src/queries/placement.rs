@@ -12,8 +12,8 @@ use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::{inventory_at, provider, Provider, PROVIDER_COLUMNS};
-use crate::commands::{RESOURCE_CLASS_NOT_FOUND, TRAIT_NOT_FOUND};
 use crate::{Store, StoreError};
+use berth_core::error::codes::{RESOURCE_CLASS_NOT_FOUND, TRAIT_NOT_FOUND};
 
 /// Filters of `GET /resource_providers`; all of them must hold.
 #[derive(Debug, Clone, Default)]
@@ -293,7 +293,7 @@ impl Store {
     pub async fn resource_classes(&self) -> Result<Vec<String>, Error> {
         let c = self.client().await?;
         let rows = c.query("SELECT name FROM resource_classes", &[]).await.map_err(db)?;
-        Ok(crate::commands::in_standard_order(rows.iter().map(|r| r.get(0))))
+        Ok(berth_core::names::in_standard_order(rows.iter().map(|r| r.get(0))))
     }
 
     pub async fn resource_class_exists(&self, name: &str) -> Result<bool, Error> {
