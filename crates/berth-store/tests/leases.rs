@@ -451,3 +451,41 @@ async fn consumers_draw_from_their_reservation() {
     store.delete_lease(&meta(), id, None).await.unwrap();
     assert_replay_clean(&store).await;
 }
+
+#[tokio::test]
+async fn a_draw_given_back_among_claims_in_flight_is_decided_with_them() {
+    let db = TestDatabase::new().await;
+    let store = db.store(8);
+    let h = host(&store, "h", 8, json!({})).await;
+    let now = NewLease {
+        dates: LeaseDates::One { start: DateSpec::Now, end: DateSpec::At(t(5)), before_end: None },
+        ..lease("l", "p", 0, 1, vec![slots(1, 4, None)])
+    };
+    let id = store.create_lease(&meta(), now).await.unwrap()[0];
+    let l = store.lease(id, None).await.unwrap().record;
+    let class = berth_core::lease::reservation_class(l.reservations[0].id);
+    let slot = l.reservations[0].slots[0].consumer;
+    let x = Uuid::new_v4();
+    store.replace_allocations(&meta(), vec![claim(x, "p", h, &[("VCPU", 2), (&class, 1)])]).await.unwrap();
+    // The slot holds 2, x draws 2: 4 of 8 are free. x gives its draw back
+    // (the slot holds 4 again) while six claims of 1 come in: exactly four fit.
+    let before = store.read_log(berth_store::Cursor::START, 10_000).await.unwrap().len();
+    let m = meta();
+    let give_back = store.replace_allocations(&m, vec![claim(x, "p", h, &[])]);
+    let others = (0..6).map(|_| store.replace_allocations(&m, vec![claim(Uuid::new_v4(), "p", h, &[("VCPU", 1)])]));
+    let (given, others) = tokio::join!(give_back, futures::future::join_all(others));
+    given.unwrap();
+    assert_eq!(others.iter().filter(|r| r.is_ok()).count(), 4, "{others:?}");
+    for e in others.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(e.kind, ErrorKind::Capacity, "{e:?}");
+    }
+    let vcpus: i64 = store.consumer_allocations(slot).await.unwrap().iter().map(|a| a.used).sum();
+    assert_eq!(vcpus, 4);
+    // The draw given back and x's allocations gone were written by one transaction.
+    let log = store.read_log(berth_store::Cursor::START, 10_000).await.unwrap();
+    let streams = [format!("consumer:{x}"), format!("slot:{slot}"), format!("consumer:{slot}")];
+    let mine: Vec<_> = log[before..].iter().filter(|e| streams.contains(&e.stream)).collect();
+    assert_eq!(mine.len(), 3, "the draw, x and the slot: {mine:?}");
+    assert!(mine.iter().all(|e| e.txid == mine[0].txid), "{mine:?}");
+    assert_replay_clean(&store).await;
+}
