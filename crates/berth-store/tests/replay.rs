@@ -21,121 +21,147 @@ const CLASSES: &[&str] = &["VCPU", "MEMORY_MB", "DISK_GB", "CUSTOM_GOLD"];
 
 /// A random workload of every command, successes and refusals mixed.
 async fn random_workload(store: &berth_store::Store, seed: u64, steps: usize) -> usize {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let m = meta();
     store.create_resource_class(&m, "CUSTOM_GOLD", true).await.unwrap();
     store.create_trait(&m, "CUSTOM_FAST").await.unwrap();
-    let mut providers: Vec<Uuid> = Vec::new();
-    let mut consumers: Vec<Uuid> = Vec::new();
+    let mut w = Workload {
+        store,
+        m,
+        rng: rand::rngs::StdRng::seed_from_u64(seed),
+        providers: Vec::new(),
+        consumers: Vec::new(),
+        now: Utc::now(),
+    };
     let mut ok = 0;
-    let now = Utc::now();
     for step in 0..steps {
-        let pick = |rng: &mut rand::rngs::StdRng, v: &Vec<Uuid>| v.get(rng.gen_range(0..v.len().max(1))).copied();
-        let result = match rng.gen_range(0..12) {
-            0 | 1 => {
-                let parent = if rng.gen_bool(0.3) { pick(&mut rng, &providers) } else { None };
-                let r = store.create_provider(&m, NewProvider { uuid: None, name: format!("rp-{step}"), parent }).await;
-                r.map(|u| providers.push(u))
-            }
-            2 | 3 => match pick(&mut rng, &providers) {
-                Some(p) => {
-                    let mut inv: BTreeMap<String, Inventory> = BTreeMap::new();
-                    for c in CLASSES {
-                        if rng.gen_bool(0.7) {
-                            let i = Inventory {
-                                total: rng.gen_range(4..64),
-                                reserved: rng.gen_range(0..2),
-                                allocation_ratio: 1.5,
-                                ..Default::default()
-                            };
-                            inv.insert(c.to_string(), i);
-                        }
-                    }
-                    store.replace_inventories(&m, p, None, inv).await.map(|_| ())
-                }
-                None => Ok(()),
-            },
-            4 => match pick(&mut rng, &providers) {
-                Some(p) => {
-                    let traits: BTreeSet<String> = ["CUSTOM_FAST", "HW_CPU_X86_AVX2"]
-                        .iter()
-                        .filter(|_| rng.gen_bool(0.5))
-                        .map(|s| s.to_string())
-                        .collect();
-                    // HW_CPU_X86_AVX2 may not be seeded: a refusal is a fine outcome.
-                    store.replace_traits(&m, p, None, traits).await.map(|_| ())
-                }
-                None => Ok(()),
-            },
-            5 => match pick(&mut rng, &providers) {
-                Some(p) => {
-                    let aggs: BTreeSet<Uuid> = (0..rng.gen_range(0..3)).map(|_| Uuid::new_v4()).collect();
-                    store.replace_aggregates(&m, p, None, aggs, rng.gen_bool(0.5)).await.map(|_| ())
-                }
-                None => Ok(()),
-            },
-            6..=8 => match pick(&mut rng, &providers) {
-                Some(p) => {
-                    let start = now + Duration::minutes(rng.gen_range(-60..600));
-                    let window = if rng.gen_bool(0.5) {
-                        Window::from(start)
-                    } else {
-                        Window::new(start, Some(start + Duration::minutes(rng.gen_range(1..300)))).unwrap()
-                    };
-                    let class = CLASSES[rng.gen_range(0..CLASSES.len())];
-                    let (id, check) = match pick(&mut rng, &consumers) {
-                        Some(c) if rng.gen_bool(0.4) => (c, GenerationCheck::Any),
-                        _ => (Uuid::new_v4(), GenerationCheck::New),
-                    };
-                    let allocations = vec![hold(p, class, rng.gen_range(1..8), window)];
-                    let r = store.replace_allocations(&m, vec![consumer(id, check, allocations)]).await;
-                    if r.is_ok() && !consumers.contains(&id) {
-                        consumers.push(id);
-                    }
-                    r
-                }
-                None => Ok(()),
-            },
-            9 => match pick(&mut rng, &consumers) {
-                Some(c) => store.replace_allocations(&m, vec![consumer(c, GenerationCheck::Any, vec![])]).await,
-                None => Ok(()),
-            },
-            10 => match (pick(&mut rng, &providers), pick(&mut rng, &providers)) {
-                (Some(p), Some(parent)) => {
-                    let name = format!("renamed-{step}");
-                    let parent = Some(if rng.gen_bool(0.5) { Some(parent) } else { None });
-                    let update = ProviderUpdate { name, parent, allow_reparent: true };
-                    store.update_provider(&m, p, update).await
-                }
-                _ => Ok(()),
-            },
-            _ => match pick(&mut rng, &providers) {
-                Some(p) if rng.gen_bool(0.5) => {
-                    let r = store.delete_provider(&m, p).await;
-                    if r.is_ok() {
-                        providers.retain(|x| *x != p);
-                    }
-                    r
-                }
-                Some(p) => {
-                    let gen = store.provider(p).await.unwrap().generation;
-                    let inv = BTreeMap::from([("VCPU".to_string(), Inventory { total: 32, ..Default::default() })]);
-                    store
-                        .reshape(
-                            &m,
-                            vec![ReshapeInventory { provider: p, expected_generation: gen, inventories: inv }],
-                            vec![],
-                        )
-                        .await
-                }
-                None => Ok(()),
-            },
+        let result = match w.rng.gen_range(0..12) {
+            0 | 1 => w.create_provider(step).await,
+            2 | 3 => w.replace_inventories().await,
+            4 => w.replace_traits().await,
+            5 => w.replace_aggregates().await,
+            6..=8 => w.claim().await,
+            9 => w.release().await,
+            10 => w.update_provider(step).await,
+            _ => w.delete_or_reshape().await,
         };
         if result.is_ok() {
             ok += 1;
         }
     }
     ok
+}
+
+/// The state of a random workload: what it made so far.
+struct Workload<'a> {
+    store: &'a berth_store::Store,
+    m: berth_core::EventMeta,
+    rng: rand::rngs::StdRng,
+    providers: Vec<Uuid>,
+    consumers: Vec<Uuid>,
+    now: chrono::DateTime<Utc>,
+}
+
+type Outcome = Result<(), berth_core::Error>;
+
+impl Workload<'_> {
+    fn pick_provider(&mut self) -> Option<Uuid> {
+        self.providers.get(self.rng.gen_range(0..self.providers.len().max(1))).copied()
+    }
+
+    fn pick_consumer(&mut self) -> Option<Uuid> {
+        self.consumers.get(self.rng.gen_range(0..self.consumers.len().max(1))).copied()
+    }
+
+    async fn create_provider(&mut self, step: usize) -> Outcome {
+        let parent = if self.rng.gen_bool(0.3) { self.pick_provider() } else { None };
+        let r =
+            self.store.create_provider(&self.m, NewProvider { uuid: None, name: format!("rp-{step}"), parent }).await;
+        r.map(|u| self.providers.push(u))
+    }
+
+    async fn replace_inventories(&mut self) -> Outcome {
+        let Some(p) = self.pick_provider() else { return Ok(()) };
+        let mut inv: BTreeMap<String, Inventory> = BTreeMap::new();
+        for c in CLASSES {
+            if self.rng.gen_bool(0.7) {
+                let i = Inventory {
+                    total: self.rng.gen_range(4..64),
+                    reserved: self.rng.gen_range(0..2),
+                    allocation_ratio: 1.5,
+                    ..Default::default()
+                };
+                inv.insert(c.to_string(), i);
+            }
+        }
+        self.store.replace_inventories(&self.m, p, None, inv).await.map(|_| ())
+    }
+
+    async fn replace_traits(&mut self) -> Outcome {
+        let Some(p) = self.pick_provider() else { return Ok(()) };
+        let traits: BTreeSet<String> = ["CUSTOM_FAST", "HW_CPU_X86_AVX2"]
+            .iter()
+            .filter(|_| self.rng.gen_bool(0.5))
+            .map(|s| s.to_string())
+            .collect();
+        // HW_CPU_X86_AVX2 may not be seeded: a refusal is a fine outcome.
+        self.store.replace_traits(&self.m, p, None, traits).await.map(|_| ())
+    }
+
+    async fn replace_aggregates(&mut self) -> Outcome {
+        let Some(p) = self.pick_provider() else { return Ok(()) };
+        let aggs: BTreeSet<Uuid> = (0..self.rng.gen_range(0..3)).map(|_| Uuid::new_v4()).collect();
+        let bump = self.rng.gen_bool(0.5);
+        self.store.replace_aggregates(&self.m, p, None, aggs, bump).await.map(|_| ())
+    }
+
+    async fn claim(&mut self) -> Outcome {
+        let Some(p) = self.pick_provider() else { return Ok(()) };
+        let start = self.now + Duration::minutes(self.rng.gen_range(-60..600));
+        let window = if self.rng.gen_bool(0.5) {
+            Window::from(start)
+        } else {
+            Window::new(start, Some(start + Duration::minutes(self.rng.gen_range(1..300)))).unwrap()
+        };
+        let class = CLASSES[self.rng.gen_range(0..CLASSES.len())];
+        let existing = self.pick_consumer();
+        let (id, check) = match existing {
+            Some(c) if self.rng.gen_bool(0.4) => (c, GenerationCheck::Any),
+            _ => (Uuid::new_v4(), GenerationCheck::New),
+        };
+        let allocations = vec![hold(p, class, self.rng.gen_range(1..8), window)];
+        let r = self.store.replace_allocations(&self.m, vec![consumer(id, check, allocations)]).await;
+        if r.is_ok() && !self.consumers.contains(&id) {
+            self.consumers.push(id);
+        }
+        r
+    }
+
+    async fn release(&mut self) -> Outcome {
+        let Some(c) = self.pick_consumer() else { return Ok(()) };
+        self.store.replace_allocations(&self.m, vec![consumer(c, GenerationCheck::Any, vec![])]).await
+    }
+
+    async fn update_provider(&mut self, step: usize) -> Outcome {
+        let (Some(p), Some(parent)) = (self.pick_provider(), self.pick_provider()) else { return Ok(()) };
+        let name = format!("renamed-{step}");
+        let parent = Some(if self.rng.gen_bool(0.5) { Some(parent) } else { None });
+        self.store.update_provider(&self.m, p, ProviderUpdate { name, parent, allow_reparent: true }).await
+    }
+
+    async fn delete_or_reshape(&mut self) -> Outcome {
+        let Some(p) = self.pick_provider() else { return Ok(()) };
+        if self.rng.gen_bool(0.5) {
+            let r = self.store.delete_provider(&self.m, p).await;
+            if r.is_ok() {
+                self.providers.retain(|x| *x != p);
+            }
+            return r;
+        }
+        let gen = self.store.provider(p).await.unwrap().generation;
+        let inv = BTreeMap::from([("VCPU".to_string(), Inventory { total: 32, ..Default::default() })]);
+        let reshaped = vec![ReshapeInventory { provider: p, expected_generation: gen, inventories: inv }];
+        self.store.reshape(&self.m, reshaped, vec![]).await
+    }
 }
 
 #[tokio::test]

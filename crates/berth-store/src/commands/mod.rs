@@ -16,7 +16,11 @@ mod allocations;
 mod catalog;
 mod claims;
 mod hosts;
+// The lease modules still have functions past clippy.toml's length; they
+// are to be split by idea like the rest.
+#[allow(clippy::too_many_lines)]
 mod lease_events;
+#[allow(clippy::too_many_lines)]
 mod leases;
 mod providers;
 mod quotas;
