@@ -17,7 +17,6 @@ pub mod launcher;
 pub mod log;
 pub mod migrate;
 pub mod notify;
-pub mod projection;
 pub mod queries;
 pub mod replay;
 #[cfg(any(test, feature = "testing"))]
@@ -25,6 +24,8 @@ pub mod testing;
 
 mod error;
 mod lock;
+// Only projection::apply writes projection tables (the compiler keeps it so).
+mod projection;
 mod quota;
 mod sql;
 mod tx;
@@ -120,7 +121,7 @@ impl Store {
         Ok(())
     }
 
-    pub fn pool(&self) -> &Pool {
+    pub(crate) fn pool(&self) -> &Pool {
         &self.pool
     }
 }

@@ -109,3 +109,18 @@ impl TestDatabase {
         Store::connect(&self.url, pool_size).expect("connect")
     }
 }
+
+/// The store's pool, for tests that hold transactions of their own open.
+pub fn pool(store: &Store) -> &deadpool_postgres::Pool {
+    store.pool()
+}
+
+/// Appends `events` in `tx` without applying them: for tests of the log
+/// alone (commands append and apply together).
+pub async fn append(
+    tx: &deadpool_postgres::Transaction<'_>,
+    meta: &berth_core::EventMeta,
+    events: &[berth_core::Event],
+) -> Result<Vec<i64>, crate::StoreError> {
+    crate::log::append(tx, meta, events).await
+}
