@@ -11,7 +11,10 @@
 //! or one of its consumers holds a draw to give back) is decided in the same
 //! transaction after the others, each on its own: its draw is looked up
 //! (draw.rs), and it is read again with the slots it draws from and
-//! decided; its draws are recorded with its allocations.
+//! decided; its draws are recorded with its allocations. In a batch, the
+//! slots it draws from are locked after the batch's providers, out of the
+//! usual order (crate::lock): a deadlock, if any, starts the batch over, as
+//! the quota check's late guards do.
 
 use berth_core::{Event, EventMeta};
 use deadpool_postgres::Transaction;
