@@ -120,8 +120,4 @@ impl Store {
         c.simple_query("SELECT 1").await?;
         Ok(())
     }
-
-    pub(crate) fn pool(&self) -> &Pool {
-        &self.pool
-    }
 }
