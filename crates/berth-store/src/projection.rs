@@ -11,11 +11,7 @@ use deadpool_postgres::GenericClient;
 
 use crate::StoreError;
 
-// The lease modules still have functions past clippy.toml's length; they
-// are to be split by idea like the rest.
-#[allow(clippy::too_many_lines)]
 pub(crate) mod lease_events;
-#[allow(clippy::too_many_lines)]
 mod leases;
 mod placement;
 pub(crate) mod quotas;

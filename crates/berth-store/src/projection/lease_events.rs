@@ -79,88 +79,103 @@ pub(super) fn batch_key(event: &Event) -> Option<(u8, uuid::Uuid)> {
 /// Applies a run of events of one batchable kind on distinct rows: the same
 /// rows as applying them one by one.
 pub(super) async fn apply_run(c: &impl GenericClient, run: &[&Event]) -> Result<(), StoreError> {
-    use chrono::{DateTime, Utc};
-    use uuid::Uuid;
-    let mut ids: Vec<Uuid> = Vec::with_capacity(run.len());
-    let mut leases: Vec<Uuid> = Vec::new();
-    let mut texts: Vec<String> = Vec::new();
-    let mut errors: Vec<Option<String>> = Vec::new();
-    let mut times: Vec<DateTime<Utc>> = Vec::new();
-    let mut ats: Vec<DateTime<Utc>> = Vec::new();
-    let mut flags: Vec<bool> = Vec::new();
+    let mut columns = RunColumns::default();
     for e in run {
+        columns.push(e);
+    }
+    columns.write(c, run[0]).await
+}
+
+/// A run's events as the columns of the statement that writes them.
+#[derive(Default)]
+struct RunColumns {
+    ids: Vec<uuid::Uuid>,
+    leases: Vec<uuid::Uuid>,
+    texts: Vec<String>,
+    errors: Vec<Option<String>>,
+    times: Vec<chrono::DateTime<chrono::Utc>>,
+    ats: Vec<chrono::DateTime<chrono::Utc>>,
+    flags: Vec<bool>,
+}
+
+impl RunColumns {
+    fn push(&mut self, e: &Event) {
         match e {
             Event::LeaseEventFinished { event, status, error, at, .. } => {
-                ids.push(*event);
-                texts.push(status.as_str().to_string());
-                errors.push(error.clone());
-                ats.push(*at);
+                self.ids.push(*event);
+                self.texts.push(status.as_str().to_string());
+                self.errors.push(error.clone());
+                self.ats.push(*at);
             }
             Event::LeaseEventRetrying { event, error, retry_at, at, .. } => {
-                ids.push(*event);
-                errors.push(Some(error.clone()));
-                times.push(*retry_at);
-                ats.push(*at);
+                self.ids.push(*event);
+                self.errors.push(Some(error.clone()));
+                self.times.push(*retry_at);
+                self.ats.push(*at);
             }
             Event::ReservationStatusChanged { lease, reservation, status, at } => {
-                ids.push(*reservation);
-                leases.push(*lease);
-                texts.push(status.as_str().to_string());
-                ats.push(*at);
+                self.ids.push(*reservation);
+                self.leases.push(*lease);
+                self.texts.push(status.as_str().to_string());
+                self.ats.push(*at);
             }
             Event::LeaseStatusChanged { id, status, degraded, at } => {
-                ids.push(*id);
-                texts.push(status.as_str().to_string());
-                flags.push(*degraded);
-                ats.push(*at);
+                self.ids.push(*id);
+                self.texts.push(status.as_str().to_string());
+                self.flags.push(*degraded);
+                self.ats.push(*at);
             }
             _ => unreachable!("not a batchable event"),
         }
     }
-    match &run[0] {
-        Event::LeaseEventFinished { .. } => {
-            sql::execute(
-                c,
-                "UPDATE lease_events e SET status = u.status, last_error = coalesce(u.error, e.last_error),
-                        retry_at = NULL, claim_expires_at = NULL, updated_at = u.at
-                 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[]) AS u(id, status, error, at)
-                 WHERE e.id = u.id",
-                &[&ids, &texts, &errors, &ats],
-            )
-            .await?;
+
+    /// Writes the run, of the kind of `first`, in one statement.
+    async fn write(&self, c: &impl GenericClient, first: &Event) -> Result<(), StoreError> {
+        match first {
+            Event::LeaseEventFinished { .. } => {
+                sql::execute(
+                    c,
+                    "UPDATE lease_events e SET status = u.status, last_error = coalesce(u.error, e.last_error),
+                            retry_at = NULL, claim_expires_at = NULL, updated_at = u.at
+                     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::timestamptz[]) AS u(id, status, error, at)
+                     WHERE e.id = u.id",
+                    &[&self.ids, &self.texts, &self.errors, &self.ats],
+                )
+                .await?;
+            }
+            Event::LeaseEventRetrying { .. } => {
+                sql::execute(
+                    c,
+                    "UPDATE lease_events e SET status = 'UNDONE', last_error = u.error, retry_at = u.retry_at,
+                            claim_expires_at = NULL, updated_at = u.at
+                     FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS u(id, error, retry_at, at)
+                     WHERE e.id = u.id",
+                    &[&self.ids, &self.errors, &self.times, &self.ats],
+                )
+                .await?;
+            }
+            Event::ReservationStatusChanged { .. } => {
+                sql::execute(
+                    c,
+                    "UPDATE reservations r SET status = u.status, updated_at = u.at
+                     FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[]) AS u(id, lease, status, at)
+                     WHERE r.id = u.id AND r.lease_id = u.lease",
+                    &[&self.ids, &self.leases, &self.texts, &self.ats],
+                )
+                .await?;
+            }
+            Event::LeaseStatusChanged { .. } => {
+                sql::execute(
+                    c,
+                    "UPDATE leases l SET status = u.status, degraded = u.degraded, updated_at = u.at
+                     FROM unnest($1::uuid[], $2::text[], $3::bool[], $4::timestamptz[]) AS u(id, status, degraded, at)
+                     WHERE l.id = u.id",
+                    &[&self.ids, &self.texts, &self.flags, &self.ats],
+                )
+                .await?;
+            }
+            _ => unreachable!("not a batchable event"),
         }
-        Event::LeaseEventRetrying { .. } => {
-            sql::execute(
-                c,
-                "UPDATE lease_events e SET status = 'UNDONE', last_error = u.error, retry_at = u.retry_at,
-                        claim_expires_at = NULL, updated_at = u.at
-                 FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS u(id, error, retry_at, at)
-                 WHERE e.id = u.id",
-                &[&ids, &errors, &times, &ats],
-            )
-            .await?;
-        }
-        Event::ReservationStatusChanged { .. } => {
-            sql::execute(
-                c,
-                "UPDATE reservations r SET status = u.status, updated_at = u.at
-                 FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[]) AS u(id, lease, status, at)
-                 WHERE r.id = u.id AND r.lease_id = u.lease",
-                &[&ids, &leases, &texts, &ats],
-            )
-            .await?;
-        }
-        Event::LeaseStatusChanged { .. } => {
-            sql::execute(
-                c,
-                "UPDATE leases l SET status = u.status, degraded = u.degraded, updated_at = u.at
-                 FROM unnest($1::uuid[], $2::text[], $3::bool[], $4::timestamptz[]) AS u(id, status, degraded, at)
-                 WHERE l.id = u.id",
-                &[&ids, &texts, &flags, &ats],
-            )
-            .await?;
-        }
-        _ => unreachable!("not a batchable event"),
+        Ok(())
     }
-    Ok(())
 }

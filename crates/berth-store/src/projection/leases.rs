@@ -10,62 +10,13 @@ use crate::StoreError;
 pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {
     match event {
         Event::LeaseCreated { lease, at } => {
-            c.execute(
-                "INSERT INTO leases (id, name, project_id, user_id, start_at, end_at, status, degraded, recurrence_id,
-                                     created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
-                &[
-                    &lease.id,
-                    &lease.name,
-                    &lease.project_id,
-                    &lease.user_id,
-                    &lease.start,
-                    &lease.end,
-                    &lease.status.as_str(),
-                    &lease.degraded,
-                    &lease.recurrence_id,
-                    at,
-                ],
-            )
-            .await?;
-            insert_reservations(c, lease, at).await?;
-            for e in &lease.events {
-                c.execute(
-                    "INSERT INTO lease_events (id, lease_id, event_type, time, status, created_at, updated_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $6)",
-                    &[&e.id, &lease.id, &e.event_type.as_str(), &e.time, &e.status.as_str(), at],
-                )
-                .await?;
-            }
+            insert_lease(c, lease, at).await?;
         }
         Event::LeaseUpdated { lease, at } => {
-            c.execute(
-                "UPDATE leases SET name = $2, start_at = $3, end_at = $4, updated_at = $5 WHERE id = $1",
-                &[&lease.id, &lease.name, &lease.start, &lease.end, at],
-            )
-            .await?;
-            delete_reservations(c, &lease.id).await?;
-            insert_reservations(c, lease, at).await?;
-            // Only the times move: status and claims belong to the manager.
-            for e in &lease.events {
-                c.execute(
-                    "UPDATE lease_events SET time = $2, updated_at = $3 WHERE id = $1 AND time <> $2",
-                    &[&e.id, &e.time, at],
-                )
-                .await?;
-            }
+            update_lease(c, lease, at).await?;
         }
         Event::LeaseDeleted { id, .. } => {
-            c.execute(
-                "DELETE FROM reservation_draws WHERE slot_consumer IN (
-                     SELECT s.consumer_uuid FROM reservation_slots s
-                     JOIN reservations r ON r.id = s.reservation_id WHERE r.lease_id = $1)",
-                &[id],
-            )
-            .await?;
-            delete_reservations(c, id).await?;
-            c.execute("DELETE FROM lease_events WHERE lease_id = $1", &[id]).await?;
-            c.execute("DELETE FROM leases WHERE id = $1", &[id]).await?;
+            delete_lease(c, id).await?;
         }
         Event::LeaseStatusChanged { id, status, degraded, at } => {
             c.execute(
@@ -119,20 +70,7 @@ pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), S
             .await?;
         }
         Event::ReservationDrawn { slot, consumer, resources, .. } => {
-            if resources.is_empty() {
-                c.execute(
-                    "DELETE FROM reservation_draws WHERE slot_consumer = $1 AND consumer_uuid = $2",
-                    &[slot, consumer],
-                )
-                .await?;
-            } else {
-                c.execute(
-                    "INSERT INTO reservation_draws (slot_consumer, consumer_uuid, resources) VALUES ($1, $2, $3)
-                     ON CONFLICT (slot_consumer, consumer_uuid) DO UPDATE SET resources = $3",
-                    &[slot, consumer, &serde_json::to_value(resources).expect("json")],
-                )
-                .await?;
-            }
+            record_draw(c, slot, consumer, resources).await?;
         }
         _ => unreachable!("not a lease or host event"),
     }
@@ -201,6 +139,94 @@ async fn note_properties<'a>(
             "INSERT INTO host_properties (name, private, updated_at) SELECT unnest($1::text[]), false, $2
              ON CONFLICT (name) DO NOTHING",
             &[&names, at],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// A new lease with its reservations, slots and events.
+async fn insert_lease(c: &impl GenericClient, lease: &LeaseRecord, at: &DateTime<Utc>) -> Result<(), StoreError> {
+    c.execute(
+        "INSERT INTO leases (id, name, project_id, user_id, start_at, end_at, status, degraded, recurrence_id,
+                                 created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+        &[
+            &lease.id,
+            &lease.name,
+            &lease.project_id,
+            &lease.user_id,
+            &lease.start,
+            &lease.end,
+            &lease.status.as_str(),
+            &lease.degraded,
+            &lease.recurrence_id,
+            at,
+        ],
+    )
+    .await?;
+    insert_reservations(c, lease, at).await?;
+    for e in &lease.events {
+        c.execute(
+            "INSERT INTO lease_events (id, lease_id, event_type, time, status, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $6)",
+            &[&e.id, &lease.id, &e.event_type.as_str(), &e.time, &e.status.as_str(), at],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// A lease's new name and dates, its reservations anew, its events' times.
+async fn update_lease(c: &impl GenericClient, lease: &LeaseRecord, at: &DateTime<Utc>) -> Result<(), StoreError> {
+    c.execute(
+        "UPDATE leases SET name = $2, start_at = $3, end_at = $4, updated_at = $5 WHERE id = $1",
+        &[&lease.id, &lease.name, &lease.start, &lease.end, at],
+    )
+    .await?;
+    delete_reservations(c, &lease.id).await?;
+    insert_reservations(c, lease, at).await?;
+    // Only the times move: status and claims belong to the manager.
+    for e in &lease.events {
+        c.execute(
+            "UPDATE lease_events SET time = $2, updated_at = $3 WHERE id = $1 AND time <> $2",
+            &[&e.id, &e.time, at],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// A lease gone with everything that hangs off it.
+async fn delete_lease(c: &impl GenericClient, id: &uuid::Uuid) -> Result<(), StoreError> {
+    c.execute(
+        "DELETE FROM reservation_draws WHERE slot_consumer IN (
+                 SELECT s.consumer_uuid FROM reservation_slots s
+                 JOIN reservations r ON r.id = s.reservation_id WHERE r.lease_id = $1)",
+        &[id],
+    )
+    .await?;
+    delete_reservations(c, id).await?;
+    c.execute("DELETE FROM lease_events WHERE lease_id = $1", &[id]).await?;
+    c.execute("DELETE FROM leases WHERE id = $1", &[id]).await?;
+    Ok(())
+}
+
+/// What a consumer draws from a slot now (nothing: the draw is gone).
+async fn record_draw(
+    c: &impl GenericClient,
+    slot: &uuid::Uuid,
+    consumer: &uuid::Uuid,
+    resources: &std::collections::BTreeMap<String, i64>,
+) -> Result<(), StoreError> {
+    if resources.is_empty() {
+        c.execute("DELETE FROM reservation_draws WHERE slot_consumer = $1 AND consumer_uuid = $2", &[slot, consumer])
+            .await?;
+    } else {
+        c.execute(
+            "INSERT INTO reservation_draws (slot_consumer, consumer_uuid, resources) VALUES ($1, $2, $3)
+                 ON CONFLICT (slot_consumer, consumer_uuid) DO UPDATE SET resources = $3",
+            &[slot, consumer, &serde_json::to_value(resources).expect("json")],
         )
         .await?;
     }
