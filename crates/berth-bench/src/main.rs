@@ -8,7 +8,6 @@
 // Scenarios time things and pick due times on the real clock, which is the
 // database server's (same machine); the code measured reads only the database's.
 #![allow(clippy::disallowed_methods)]
-#![warn(clippy::too_many_lines)]
 
 mod manager;
 mod pgbench;

@@ -4,7 +4,6 @@
 // Tests pick times relative to the real clock, which is the database's
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
-#![warn(clippy::too_many_lines)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

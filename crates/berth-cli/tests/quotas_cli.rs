@@ -1,7 +1,5 @@
 //! `berth quota` and `berth usage` against a real berthd.
 
-#![warn(clippy::too_many_lines)]
-
 use berth_testkit::{berth, berth_json as json, Server};
 
 #[tokio::test(flavor = "multi_thread")]

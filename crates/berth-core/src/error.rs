@@ -84,6 +84,16 @@ pub mod codes {
     pub const DUPLICATE_NAME: &str = "placement.duplicate_name";
     pub const INVENTORY_IN_USE: &str = "placement.inventory.inuse";
     pub const PROVIDER_IN_USE: &str = "placement.resource_provider.inuse";
+    /// No such resource class (a 400 where a request names one).
+    pub const RESOURCE_CLASS_NOT_FOUND: &str = "placement.resource_class.not_found";
+    /// No such resource provider where a request names one.
+    pub const PROVIDER_NOT_FOUND: &str = "placement.resource_provider.not_found";
+    /// No such trait where a request names one.
+    pub const TRAIT_NOT_FOUND: &str = "placement.trait.not_found";
+    /// No inventory of that class on that provider.
+    pub const INVENTORY_NOT_FOUND: &str = "placement.inventory.not_found";
+    /// That class already has an inventory on that provider.
+    pub const INVENTORY_EXISTS: &str = "placement.inventory.exists";
     pub const CANNOT_DELETE_PARENT: &str = "placement.resource_provider.cannot_delete_parent";
     pub const UNDEFINED: &str = "placement.undefined_code";
     pub const CAPACITY: &str = "berth.capacity.exceeded";

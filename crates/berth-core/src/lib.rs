@@ -8,9 +8,9 @@
 //! them.
 
 #![warn(clippy::arithmetic_side_effects)]
-#![warn(clippy::too_many_lines)]
 
 pub mod dates;
+pub mod draw;
 pub mod error;
 pub mod event;
 pub mod host;

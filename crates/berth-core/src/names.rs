@@ -34,9 +34,26 @@ pub fn is_custom_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
 }
 
+/// Standard classes in their canonical order, then custom ones by name (as
+/// Placement lists them).
+pub fn in_standard_order(classes: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut v: Vec<String> = classes.into_iter().collect();
+    v.sort_by_key(|c| {
+        let pos = STANDARD_RESOURCE_CLASSES.iter().position(|s| s == c).unwrap_or(usize::MAX);
+        (pos, c.clone())
+    });
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn standard_classes_come_first_in_their_order() {
+        let classes = ["CUSTOM_B", "MEMORY_MB", "CUSTOM_A", "VCPU"].map(String::from);
+        assert_eq!(in_standard_order(classes), ["VCPU", "MEMORY_MB", "CUSTOM_A", "CUSTOM_B"]);
+    }
 
     #[test]
     fn custom_names() {

@@ -27,8 +27,6 @@
 //! `sweep` (periodic chores), `clock` (database time against the local
 //! monotonic clock), `state` (what a running manager holds).
 
-#![warn(clippy::too_many_lines)]
-
 pub mod config;
 pub mod hooks;
 pub mod metrics;

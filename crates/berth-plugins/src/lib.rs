@@ -12,7 +12,6 @@
 //! configured and the optional external policy service.
 
 #![warn(clippy::arithmetic_side_effects)]
-#![warn(clippy::too_many_lines)]
 
 pub mod config;
 pub mod driver;

@@ -10,8 +10,6 @@
 //! It knows nothing of HTTP or of which rules a service has: the service
 //! passes its list of [`Default`]s.
 
-#![warn(clippy::too_many_lines)]
-
 mod file;
 mod parse;
 mod policy;

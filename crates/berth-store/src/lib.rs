@@ -18,13 +18,15 @@ pub mod launcher;
 pub mod log;
 pub mod migrate;
 pub mod notify;
-pub mod projection;
 pub mod queries;
 pub mod replay;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 mod error;
+mod lock;
+// Only projection::apply writes projection tables (the compiler keeps it so).
+mod projection;
 mod quota;
 mod sql;
 mod tx;
@@ -118,9 +120,5 @@ impl Store {
         let c = self.client().await?;
         c.simple_query("SELECT 1").await?;
         Ok(())
-    }
-
-    pub fn pool(&self) -> &Pool {
-        &self.pool
     }
 }

@@ -79,13 +79,13 @@ impl RecordedEvent {
 
 /// Appends `events` in order, in the caller's transaction. Each event's
 /// stream version is the stream's next one. Returns their positions.
-pub async fn append(tx: &Transaction<'_>, meta: &EventMeta, events: &[Event]) -> Result<Vec<i64>, StoreError> {
+pub(crate) async fn append(tx: &Transaction<'_>, meta: &EventMeta, events: &[Event]) -> Result<Vec<i64>, StoreError> {
     append_expecting(tx, meta, events, None).await
 }
 
 /// Like [`append`], but fails with a conflict unless the first event's stream
 /// is at `expected_version` (0: the stream is new).
-pub async fn append_expecting(
+pub(crate) async fn append_expecting(
     tx: &Transaction<'_>,
     meta: &EventMeta,
     events: &[Event],

@@ -29,26 +29,11 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+use crate::lock::{self, Sorted};
 use crate::{sql, StoreError};
 
-/// Makes the guard rows of the projects that any limit bears on. Sent first;
-/// a separate statement from the lock, so that the lock's snapshot sees a row
-/// a concurrent first user inserted (this statement waits for it).
-pub(crate) const GUARD_INSERT: &str = "INSERT INTO quota_guards (project_id)
-     SELECT p FROM unnest($1::text[]) AS p
-     WHERE EXISTS (SELECT 1 FROM quota_limits l WHERE l.project_id = '' OR l.project_id = p)
-     ORDER BY p ON CONFLICT DO NOTHING";
-
-/// Locks the guards of the projects that any limit bears on, sorted.
-pub(crate) const GUARD_LOCK: &str = "SELECT g.project_id FROM quota_guards g
-     WHERE g.project_id = ANY($1)
-       AND EXISTS (SELECT 1 FROM quota_limits l WHERE l.project_id = '' OR l.project_id = g.project_id)
-     ORDER BY g.project_id FOR UPDATE";
-
-const GUARD_INSERT_ALL: &str =
-    "INSERT INTO quota_guards (project_id) SELECT p FROM unnest($1::text[]) AS p ORDER BY p ON CONFLICT DO NOTHING";
-const GUARD_LOCK_ALL: &str =
-    "SELECT project_id FROM quota_guards WHERE project_id = ANY($1) ORDER BY project_id FOR UPDATE";
+/// Locks the guards of the projects that any limit bears on (crate::lock).
+pub(crate) use crate::lock::guards as lock;
 
 /// The limits at the levels asked about, as (project, user) pairs with ''
 /// for "none".
@@ -114,8 +99,8 @@ pub(crate) type Holds = Vec<(Window, i64)>;
 /// class; the consumers whose current holds they replace; the leases it makes.
 pub(crate) struct Check {
     at: DateTime<Utc>,
-    /// Sorted: the projects whose usage may rise.
-    projects: Vec<String>,
+    /// The projects whose usage may rise.
+    projects: Sorted<String>,
     replaced: Vec<Uuid>,
     holds: BTreeMap<(String, String, String), Holds>,
     leases: BTreeMap<(String, String), i64>,
@@ -130,6 +115,7 @@ pub(crate) struct Check {
 
 /// The parameters of the statements a caller pipelines itself.
 pub(crate) struct Params<'a> {
+    /// Of [`lock::GUARD_INSERT`] and [`lock::GUARD_LOCK`].
     pub guard: [&'a (dyn ToSql + Sync); 1],
     pub limits: [&'a (dyn ToSql + Sync); 2],
     pub usage: [&'a (dyn ToSql + Sync); 5],
@@ -270,7 +256,7 @@ impl Check {
 
     pub(crate) fn params(&self) -> Params<'_> {
         Params {
-            guard: [&self.projects],
+            guard: [self.projects.param()],
             limits: [&self.scope_p, &self.scope_u],
             usage: [&self.key_p, &self.key_c, &self.key_s, &self.key_e, &self.replaced],
         }
@@ -283,7 +269,7 @@ impl Check {
         self.decide(tx, guards, limits, usage).await
     }
 
-    /// Decides on the rows of [`GUARD_LOCK`], [`LIMITS`] and [`USAGE`] read
+    /// Decides on the rows of [`lock::GUARD_LOCK`], [`LIMITS`] and [`USAGE`] read
     /// in that order in the command's transaction: the whole command as one.
     pub(crate) async fn decide(
         &self,
@@ -311,7 +297,7 @@ impl Check {
     }
 
     /// The limits and usage that bear on this check, from the rows of
-    /// [`GUARD_LOCK`], [`LIMITS`] and [`USAGE`]; `None` when no limit does.
+    /// [`lock::GUARD_LOCK`], [`LIMITS`] and [`USAGE`]; `None` when no limit does.
     /// A limit that appeared after the guards were locked is guarded now and
     /// everything read again.
     pub(crate) async fn limits(
@@ -335,8 +321,7 @@ impl Check {
         };
         let unguarded: Vec<String> = limited(&limit_rows).difference(&held).cloned().collect();
         if !unguarded.is_empty() {
-            let guard: [&(dyn ToSql + Sync); 1] = [&unguarded];
-            sql::pipeline(tx, [(GUARD_INSERT_ALL, &guard[..]), (GUARD_LOCK_ALL, &guard[..])]).await?;
+            lock::all_guards(tx, &unguarded).await?;
             let p = self.params();
             [limit_rows, usage_rows] = sql::pipeline(tx, [(LIMITS, &p.limits[..]), (USAGE, &p.usage[..])]).await?;
         }
@@ -457,20 +442,4 @@ async fn lease_counts(
         .iter()
         .map(|r| ((r.get(0), r.get(1)), r.get(2)))
         .collect())
-}
-
-/// Locks the guards of `projects` that any limit bears on, alone (for
-/// commands that do not pipeline it with their own first statements).
-pub(crate) async fn lock(tx: &impl GenericClient, projects: &[String]) -> Result<Vec<Row>, StoreError> {
-    let guard: [&(dyn ToSql + Sync); 1] = [&projects];
-    let [_, guards] = sql::pipeline(tx, [(GUARD_INSERT, &guard[..]), (GUARD_LOCK, &guard[..])]).await?;
-    Ok(guards)
-}
-
-/// Guards `projects` whether or not a limit bears on them yet: for commands
-/// that change limits, so that raises in flight finish first.
-pub(crate) async fn guard_all(tx: &impl GenericClient, projects: &[String]) -> Result<(), StoreError> {
-    let guard: [&(dyn ToSql + Sync); 1] = [&projects];
-    sql::pipeline(tx, [(GUARD_INSERT_ALL, &guard[..]), (GUARD_LOCK_ALL, &guard[..])]).await?;
-    Ok(())
 }

@@ -77,7 +77,7 @@ impl TestDatabase {
             admin.batch_execute(&format!("CREATE DATABASE {template}")).await.unwrap();
             let store = Store::connect(&url_for(&base, &template), 1).unwrap();
             store.migrate().await.expect("migrate the template");
-            store.pool().close();
+            store.pool.close();
             drop(store);
         }
         admin.execute("SELECT pg_advisory_unlock($1)", &[&TEMPLATE_LOCK]).await.unwrap();
@@ -108,4 +108,19 @@ impl TestDatabase {
     pub fn store(&self, pool_size: usize) -> Store {
         Store::connect(&self.url, pool_size).expect("connect")
     }
+}
+
+/// The store's pool, for tests that hold transactions of their own open.
+pub fn pool(store: &Store) -> &deadpool_postgres::Pool {
+    &store.pool
+}
+
+/// Appends `events` in `tx` without applying them: for tests of the log
+/// alone (commands append and apply together).
+pub async fn append(
+    tx: &deadpool_postgres::Transaction<'_>,
+    meta: &berth_core::EventMeta,
+    events: &[berth_core::Event],
+) -> Result<Vec<i64>, crate::StoreError> {
+    crate::log::append(tx, meta, events).await
 }

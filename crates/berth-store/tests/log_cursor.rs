@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use berth_core::{Event, EventMeta};
 use berth_store::log::{self, Cursor};
-use berth_store::testing::TestDatabase;
+use berth_store::testing::{self, TestDatabase};
 use tokio_postgres::NoTls;
 
 fn trait_created(name: String) -> Event {
@@ -62,15 +62,15 @@ async fn drain_until(c: &tokio_postgres::Client, cursor: &mut Cursor, seen: &mut
 async fn a_later_position_committed_first_is_not_read_before_the_earlier_one() {
     let db = TestDatabase::new().await;
     let store = db.store(2);
-    let (mut a, mut b) = (store.pool().get().await.unwrap(), store.pool().get().await.unwrap());
+    let (mut a, mut b) = (testing::pool(&store).get().await.unwrap(), testing::pool(&store).get().await.unwrap());
     let reader = raw(&db.url).await;
     let meta = EventMeta::default();
 
     // A takes the lower position, B the higher; B commits first.
     let ta = a.transaction().await.unwrap();
-    let pa = log::append(&ta, &meta, &[trait_created("CUSTOM_A".into())]).await.unwrap()[0];
+    let pa = testing::append(&ta, &meta, &[trait_created("CUSTOM_A".into())]).await.unwrap()[0];
     let tb = b.transaction().await.unwrap();
-    let pb = log::append(&tb, &meta, &[trait_created("CUSTOM_B".into())]).await.unwrap()[0];
+    let pb = testing::append(&tb, &meta, &[trait_created("CUSTOM_B".into())]).await.unwrap()[0];
     assert!(pa < pb);
     tb.commit().await.unwrap();
 
@@ -87,7 +87,7 @@ async fn a_later_position_committed_first_is_not_read_before_the_earlier_one() {
 async fn an_older_transaction_with_a_higher_position_does_not_hide_a_lower_one() {
     let db = TestDatabase::new().await;
     let store = db.store(2);
-    let (mut a, mut b) = (store.pool().get().await.unwrap(), store.pool().get().await.unwrap());
+    let (mut a, mut b) = (testing::pool(&store).get().await.unwrap(), testing::pool(&store).get().await.unwrap());
     let reader = raw(&db.url).await;
     let meta = EventMeta::default();
 
@@ -95,8 +95,8 @@ async fn an_older_transaction_with_a_higher_position_does_not_hide_a_lower_one()
     let ta = a.transaction().await.unwrap();
     ta.query_one("SELECT pg_current_xact_id()", &[]).await.unwrap();
     let tb = b.transaction().await.unwrap();
-    let pb = log::append(&tb, &meta, &[trait_created("CUSTOM_B".into())]).await.unwrap()[0];
-    let pa = log::append(&ta, &meta, &[trait_created("CUSTOM_A".into())]).await.unwrap()[0];
+    let pb = testing::append(&tb, &meta, &[trait_created("CUSTOM_B".into())]).await.unwrap()[0];
+    let pa = testing::append(&ta, &meta, &[trait_created("CUSTOM_A".into())]).await.unwrap()[0];
     assert!(pb < pa);
     ta.commit().await.unwrap();
 

@@ -4,7 +4,6 @@
 //! serving berth-api's, firing lease events berth-manager's.
 
 #![warn(clippy::arithmetic_side_effects)]
-#![warn(clippy::too_many_lines)]
 
 mod config;
 mod dev;

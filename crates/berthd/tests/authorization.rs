@@ -6,8 +6,6 @@
 //! table below does not know fails the test. Each allowed write gets fresh
 //! data of its own, so every write can succeed.
 
-#![warn(clippy::too_many_lines)]
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use berth_testkit::Server;

@@ -2,8 +2,6 @@
 //! target directory, driven against berthd's /v1 (crates/berthd/tests/blazarclient/drive.py).
 //! Skips, loudly, only when the package index cannot be reached.
 
-#![warn(clippy::too_many_lines)]
-
 use std::path::Path;
 use std::process::Command;
 

@@ -7,7 +7,6 @@
 // The test itself reads the real clock, which is the database server's (one
 // machine); it checks that once.
 #![allow(clippy::disallowed_methods)]
-#![warn(clippy::too_many_lines)]
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -1,7 +1,5 @@
 //! Black-box: the berthd binary on a real database.
 
-#![warn(clippy::too_many_lines)]
-
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 

@@ -3,8 +3,6 @@
 //! A file with an unknown rule or a bad expression stops berthd at start,
 //! naming the line; `berthd policy list` shows every rule.
 
-#![warn(clippy::too_many_lines)]
-
 use std::io::Write;
 use std::process::Command;
 

@@ -1,15 +1,11 @@
 //! Resource classes and traits: the vocabulary providers and requests use.
 
-use berth_core::error::codes;
+use berth_core::error::codes::{self, RESOURCE_CLASS_NOT_FOUND, TRAIT_NOT_FOUND};
 use berth_core::names::is_custom_name;
 use berth_core::{Error, Event, EventMeta};
 
-use super::allocations::RESOURCE_CLASS_NOT_FOUND;
 use super::record;
 use crate::Store;
-
-/// The code of "no such trait".
-pub const TRAIT_NOT_FOUND: &str = "placement.trait.not_found";
 
 fn check_custom(what: &str, name: &str) -> Result<(), Error> {
     if !is_custom_name(name) {
@@ -47,14 +43,12 @@ impl Store {
     pub async fn rename_resource_class(&self, meta: &EventMeta, from: &str, to: &str) -> Result<(), Error> {
         check_custom("resource class", to)?;
         crate::tx::command!(self, |tx| {
-            let row =
-                tx.query_opt("SELECT standard FROM resource_classes WHERE name = $1 FOR UPDATE", &[&from]).await?;
-            let Some(row) = row else {
+            let Some(standard) = crate::lock::resource_class(tx, from).await? else {
                 return Err(
                     Error::not_found(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {from}.")).into()
                 );
             };
-            if row.get::<_, bool>(0) {
+            if standard {
                 return Err(
                     Error::invalid(codes::INVALID, format!("Cannot update standard resource class {from}")).into()
                 );
@@ -74,14 +68,12 @@ impl Store {
 
     pub async fn delete_resource_class(&self, meta: &EventMeta, name: &str) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
-            let row =
-                tx.query_opt("SELECT standard FROM resource_classes WHERE name = $1 FOR UPDATE", &[&name]).await?;
-            let Some(row) = row else {
+            let Some(standard) = crate::lock::resource_class(tx, name).await? else {
                 return Err(
                     Error::not_found(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {name}.")).into()
                 );
             };
-            if row.get::<_, bool>(0) {
+            if standard {
                 return Err(
                     Error::invalid(codes::INVALID, format!("Cannot delete standard resource class {name}.")).into()
                 );
@@ -120,11 +112,10 @@ impl Store {
 
     pub async fn delete_trait(&self, meta: &EventMeta, name: &str) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
-            let row = tx.query_opt("SELECT standard FROM traits WHERE name = $1 FOR UPDATE", &[&name]).await?;
-            let Some(row) = row else {
+            let Some(standard) = crate::lock::trait_named(tx, name).await? else {
                 return Err(Error::not_found(TRAIT_NOT_FOUND, format!("No such trait(s): {name}.")).into());
             };
-            if row.get::<_, bool>(0) {
+            if standard {
                 return Err(Error::invalid(codes::INVALID, format!("Cannot delete standard trait {name}.")).into());
             }
             if tx.query_opt("SELECT 1 FROM provider_traits WHERE trait = $1 LIMIT 1", &[&name]).await?.is_some() {

@@ -187,7 +187,7 @@ async fn drain(store: Store, permit: OwnedSemaphorePermit) {
 /// request is tried alone so that one cannot fail the others.
 async fn decide(store: &Store, batch: Vec<Pending>) {
     let requests: Vec<Request<'_>> = batch.iter().map(|p| Request { meta: &p.meta, consumers: &p.consumers }).collect();
-    let outcome = crate::tx::command!(store, |tx| { write_allocations(tx, &requests, &[], true).await });
+    let outcome = crate::tx::command!(store, |tx| { write_allocations(tx, &requests).await });
     match outcome {
         Ok(decisions) => {
             for (p, d) in batch.into_iter().zip(decisions) {
@@ -201,7 +201,7 @@ async fn decide(store: &Store, batch: Vec<Pending>) {
         Err(_) => {
             for p in batch {
                 let request = [Request { meta: &p.meta, consumers: &p.consumers }];
-                let outcome = crate::tx::command!(store, |tx| { write_allocations(tx, &request, &[], true).await });
+                let outcome = crate::tx::command!(store, |tx| { write_allocations(tx, &request).await });
                 let _ = p.reply.send(outcome.map(|d| d.into_iter().next().expect("one decision per request")));
             }
         }

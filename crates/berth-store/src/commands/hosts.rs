@@ -66,14 +66,7 @@ pub fn check_capabilities(caps: &BTreeMap<String, Value>, allow_null: bool) -> R
 
 /// Locks an enrolled host's provider row; returns (reservable, capabilities).
 async fn lock_host(tx: &Transaction<'_>, id: Uuid) -> Result<(bool, BTreeMap<String, Value>), StoreError> {
-    let row = tx
-        .query_opt(
-            "SELECT h.reservable, h.capabilities FROM providers p JOIN hosts h ON h.provider_uuid = p.uuid
-             WHERE p.uuid = $1 FOR UPDATE OF p",
-            &[&id],
-        )
-        .await?;
-    let Some(row) = row else {
+    let Some(row) = crate::lock::host(tx, id).await? else {
         return Err(Error::not_found(codes::HOST_NOT_FOUND, format!("no host {id}")).into());
     };
     let caps: Value = row.get(1);
@@ -107,10 +100,8 @@ impl Store {
         crate::tx::command!(self, |tx| {
             let at = now(tx).await?;
             let mut events = Vec::new();
-            let existing = tx.query_opt("SELECT uuid FROM providers WHERE name = $1 FOR UPDATE", &[&new.name]).await?;
-            let provider = match existing {
-                Some(row) => {
-                    let uuid: Uuid = row.get(0);
+            let provider = match crate::lock::provider_named(tx, &new.name).await? {
+                Some(uuid) => {
                     if tx.query_opt("SELECT 1 FROM hosts WHERE provider_uuid = $1", &[&uuid]).await?.is_some() {
                         return Err(Error::conflict(
                             codes::HOST_EXISTS,
@@ -233,8 +224,7 @@ impl Store {
     /// Makes a host property private (listed to admins only) or public.
     pub async fn set_host_property(&self, meta: &EventMeta, name: &str, private: bool) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
-            let exists = tx.query_opt("SELECT 1 FROM host_properties WHERE name = $1 FOR UPDATE", &[&name]).await?;
-            if exists.is_none() {
+            if !crate::lock::host_property(tx, name).await? {
                 return Err(Error::not_found(codes::PROPERTY_NOT_FOUND, format!("no host property {name:?}")).into());
             }
             record(tx, meta, &[Event::HostPropertyChanged { name: name.to_string(), private, at: now(tx).await? }])

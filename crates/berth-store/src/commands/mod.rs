@@ -1,7 +1,8 @@
 //! Commands: each is one transaction at READ COMMITTED that
-//! 1. locks the rows it depends on, always in the same order (consumers, then
-//!    providers, each sorted by uuid), so concurrent commands queue instead of
-//!    deadlocking or deciding on stale reads;
+//! 1. locks the rows it depends on, always in the same order (quota guards,
+//!    then consumers, then providers, each sorted: crate::lock), so
+//!    concurrent commands queue instead of deadlocking or deciding on stale
+//!    reads;
 //! 2. compares the generations the client sent;
 //! 3. reads what it needs (statements after the locks see every earlier
 //!    writer's committed rows) and decides with berth-core's rules;
@@ -14,24 +15,23 @@
 mod allocations;
 mod catalog;
 mod claims;
-mod consume;
 mod hosts;
 mod lease_events;
 mod leases;
 mod providers;
 mod quotas;
 
-pub use allocations::{
-    ConsumerAllocations, GenerationCheck, ReshapeInventory, PROVIDER_NOT_FOUND, RESOURCE_CLASS_NOT_FOUND,
+pub use allocations::{ConsumerAllocations, GenerationCheck, ReshapeInventory};
+/// Placement's codes for what a request names that does not exist.
+pub use berth_core::error::codes::{
+    INVENTORY_EXISTS, INVENTORY_NOT_FOUND, PROVIDER_NOT_FOUND, RESOURCE_CLASS_NOT_FOUND, TRAIT_NOT_FOUND,
 };
-pub use catalog::TRAIT_NOT_FOUND;
 pub(crate) use claims::Claims;
 pub use claims::DEFAULT_LANES as DEFAULT_CLAIM_LANES;
 pub use hosts::{check_capabilities, HostChange, NewHost, HOST_FIELDS};
 pub use lease_events::{Claim, Finish, HeldHost, Outcome, Recorded};
 pub use leases::{LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate, SLOT_CONSUMER_TYPE};
-pub(crate) use providers::in_standard_order;
-pub use providers::{InventoryChange, NewProvider, ProviderUpdate, INVENTORY_EXISTS, INVENTORY_NOT_FOUND};
+pub use providers::{InventoryChange, NewProvider, ProviderUpdate};
 pub use quotas::OverLimit;
 
 use berth_core::{Event, EventMeta};

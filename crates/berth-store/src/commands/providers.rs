@@ -5,13 +5,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use berth_core::error::codes;
-use berth_core::names::STANDARD_RESOURCE_CLASSES;
+use berth_core::error::codes::{self, INVENTORY_EXISTS, INVENTORY_NOT_FOUND, RESOURCE_CLASS_NOT_FOUND};
+use berth_core::names::in_standard_order;
 use berth_core::{Error, Event, EventMeta, Inventory};
 use deadpool_postgres::Transaction;
 use uuid::Uuid;
 
-use super::allocations::RESOURCE_CLASS_NOT_FOUND;
 use super::{now, record};
 use crate::{Store, StoreError};
 
@@ -41,16 +40,10 @@ pub enum InventoryChange {
     Delete,
 }
 
-/// The code of "no inventory of that class on that provider".
-pub const INVENTORY_NOT_FOUND: &str = "placement.inventory.not_found";
-/// The code of "that class already has an inventory here".
-pub const INVENTORY_EXISTS: &str = "placement.inventory.exists";
-
 /// Locks one provider row and returns its generation.
 pub(crate) async fn lock_provider(tx: &Transaction<'_>, uuid: Uuid) -> Result<i64, StoreError> {
-    let row = tx.query_opt("SELECT generation FROM providers WHERE uuid = $1 FOR UPDATE", &[&uuid]).await?;
-    match row {
-        Some(r) => Ok(r.get(0)),
+    match crate::lock::provider(tx, uuid).await? {
+        Some(r) => Ok(r.get(1)),
         None => Err(Error::not_found(codes::NOT_FOUND, format!("No resource provider with uuid {uuid} found")).into()),
     }
 }
@@ -72,16 +65,6 @@ fn validate_name(name: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// Standard classes in their canonical order, then custom ones by name.
-pub(crate) fn in_standard_order(classes: impl IntoIterator<Item = String>) -> Vec<String> {
-    let mut v: Vec<String> = classes.into_iter().collect();
-    v.sort_by_key(|c| {
-        let pos = STANDARD_RESOURCE_CLASSES.iter().position(|s| s == c).unwrap_or(usize::MAX);
-        (pos, c.clone())
-    });
-    v
-}
-
 impl Store {
     pub async fn create_provider(&self, meta: &EventMeta, new: NewProvider) -> Result<Uuid, Error> {
         validate_name(&new.name)?;
@@ -96,7 +79,7 @@ impl Store {
         crate::tx::command!(self, |tx| {
             if let Some(parent) = new.parent {
                 // Share-lock the parent so it cannot be deleted under us.
-                if tx.query_opt("SELECT 1 FROM providers WHERE uuid = $1 FOR SHARE", &[&parent]).await?.is_none() {
+                if !crate::lock::parent(tx, parent).await? {
                     return Err(Error::invalid(codes::INVALID, "parent provider UUID does not exist.").into());
                 }
             }
@@ -128,13 +111,12 @@ impl Store {
     pub async fn update_provider(&self, meta: &EventMeta, uuid: Uuid, update: ProviderUpdate) -> Result<(), Error> {
         validate_name(&update.name)?;
         crate::tx::command!(self, |tx| {
-            let row = tx.query_opt("SELECT parent_uuid FROM providers WHERE uuid = $1 FOR UPDATE", &[&uuid]).await?;
-            let Some(row) = row else {
+            let Some(row) = crate::lock::provider(tx, uuid).await? else {
                 return Err(
                     Error::not_found(codes::NOT_FOUND, format!("No resource provider with uuid {uuid} found")).into()
                 );
             };
-            let current: Option<Uuid> = row.get(0);
+            let current: Option<Uuid> = row.get(2);
             let parent = update.parent.unwrap_or(current);
             if parent != current && current.is_some() && !update.allow_reparent {
                 let what = if parent.is_none() { "un-parenting" } else { "re-parenting" };
@@ -148,7 +130,7 @@ impl Store {
                         Error::invalid(codes::INVALID, "creating loop in the provider tree is not allowed.").into()
                     );
                 }
-                if tx.query_opt("SELECT 1 FROM providers WHERE uuid = $1 FOR SHARE", &[&p]).await?.is_none() {
+                if !crate::lock::parent(tx, p).await? {
                     return Err(Error::invalid(codes::INVALID, "parent provider UUID does not exist.").into());
                 }
                 let cycle = tx
@@ -286,13 +268,7 @@ impl Store {
             let generation = lock_provider(tx, uuid).await?;
             check_generation(uuid, expected_generation, generation)?;
             let names: Vec<&str> = traits.iter().map(String::as_str).collect();
-            // Share-lock the traits so a concurrent delete waits for us.
-            let found: Vec<String> = tx
-                .query("SELECT name FROM traits WHERE name = ANY($1) ORDER BY name FOR SHARE", &[&names])
-                .await?
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
+            let found = crate::lock::traits_in_use(tx, &names).await?;
             if found.len() != traits.len() {
                 let missing: Vec<&str> = names.iter().filter(|n| !found.iter().any(|f| f == *n)).copied().collect();
                 return Err(Error::invalid(
@@ -347,12 +323,7 @@ pub(crate) async fn check_inventory_change(
     inventories: &BTreeMap<String, Inventory>,
 ) -> Result<(), StoreError> {
     let classes: Vec<&str> = inventories.keys().map(String::as_str).collect();
-    let known: Vec<String> = tx
-        .query("SELECT name FROM resource_classes WHERE name = ANY($1) FOR SHARE", &[&classes])
-        .await?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let known = crate::lock::classes_in_use(tx, &classes).await?;
     if let Some(unknown) = classes.iter().find(|c| !known.iter().any(|k| k == *c)) {
         return Err(Error::invalid(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {unknown}.")).into());
     }

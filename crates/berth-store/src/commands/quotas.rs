@@ -92,7 +92,7 @@ impl Store {
 /// defaults is ordered before it.
 async fn guard(tx: &Transaction<'_>, scope: &Scope) -> Result<(), StoreError> {
     if let Some(p) = &scope.project_id {
-        crate::quota::guard_all(tx, std::slice::from_ref(p)).await?;
+        crate::lock::all_guards(tx, std::slice::from_ref(p)).await?;
     }
     Ok(())
 }

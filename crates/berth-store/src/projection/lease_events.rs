@@ -1,8 +1,6 @@
 //! Applying the manager's events: claims, attempts and outcomes of lease
 //! events, and hosts held back at a lease's end.
 
-#![warn(clippy::too_many_lines)]
-
 use berth_core::Event;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;

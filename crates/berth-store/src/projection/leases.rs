@@ -1,7 +1,5 @@
 //! Applying lease and host events to their projections.
 
-#![warn(clippy::too_many_lines)]
-
 use berth_core::lease::{LeaseRecord, ReservationRecord};
 use berth_core::Event;
 use chrono::{DateTime, Utc};

@@ -1,8 +1,6 @@
 //! Advice on leases: when a set of reservations would fit, and how far a
 //! lease could be extended on what it holds. Reads only; locks nothing.
 
-#![warn(clippy::too_many_lines)]
-
 use berth_core::lease::{codes, Demand};
 use berth_core::schedule;
 use berth_core::time::DateMath;

@@ -7,8 +7,6 @@
 //! what it decides on is what the locks protect (`commands::leases`); advice
 //! reads the same way without locking (`queries::advice`).
 
-#![warn(clippy::too_many_lines)]
-
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use berth_core::host::{self, Enrolment, Host};

@@ -2,8 +2,6 @@
 //! their attempts and claims, when the next one is due, and what a hook
 //! needs to know about its lease.
 
-#![warn(clippy::too_many_lines)]
-
 use std::collections::HashMap;
 
 use berth_core::lease::{codes, LeaseEventStatus, LeaseEventType};

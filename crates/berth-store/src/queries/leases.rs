@@ -1,7 +1,5 @@
 //! Reads of leases and hosts.
 
-#![warn(clippy::too_many_lines)]
-
 use std::collections::{BTreeMap, HashMap};
 
 use berth_core::lease::{

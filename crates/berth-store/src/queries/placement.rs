@@ -12,8 +12,8 @@ use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::{inventory_at, provider, Provider, PROVIDER_COLUMNS};
-use crate::commands::{RESOURCE_CLASS_NOT_FOUND, TRAIT_NOT_FOUND};
 use crate::{Store, StoreError};
+use berth_core::error::codes::{RESOURCE_CLASS_NOT_FOUND, TRAIT_NOT_FOUND};
 
 /// Filters of `GET /resource_providers`; all of them must hold.
 #[derive(Debug, Clone, Default)]
@@ -169,85 +169,14 @@ impl Store {
         traits.extend(f.forbidden_traits.iter().cloned());
         check_traits_exist(&c, &traits).await?;
 
-        let mut sql = format!("SELECT {PROVIDER_COLUMNS} FROM providers p WHERE true");
-        let mut params: Vec<Param> = Vec::new();
-        if let Some(name) = &f.name {
-            sql += &format!(" AND p.name = {}", next(&mut params, Box::new(name.clone())));
-        }
-        if let Some(uuid) = f.uuid {
-            sql += &format!(" AND p.uuid = {}", next(&mut params, Box::new(uuid)));
-        }
-        if let Some(t) = f.in_tree {
-            sql += &format!(
-                " AND p.root_uuid = (SELECT root_uuid FROM providers WHERE uuid = {})",
-                next(&mut params, Box::new(t))
-            );
-        }
-        for group in &f.member_of {
-            let v: Vec<Uuid> = group.iter().copied().collect();
-            sql += &format!(
-                " AND EXISTS (SELECT 1 FROM provider_aggregates a WHERE a.provider_uuid = p.uuid AND a.aggregate = ANY({}))",
-                next(&mut params, Box::new(v))
-            );
-        }
-        if !f.forbidden_aggregates.is_empty() {
-            let v: Vec<Uuid> = f.forbidden_aggregates.iter().copied().collect();
-            sql += &format!(
-                " AND NOT EXISTS (SELECT 1 FROM provider_aggregates a WHERE a.provider_uuid = p.uuid AND a.aggregate = ANY({}))",
-                next(&mut params, Box::new(v))
-            );
-        }
-        for group in &f.required_traits {
-            let v: Vec<String> = group.iter().cloned().collect();
-            sql += &format!(
-                " AND EXISTS (SELECT 1 FROM provider_traits t WHERE t.provider_uuid = p.uuid AND t.trait = ANY({}))",
-                next(&mut params, Box::new(v))
-            );
-        }
-        if !f.forbidden_traits.is_empty() {
-            let v: Vec<String> = f.forbidden_traits.iter().cloned().collect();
-            sql += &format!(
-                " AND NOT EXISTS (SELECT 1 FROM provider_traits t WHERE t.provider_uuid = p.uuid AND t.trait = ANY({}))",
-                next(&mut params, Box::new(v))
-            );
-        }
-        for (class, amount) in &f.resources {
-            let (rc, n) = (next(&mut params, Box::new(class.clone())), next(&mut params, Box::new(*amount)));
-            sql += &format!(
-                " AND EXISTS (SELECT 1 FROM inventories i WHERE i.provider_uuid = p.uuid AND i.resource_class = {rc}
-                     AND {n} BETWEEN i.min_unit AND i.max_unit AND {n} % i.step_size = 0)"
-            );
-        }
+        let (mut sql, params) = filter_sql(f);
         sql += " ORDER BY p.created_at, p.uuid";
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|b| &**b as &(dyn ToSql + Sync)).collect();
         let found: Vec<Provider> = c.query(&sql, &refs).await.map_err(db)?.iter().map(provider).collect();
         if f.resources.is_empty() || found.is_empty() {
             return Ok(found);
         }
-        // Capacity from now on, decided with the same rule a claim uses.
-        let ids: Vec<Uuid> = found.iter().map(|p| p.uuid).collect();
-        let inventories: HashMap<(Uuid, String), Inventory> = c
-            .query(
-                "SELECT provider_uuid, resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio
-                 FROM inventories WHERE provider_uuid = ANY($1) AND resource_class = ANY($2)",
-                &[&ids, &classes],
-            )
-            .await
-            .map_err(db)?
-            .iter()
-            .map(|r| ((r.get(0), r.get(1)), inventory_at(r, 2)))
-            .collect();
-        let peaks = peaks_from_now(&c, &ids, &classes).await?;
-        Ok(found
-            .into_iter()
-            .filter(|p| {
-                f.resources.iter().all(|(class, amount)| {
-                    let key = (p.uuid, class.clone());
-                    let peak = peaks.get(&key).copied().unwrap_or(0);
-                    inventories.get(&key).is_some_and(|inv| peak + amount <= inv.capacity())
-                })
-            })
-            .collect())
+        with_capacity(&c, f, &classes, found).await
     }
 
     pub async fn provider_traits(&self, uuid: Uuid) -> Result<Vec<String>, Error> {
@@ -293,7 +222,7 @@ impl Store {
     pub async fn resource_classes(&self) -> Result<Vec<String>, Error> {
         let c = self.client().await?;
         let rows = c.query("SELECT name FROM resource_classes", &[]).await.map_err(db)?;
-        Ok(crate::commands::in_standard_order(rows.iter().map(|r| r.get(0))))
+        Ok(berth_core::names::in_standard_order(rows.iter().map(|r| r.get(0))))
     }
 
     pub async fn resource_class_exists(&self, name: &str) -> Result<bool, Error> {
@@ -449,4 +378,92 @@ impl Store {
             .collect();
         Ok((provider(first), inventories))
     }
+}
+
+/// The statement selecting the providers `f` admits but for capacity, and
+/// its parameters.
+fn filter_sql(f: &ProviderFilter) -> (String, Vec<Param>) {
+    let mut sql = format!("SELECT {PROVIDER_COLUMNS} FROM providers p WHERE true");
+    let mut params: Vec<Param> = Vec::new();
+    if let Some(name) = &f.name {
+        sql += &format!(" AND p.name = {}", next(&mut params, Box::new(name.clone())));
+    }
+    if let Some(uuid) = f.uuid {
+        sql += &format!(" AND p.uuid = {}", next(&mut params, Box::new(uuid)));
+    }
+    if let Some(t) = f.in_tree {
+        sql += &format!(
+            " AND p.root_uuid = (SELECT root_uuid FROM providers WHERE uuid = {})",
+            next(&mut params, Box::new(t))
+        );
+    }
+    for group in &f.member_of {
+        let v: Vec<Uuid> = group.iter().copied().collect();
+        sql += &format!(
+            " AND EXISTS (SELECT 1 FROM provider_aggregates a WHERE a.provider_uuid = p.uuid AND a.aggregate = ANY({}))",
+            next(&mut params, Box::new(v))
+        );
+    }
+    if !f.forbidden_aggregates.is_empty() {
+        let v: Vec<Uuid> = f.forbidden_aggregates.iter().copied().collect();
+        sql += &format!(
+            " AND NOT EXISTS (SELECT 1 FROM provider_aggregates a WHERE a.provider_uuid = p.uuid AND a.aggregate = ANY({}))",
+            next(&mut params, Box::new(v))
+        );
+    }
+    for group in &f.required_traits {
+        let v: Vec<String> = group.iter().cloned().collect();
+        sql += &format!(
+            " AND EXISTS (SELECT 1 FROM provider_traits t WHERE t.provider_uuid = p.uuid AND t.trait = ANY({}))",
+            next(&mut params, Box::new(v))
+        );
+    }
+    if !f.forbidden_traits.is_empty() {
+        let v: Vec<String> = f.forbidden_traits.iter().cloned().collect();
+        sql += &format!(
+            " AND NOT EXISTS (SELECT 1 FROM provider_traits t WHERE t.provider_uuid = p.uuid AND t.trait = ANY({}))",
+            next(&mut params, Box::new(v))
+        );
+    }
+    for (class, amount) in &f.resources {
+        let (rc, n) = (next(&mut params, Box::new(class.clone())), next(&mut params, Box::new(*amount)));
+        sql += &format!(
+            " AND EXISTS (SELECT 1 FROM inventories i WHERE i.provider_uuid = p.uuid AND i.resource_class = {rc}
+                 AND {n} BETWEEN i.min_unit AND i.max_unit AND {n} % i.step_size = 0)"
+        );
+    }
+    (sql, params)
+}
+
+/// Those of `found` with room from now on for what `f` asks, decided with
+/// the same rule a claim uses.
+async fn with_capacity(
+    c: &impl GenericClient,
+    f: &ProviderFilter,
+    classes: &[&str],
+    found: Vec<Provider>,
+) -> Result<Vec<Provider>, Error> {
+    let ids: Vec<Uuid> = found.iter().map(|p| p.uuid).collect();
+    let inventories: HashMap<(Uuid, String), Inventory> = c
+        .query(
+            "SELECT provider_uuid, resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio
+             FROM inventories WHERE provider_uuid = ANY($1) AND resource_class = ANY($2)",
+            &[&ids, &classes],
+        )
+        .await
+        .map_err(db)?
+        .iter()
+        .map(|r| ((r.get(0), r.get(1)), inventory_at(r, 2)))
+        .collect();
+    let peaks = peaks_from_now(c, &ids, classes).await?;
+    Ok(found
+        .into_iter()
+        .filter(|p| {
+            f.resources.iter().all(|(class, amount)| {
+                let key = (p.uuid, class.clone());
+                let peak = peaks.get(&key).copied().unwrap_or(0);
+                inventories.get(&key).is_some_and(|inv| peak + amount <= inv.capacity())
+            })
+        })
+        .collect())
 }

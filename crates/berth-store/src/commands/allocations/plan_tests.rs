@@ -36,7 +36,7 @@ async fn claim_statements_read_from_their_own_indexes_from_the_start() {
     // Everyone else's holds on a provider: its bounded holds, its open-ended
     // ones from the window on, its open-ended sum; never a project's rows, nor
     // the timeline index (which holds every open-ended hold ever made).
-    let plan = generic_plan(&client, super::READ_OTHERS, 5).await;
+    let plan = generic_plan(&client, super::read::READ_OTHERS, 5).await;
     check(
         &plan,
         &["allocations_bounded", "allocations_open_start", "provider_open_usage_pkey"],
@@ -55,13 +55,20 @@ async fn claim_statements_read_from_their_own_indexes_from_the_start() {
         &["allocations_timeline", "allocations_bounded", "allocations_open_start", "allocations_provider_upper"],
     );
     for (sql, params) in [
-        (crate::quota::GUARD_INSERT, 1),
-        (crate::quota::GUARD_LOCK, 1),
-        (super::LOCK_CONSUMERS, 1),
-        (super::super::consume::HOLDS_DRAWS, 1),
-        (super::LOCK_PROVIDERS, 2),
-        (super::KNOWN_CLASSES, 1),
+        (crate::lock::GUARD_INSERT, 1),
+        (crate::lock::GUARD_LOCK, 1),
+        (crate::lock::CONSUMERS_HOLDING, 1),
+        (super::read::HOLDS_DRAWS, 1),
+        (crate::lock::PROVIDERS_WITH_INVENTORIES, 2),
+        (super::read::KNOWN_CLASSES, 1),
         (crate::quota::LIMITS, 2),
+        // A claim that draws from a reservation looks its draw up in the same
+        // transaction, after the batch's read has set the generic plans.
+        (super::draw::DRAWS_HELD, 1),
+        (super::draw::SLOTS_OF, 2),
+        (super::draw::SLOT_LEASES, 1),
+        (super::draw::SLOT_HOLDS, 1),
+        (super::draw::LEASE_STATUS, 1),
     ] {
         check(&generic_plan(&client, sql, params).await, &[], &["allocations_timeline"]);
     }

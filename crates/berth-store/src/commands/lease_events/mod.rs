@@ -4,8 +4,6 @@
 //! Claiming ([`claim`]), recording outcomes ([`finish`]) and carrying out
 //! the effects hooks ask for ([`effects`]), and hosts held back ([`held`]).
 
-#![warn(clippy::too_many_lines)]
-
 mod claim;
 mod effects;
 mod finish;

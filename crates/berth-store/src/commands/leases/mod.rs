@@ -10,8 +10,6 @@
 //! ([`slots`]), written with `AllocationsReplaced` beside the lease's own
 //! event.
 
-#![warn(clippy::too_many_lines)]
-
 mod create;
 mod delete;
 mod plan;

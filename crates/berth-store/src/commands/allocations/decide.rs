@@ -1,0 +1,247 @@
+//! The decision: each request of a batch, in turn, against what the batch
+//! read, with berth-core's rules (generations, units, capacity at every
+//! instant, quota). Error details use Placement's wording.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use berth_core::error::codes::{PROVIDER_NOT_FOUND, RESOURCE_CLASS_NOT_FOUND};
+use berth_core::timeline;
+use berth_core::{Error, Event, EventMeta, Window};
+use uuid::Uuid;
+
+use super::read::{Key, Read};
+use super::request::{ConsumerAllocations, GenerationCheck, ReshapeInventory};
+use crate::quota;
+
+/// One request of a batch: decided on its own, written all or nothing.
+pub(crate) struct Request<'a> {
+    pub meta: &'a EventMeta,
+    pub consumers: &'a [ConsumerAllocations],
+}
+
+/// What became of one request of a batch.
+#[derive(Debug)]
+pub(crate) enum Decision {
+    Written,
+    Refused(Error),
+}
+
+type Wanted = BTreeMap<Key, Vec<(Window, i64)>>;
+
+fn wanted(consumers: &[ConsumerAllocations]) -> Wanted {
+    let mut wanted: Wanted = BTreeMap::new();
+    for c in consumers {
+        for a in &c.allocations {
+            wanted.entry((a.provider, a.resource_class.clone())).or_default().push((a.window, a.used));
+        }
+    }
+    wanted
+}
+
+fn show_generation(g: Option<i64>) -> String {
+    g.map(|g| g.to_string()).unwrap_or_else(|| "null".into())
+}
+
+/// New holds by project, user and class, as the quota check takes them.
+fn quota_holds(consumers: &[ConsumerAllocations]) -> BTreeMap<(String, String, String), quota::Holds> {
+    let mut out: BTreeMap<(String, String, String), quota::Holds> = BTreeMap::new();
+    for c in consumers {
+        for a in &c.allocations {
+            out.entry((c.project_id.clone(), c.user_id.clone(), a.resource_class.clone()))
+                .or_default()
+                .push((a.window, a.used));
+        }
+    }
+    out
+}
+
+impl Read {
+    /// Decides `requests` in order, each on its own: a request sees the
+    /// holds of those accepted before it (an accepted one's holds replace
+    /// what its consumers held). Pushes the events of the accepted ones.
+    pub(super) fn decide_in_turn<'a>(
+        &mut self,
+        requests: &[Request<'a>],
+        reshaped: &[ReshapeInventory],
+        events: &mut Vec<(&'a EventMeta, Event)>,
+    ) -> Vec<Decision> {
+        let mut decisions = Vec::with_capacity(requests.len());
+        let mut accepted: Vec<quota::Accepted<'a>> = Vec::new();
+        for request in requests {
+            let ids: Vec<Uuid> = request.consumers.iter().map(|c| c.consumer).collect();
+            let verdict = self.decide(request.consumers, reshaped).and_then(|()| match &self.limited {
+                Some(limited) => limited.check(&quota_holds(request.consumers), &ids, &accepted),
+                None => Ok(()),
+            });
+            if let Err(e) = verdict {
+                decisions.push(Decision::Refused(e));
+                continue;
+            }
+            self.accept(request, events, &mut accepted);
+            decisions.push(Decision::Written);
+        }
+        decisions
+    }
+
+    /// Writes an accepted request's events; its consumers now hold its holds.
+    fn accept<'a>(
+        &mut self,
+        request: &Request<'a>,
+        events: &mut Vec<(&'a EventMeta, Event)>,
+        accepted: &mut Vec<quota::Accepted<'a>>,
+    ) {
+        let mut bumped: BTreeSet<Uuid> = BTreeSet::new();
+        for c in request.consumers {
+            let mut mine: BTreeSet<Uuid> = c.allocations.iter().map(|a| a.provider).collect();
+            if c.allocations.is_empty() {
+                mine.extend(self.held.get(&c.consumer).into_iter().flatten().map(|h| h.0 .0));
+            }
+            let providers_bumped: Vec<Uuid> = mine.into_iter().filter(|p| bumped.insert(*p)).collect();
+            let current_type = || self.current.get(&c.consumer).and_then(|x| x.1.clone());
+            let consumer_type = c.consumer_type.clone().or_else(current_type);
+            events.push((
+                request.meta,
+                Event::AllocationsReplaced {
+                    consumer: c.consumer,
+                    project_id: c.project_id.clone(),
+                    user_id: c.user_id.clone(),
+                    consumer_type,
+                    allocations: c.allocations.clone(),
+                    providers_bumped: Some(providers_bumped),
+                    at: self.at,
+                },
+            ));
+            let holds = c.allocations.iter().map(|a| ((a.provider, a.resource_class.clone()), a.window, a.used));
+            self.held.insert(c.consumer, holds.collect());
+            accepted.push(quota::Accepted {
+                consumer: c.consumer,
+                project: &c.project_id,
+                user: &c.user_id,
+                allocations: &c.allocations,
+            });
+        }
+    }
+
+    /// Whether one request may be written, with the batch's consumers
+    /// holding what they hold as the batch stands. A reshape moves
+    /// inventory, so nothing its consumers held before excuses it.
+    fn decide(&self, consumers: &[ConsumerAllocations], reshaped: &[ReshapeInventory]) -> Result<(), Error> {
+        self.check_generations(consumers, reshaped)?;
+        let wanted = wanted(consumers);
+        self.check_names(&wanted, reshaped)?;
+        self.check_amounts(consumers)?;
+        self.check_capacity(consumers, &wanted, reshaped)
+    }
+
+    /// The generations the client sent: its consumers' and, in a reshape,
+    /// the reshaped providers'.
+    fn check_generations(&self, consumers: &[ConsumerAllocations], reshaped: &[ReshapeInventory]) -> Result<(), Error> {
+        for c in consumers {
+            let actual = self.current.get(&c.consumer).map(|x| x.0);
+            let given = match c.generation {
+                GenerationCheck::Any => continue,
+                GenerationCheck::New => None,
+                GenerationCheck::Exactly(g) => Some(g),
+            };
+            if actual != given {
+                return Err(Error::generation(format!(
+                    "consumer generation conflict - expected {} but got {}",
+                    show_generation(actual),
+                    show_generation(given)
+                )));
+            }
+        }
+        for r in reshaped {
+            match self.generations.get(&r.provider) {
+                None => {
+                    return Err(Error::invalid(
+                        PROVIDER_NOT_FOUND,
+                        format!("Resource provider {} in inventories not found", r.provider),
+                    ))
+                }
+                Some(g) if *g != r.expected_generation => {
+                    return Err(Error::generation(format!(
+                        "resource provider generation conflict for provider {}: actual: {g}, given: {}",
+                        r.provider, r.expected_generation
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Every provider named exists, and every class named (by an allocation
+    /// or by a reshaped inventory).
+    fn check_names(&self, wanted: &Wanted, reshaped: &[ReshapeInventory]) -> Result<(), Error> {
+        if let Some((missing, _)) = wanted.keys().find(|k| !self.generations.contains_key(&k.0)) {
+            return Err(Error::invalid(
+                PROVIDER_NOT_FOUND,
+                format!("Allocation for resource provider '{missing}' that does not exist."),
+            ));
+        }
+        let mut named: BTreeSet<&str> = wanted.keys().map(|k| k.1.as_str()).collect();
+        named.extend(reshaped.iter().flat_map(|r| r.inventories.keys().map(String::as_str)));
+        if let Some(unknown) = named.iter().find(|n| !self.known.contains(**n)) {
+            return Err(Error::invalid(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {unknown}.")));
+        }
+        Ok(())
+    }
+
+    /// Each amount within its inventory's units.
+    fn check_amounts(&self, consumers: &[ConsumerAllocations]) -> Result<(), Error> {
+        for c in consumers {
+            for a in &c.allocations {
+                let Some(inv) = self.inventories.get(&(a.provider, a.resource_class.clone())) else {
+                    return Err(Error::capacity(format!(
+                        "Inventory for '{}' on resource provider '{}' invalid.",
+                        a.resource_class, a.provider
+                    )));
+                };
+                if inv.check_amount(&a.provider.to_string(), &a.resource_class, a.used).is_err() {
+                    return Err(Error::capacity(format!(
+                        "Unable to create allocation for '{}' on resource provider '{}'. \
+                         The requested amount would violate inventory constraints.",
+                        a.resource_class, a.provider
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every instant of every new window stays within capacity, unless the
+    /// request raises what its consumers held at no instant.
+    fn check_capacity(
+        &self,
+        consumers: &[ConsumerAllocations],
+        wanted: &Wanted,
+        reshaped: &[ReshapeInventory],
+    ) -> Result<(), Error> {
+        let mine: BTreeSet<Uuid> = consumers.iter().map(|c| c.consumer).collect();
+        for (key, holds) in wanted {
+            let mut others = self.others.get(key).cloned().unwrap_or_default();
+            let mut before = Vec::new();
+            for (consumer, hs) in &self.held {
+                for (k, w, used) in hs {
+                    if k != key {
+                        continue;
+                    }
+                    if !mine.contains(consumer) {
+                        others.push((*w, *used));
+                    } else if reshaped.is_empty() {
+                        before.push((*w, *used));
+                    }
+                }
+            }
+            if !timeline::fits(&others, &before, holds, self.inventories[key].capacity()) {
+                return Err(Error::capacity(format!(
+                    "Unable to create allocation for '{}' on resource provider '{}'. \
+                     The requested amount would exceed the capacity.",
+                    key.1, key.0
+                )));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,60 @@
+//! What a request to replace allocations says, checked before any
+//! transaction.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use berth_core::error::codes;
+use berth_core::event::Allocation;
+use berth_core::{Error, Inventory};
+use uuid::Uuid;
+
+/// What the client says about the consumer's generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GenerationCheck {
+    /// Do not compare (Placement before 1.28, or a delete).
+    Any,
+    /// The consumer must not exist yet (`consumer_generation: null`).
+    New,
+    /// The consumer must be at this generation.
+    Exactly(i64),
+}
+
+/// One consumer's whole new allocation set.
+#[derive(Debug, Clone)]
+pub struct ConsumerAllocations {
+    pub consumer: Uuid,
+    pub project_id: String,
+    pub user_id: String,
+    /// `None` keeps an existing consumer's type (a new consumer is untyped).
+    pub consumer_type: Option<String>,
+    pub generation: GenerationCheck,
+    /// Empty: the consumer's allocations are removed.
+    pub allocations: Vec<Allocation>,
+}
+
+/// A provider's new inventory within a reshape.
+#[derive(Debug, Clone)]
+pub struct ReshapeInventory {
+    pub provider: Uuid,
+    pub expected_generation: i64,
+    pub inventories: BTreeMap<String, Inventory>,
+}
+
+/// Each consumer once, each amount at least 1.
+pub(super) fn check_batch_shape(consumers: &[ConsumerAllocations]) -> Result<(), Error> {
+    let mut seen = BTreeSet::new();
+    for c in consumers {
+        if !seen.insert(c.consumer) {
+            return Err(Error::invalid(codes::INVALID, format!("consumer {} appears twice", c.consumer)));
+        }
+        for a in &c.allocations {
+            if a.used < 1 {
+                return Err(Error::invalid(
+                    codes::INVALID,
+                    format!("allocation of {} on {} must be at least 1, got {}", a.resource_class, a.provider, a.used),
+                ));
+            }
+        }
+    }
+    Ok(())
+}

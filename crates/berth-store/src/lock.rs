@@ -1,0 +1,220 @@
+//! The lock order, in one place. A command locks the rows it depends on
+//! before it reads what it decides on, in this order, each kind sorted by
+//! key, so concurrent commands queue behind each other instead of
+//! deadlocking or deciding on stale reads:
+//!
+//! 1. [`guards`]: the projects' rows in `quota_guards` (only where some
+//!    limit bears on the project; see crate::quota);
+//! 2. [`consumers`], by uuid;
+//! 3. [`providers`], by uuid.
+//!
+//! Each function here sorts its keys and owns its statement. The claim path
+//! sends its locks in one pipelined batch with its reads, so for it this
+//! module hands out the statements ([`consumers_holding`],
+//! [`providers_with_inventories`]) over keys already [`Sorted`].
+//!
+//! Catalogue rows (resource classes, traits, host properties) are locked
+//! alone by the commands that change them; a command that puts them on a
+//! provider share-locks them after the provider.
+
+use deadpool_postgres::GenericClient;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::{sql, StoreError};
+
+/// Keys sorted and without repeats: the order rows of one kind are locked in.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Sorted<T>(Vec<T>);
+
+impl<T: Ord> FromIterator<T> for Sorted<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(keys: I) -> Sorted<T> {
+        let mut keys: Vec<T> = keys.into_iter().collect();
+        keys.sort();
+        keys.dedup();
+        Sorted(keys)
+    }
+}
+
+impl<T> std::ops::Deref for Sorted<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &self.0
+    }
+}
+
+impl<T: ToSql + Sync> Sorted<T> {
+    /// The keys as one array parameter.
+    pub(crate) fn param(&self) -> &(dyn ToSql + Sync) {
+        &self.0
+    }
+}
+
+// 1. Quota guards.
+
+/// Makes the guard rows of the projects that any limit bears on. Sent first;
+/// a separate statement from the lock, so that the lock's snapshot sees a row
+/// a concurrent first user inserted (this statement waits for it).
+pub(crate) const GUARD_INSERT: &str = "INSERT INTO quota_guards (project_id)
+     SELECT p FROM unnest($1::text[]) AS p
+     WHERE EXISTS (SELECT 1 FROM quota_limits l WHERE l.project_id = '' OR l.project_id = p)
+     ORDER BY p ON CONFLICT DO NOTHING";
+
+/// Locks the guards of the projects that any limit bears on, sorted.
+pub(crate) const GUARD_LOCK: &str = "SELECT g.project_id FROM quota_guards g
+     WHERE g.project_id = ANY($1)
+       AND EXISTS (SELECT 1 FROM quota_limits l WHERE l.project_id = '' OR l.project_id = g.project_id)
+     ORDER BY g.project_id FOR UPDATE";
+
+const GUARD_INSERT_ALL: &str =
+    "INSERT INTO quota_guards (project_id) SELECT p FROM unnest($1::text[]) AS p ORDER BY p ON CONFLICT DO NOTHING";
+const GUARD_LOCK_ALL: &str =
+    "SELECT project_id FROM quota_guards WHERE project_id = ANY($1) ORDER BY project_id FOR UPDATE";
+
+/// Locks the guards of `projects` that any limit bears on; answers the
+/// projects guarded (for commands that do not pipeline [`GUARD_INSERT`] and
+/// [`GUARD_LOCK`] with their own first statements).
+pub(crate) async fn guards(tx: &impl GenericClient, projects: &[String]) -> Result<Vec<Row>, StoreError> {
+    let projects: Sorted<String> = projects.iter().cloned().collect();
+    let guard = [projects.param()];
+    let [_, guards] = sql::pipeline(tx, [(GUARD_INSERT, &guard[..]), (GUARD_LOCK, &guard[..])]).await?;
+    Ok(guards)
+}
+
+/// Guards `projects` whether or not a limit bears on them yet: for commands
+/// that change limits, so that raises in flight finish first, and for a
+/// limit that appeared after a raise locked its guards.
+pub(crate) async fn all_guards(tx: &impl GenericClient, projects: &[String]) -> Result<(), StoreError> {
+    let projects: Sorted<String> = projects.iter().cloned().collect();
+    let guard = [projects.param()];
+    sql::pipeline(tx, [(GUARD_INSERT_ALL, &guard[..]), (GUARD_LOCK_ALL, &guard[..])]).await?;
+    Ok(())
+}
+
+// 2. Consumers.
+
+const CONSUMERS: &str = "SELECT uuid, project_id, user_id, consumer_type FROM consumers
+     WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE";
+
+/// Locks the consumers of `ids` that exist; answers them as (uuid,
+/// project_id, user_id, consumer_type), sorted.
+pub(crate) async fn consumers(tx: &impl GenericClient, ids: &[Uuid]) -> Result<Vec<Row>, StoreError> {
+    let ids: Sorted<Uuid> = ids.iter().copied().collect();
+    Ok(tx.query(CONSUMERS, &[ids.param()]).await?)
+}
+
+/// Locks consumers with what they hold: one row per allocation (or one
+/// with nulls) as (uuid, generation, provider, class, used, start, end,
+/// consumer_type). What they hold cannot change while they are locked.
+pub(crate) const CONSUMERS_HOLDING: &str = "SELECT c.uuid, c.generation, a.provider_uuid, a.resource_class, a.used,
+            lower(a.during), upper(a.during), c.consumer_type
+     FROM consumers c LEFT JOIN allocations a ON a.consumer_uuid = c.uuid
+     WHERE c.uuid = ANY($1) ORDER BY c.uuid FOR UPDATE OF c";
+
+/// [`CONSUMERS_HOLDING`] over `ids`, to send in a pipeline.
+pub(crate) fn consumers_holding(ids: &Sorted<Uuid>) -> (&'static str, [&(dyn ToSql + Sync); 1]) {
+    (CONSUMERS_HOLDING, [ids.param()])
+}
+
+// 3. Providers.
+
+/// Locks providers with their inventories: those of `$1` and those the
+/// consumers of `$2` hold now. One array of keys (not `uuid = ANY($1) OR
+/// uuid IN (...)`), so the providers are found by their key however many
+/// there are. Rows: (uuid, generation, class, total, reserved, min_unit,
+/// max_unit, step_size, allocation_ratio), one per inventory or one with
+/// nulls.
+pub(crate) const PROVIDERS_WITH_INVENTORIES: &str =
+    "SELECT p.uuid, p.generation, i.resource_class, i.total, i.reserved, i.min_unit, i.max_unit, i.step_size,
+            i.allocation_ratio
+     FROM providers p LEFT JOIN inventories i ON i.provider_uuid = p.uuid
+     WHERE p.uuid = ANY($1::uuid[] || ARRAY(SELECT provider_uuid FROM allocations WHERE consumer_uuid = ANY($2)))
+     ORDER BY p.uuid FOR UPDATE OF p";
+
+/// [`PROVIDERS_WITH_INVENTORIES`] over `ids` and the providers `holders`
+/// hold now, to send in a pipeline.
+pub(crate) fn providers_with_inventories<'a>(
+    ids: &'a Sorted<Uuid>,
+    holders: &'a Sorted<Uuid>,
+) -> (&'static str, [&'a (dyn ToSql + Sync); 2]) {
+    (PROVIDERS_WITH_INVENTORIES, [ids.param(), holders.param()])
+}
+
+const PROVIDERS: &str = "SELECT uuid, generation, parent_uuid FROM providers
+     WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE";
+
+/// Locks the providers of `ids` that exist; answers them as (uuid,
+/// generation, parent_uuid), sorted.
+pub(crate) async fn providers(tx: &impl GenericClient, ids: &[Uuid]) -> Result<Vec<Row>, StoreError> {
+    let ids: Sorted<Uuid> = ids.iter().copied().collect();
+    Ok(tx.query(PROVIDERS, &[ids.param()]).await?)
+}
+
+/// Locks one provider: (uuid, generation, parent_uuid), if it exists.
+pub(crate) async fn provider(tx: &impl GenericClient, id: Uuid) -> Result<Option<Row>, StoreError> {
+    Ok(providers(tx, &[id]).await?.into_iter().next())
+}
+
+/// Locks the provider named `name`, if any: its uuid. Names are unique.
+pub(crate) async fn provider_named(tx: &impl GenericClient, name: &str) -> Result<Option<Uuid>, StoreError> {
+    let row = tx.query_opt("SELECT uuid FROM providers WHERE name = $1 FOR UPDATE", &[&name]).await?;
+    Ok(row.map(|r| r.get(0)))
+}
+
+/// Share-locks a provider that another is made a child of, so that it
+/// cannot be deleted meanwhile; whether it exists.
+pub(crate) async fn parent(tx: &impl GenericClient, id: Uuid) -> Result<bool, StoreError> {
+    Ok(tx.query_opt("SELECT 1 FROM providers WHERE uuid = $1 FOR SHARE", &[&id]).await?.is_some())
+}
+
+/// Locks an enrolled host's provider: (reservable, capabilities), if it is
+/// a host.
+pub(crate) async fn host(tx: &impl GenericClient, id: Uuid) -> Result<Option<Row>, StoreError> {
+    Ok(tx
+        .query_opt(
+            "SELECT h.reservable, h.capabilities FROM providers p JOIN hosts h ON h.provider_uuid = p.uuid
+             WHERE p.uuid = $1 FOR UPDATE OF p",
+            &[&id],
+        )
+        .await?)
+}
+
+// Catalogue rows, each locked alone.
+
+/// Locks a resource class: whether it is standard, if it exists.
+pub(crate) async fn resource_class(tx: &impl GenericClient, name: &str) -> Result<Option<bool>, StoreError> {
+    let row = tx.query_opt("SELECT standard FROM resource_classes WHERE name = $1 FOR UPDATE", &[&name]).await?;
+    Ok(row.map(|r| r.get(0)))
+}
+
+/// Locks a trait: whether it is standard, if it exists.
+pub(crate) async fn trait_named(tx: &impl GenericClient, name: &str) -> Result<Option<bool>, StoreError> {
+    let row = tx.query_opt("SELECT standard FROM traits WHERE name = $1 FOR UPDATE", &[&name]).await?;
+    Ok(row.map(|r| r.get(0)))
+}
+
+/// Locks a host property; whether it exists.
+pub(crate) async fn host_property(tx: &impl GenericClient, name: &str) -> Result<bool, StoreError> {
+    Ok(tx.query_opt("SELECT 1 FROM host_properties WHERE name = $1 FOR UPDATE", &[&name]).await?.is_some())
+}
+
+/// Share-locks the traits of `names` that exist, so that a concurrent
+/// delete waits for the command that puts them on a provider; answers them.
+pub(crate) async fn traits_in_use(tx: &impl GenericClient, names: &[&str]) -> Result<Vec<String>, StoreError> {
+    let names: Sorted<&str> = names.iter().copied().collect();
+    let rows =
+        tx.query("SELECT name FROM traits WHERE name = ANY($1) ORDER BY name FOR SHARE", &[names.param()]).await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// Share-locks the resource classes of `names` that exist, so that a
+/// concurrent delete waits for the command that gives them inventory;
+/// answers them.
+pub(crate) async fn classes_in_use(tx: &impl GenericClient, names: &[&str]) -> Result<Vec<String>, StoreError> {
+    let names: Sorted<&str> = names.iter().copied().collect();
+    let rows = tx
+        .query("SELECT name FROM resource_classes WHERE name = ANY($1) ORDER BY name FOR SHARE", &[names.param()])
+        .await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}

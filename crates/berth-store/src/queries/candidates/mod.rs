@@ -1,0 +1,258 @@
+//! Allocation candidates: which providers (one tree, plus sharing providers
+//! in an aggregate with it) could satisfy a request, and with what.
+//!
+//! The search is a depth-first walk over the request's slots (each
+//! suffixed group, then each class of the unsuffixed group), one tree at a
+//! time. A partial candidate is dropped as soon as it cannot work (a
+//! provider over capacity or max_unit with what is already assigned to it,
+//! a provider used twice under `group_policy=isolate`, required traits no
+//! remaining choice can bring, a `same_subtree` set already broken), and
+//! the walk stops at `limit`: wide trees never expand into the full
+//! cartesian product. Capacity counts from now on, open-ended, as a claim
+//! made now would.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use berth_core::{Error, Inventory};
+use deadpool_postgres::GenericClient;
+use uuid::Uuid;
+
+mod search;
+
+pub use search::search;
+
+use super::inventory_at;
+use super::placement::{check_traits_exist, peaks_from_now};
+use crate::{Store, StoreError};
+use berth_core::error::codes::RESOURCE_CLASS_NOT_FOUND;
+
+/// The trait that makes a provider share its inventory with its aggregates.
+pub const SHARING_TRAIT: &str = "MISC_SHARES_VIA_AGGREGATE";
+
+/// One request group. The unsuffixed group (`suffix` empty) may spread its
+/// classes over several providers of a tree and sharing providers; a
+/// suffixed group is satisfied by one provider.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CandidateGroup {
+    pub suffix: String,
+    pub resources: BTreeMap<String, i64>,
+    /// Each set: at least one of its traits.
+    pub required: Vec<BTreeSet<String>>,
+    pub forbidden: BTreeSet<String>,
+    /// Each set: the provider (or its root) is in one of its aggregates.
+    pub member_of: Vec<BTreeSet<Uuid>>,
+    pub forbidden_aggregates: BTreeSet<Uuid>,
+    pub in_tree: Option<Uuid>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CandidateRequest {
+    pub groups: Vec<CandidateGroup>,
+    /// `group_policy=isolate`: suffixed groups on distinct providers.
+    pub isolate: bool,
+    pub limit: Option<usize>,
+    pub root_required: BTreeSet<String>,
+    pub root_forbidden: BTreeSet<String>,
+    /// Each set of suffixes: their providers all sit under one of them.
+    pub same_subtrees: Vec<BTreeSet<String>>,
+    /// Several providers of one tree may serve a candidate, and summaries
+    /// cover whole trees (1.29 on); before, one provider per tree and
+    /// summaries of the providers used only.
+    pub nested: bool,
+    /// Summaries list every class a provider has (1.27 on), not only the requested ones.
+    pub all_classes_in_summaries: bool,
+}
+
+/// One way to satisfy the request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub allocations: BTreeMap<Uuid, BTreeMap<String, i64>>,
+    /// Which providers satisfied which group (by suffix).
+    pub mappings: BTreeMap<String, BTreeSet<Uuid>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderSummary {
+    /// class -> (capacity, used)
+    pub resources: BTreeMap<String, (i64, i64)>,
+    pub traits: Vec<String>,
+    pub parent: Option<Uuid>,
+    pub root: Uuid,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Candidates {
+    pub candidates: Vec<Candidate>,
+    pub summaries: BTreeMap<Uuid, ProviderSummary>,
+}
+
+/// What the search knows about one provider.
+#[derive(Debug, Clone, Default)]
+pub struct ProviderFacts {
+    pub parent: Option<Uuid>,
+    pub root: Uuid,
+    pub traits: BTreeSet<String>,
+    pub aggregates: BTreeSet<Uuid>,
+    /// Requested classes it has inventory of, with what is free from now on.
+    pub inventory: BTreeMap<String, (Inventory, i64)>,
+}
+
+/// The world the search runs over: providers by UUID, in a stable order.
+#[derive(Debug, Clone, Default)]
+pub struct World {
+    pub providers: BTreeMap<Uuid, ProviderFacts>,
+    /// Roots in the order trees are tried.
+    pub roots: Vec<Uuid>,
+}
+
+impl Store {
+    /// The allocation candidates for `req`, with summaries of the providers
+    /// in the trees they use.
+    pub async fn allocation_candidates(&self, req: &CandidateRequest) -> Result<Candidates, Error> {
+        let c = self.client().await?;
+        let classes: BTreeSet<&str> = req.groups.iter().flat_map(|g| g.resources.keys().map(String::as_str)).collect();
+        let classes: Vec<&str> = classes.into_iter().collect();
+        let known: BTreeSet<String> = c
+            .query("SELECT name FROM resource_classes WHERE name = ANY($1)", &[&classes])
+            .await
+            .map_err(StoreError::from)?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if let Some(unknown) = classes.iter().find(|n| !known.contains(**n)) {
+            return Err(Error::invalid(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {unknown}.")));
+        }
+        let mut traits: BTreeSet<String> = BTreeSet::new();
+        for g in &req.groups {
+            traits.extend(g.required.iter().flatten().cloned());
+            traits.extend(g.forbidden.iter().cloned());
+        }
+        traits.extend(req.root_required.iter().cloned());
+        traits.extend(req.root_forbidden.iter().cloned());
+        check_traits_exist(&c, &traits).await?;
+        let world = load_world(&c, &classes).await?;
+        let candidates = search(&world, req);
+        let summaries = summaries(&c, &world, &candidates, req, &classes).await?;
+        Ok(Candidates { candidates, summaries })
+    }
+}
+
+/// Every tree that has inventory of a requested class, every tree a sharing
+/// provider with such inventory is in an aggregate with, and what the search
+/// needs to know of their providers.
+async fn load_world(c: &impl GenericClient, classes: &[&str]) -> Result<World, StoreError> {
+    let rows = c
+        .query(
+            "SELECT DISTINCT p.root_uuid FROM inventories i JOIN providers p ON p.uuid = i.provider_uuid
+             WHERE i.resource_class = ANY($1)
+             UNION
+             SELECT m.root_uuid FROM inventories i
+             JOIN provider_traits t ON t.provider_uuid = i.provider_uuid AND t.trait = $2
+             JOIN provider_aggregates sa ON sa.provider_uuid = i.provider_uuid
+             JOIN provider_aggregates ma ON ma.aggregate = sa.aggregate
+             JOIN providers m ON m.uuid = ma.provider_uuid
+             WHERE i.resource_class = ANY($1)",
+            &[&classes, &SHARING_TRAIT],
+        )
+        .await?;
+    let roots: Vec<Uuid> = rows.iter().map(|r| r.get(0)).collect();
+    let mut world = World::default();
+    let rows = c
+        .query(
+            "SELECT uuid, parent_uuid, root_uuid FROM providers WHERE root_uuid = ANY($1) ORDER BY created_at, uuid",
+            &[&roots],
+        )
+        .await?;
+    for r in &rows {
+        let facts = ProviderFacts { parent: r.get(1), root: r.get(2), ..Default::default() };
+        world.providers.insert(r.get(0), facts);
+    }
+    world.roots = rows.iter().filter(|r| r.get::<_, Option<Uuid>>(1).is_none()).map(|r| r.get(0)).collect();
+    let ids: Vec<Uuid> = world.providers.keys().copied().collect();
+    for r in c.query("SELECT provider_uuid, trait FROM provider_traits WHERE provider_uuid = ANY($1)", &[&ids]).await? {
+        if let Some(f) = world.providers.get_mut(&r.get::<_, Uuid>(0)) {
+            f.traits.insert(r.get(1));
+        }
+    }
+    for r in c
+        .query("SELECT provider_uuid, aggregate FROM provider_aggregates WHERE provider_uuid = ANY($1)", &[&ids])
+        .await?
+    {
+        if let Some(f) = world.providers.get_mut(&r.get::<_, Uuid>(0)) {
+            f.aggregates.insert(r.get(1));
+        }
+    }
+    let peaks = peaks_from_now(c, &ids, classes).await?;
+    for r in c
+        .query(
+            "SELECT provider_uuid, resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio
+             FROM inventories WHERE provider_uuid = ANY($1) AND resource_class = ANY($2)",
+            &[&ids, &classes],
+        )
+        .await?
+    {
+        let (p, class): (Uuid, String) = (r.get(0), r.get(1));
+        let inv = inventory_at(&r, 2);
+        let used = peaks.get(&(p, class.clone())).copied().unwrap_or(0);
+        if let Some(f) = world.providers.get_mut(&p) {
+            f.inventory.insert(class, (inv, inv.capacity() - used));
+        }
+    }
+    Ok(world)
+}
+
+/// Summaries of every provider in the trees the candidates use (and of the
+/// sharing providers they use).
+async fn summaries(
+    c: &impl GenericClient,
+    world: &World,
+    candidates: &[Candidate],
+    req: &CandidateRequest,
+    classes: &[&str],
+) -> Result<BTreeMap<Uuid, ProviderSummary>, StoreError> {
+    let used: BTreeSet<Uuid> = candidates.iter().flat_map(|c| c.allocations.keys().copied()).collect();
+    let roots: BTreeSet<Uuid> = used.iter().map(|p| world.facts(p).root).collect();
+    let members: Vec<Uuid> = if req.nested {
+        world.providers.iter().filter(|(_, f)| roots.contains(&f.root)).map(|(u, _)| *u).collect()
+    } else {
+        used.into_iter().collect()
+    };
+    let all: Vec<String> = if req.all_classes_in_summaries {
+        c.query("SELECT DISTINCT resource_class FROM inventories WHERE provider_uuid = ANY($1)", &[&members])
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    } else {
+        classes.iter().map(|s| s.to_string()).collect()
+    };
+    let wanted: Vec<&str> = all.iter().map(String::as_str).collect();
+    let peaks = peaks_from_now(c, &members, &wanted).await?;
+    let mut out: BTreeMap<Uuid, ProviderSummary> = members
+        .iter()
+        .map(|p| {
+            let f = world.facts(p);
+            // Standard traits first, then custom ones, as Placement lists them.
+            let mut traits: Vec<String> = f.traits.iter().cloned().collect();
+            traits.sort_by_key(|t| (t.starts_with("CUSTOM_"), t.clone()));
+            let summary = ProviderSummary { resources: BTreeMap::new(), traits, parent: f.parent, root: f.root };
+            (*p, summary)
+        })
+        .collect();
+    for r in c
+        .query(
+            "SELECT provider_uuid, resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio
+             FROM inventories WHERE provider_uuid = ANY($1) AND resource_class = ANY($2)",
+            &[&members, &wanted],
+        )
+        .await?
+    {
+        let (p, class): (Uuid, String) = (r.get(0), r.get(1));
+        let inv = inventory_at(&r, 2);
+        let used = peaks.get(&(p, class.clone())).copied().unwrap_or(0);
+        if let Some(s) = out.get_mut(&p) {
+            s.resources.insert(class, (inv.capacity(), used));
+        }
+    }
+    Ok(out)
+}
