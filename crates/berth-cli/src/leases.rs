@@ -60,8 +60,12 @@ pub struct CreateArgs {
     #[arg(long, alias = "before-end-date")]
     pub before_end: Option<String>,
     /// A reservation, as `resource_type=physical:host,min=1,max=2,...`; repeatable.
-    #[arg(long = "reservation", alias = "physical-reservation")]
+    #[arg(long = "reservation")]
     pub reservations: Vec<String>,
+    /// A host reservation as python-blazarclient takes it: `min=1,max=2,...`
+    /// (`resource_type=physical:host` implied); repeatable.
+    #[arg(long = "physical-reservation")]
+    pub physical_reservations: Vec<String>,
     /// Recurring: a cron schedule (5 fields); with --duration and --until.
     #[arg(long)]
     pub cron: Option<String>,
@@ -105,7 +109,7 @@ pub struct UpdateArgs {
     #[arg(long, value_parser = duration)]
     pub advance_by: Option<String>,
     /// `id=<reservation id>,min=2,max=3,...`; repeatable.
-    #[arg(long = "reservation", alias = "physical-reservation")]
+    #[arg(long = "reservation")]
     pub reservations: Vec<String>,
 }
 
@@ -168,7 +172,21 @@ fn reservations(list: &[String]) -> Result<Vec<Value>> {
     list.iter().map(|s| reservation(s)).collect()
 }
 
-/// A lease id from an id or a name (names are unique within a project).
+/// A new lease's reservations: the host ones first, as python-blazarclient
+/// orders them, then the others.
+fn create_reservations(a: &CreateArgs) -> Result<Vec<Value>> {
+    let mut all = Vec::new();
+    for s in &a.physical_reservations {
+        let mut r = reservation(s)?;
+        if let Some(o) = r.as_object_mut() {
+            o.entry("resource_type").or_insert_with(|| json!("physical:host"));
+        }
+        all.push(r);
+    }
+    all.extend(reservations(&a.reservations)?);
+    Ok(all)
+}
+
 /// A lease id as given, or the id of the one lease named `given` (the
 /// server finds by id only).
 pub(crate) fn lease_id(client: &Client, given: &str) -> Result<String> {
@@ -218,8 +236,8 @@ pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
 /// `berth lease create`: one lease, a recurring series, or (dry run) the
 /// occurrences a series would book and whether each fits.
 fn create(client: &Client, a: CreateArgs) -> Result<()> {
-    let mut body =
-        json!({"name": a.name, "start_date": a.start, "reservations": reservations(&a.reservations)?, "events": []});
+    let reservations = create_reservations(&a)?;
+    let mut body = json!({"name": a.name, "start_date": a.start, "reservations": reservations, "events": []});
     if let Some(e) = a.end {
         body["end_date"] = json!(e);
     }

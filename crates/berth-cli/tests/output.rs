@@ -40,7 +40,7 @@ fn leases(s: &Server) -> (String, String) {
             "--end-date",
             &future(3, 12),
             "--physical-reservation",
-            res,
+            "min=1,max=1",
         ],
     );
     assert_eq!(first["start_date"].as_str().map(|d| &d[11..16]), Some("10:00"), "{first}");
