@@ -120,6 +120,7 @@ async fn run(cli: Cli) -> Result<()> {
             let cfg = Config::load(config.as_deref())?;
             init_logging(&cfg.log)?;
             let store = Store::connect(&cfg.database_url, 2)?;
+            reach_database(&store, &cfg.database_url).await?;
             let n = store.migrate().await?;
             tracing::info!(applied = n, "migrations done");
             Ok(())
@@ -128,6 +129,7 @@ async fn run(cli: Cli) -> Result<()> {
             let cfg = Config::load(config.as_deref())?;
             init_logging(&cfg.log)?;
             let store = Store::connect(&cfg.database_url, 2)?;
+            reach_database(&store, &cfg.database_url).await?;
             let report = store.replay_verify().await?;
             println!(
                 "replayed {} events in {:.3}s ({:.0} events/s)",

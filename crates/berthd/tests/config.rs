@@ -104,7 +104,9 @@ async fn a_database_that_is_missing_or_unreachable_is_named() {
     let missing = format!("{server}/berth_no_such_database");
     refused(&berthd(&["serve"], &[("BERTH_DATABASE_URL", &missing)]), "database \"berth_no_such_database\"");
     refused(&berthd(&["serve"], &[("BERTH_DATABASE_URL", &missing)]), "does not exist");
+    refused(&berthd(&["migrate"], &[("BERTH_DATABASE_URL", &missing)]), "does not exist");
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let closed = format!("postgresql://postgres@127.0.0.1:{port}/berth");
     refused(&berthd(&["serve"], &[("BERTH_DATABASE_URL", &closed)]), &format!("127.0.0.1:{port} cannot be reached"));
+    refused(&berthd(&["replay"], &[("BERTH_DATABASE_URL", &closed)]), &format!("127.0.0.1:{port} cannot be reached"));
 }
