@@ -42,6 +42,7 @@ impl ClockWatch {
             metrics::Unit::Seconds,
             "This berthd's clock minus the database's (decisions use the database's)"
         );
+        metrics::gauge!(OFFSET).set(0.0);
     }
 
     pub fn warn_past_s(&self) -> f64 {

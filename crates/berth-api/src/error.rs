@@ -24,15 +24,28 @@ pub fn current_request_id() -> String {
     REQUEST_ID.try_with(|id| id.clone()).unwrap_or_default()
 }
 
-/// Gives every request an id (`req-<uuid>`) and echoes it in the response.
-pub async fn request_id(req: Request, next: Next) -> Response {
-    let id = format!("req-{}", uuid::Uuid::new_v4());
+/// Gives every request an id (`req-<uuid>`) and echoes it in the
+/// response: the caller's `X-Openstack-Request-Id` when it is one (so a
+/// client's id finds its request in the log), a new one otherwise.
+pub async fn request_id(mut req: Request, next: Next) -> Response {
+    let id = req
+        .headers()
+        .get("x-openstack-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| well_formed_request_id(v))
+        .map_or_else(|| format!("req-{}", uuid::Uuid::new_v4()), str::to_owned);
+    req.extensions_mut().insert(crate::access_log::RequestId(id.clone()));
     let style = Style::of_path(req.uri().path());
     let mut resp = REQUEST_ID.scope(id.clone(), ROUTE_STYLE.scope(style, next.run(req))).await;
     if let Ok(v) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert("x-openstack-request-id", v);
     }
     resp
+}
+
+/// `req-` and a UUID in its hyphenated form, as oslo.middleware makes them.
+fn well_formed_request_id(id: &str) -> bool {
+    id.strip_prefix("req-").is_some_and(|u| u.len() == 36 && uuid::Uuid::try_parse(u).is_ok())
 }
 
 /// Which error document a route speaks.

@@ -11,6 +11,7 @@
 #![warn(clippy::arithmetic_side_effects)]
 
 pub mod access;
+pub mod access_log;
 pub mod auth;
 mod blazar;
 pub mod clock;
@@ -88,6 +89,9 @@ pub fn router_with(state: AppState, config: ApiConfig) -> Router {
         .layer(axum::middleware::from_fn(refusals::as_documents))
         .layer(Extension(Arc::new(config)))
         .layer(Extension(Arc::new(streams::Streams::default())))
+        // Per route (so the matched route is known), inside the request id.
+        .layer(axum::middleware::from_fn(metrics::count_request))
+        .layer(access_log::layer())
         .layer(axum::middleware::from_fn(error::request_id))
         .with_state(state)
 }

@@ -1,10 +1,13 @@
 //! `/metrics` in Prometheus text format: whatever the process records through
-//! the `metrics` facade (the manager's counters and lag histogram, ...).
+//! the `metrics` facade: HTTP requests by route and status, the database
+//! pool, claim batches, the manager's figures, the build. `docs/metrics.md`
+//! lists every series; each exists from start (zero until something happens).
 
 use std::sync::OnceLock;
 
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -18,12 +21,35 @@ use crate::AppState;
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
+/// HTTP requests answered, by method, matched route and status.
+pub const HTTP_REQUESTS: &str = "berth_http_requests_total";
+/// Seconds from a request's arrival to its response's head, by method and route.
+pub const HTTP_DURATION: &str = "berth_http_request_duration_seconds";
+pub const HTTP_DURATION_BUCKETS: &[f64] =
+    &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+/// Database connections the pool may open.
+pub const DB_POOL_MAX: &str = "berth_db_pool_max_connections";
+/// Database connections open now.
+pub const DB_POOL_SIZE: &str = "berth_db_pool_connections";
+/// Open connections nobody holds.
+pub const DB_POOL_IDLE: &str = "berth_db_pool_idle_connections";
+/// Tasks waiting for a connection.
+pub const DB_POOL_WAITERS: &str = "berth_db_pool_waiters";
+/// Claims decided together in one transaction (recorded by berth-store's
+/// claim batcher under this name).
+pub const CLAIM_BATCH: &str = "berth_claim_batch_size";
+pub const CLAIM_BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+/// 1, with the version as a label.
+pub const BUILD_INFO: &str = "berth_build_info";
+
 /// Installs the process-wide recorder (once; later calls are no-ops), with
-/// histogram buckets per metric name.
+/// histogram buckets per metric name (the HTTP and claim batch buckets are
+/// added here), and creates this crate's series at zero.
 pub fn install(buckets: &[(&str, &[f64])]) {
     HANDLE.get_or_init(|| {
         let mut b = PrometheusBuilder::new();
-        for (name, bounds) in buckets {
+        let ours: [(&str, &[f64]); 2] = [(HTTP_DURATION, HTTP_DURATION_BUCKETS), (CLAIM_BATCH, CLAIM_BATCH_BUCKETS)];
+        for (name, bounds) in buckets.iter().chain(&ours) {
             b = b.set_buckets_for_metric(Matcher::Full(name.to_string()), bounds).expect("buckets are not empty");
         }
         let handle = b.install_recorder().expect("one metrics recorder per process");
@@ -37,6 +63,56 @@ pub fn install(buckets: &[(&str, &[f64])]) {
         });
         handle
     });
+    describe();
+}
+
+/// Describes this crate's series and creates them, so that a scrape right
+/// after start shows every one.
+fn describe() {
+    metrics::describe_counter!(HTTP_REQUESTS, "HTTP requests answered, by method, matched route and status");
+    metrics::describe_histogram!(
+        HTTP_DURATION,
+        metrics::Unit::Seconds,
+        "From a request's arrival to its response's head, by method and matched route"
+    );
+    metrics::describe_gauge!(DB_POOL_MAX, "Database connections the pool may open");
+    metrics::describe_gauge!(DB_POOL_SIZE, "Database connections open");
+    metrics::describe_gauge!(DB_POOL_IDLE, "Open database connections nobody holds");
+    metrics::describe_gauge!(DB_POOL_WAITERS, "Tasks waiting for a database connection");
+    metrics::describe_histogram!(CLAIM_BATCH, "Claims decided together in one transaction");
+    metrics::describe_gauge!(BUILD_INFO, "1, labelled with the version of berthd");
+    // The scrape itself is the first request a fresh process may answer:
+    // its series exist before it is counted.
+    let _ = metrics::counter!(HTTP_REQUESTS, "method" => "GET", "route" => "/metrics", "status" => "200");
+    let _ = metrics::histogram!(HTTP_DURATION, "method" => "GET", "route" => "/metrics");
+    let _ = metrics::histogram!(CLAIM_BATCH);
+    for name in [DB_POOL_MAX, DB_POOL_SIZE, DB_POOL_IDLE, DB_POOL_WAITERS] {
+        metrics::gauge!(name).set(0.0);
+    }
+    metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+}
+
+/// Counts a request by its matched route (the template, never the raw
+/// path) and status, and times it.
+pub async fn count_request(req: Request, next: Next) -> Response {
+    let route = crate::access_log::route_of(&req).to_owned();
+    let method = req.method().as_str().to_owned();
+    let started = std::time::Instant::now();
+    let resp = next.run(req).await;
+    let status = resp.status().as_u16().to_string();
+    metrics::histogram!(HTTP_DURATION, "method" => method.clone(), "route" => route.clone())
+        .record(started.elapsed().as_secs_f64());
+    metrics::counter!(HTTP_REQUESTS, "method" => method, "route" => route, "status" => status).increment(1);
+    resp
+}
+
+/// The pool's figures, read when scraped.
+fn sample_pool(state: &AppState) {
+    let s = state.store.pool().status();
+    metrics::gauge!(DB_POOL_MAX).set(s.max_size as f64);
+    metrics::gauge!(DB_POOL_SIZE).set(s.size as f64);
+    metrics::gauge!(DB_POOL_IDLE).set(s.available as f64);
+    metrics::gauge!(DB_POOL_WAITERS).set(s.waiting as f64);
 }
 
 /// The document of these routes.
@@ -64,6 +140,7 @@ pub fn routes() -> Router<AppState> {
 )]
 async fn render(State(state): State<AppState>, MaybeAnonymous(ctx): MaybeAnonymous) -> Result<Response, ApiError> {
     state.rules.authorize(&ctx, Action::MetricsRead, &Target::own(&ctx))?;
+    sample_pool(&state);
     Ok(match HANDLE.get() {
         Some(h) => (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], h.render()).into_response(),
         None => {

@@ -20,22 +20,31 @@ pub struct AuthArgs {
     /// A cloud of clouds.yaml.
     #[arg(long = "os-cloud", global = true, env = "OS_CLOUD")]
     pub cloud: Option<String>,
+    /// Keystone's URL (`.../v3`), to get a token from the credentials below.
     #[arg(long = "os-auth-url", global = true, env = "OS_AUTH_URL")]
     pub auth_url: Option<String>,
+    /// The Keystone user.
     #[arg(long = "os-username", global = true, env = "OS_USERNAME")]
     pub username: Option<String>,
+    /// The Keystone user's password.
     #[arg(long = "os-password", global = true, env = "OS_PASSWORD", hide_env_values = true)]
     pub password: Option<String>,
+    /// The project to act in, by name.
     #[arg(long = "os-project-name", global = true, env = "OS_PROJECT_NAME")]
     pub project_name: Option<String>,
+    /// The project to act in, by id.
     #[arg(long = "os-project-id", global = true, env = "OS_PROJECT_ID")]
     pub project_id: Option<String>,
+    /// The user's domain (default `Default`).
     #[arg(long = "os-user-domain-name", global = true, env = "OS_USER_DOMAIN_NAME")]
     pub user_domain_name: Option<String>,
+    /// The project's domain (default `Default`).
     #[arg(long = "os-project-domain-name", global = true, env = "OS_PROJECT_DOMAIN_NAME")]
     pub project_domain_name: Option<String>,
+    /// An application credential's id, instead of a user and password.
     #[arg(long = "os-application-credential-id", global = true, env = "OS_APPLICATION_CREDENTIAL_ID")]
     pub application_credential_id: Option<String>,
+    /// The application credential's secret.
     #[arg(
         long = "os-application-credential-secret",
         global = true,

@@ -1,27 +1,43 @@
-//! HTTP to berthd and printing what it answers, as a table or as JSON.
+//! HTTP to berthd and printing what it answers as the openstack client
+//! does: `-f table|json|yaml|value|csv`, `-c COLUMN` to pick columns.
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use reqwest::blocking::RequestBuilder;
 use reqwest::Method;
 use serde_json::Value;
 
 use crate::Format;
 
+/// The server could not be reached or answered 5xx: worth trying again.
+#[derive(Debug)]
+pub struct Unavailable(pub String);
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unavailable {}
+
 pub struct Client {
     base: String,
     token: String,
     project_id: Option<String>,
     pub format: Format,
+    /// `-c`: the columns (or fields) to print, in this order; all when empty.
+    columns: Vec<String>,
     http: reqwest::blocking::Client,
 }
 
 impl Client {
-    pub fn new(base: &str, identity: crate::auth::Identity, format: Format) -> Client {
+    pub fn new(base: &str, identity: crate::auth::Identity, format: Format, columns: Vec<String>) -> Client {
         Client {
             base: base.trim_end_matches('/').to_string(),
             token: identity.token,
             project_id: identity.project_id,
             format,
+            columns,
             http: reqwest::blocking::Client::new(),
         }
     }
@@ -84,7 +100,10 @@ impl Client {
         if let Some(id) = last_event_id {
             req = req.header("last-event-id", id);
         }
-        let resp = req.send()?;
+        let resp = req.send().map_err(|e| Unavailable(format!("{}: {e}", self.base)))?;
+        if resp.status().is_server_error() {
+            return Err(Unavailable(format!("{} answered {}", self.base, resp.status())).into());
+        }
         if !resp.status().is_success() {
             let status = resp.status();
             let body: Value = serde_json::from_str(&resp.text()?).unwrap_or(Value::Null);
@@ -94,29 +113,145 @@ impl Client {
         Ok(resp)
     }
 
-    /// One object: a two-column table of its fields, or JSON.
-    pub fn print_object(&self, v: &Value) {
-        if self.format == Format::Json {
-            println!("{}", serde_json::to_string_pretty(v).expect("json"));
-            return;
+    /// The columns to print: those `-c` named (each must be one of
+    /// `available`), or `default`.
+    fn pick(&self, default: &[String], available: &[String]) -> Result<Vec<String>> {
+        if self.columns.is_empty() {
+            return Ok(default.to_vec());
         }
-        let rows: Vec<Vec<String>> = match v.as_object() {
-            Some(o) => o.iter().map(|(k, v)| vec![k.clone(), cell(v)]).collect(),
-            None => vec![vec!["value".into(), cell(v)]],
-        };
-        print_table(&["Field", "Value"], &rows);
+        for c in &self.columns {
+            if !available.contains(c) {
+                bail!("no column {c:?}; the columns are: {}", available.join(", "));
+            }
+        }
+        Ok(self.columns.clone())
     }
 
-    /// A list: one row per item with the columns named, or JSON.
-    pub fn print_list(&self, items: &[Value], columns: &[&str]) {
-        if self.format == Format::Json {
-            println!("{}", serde_json::to_string_pretty(items).expect("json"));
-            return;
+    /// A whole document in JSON or YAML.
+    pub fn print_document(&self, v: &Value) -> Result<()> {
+        match self.format {
+            Format::Yaml => print!("{}", serde_norway::to_string(v)?),
+            _ => println!("{}", serde_json::to_string_pretty(v)?),
+        }
+        Ok(())
+    }
+
+    /// One object: a two-column table of its fields, a document, its
+    /// values one per line (`value`), or a header and a row (`csv`).
+    pub fn print_object(&self, v: &Value) -> Result<()> {
+        let Some(o) = v.as_object() else {
+            return match self.format {
+                Format::Json | Format::Yaml => self.print_document(v),
+                _ => {
+                    println!("{}", cell(v));
+                    Ok(())
+                }
+            };
+        };
+        let keys: Vec<String> = o.keys().cloned().collect();
+        let fields = self.pick(&keys, &keys)?;
+        match self.format {
+            Format::Json | Format::Yaml => self.print_document(&project(v, &fields, self.columns.is_empty())),
+            Format::Table => {
+                let rows: Vec<Vec<String>> = fields.iter().map(|k| vec![k.clone(), cell(&o[k])]).collect();
+                print_table(&["Field", "Value"], &rows);
+                Ok(())
+            }
+            Format::Value => {
+                for k in &fields {
+                    println!("{}", cell(&o[k]));
+                }
+                Ok(())
+            }
+            Format::Csv => {
+                println!("{}", csv_row(&fields));
+                println!("{}", csv_row(&fields.iter().map(|k| cell(&o[k])).collect::<Vec<_>>()));
+                Ok(())
+            }
+        }
+    }
+
+    /// A list: one row per item with the columns named (or those `-c`
+    /// picks among every item's fields), or the items as a document.
+    pub fn print_list(&self, items: &[Value], columns: &[&str]) -> Result<()> {
+        let default: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+        let mut available = default.clone();
+        for k in items.iter().filter_map(Value::as_object).flat_map(|o| o.keys()) {
+            if !available.contains(k) {
+                available.push(k.clone());
+            }
+        }
+        let cols = self.pick(&default, &available)?;
+        if matches!(self.format, Format::Json | Format::Yaml) {
+            let items: Vec<Value> = items.iter().map(|i| project(i, &cols, self.columns.is_empty())).collect();
+            return self.print_document(&Value::Array(items));
         }
         let rows: Vec<Vec<String>> =
-            items.iter().map(|i| columns.iter().map(|c| cell(i.get(*c).unwrap_or(&Value::Null))).collect()).collect();
-        print_table(columns, &rows);
+            items.iter().map(|i| cols.iter().map(|c| cell(i.get(c).unwrap_or(&Value::Null))).collect()).collect();
+        let headers: Vec<&str> = cols.iter().map(String::as_str).collect();
+        self.print_rows(&headers, &rows);
+        Ok(())
     }
+
+    /// Rows already made into cells: a table, the values of each row on a
+    /// line (`value`), or CSV; `json` and `yaml` print the rows as objects.
+    pub fn print_rows(&self, headers: &[&str], rows: &[Vec<String>]) {
+        match self.format {
+            Format::Table => print_table(headers, rows),
+            Format::Value => {
+                for r in rows {
+                    println!("{}", r.join(" "));
+                }
+            }
+            Format::Csv => {
+                println!("{}", csv_row(headers));
+                for r in rows {
+                    println!("{}", csv_row(r));
+                }
+            }
+            Format::Json | Format::Yaml => {
+                let items: Vec<Value> = rows
+                    .iter()
+                    .map(|r| {
+                        Value::Object(
+                            headers
+                                .iter()
+                                .map(|h| h.to_string())
+                                .zip(r.iter().map(|c| Value::String(c.clone())))
+                                .collect(),
+                        )
+                    })
+                    .collect();
+                let _ = self.print_document(&Value::Array(items));
+            }
+        }
+    }
+}
+
+/// `v` with only `fields` (in their order), or whole when `whole`.
+fn project(v: &Value, fields: &[String], whole: bool) -> Value {
+    match v.as_object() {
+        Some(o) if !whole => {
+            Value::Object(fields.iter().map(|f| (f.clone(), o.get(f).cloned().unwrap_or(Value::Null))).collect())
+        }
+        _ => v.clone(),
+    }
+}
+
+/// One CSV line: a field with a comma, a quote or a line break is quoted.
+fn csv_row<S: AsRef<str>>(fields: &[S]) -> String {
+    fields
+        .iter()
+        .map(|f| {
+            let f = f.as_ref();
+            if f.contains([',', '"', '\n', '\r']) {
+                format!("\"{}\"", f.replace('"', "\"\""))
+            } else {
+                f.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn cell(v: &Value) -> String {
@@ -152,10 +287,17 @@ fn summary(v: &Value) -> String {
         .join(" ")
 }
 
-/// A table; cells may span lines.
+/// A table fitted to the terminal's width (or `COLUMNS`, when set);
+/// cells may span lines.
 pub fn print_table(headers: &[&str], rows: &[Vec<String>]) {
     let mut table = comfy_table::Table::new();
-    table.load_preset(comfy_table::presets::ASCII_FULL_CONDENSED).set_header(headers.to_vec());
+    table
+        .load_preset(comfy_table::presets::ASCII_FULL_CONDENSED)
+        .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+        .set_header(headers.to_vec());
+    if let Some(width) = std::env::var("COLUMNS").ok().and_then(|c| c.parse::<u16>().ok()) {
+        table.set_width(width);
+    }
     for r in rows {
         table.add_row(r.clone());
     }

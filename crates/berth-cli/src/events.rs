@@ -14,7 +14,7 @@ use crate::Format;
 
 #[derive(Args, Clone, Default)]
 pub struct EventFilter {
-    /// Only this lease's events.
+    /// Only this lease's events (its id or name).
     #[arg(long)]
     lease: Option<String>,
     /// UNDONE, IN_PROGRESS, DONE or ERROR.
@@ -26,6 +26,14 @@ pub struct EventFilter {
 }
 
 impl EventFilter {
+    /// With a lease given by name, its id.
+    fn resolved(mut self, client: &Client) -> Result<Self> {
+        if let Some(l) = &self.lease {
+            self.lease = Some(crate::leases::lease_id(client, l)?);
+        }
+        Ok(self)
+    }
+
     fn query(&self) -> Vec<(String, String)> {
         let mut q = Vec::new();
         if let Some(l) = &self.lease {
@@ -47,6 +55,7 @@ pub enum EventsCommand {
     List {
         #[command(flatten)]
         filter: EventFilter,
+        /// At most this many events.
         #[arg(long)]
         limit: Option<u32>,
         /// Events after this one.
@@ -58,6 +67,7 @@ pub enum EventsCommand {
     Tail {
         #[command(flatten)]
         filter: EventFilter,
+        /// Keep watching until interrupted.
         #[arg(long)]
         follow: bool,
         /// How often to look, with --follow.
@@ -74,6 +84,7 @@ pub enum LogCommand {
         /// beginning when absent.
         #[arg(long)]
         after: Option<String>,
+        /// Keep following live until interrupted, reconnecting after a drop.
         #[arg(long)]
         follow: bool,
         /// Only this stream (e.g. `lease:<id>`).
@@ -82,7 +93,7 @@ pub enum LogCommand {
         /// Only this event type (e.g. `LeaseEventFinished`).
         #[arg(long = "type")]
         event_type: Option<String>,
-        /// Only this lease's stream.
+        /// Only this lease's stream (its id or name).
         #[arg(long)]
         lease: Option<String>,
     },
@@ -156,7 +167,7 @@ fn event_line(client: &Client, e: &Value) -> String {
 pub fn run_events(client: &Client, c: EventsCommand) -> Result<()> {
     match c {
         EventsCommand::List { filter, limit, marker } => {
-            let mut q = filter.query();
+            let mut q = filter.resolved(client)?.query();
             if let Some(l) = limit {
                 q.push(("limit".into(), l.to_string()));
             }
@@ -164,10 +175,11 @@ pub fn run_events(client: &Client, c: EventsCommand) -> Result<()> {
                 q.push(("marker".into(), m));
             }
             let body = client.get(&path("/v1/events", &q))?;
-            client.print_list(body["events"].as_array().map(Vec::as_slice).unwrap_or(&[]), COLUMNS);
+            client.print_list(body["events"].as_array().map(Vec::as_slice).unwrap_or(&[]), COLUMNS)?;
             Ok(())
         }
         EventsCommand::Tail { filter, follow, interval_ms } => {
+            let filter = filter.resolved(client)?;
             let mut seen: HashMap<String, String> = HashMap::new();
             loop {
                 let mut changed: Vec<Value> = all_events(client, &filter)?
@@ -217,7 +229,7 @@ pub fn run_log(client: &Client, c: LogCommand) -> Result<()> {
         q.push(("type".into(), t));
     }
     if let Some(l) = lease {
-        q.push(("lease".into(), l));
+        q.push(("lease".into(), crate::leases::lease_id(client, &l)?));
     }
     let mut cursor = after.unwrap_or_default();
     if !follow {
@@ -243,10 +255,22 @@ pub fn run_log(client: &Client, c: LogCommand) -> Result<()> {
             }
         }
     }
-    // Live: reconnect after a dropped connection, resuming where it stopped.
+    // Live: reconnect after a dropped connection (a server restarting, say),
+    // backing off while it cannot be reached, resuming where it stopped.
     let mut last: Option<String> = if cursor.is_empty() { None } else { Some(cursor) };
+    let mut backoff = RECONNECT_FIRST;
     loop {
-        let resp = client.stream(&path("/v1/log/stream", &q), last.as_deref())?;
+        let resp = match client.stream(&path("/v1/log/stream", &q), last.as_deref()) {
+            Ok(r) => r,
+            Err(e) if e.downcast_ref::<crate::client::Unavailable>().is_some() => {
+                eprintln!("berth: {e:#}; reconnecting in {} ms", backoff.as_millis());
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(RECONNECT_MAX);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        backoff = RECONNECT_FIRST;
         let mut data = String::new();
         let mut id: Option<String> = None;
         for line in BufReader::new(resp).lines() {
@@ -268,6 +292,10 @@ pub fn run_log(client: &Client, c: LogCommand) -> Result<()> {
                 id = Some(v.trim().to_string());
             }
         }
-        std::thread::sleep(Duration::from_secs(1));
+        std::thread::sleep(RECONNECT_FIRST);
     }
 }
+
+/// The first wait before reconnecting a live tail, doubled up to [`RECONNECT_MAX`].
+const RECONNECT_FIRST: Duration = Duration::from_millis(250);
+const RECONNECT_MAX: Duration = Duration::from_secs(8);

@@ -12,40 +12,52 @@ pub enum HostCommand {
     /// Enrol a provider (by name) as a reservable host, creating it when
     /// --vcpus, --memory-mb and --local-gb are given.
     Create {
+        /// The provider's name (its hypervisor hostname).
         name: String,
+        /// VCPUs, when creating the provider.
         #[arg(long)]
         vcpus: Option<i64>,
+        /// Memory in MiB, when creating the provider.
         #[arg(long)]
         memory_mb: Option<i64>,
+        /// Disk in GiB, when creating the provider.
         #[arg(long)]
         local_gb: Option<i64>,
         /// An extra capability, `key=value`; repeatable.
         #[arg(long = "extra")]
         extra: Vec<String>,
     },
+    /// List the reservable hosts.
     List,
     /// Show a host (by id or name).
     Show {
+        /// The host's id or name.
         host: String,
     },
     /// Set extra capabilities (`key=value`; an empty value removes one) or reservability.
     Update {
+        /// The host's id or name.
         host: String,
+        /// An extra capability, `key=value` (empty value: remove it); repeatable.
         #[arg(long = "extra")]
         extra: Vec<String>,
+        /// Whether leases may take the host.
         #[arg(long)]
         reservable: Option<bool>,
     },
     /// Take a host out of the pool (refused while a lease holds it).
     Delete {
+        /// The host's id or name.
         host: String,
     },
     /// Which reservations hold which hosts.
     Allocations {
         /// Only this host.
         host: Option<String>,
+        /// Only this lease's allocations.
         #[arg(long)]
         lease_id: Option<String>,
+        /// Only this reservation's allocations.
         #[arg(long)]
         reservation_id: Option<String>,
     },
@@ -75,7 +87,7 @@ fn extras(list: &[String], empty_removes: bool) -> Result<Map<String, Value>> {
     Ok(o)
 }
 
-fn print_allocations(client: &Client, list: &[Value]) {
+fn print_allocations(client: &Client, list: &[Value]) -> Result<()> {
     let rows: Vec<Value> = list
         .iter()
         .map(|a| {
@@ -88,10 +100,10 @@ fn print_allocations(client: &Client, list: &[Value]) {
             json!({"resource_id": a["resource_id"], "reservations": res.join("\n")})
         })
         .collect();
-    if client.format == crate::Format::Json {
-        client.print_list(list, &[]);
+    if matches!(client.format, crate::Format::Json | crate::Format::Yaml) {
+        client.print_list(list, &[])
     } else {
-        client.print_list(&rows, &["resource_id", "reservations"]);
+        client.print_list(&rows, &["resource_id", "reservations"])
     }
 }
 
@@ -106,14 +118,14 @@ pub fn run(client: &Client, cmd: HostCommand) -> Result<()> {
                 }
             }
             let out = client.call(Method::POST, "/v1/os-hosts", Some(&Value::Object(body)))?;
-            client.print_object(&out["host"]);
+            client.print_object(&out["host"])?;
         }
         HostCommand::List => {
-            client.print_list(&client.get_all("/v1/os-hosts", "hosts")?, COLUMNS);
+            client.print_list(&client.get_all("/v1/os-hosts", "hosts")?, COLUMNS)?;
         }
         HostCommand::Show { host } => {
             let out = client.get(&format!("/v1/os-hosts/{}", host_id(client, &host)?))?;
-            client.print_object(&out["host"]);
+            client.print_object(&out["host"])?;
         }
         HostCommand::Update { host, extra, reservable } => {
             let id = host_id(client, &host)?;
@@ -122,7 +134,7 @@ pub fn run(client: &Client, cmd: HostCommand) -> Result<()> {
                 body.insert("reservable".into(), json!(r));
             }
             let out = client.call(Method::PUT, &format!("/v1/os-hosts/{id}"), Some(&Value::Object(body)))?;
-            client.print_object(&out["host"]);
+            client.print_object(&out["host"])?;
         }
         HostCommand::Delete { host } => {
             let id = host_id(client, &host)?;
@@ -143,11 +155,11 @@ pub fn run(client: &Client, cmd: HostCommand) -> Result<()> {
             match host {
                 Some(h) => {
                     let out = client.get(&format!("/v1/os-hosts/{}/allocation{query}", host_id(client, &h)?))?;
-                    print_allocations(client, std::slice::from_ref(&out["allocation"]));
+                    print_allocations(client, std::slice::from_ref(&out["allocation"]))?;
                 }
                 None => {
                     let all = client.get_all(&format!("/v1/os-hosts/allocations{query}"), "allocations")?;
-                    print_allocations(client, &all);
+                    print_allocations(client, &all)?;
                 }
             }
         }

@@ -14,44 +14,65 @@ pub enum LeaseCommand {
     Create(CreateArgs),
     /// List leases.
     List {
+        /// Only leases in this status (PENDING, ACTIVE, TERMINATED, ERROR, ...).
         #[arg(long)]
         status: Option<String>,
         /// Another project's (admins).
         #[arg(long)]
         project: Option<String>,
+        /// At most this many leases.
         #[arg(long)]
         limit: Option<u32>,
+        /// Leases after this one (an id), for paging.
         #[arg(long)]
         marker: Option<String>,
     },
     /// Show a lease (by id or name).
-    Show { lease: String },
+    Show {
+        /// The lease's id or name.
+        lease: String,
+    },
     /// Change a lease: name, dates, reservations.
     Update(UpdateArgs),
     /// Delete a lease.
-    Delete { lease: String },
+    Delete {
+        /// The lease's id or name.
+        lease: String,
+    },
     /// How far a lease could be extended where it is.
-    Extension { lease: String },
+    Extension {
+        /// The lease's id or name.
+        lease: String,
+    },
 }
 
 #[derive(Args)]
 pub struct CreateArgs {
+    /// The lease's name.
     pub name: String,
     /// `now`, `YYYY-MM-DD HH:MM` (UTC) or RFC 3339.
-    #[arg(long, default_value = "now")]
+    #[arg(long, alias = "start-date", default_value = "now")]
     pub start: String,
-    #[arg(long)]
+    /// When it ends, as --start; required unless --cron.
+    #[arg(long, alias = "end-date")]
     pub end: Option<String>,
-    #[arg(long)]
+    /// When the before-end event fires, as --start.
+    #[arg(long, alias = "before-end-date")]
     pub before_end: Option<String>,
     /// A reservation, as `resource_type=physical:host,min=1,max=2,...`; repeatable.
-    #[arg(long = "reservation", alias = "physical-reservation")]
+    #[arg(long = "reservation")]
     pub reservations: Vec<String>,
+    /// A host reservation as python-blazarclient takes it: `min=1,max=2,...`
+    /// (`resource_type=physical:host` implied); repeatable.
+    #[arg(long = "physical-reservation")]
+    pub physical_reservations: Vec<String>,
     /// Recurring: a cron schedule (5 fields); with --duration and --until.
     #[arg(long)]
     pub cron: Option<String>,
+    /// With --cron: how long each occurrence lasts, e.g. `2h`.
     #[arg(long, value_parser = duration)]
     pub duration: Option<String>,
+    /// With --cron: no occurrence starts after this, as --start.
     #[arg(long)]
     pub until: Option<String>,
     /// Book nothing: list the occurrences and whether each fits.
@@ -61,22 +82,30 @@ pub struct CreateArgs {
 
 #[derive(Args)]
 pub struct UpdateArgs {
+    /// The lease's id or name.
     pub lease: String,
+    /// A new name.
     #[arg(long)]
     pub name: Option<String>,
-    #[arg(long)]
+    /// A new start: `now`, `YYYY-MM-DD HH:MM` (UTC) or RFC 3339.
+    #[arg(long, alias = "start-date")]
     pub start: Option<String>,
-    #[arg(long)]
+    /// A new end, as --start.
+    #[arg(long, alias = "end-date")]
     pub end: Option<String>,
-    #[arg(long)]
+    /// A new before-end time, as --start.
+    #[arg(long, alias = "before-end-date")]
     pub before_end: Option<String>,
     /// e.g. `2h`, `30m`, `1d`.
     #[arg(long, value_parser = duration)]
     pub prolong_for: Option<String>,
+    /// End earlier by this much.
     #[arg(long, value_parser = duration)]
     pub reduce_by: Option<String>,
+    /// Move start and end later by this much.
     #[arg(long, value_parser = duration)]
     pub defer_by: Option<String>,
+    /// Move start and end earlier by this much.
     #[arg(long, value_parser = duration)]
     pub advance_by: Option<String>,
     /// `id=<reservation id>,min=2,max=3,...`; repeatable.
@@ -92,10 +121,13 @@ pub struct AvailabilityArgs {
     /// How long the lease would last, e.g. `2h`.
     #[arg(long, value_parser = duration)]
     pub duration: String,
+    /// Look from this time (default now), as `lease create --start`.
     #[arg(long)]
     pub from: Option<String>,
+    /// Look no further than this time.
     #[arg(long)]
     pub until: Option<String>,
+    /// At most this many windows.
     #[arg(long)]
     pub limit: Option<u32>,
 }
@@ -140,8 +172,24 @@ fn reservations(list: &[String]) -> Result<Vec<Value>> {
     list.iter().map(|s| reservation(s)).collect()
 }
 
-/// A lease id from an id or a name (names are unique within a project).
-fn lease_id(client: &Client, given: &str) -> Result<String> {
+/// A new lease's reservations: the host ones first, as python-blazarclient
+/// orders them, then the others.
+fn create_reservations(a: &CreateArgs) -> Result<Vec<Value>> {
+    let mut all = Vec::new();
+    for s in &a.physical_reservations {
+        let mut r = reservation(s)?;
+        if let Some(o) = r.as_object_mut() {
+            o.entry("resource_type").or_insert_with(|| json!("physical:host"));
+        }
+        all.push(r);
+    }
+    all.extend(reservations(&a.reservations)?);
+    Ok(all)
+}
+
+/// A lease id as given, or the id of the one lease named `given` (the
+/// server finds by id only).
+pub(crate) fn lease_id(client: &Client, given: &str) -> Result<String> {
     if uuid::Uuid::parse_str(given).is_ok() {
         return Ok(given.to_string());
     }
@@ -155,8 +203,8 @@ fn lease_id(client: &Client, given: &str) -> Result<String> {
 }
 
 /// The lease; in a table its reservations and events take a line each.
-fn show_lease(client: &Client, lease: &Value) {
-    client.print_object(lease);
+fn show_lease(client: &Client, lease: &Value) -> Result<()> {
+    client.print_object(lease)
 }
 
 pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
@@ -165,7 +213,7 @@ pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
         LeaseCommand::List { status, project, limit, marker } => list(client, status, project, limit, marker),
         LeaseCommand::Show { lease } => {
             let out = client.get(&format!("/v1/leases/{}", lease_id(client, &lease)?))?;
-            show_lease(client, &out["lease"]);
+            show_lease(client, &out["lease"])?;
             Ok(())
         }
         LeaseCommand::Update(a) => update(client, a),
@@ -179,7 +227,7 @@ pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
         }
         LeaseCommand::Extension { lease } => {
             let out = client.get(&format!("/v1/leases/{}/extension", lease_id(client, &lease)?))?;
-            client.print_object(&out["extension"]);
+            client.print_object(&out["extension"])?;
             Ok(())
         }
     }
@@ -188,8 +236,8 @@ pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
 /// `berth lease create`: one lease, a recurring series, or (dry run) the
 /// occurrences a series would book and whether each fits.
 fn create(client: &Client, a: CreateArgs) -> Result<()> {
-    let mut body =
-        json!({"name": a.name, "start_date": a.start, "reservations": reservations(&a.reservations)?, "events": []});
+    let reservations = create_reservations(&a)?;
+    let mut body = json!({"name": a.name, "start_date": a.start, "reservations": reservations, "events": []});
     if let Some(e) = a.end {
         body["end_date"] = json!(e);
     }
@@ -206,11 +254,11 @@ fn create(client: &Client, a: CreateArgs) -> Result<()> {
         body["dry_run"] = json!(true);
         let out = client.call(Method::POST, "/v1/leases", Some(&body))?;
         let occurrences = out["occurrences"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-        client.print_list(occurrences, &["start_date", "end_date", "fits"]);
+        client.print_list(occurrences, &["start_date", "end_date", "fits"])?;
         return Ok(());
     }
     let out = client.call(Method::POST, "/v1/leases", Some(&body))?;
-    show_lease(client, &out["lease"]);
+    show_lease(client, &out["lease"])?;
     Ok(())
 }
 
@@ -243,7 +291,7 @@ fn list(
     } else {
         client.get_all(&path, "leases")?
     };
-    client.print_list(&leases, LIST_COLUMNS);
+    client.print_list(&leases, LIST_COLUMNS)?;
     Ok(())
 }
 
@@ -273,7 +321,7 @@ fn update(client: &Client, a: UpdateArgs) -> Result<()> {
         return Err(anyhow!("nothing to update: give --name, a date or --reservation"));
     }
     let out = client.call(Method::PUT, &format!("/v1/leases/{id}"), Some(&Value::Object(body)))?;
-    show_lease(client, &out["lease"]);
+    show_lease(client, &out["lease"])?;
     Ok(())
 }
 
@@ -289,7 +337,7 @@ pub fn availability(client: &Client, a: AvailabilityArgs) -> Result<()> {
         body["limit"] = json!(l);
     }
     let out = client.call(Method::POST, "/v1/availability", Some(&body))?;
-    client.print_list(out["availability"].as_array().map(Vec::as_slice).unwrap_or(&[]), &["start_date", "end_date"]);
+    client.print_list(out["availability"].as_array().map(Vec::as_slice).unwrap_or(&[]), &["start_date", "end_date"])?;
     Ok(())
 }
 

@@ -13,7 +13,7 @@ mod hosts;
 mod leases;
 mod quotas;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
 use client::Client;
 
@@ -25,17 +25,28 @@ struct Cli {
     url: String,
     #[command(flatten)]
     auth: auth::AuthArgs,
-    /// Output format.
+    /// Output format, as the openstack client's: table, json, yaml, value or csv.
     #[arg(short = 'f', long = "format", global = true, value_enum, default_value = "table")]
     format: Format,
+    /// A column (or field) to print; repeatable, in the order given; all when absent.
+    #[arg(short = 'c', long = "column", global = true)]
+    columns: Vec<String>,
     #[command(subcommand)]
     command: Option<Command>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
+    /// A table fitted to the terminal's width.
     Table,
+    /// JSON, whole documents.
     Json,
+    /// YAML, whole documents.
+    Yaml,
+    /// The values only: a row per line, separated by spaces.
+    Value,
+    /// Comma-separated, with a header line.
+    Csv,
 }
 
 #[derive(Subcommand)]
@@ -61,6 +72,12 @@ enum Command {
     Log(events::LogCommand),
     /// The server's version document.
     Version,
+    /// Print a shell completion script: `source <(berth completion bash)`.
+    Completion {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() {
@@ -69,6 +86,11 @@ fn main() {
     // SAFETY: restoring the default disposition of a signal at start-up.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
+    if let Some(Command::Completion { shell }) = cli.command {
+        // Needs no server and no credentials.
+        clap_complete::generate(shell, &mut Cli::command(), "berth", &mut std::io::stdout());
+        return;
+    }
     let identity = match cli.auth.identity() {
         Ok(i) => i,
         Err(e) => {
@@ -76,7 +98,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let client = Client::new(&cli.url, identity, cli.format);
+    let client = Client::new(&cli.url, identity, cli.format, cli.columns);
     let result = match cli.command {
         Some(Command::Lease(c)) => leases::run(&client, c),
         Some(Command::Host(c)) => hosts::run(&client, c),
@@ -85,10 +107,40 @@ fn main() {
         Some(Command::Usage(a)) => quotas::usage(&client, a),
         Some(Command::Events(c)) => events::run_events(&client, c),
         Some(Command::Log(c)) => events::run_log(&client, c),
-        Some(Command::Version) | None => client.get("/").map(|v| client.print_object(&v)),
+        Some(Command::Version) | None => client.get("/").and_then(|v| client.print_object(&v)),
+        Some(Command::Completion { .. }) => unreachable!("answered before authenticating"),
     };
     if let Err(e) = result {
         eprintln!("berth: {e:#}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every option and argument of every command says what it is for.
+    #[test]
+    fn every_option_and_argument_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if sub.get_about().is_none() {
+                    missing.push(format!("{path} {} (the command)", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        let cmd = Cli::command();
+        cmd.clone().debug_assert();
+        walk(&cmd, "berth", &mut missing);
+        assert!(missing.is_empty(), "options and arguments without help:\n{}", missing.join("\n"));
     }
 }

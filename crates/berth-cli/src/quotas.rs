@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::{json, Map, Value};
 
-use crate::client::{print_table, Client};
+use crate::client::Client;
 use crate::Format;
 
 #[derive(Args)]
@@ -36,6 +36,7 @@ pub enum QuotaCommand {
     Set {
         #[command(flatten)]
         level: Level,
+        /// `RESOURCE=LIMIT`, one or more.
         #[arg(required = true)]
         limits: Vec<String>,
     },
@@ -44,6 +45,7 @@ pub enum QuotaCommand {
     Unset {
         #[command(flatten)]
         level: Level,
+        /// The resources whose limits to remove.
         resources: Vec<String>,
     },
 }
@@ -53,6 +55,7 @@ pub struct UsageArgs {
     /// Default: the project of the token (noauth: `user:project`).
     #[arg(long)]
     project: Option<String>,
+    /// A user's usage within the project.
     #[arg(long)]
     user: Option<String>,
     /// Default: now.
@@ -63,14 +66,13 @@ pub struct UsageArgs {
     end: Option<String>,
 }
 
-fn print_quotas(client: &Client, v: &Value) {
-    if client.format == Format::Json {
-        println!("{}", serde_json::to_string_pretty(v).expect("json"));
-        return;
+fn print_quotas(client: &Client, v: &Value) -> Result<()> {
+    if matches!(client.format, Format::Json | Format::Yaml) {
+        return client.print_document(v);
     }
     let rows: Vec<Vec<String>> =
         v["quotas"].as_object().into_iter().flatten().map(|(k, l)| vec![k.clone(), l.to_string()]).collect();
-    print_table(&["Resource", "Limit"], &rows);
+    client.print_rows(&["Resource", "Limit"], &rows);
     for o in v["over_limit"].as_array().into_iter().flatten() {
         let who = match (o["project_id"].as_str(), o["user_id"].as_str()) {
             (Some(p), Some(u)) => format!("user {u} in project {p}"),
@@ -79,13 +81,14 @@ fn print_quotas(client: &Client, v: &Value) {
         };
         eprintln!("warning: {who} holds {} {} over its limit of {}", o["usage"], o["resource"], o["limit"]);
     }
+    Ok(())
 }
 
 pub fn run(client: &Client, c: QuotaCommand) -> Result<()> {
     match c {
         QuotaCommand::Show(level) => {
             let v = client.get(&level.path())?;
-            print_quotas(client, &v);
+            print_quotas(client, &v)?;
         }
         QuotaCommand::Set { level, limits } => {
             let mut quotas = Map::new();
@@ -95,7 +98,7 @@ pub fn run(client: &Client, c: QuotaCommand) -> Result<()> {
                 quotas.insert(k.trim().to_string(), json!(v));
             }
             let v = client.call(Method::PUT, &level.path(), Some(&json!({ "quotas": quotas })))?;
-            print_quotas(client, &v);
+            print_quotas(client, &v)?;
         }
         QuotaCommand::Unset { level, resources } => {
             let v = if resources.is_empty() && level.project.is_some() {
@@ -107,7 +110,7 @@ pub fn run(client: &Client, c: QuotaCommand) -> Result<()> {
                 let quotas: Map<String, Value> = resources.iter().map(|r| (r.clone(), Value::Null)).collect();
                 client.call(Method::PUT, &level.path(), Some(&json!({ "quotas": quotas })))?
             };
-            print_quotas(client, &v);
+            print_quotas(client, &v)?;
         }
     }
     Ok(())
@@ -130,11 +133,12 @@ pub fn usage(client: &Client, a: UsageArgs) -> Result<()> {
         path = format!("{path}?{}", query.join("&"));
     }
     let v = client.get(&path)?;
-    if client.format == Format::Json {
-        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
-        return Ok(());
+    if matches!(client.format, Format::Json | Format::Yaml) {
+        return client.print_document(&v);
     }
-    println!("project {project}: {} to {}", v["start"].as_str().unwrap_or(""), v["end"].as_str().unwrap_or(""));
+    if client.format == Format::Table {
+        println!("project {project}: {} to {}", v["start"].as_str().unwrap_or(""), v["end"].as_str().unwrap_or(""));
+    }
     let rows: Vec<Vec<String>> = v["usage"]
         .as_object()
         .into_iter()
@@ -145,7 +149,7 @@ pub fn usage(client: &Client, a: UsageArgs) -> Result<()> {
             vec![k.clone(), limit, u["in_use"].to_string(), u["peak"].to_string(), over.to_string()]
         })
         .collect();
-    print_table(&["Resource", "Limit", "In use", "Peak", ""], &rows);
+    client.print_rows(&["Resource", "Limit", "In use", "Peak", "Over"], &rows);
     Ok(())
 }
 

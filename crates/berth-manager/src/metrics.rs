@@ -15,7 +15,7 @@ pub const LAG: &str = "berth_manager_lag_seconds";
 /// Buckets for [`LAG`], in seconds.
 pub const LAG_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
-/// Describes every metric (for the exporter's HELP lines).
+/// Describes every metric (for the exporter's HELP lines) and creates it.
 pub fn describe() {
     metrics::describe_gauge!(DUE, "Lease events due and not yet claimed");
     metrics::describe_counter!(CLAIMED, "Lease events claimed (each attempt)");
@@ -25,6 +25,12 @@ pub fn describe() {
     metrics::describe_counter!(RESCUES, "Expired claims taken back from another manager");
     metrics::describe_counter!(CLAIMS_LOST, "Claims lost to another manager before the outcome was recorded");
     metrics::describe_histogram!(LAG, metrics::Unit::Seconds, "From a lease event's due time to its hook starting");
+    // Created at zero, so that a scrape before the first event shows them.
+    metrics::gauge!(DUE).set(0.0);
+    for name in [CLAIMED, DONE, FAILED, RETRIES, RESCUES, CLAIMS_LOST] {
+        let _ = metrics::counter!(name);
+    }
+    let _ = metrics::histogram!(LAG);
 }
 
 pub(crate) fn claimed(n: usize) {

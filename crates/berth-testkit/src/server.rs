@@ -17,6 +17,10 @@ pub struct Server {
     _config: Option<tempfile::NamedTempFile>,
     /// The daemon's standard error, kept for [`Server::log`].
     log: tempfile::NamedTempFile,
+    /// How it was started, for [`Server::restart`].
+    listen: String,
+    env: Vec<(String, String)>,
+    config: Option<std::path::PathBuf>,
 }
 
 impl Drop for Server {
@@ -70,28 +74,63 @@ impl Server {
     ) -> Server {
         let listen = format!("127.0.0.1:{}", free_port());
         let log = tempfile::NamedTempFile::new().expect("log file");
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let config = config.map(std::path::Path::to_path_buf);
+        let child = Server::command(&db, &listen, &env, config.as_deref(), &log);
+        let url = format!("http://{listen}");
+        let server = Server { url, db, child, http: reqwest::Client::new(), _config: keep, log, listen, env, config };
+        server.wait_ready().await;
+        server
+    }
+
+    /// Starts `berthd serve` with these settings, its standard error
+    /// appended to `log`.
+    fn command(
+        db: &TestDatabase,
+        listen: &str,
+        env: &[(String, String)],
+        config: Option<&std::path::Path>,
+        log: &tempfile::NamedTempFile,
+    ) -> Child {
         let mut cmd = Command::new(berthd_bin());
         cmd.arg("serve");
         if let Some(c) = config {
             cmd.arg("--config").arg(c);
         }
+        let stderr = std::fs::OpenOptions::new().append(true).open(log.path()).expect("open the log file");
         cmd.env("BERTH_DATABASE_URL", &db.url)
-            .env("BERTH_LISTEN", &listen)
+            .env("BERTH_LISTEN", listen)
             .env("BERTH_AUTH", "noauth")
             .env("BERTH_POOL_SIZE", "8")
             .env("BERTH_LOG", "warn")
             .stdout(Stdio::null())
-            .stderr(log.reopen().expect("reopen the log file"));
+            .stderr(stderr);
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let child = cmd.spawn().expect("start berthd");
-        let server =
-            Server { url: format!("http://{listen}"), db, child, http: reqwest::Client::new(), _config: keep, log };
+        cmd.spawn().expect("start berthd")
+    }
+
+    /// Kills the daemon and starts it again on the same address and
+    /// database, as a restart after a crash would; returns once it is ready.
+    pub async fn restart(&mut self) {
+        self.kill();
+        self.start_again().await;
+    }
+
+    /// Starts the daemon again after [`Server::kill`], on the same address
+    /// and database; returns once it is ready.
+    pub async fn start_again(&mut self) {
+        self.child = Server::command(&self.db, &self.listen, &self.env, self.config.as_deref(), &self.log);
+        self.wait_ready().await;
+    }
+
+    async fn wait_ready(&self) {
+        let server = self;
         for _ in 0..300 {
             if let Ok(r) = server.http.get(format!("{}/readyz", server.url)).send().await {
                 if r.status().is_success() {
-                    return server;
+                    return;
                 }
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

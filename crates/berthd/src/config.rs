@@ -9,6 +9,7 @@ use figment::Figment;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Config {
     /// `BERTH_DATABASE_URL`
     pub database_url: String,
@@ -101,19 +102,120 @@ impl Config {
         }
     }
 
+    /// Defaults, then `file`, then `BERTH_*` variables. A key this
+    /// configuration does not have is refused wherever it is written (a
+    /// misspelt one would otherwise leave its setting at the default), except
+    /// in variables whose first part names no key at all: `BERTH_` is shared
+    /// with the CLI (`BERTH_URL`, `BERTH_TOKEN`) and tools. Relative exec
+    /// plugin programs are found from the file's directory.
     pub fn load(file: Option<&Path>) -> Result<Config> {
         let mut fig = Figment::from(Serialized::defaults(Config::default()));
         if let Some(f) = file {
             anyhow::ensure!(f.exists(), "configuration file {} does not exist", f.display());
-            fig = fig.merge(Toml::file(f));
+            fig = fig.merge(Toml::file_exact(f));
         }
-        fig.merge(Env::prefixed("BERTH_").split("__")).extract().context("reading the configuration")
+        let env = Env::prefixed("BERTH_")
+            .split("__")
+            // Keys are dotted by now (`api.max_body_bytes`).
+            .filter(|key| {
+                key.as_str().split('.').next().is_some_and(|first| KEYS.iter().any(|k| first.eq_ignore_ascii_case(k)))
+            });
+        let mut cfg: Config = fig.merge(env).extract().context("reading the configuration")?;
+        if let Some(dir) = file.and_then(Path::parent) {
+            cfg.find_programs_from(dir);
+        }
+        Ok(cfg)
     }
+
+    /// Every exec driver's program given as a relative path (not a bare
+    /// name, which is looked up on `PATH`) is taken from `dir`.
+    fn find_programs_from(&mut self, dir: &Path) {
+        for driver in self.plugins.drivers.values_mut().chain(self.plugins.external.values_mut()) {
+            if let berth_plugins::driver::DriverConfig::Exec(exec) = driver {
+                if exec.program.is_relative() && exec.program.components().count() > 1 {
+                    exec.program = dir.join(&exec.program);
+                }
+            }
+        }
+    }
+
+    /// Every exec driver's program exists and may be run, checked at start
+    /// rather than at the first lease that needs it.
+    pub fn check_programs(&self) -> Result<()> {
+        let drivers = self.plugins.drivers.iter().map(|(t, d)| ("drivers", t, d));
+        for (section, name, driver) in drivers.chain(self.plugins.external.iter().map(|(t, d)| ("external", t, d))) {
+            if let berth_plugins::driver::DriverConfig::Exec(exec) = driver {
+                check_program(&exec.program)
+                    .with_context(|| format!("[plugins.{section}.{name:?}] program {}", exec.program.display()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The top-level keys (a test keeps this in step with [`Config`]).
+const KEYS: &[&str] = &[
+    "database_url",
+    "listen",
+    "auth",
+    "allow_insecure_noauth",
+    "keystone",
+    "jwt",
+    "policy_file",
+    "log",
+    "pool_size",
+    "pool_wait_timeout_ms",
+    "connect_timeout_ms",
+    "statement_timeout_ms",
+    "claim_lanes",
+    "plugins",
+    "policy",
+    "api",
+    "manager",
+    "clock_skew_warn_s",
+];
+
+/// `program` is an executable file: a path, or a bare name found on `PATH`.
+fn check_program(program: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let candidates: Vec<std::path::PathBuf> = if program.components().count() > 1 || program.is_absolute() {
+        vec![program.to_path_buf()]
+    } else {
+        std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).map(|d| d.join(program)).collect())
+            .unwrap_or_default()
+    };
+    let mut found = None;
+    for c in &candidates {
+        if let Ok(meta) = std::fs::metadata(c) {
+            found = Some((c, meta));
+            break;
+        }
+    }
+    let Some((path, meta)) = found else {
+        anyhow::bail!("does not exist{}", if candidates.len() == 1 { "" } else { " on PATH" });
+    };
+    anyhow::ensure!(meta.is_file(), "{} is not a file", path.display());
+    anyhow::ensure!(meta.permissions().mode() & 0o111 != 0, "{} is not executable (chmod +x)", path.display());
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_top_level_keys_are_the_configurations() {
+        let value = figment::value::Value::serialize(Config::default()).unwrap();
+        let dict = value.into_dict().unwrap();
+        let mut fields: Vec<&str> = dict.keys().map(String::as_str).collect();
+        fields.push("policy_file");
+        fields.sort_unstable();
+        fields.dedup();
+        let mut keys = KEYS.to_vec();
+        keys.sort_unstable();
+        assert_eq!(fields, keys);
+    }
 
     #[test]
     fn the_example_configuration_loads_and_its_plugins_check() {

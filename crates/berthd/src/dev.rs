@@ -37,7 +37,7 @@ pub async fn run(data_dir: &Path, listen: &str) -> Result<()> {
         log: std::env::var("BERTH_LOG").unwrap_or_else(|_| "info".into()),
         ..Config::default()
     };
-    crate::init_logging(&cfg.log);
+    crate::init_logging(&cfg.log)?;
     let store = Store::connect(&cfg.database_url, 4)?;
     store.migrate().await?;
     berth_store::dev::load_demo_inventory(&store).await?;

@@ -32,8 +32,16 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Check a configuration file (and its policy file and plugin programs)
+    /// as `serve` does at start, without starting or touching the database.
+    CheckConfig {
+        /// The TOML configuration file to check; BERTH_* variables apply as for `serve`.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Apply pending schema migrations and exit.
     Migrate {
+        /// A TOML configuration file; every setting can also come from BERTH_* variables.
         #[arg(long)]
         config: Option<PathBuf>,
     },
@@ -42,6 +50,7 @@ enum Command {
         /// Report differences and exit 1 when there are any.
         #[arg(long)]
         verify: bool,
+        /// A TOML configuration file; every setting can also come from BERTH_* variables.
         #[arg(long)]
         config: Option<PathBuf>,
     },
@@ -51,6 +60,7 @@ enum Command {
         /// Where the local cluster lives.
         #[arg(long, default_value = ".data/pg")]
         data_dir: PathBuf,
+        /// The address to serve on.
         #[arg(long, default_value = "127.0.0.1:8778")]
         listen: String,
     },
@@ -62,6 +72,7 @@ enum Command {
     /// Start a throwaway PostgreSQL, run COMMAND with BERTH_TEST_DATABASE_URL
     /// (and BERTH_PG_URL, the server without a database) pointing at it, stop it.
     WithPostgres {
+        /// The command and its arguments.
         #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
     },
@@ -73,7 +84,10 @@ enum PolicyCommand {
     /// with every line commented out (as oslopolicy-sample-generator does).
     List,
     /// Check a policy file as `serve` does at start, naming the line of the first problem.
-    Check { file: PathBuf },
+    Check {
+        /// The oslo.policy YAML file.
+        file: PathBuf,
+    },
 }
 
 fn main() -> Result<()> {
@@ -90,21 +104,31 @@ async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Serve { config } => {
             let cfg = Config::load(config.as_deref())?;
-            init_logging(&cfg.log);
+            init_logging(&cfg.log)?;
             serve(cfg).await
+        }
+        Command::CheckConfig { config } => {
+            let cfg = Config::load(config.as_deref())?;
+            log_filter(&cfg.log)?;
+            check(&cfg)?;
+            let name = config.as_deref().map_or_else(|| "the defaults".into(), |f| f.display().to_string());
+            println!("{name}: the configuration is valid (the database was not contacted)");
+            Ok(())
         }
         Command::Migrate { config } => {
             let cfg = Config::load(config.as_deref())?;
-            init_logging(&cfg.log);
+            init_logging(&cfg.log)?;
             let store = Store::connect(&cfg.database_url, 2)?;
+            reach_database(&store, &cfg.database_url).await?;
             let n = store.migrate().await?;
             tracing::info!(applied = n, "migrations done");
             Ok(())
         }
         Command::Replay { verify, config } => {
             let cfg = Config::load(config.as_deref())?;
-            init_logging(&cfg.log);
+            init_logging(&cfg.log)?;
             let store = Store::connect(&cfg.database_url, 2)?;
+            reach_database(&store, &cfg.database_url).await?;
             let report = store.replay_verify().await?;
             println!(
                 "replayed {} events in {:.3}s ({:.0} events/s)",
@@ -145,20 +169,64 @@ async fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// Logs as JSON when stdout is not a terminal, as text when it is.
-fn init_logging(filter: &str) {
+/// `BERTH_LOG` as a filter; one that does not parse is refused rather than
+/// silently replaced (the operator asked for something).
+fn log_filter(filter: &str) -> Result<tracing_subscriber::EnvFilter> {
+    tracing_subscriber::EnvFilter::builder().parse(filter).with_context(|| {
+        format!("log = {filter:?} (BERTH_LOG) is not a tracing filter, such as \"info,berth_api=debug\"")
+    })
+}
+
+/// Logs as JSON when stderr is not a terminal, as text when it is.
+fn init_logging(filter: &str) -> Result<()> {
     use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "info".into());
+    let filter = log_filter(filter)?;
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = if std::io::stderr().is_terminal() { builder.try_init() } else { builder.json().try_init() };
+    Ok(())
+}
+
+/// What can be checked of a configuration without the database: the
+/// sections, the plugin programs and the policy file.
+fn check(cfg: &Config) -> Result<berth_api::Rules> {
+    cfg.plugins.check().context("the [plugins] configuration")?;
+    cfg.check_programs().context("the [plugins] configuration")?;
+    cfg.manager.check().map_err(anyhow::Error::msg).context("the [manager] configuration")?;
+    cfg.api.check().map_err(anyhow::Error::msg).context("the [api] configuration")?;
+    rules(cfg.policy_file.as_deref())
+}
+
+/// Whether the configured database answers, with what is wrong said
+/// plainly: the server cannot be reached, or the database is not there.
+async fn reach_database(store: &Store, url: &str) -> Result<()> {
+    let Err(e) = store.ping().await else { return Ok(()) };
+    let target = url.parse::<tokio_postgres::Config>().map_or_else(
+        |_| "the database_url".to_string(),
+        |c| {
+            let host = c.get_hosts().first().map_or_else(String::new, |h| match h {
+                tokio_postgres::config::Host::Tcp(h) => h.clone(),
+                tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+            });
+            let port = c.get_ports().first().copied().unwrap_or(5432);
+            format!("database {:?} on {host}:{port}", c.get_dbname().unwrap_or("postgres"))
+        },
+    );
+    let code = match &e {
+        berth_store::StoreError::Db(db) => db.code().map(|c| c.code().to_owned()),
+        _ => None,
+    };
+    Err(match code.as_deref() {
+        Some("3D000") => anyhow::anyhow!(
+            "the {target} does not exist: create it (createdb) or fix database_url (BERTH_DATABASE_URL)"
+        ),
+        Some("28000" | "28P01") => anyhow::anyhow!("the {target} refused Berth's credentials: {e}"),
+        _ => anyhow::anyhow!("the {target} cannot be reached (database_url, BERTH_DATABASE_URL): {e}"),
+    })
 }
 
 pub(crate) async fn serve(cfg: Config) -> Result<()> {
-    cfg.plugins.check().context("the [plugins] configuration")?;
-    cfg.manager.check().map_err(anyhow::Error::msg).context("the [manager] configuration")?;
-    cfg.api.check().map_err(anyhow::Error::msg).context("the [api] configuration")?;
-    // Identity and policy are checked before anything is touched.
-    let rules = Arc::new(rules(cfg.policy_file.as_deref())?);
+    // Configuration, identity and policy are checked before anything is touched.
+    let rules = Arc::new(check(&cfg)?);
     let auth = Arc::new(authenticator(&cfg).await?);
     tracing::info!(enabled = ?cfg.plugins.enabled, "resource types");
     berth_api::metrics::install(&[(berth_manager::metrics::LAG, berth_manager::metrics::LAG_BUCKETS)]);
@@ -166,6 +234,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     berth_api::clock::ClockWatch::describe();
     let store =
         Store::connect_with(&cfg.database_url, &cfg.pool()).context("database URL")?.with_claim_lanes(cfg.claim_lanes);
+    reach_database(&store, &cfg.database_url).await?;
     let applied = store.migrate().await.context("migrating the database")?;
     if applied > 0 {
         tracing::info!(applied, "schema migrated");

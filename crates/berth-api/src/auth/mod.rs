@@ -149,11 +149,13 @@ pub enum Authenticator {
 impl Authenticator {
     /// The caller of a request; `Failure::Missing` when it sent no token.
     pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Context, Failure> {
-        match self {
+        let ctx = match self {
             Authenticator::Noauth => noauth::context(headers),
             Authenticator::Keystone(k) => k.authenticate(headers).await,
             Authenticator::Jwt(j) => j.authenticate(headers).await,
-        }
+        }?;
+        crate::access_log::record_caller(&ctx.project_id, &ctx.user_id);
+        Ok(ctx)
     }
 
     /// `WWW-Authenticate` of a 401: where to get a token.

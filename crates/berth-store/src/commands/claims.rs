@@ -186,6 +186,7 @@ async fn drain(store: Store, permit: OwnedSemaphorePermit) {
 /// transaction itself fails (not a refusal: those are per request), each
 /// request is tried alone so that one cannot fail the others.
 async fn decide(store: &Store, batch: Vec<Pending>) {
+    metrics::histogram!("berth_claim_batch_size").record(batch.len() as f64);
     let requests: Vec<Request<'_>> = batch.iter().map(|p| Request { meta: &p.meta, consumers: &p.consumers }).collect();
     let outcome = crate::tx::command!(store, |tx| { write_allocations(tx, &requests).await });
     match outcome {
