@@ -108,10 +108,10 @@ pub async fn count_request(req: Request, next: Next) -> Response {
 
 /// The pool's figures, read when scraped.
 fn sample_pool(state: &AppState) {
-    let s = state.store.pool().status();
-    metrics::gauge!(DB_POOL_MAX).set(s.max_size as f64);
-    metrics::gauge!(DB_POOL_SIZE).set(s.size as f64);
-    metrics::gauge!(DB_POOL_IDLE).set(s.available as f64);
+    let s = state.store.pool_status();
+    metrics::gauge!(DB_POOL_MAX).set(s.max as f64);
+    metrics::gauge!(DB_POOL_SIZE).set(s.open as f64);
+    metrics::gauge!(DB_POOL_IDLE).set(s.idle as f64);
     metrics::gauge!(DB_POOL_WAITERS).set(s.waiting as f64);
 }
 

@@ -53,6 +53,16 @@ pub struct PoolSettings {
     pub statement_timeout: Option<Duration>,
 }
 
+/// How busy the pool is: connections allowed, open and idle, and requests
+/// waiting for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStatus {
+    pub max: usize,
+    pub open: usize,
+    pub idle: usize,
+    pub waiting: usize,
+}
+
 /// A handle on Berth's database: a pool of connections. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -113,6 +123,13 @@ impl Store {
             PoolError::Backend(db) => StoreError::Db(db),
             e => StoreError::Pool(e.to_string()),
         })
+    }
+
+    /// The pool's figures (for `/metrics`): the pool itself stays inside
+    /// the store, so that nothing else runs SQL on it.
+    pub fn pool_status(&self) -> PoolStatus {
+        let s = self.pool.status();
+        PoolStatus { max: s.max_size, open: s.size, idle: s.available, waiting: s.waiting }
     }
 
     /// Whether the database answers (for `/readyz`).

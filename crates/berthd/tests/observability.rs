@@ -2,8 +2,6 @@
 //! per request, its request id on every line the request caused) and its
 //! `/metrics` (every documented series from start, counters by route).
 
-#![warn(clippy::too_many_lines)]
-
 use berth_store::testing::TestDatabase;
 use berth_testkit::{Server, ADMIN, ALICE};
 use reqwest::StatusCode;
