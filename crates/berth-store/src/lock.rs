@@ -3,10 +3,17 @@
 //! key, so concurrent commands queue behind each other instead of
 //! deadlocking or deciding on stale reads:
 //!
+//! 0. [`leases`], then their [`lease_events`], by id: only the lease
+//!    commands and the manager's record take them, before anything below;
 //! 1. [`guards`]: the projects' rows in `quota_guards` (only where some
 //!    limit bears on the project; see crate::quota);
 //! 2. [`consumers`], by uuid;
 //! 3. [`providers`], by uuid.
+//!
+//! Nothing else in Berth writes `FOR UPDATE`. The one exception on purpose
+//! is the manager's claim of due lease events
+//! (`commands/lease_events/claim.rs`): it skips locked rows instead of
+//! waiting for them (`SKIP LOCKED`), so it never waits in this order.
 //!
 //! Each function here sorts its keys and owns its statement. The claim path
 //! sends its locks in one pipelined batch with its reads, so for it this
@@ -49,6 +56,54 @@ impl<T: ToSql + Sync> Sorted<T> {
     pub(crate) fn param(&self) -> &(dyn ToSql + Sync) {
         &self.0
     }
+}
+
+// 0. Leases and their lease events.
+
+const LEASES: &str = "SELECT id FROM leases WHERE id = ANY($1) ORDER BY id FOR UPDATE";
+
+/// Locks the leases of `ids` that exist; answers their ids, sorted.
+pub(crate) async fn leases(tx: &impl GenericClient, ids: &[Uuid]) -> Result<Vec<Uuid>, StoreError> {
+    let ids: Sorted<Uuid> = ids.iter().copied().collect();
+    Ok(tx.query(LEASES, &[ids.param()]).await?.iter().map(|r| r.get(0)).collect())
+}
+
+/// Locks one lease; whether it exists.
+pub(crate) async fn lease(tx: &impl GenericClient, id: Uuid) -> Result<bool, StoreError> {
+    Ok(!leases(tx, &[id]).await?.is_empty())
+}
+
+/// [`LEASES`] over `ids`, to send in a pipeline.
+pub(crate) fn leases_stmt(ids: &Sorted<Uuid>) -> (&'static str, [&(dyn ToSql + Sync); 1]) {
+    (LEASES, [ids.param()])
+}
+
+/// Locks lease events with their state: (id, status, attempts, claimed_by,
+/// event_type), sorted.
+const LEASE_EVENTS: &str = "SELECT id, status, attempts, claimed_by, event_type FROM lease_events
+     WHERE id = ANY($1) ORDER BY id FOR UPDATE";
+
+/// [`LEASE_EVENTS`] over `ids`, to send in a pipeline after their leases.
+pub(crate) fn lease_events(ids: &Sorted<Uuid>) -> (&'static str, [&(dyn ToSql + Sync); 1]) {
+    (LEASE_EVENTS, [ids.param()])
+}
+
+/// Locks the lease events of `ids` that `claimer` holds in progress:
+/// (lease_id, id, attempts), sorted by id. For renewing a claim, which
+/// touches no lease row.
+pub(crate) async fn claimed_events(
+    tx: &impl GenericClient,
+    ids: &[Uuid],
+    claimer: &str,
+) -> Result<Vec<Row>, StoreError> {
+    let ids: Sorted<Uuid> = ids.iter().copied().collect();
+    Ok(tx
+        .query(
+            "SELECT lease_id, id, attempts FROM lease_events
+             WHERE id = ANY($1) AND status = 'IN_PROGRESS' AND claimed_by = $2 ORDER BY id FOR UPDATE",
+            &[ids.param(), &claimer],
+        )
+        .await?)
 }
 
 // 1. Quota guards.
@@ -143,6 +198,11 @@ pub(crate) fn providers_with_inventories<'a>(
 
 const PROVIDERS: &str = "SELECT uuid, generation, parent_uuid FROM providers
      WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE";
+
+/// [`PROVIDERS`] over `ids`, to send in a pipeline.
+pub(crate) fn providers_stmt(ids: &Sorted<Uuid>) -> (&'static str, [&(dyn ToSql + Sync); 1]) {
+    (PROVIDERS, [ids.param()])
+}
 
 /// Locks the providers of `ids` that exist; answers them as (uuid,
 /// generation, parent_uuid), sorted.

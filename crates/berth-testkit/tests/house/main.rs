@@ -3,6 +3,7 @@
 //! local clock read only where allowed. Between crates, cargo itself refuses
 //! a circle; the length of functions is clippy's `too_many_lines`.
 
+mod lock_order;
 mod module_graph;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};

@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 use super::manager_meta;
 use crate::commands::{now, record};
-use crate::{sql, Store};
+use crate::{lock, sql, Store};
 
 /// A lease event a manager now works on.
 #[derive(Debug, Clone, PartialEq)]
@@ -170,13 +170,7 @@ impl Store {
         crate::tx::command!(self, |tx| {
             let at = now(tx).await?;
             let expires = at.saturating_plus(ttl);
-            let rows = tx
-                .query(
-                    "SELECT lease_id, id, attempts FROM lease_events
-                     WHERE id = ANY($1) AND status = 'IN_PROGRESS' AND claimed_by = $2 ORDER BY id FOR UPDATE",
-                    &[&ids, &claimer],
-                )
-                .await?;
+            let rows = lock::claimed_events(tx, &ids, claimer).await?;
             let mut kept = Vec::new();
             let mut out = Vec::new();
             for r in rows {

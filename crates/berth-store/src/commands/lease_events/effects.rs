@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::lock::{self, Sorted};
 use crate::{sql, StoreError};
 
 /// Current aggregates of providers, reservable flag and capabilities of hosts,
@@ -52,14 +53,7 @@ pub(super) async fn lock_effects(
     consumers.dedup();
     let mut providers: BTreeSet<Uuid> = effects.iter().flat_map(|e| effect_hosts(e).iter().copied()).collect();
     if !consumers.is_empty() {
-        for r in tx
-            .query(
-                "SELECT uuid, project_id, user_id, consumer_type FROM consumers WHERE uuid = ANY($1)
-                 ORDER BY uuid FOR UPDATE",
-                &[&consumers],
-            )
-            .await?
-        {
+        for r in lock::consumers(tx, &consumers).await? {
             state.consumers.insert(r.get(0), (r.get(1), r.get(2), r.get(3)));
         }
         let held: Vec<Uuid> = state.consumers.keys().copied().collect();
@@ -72,11 +66,13 @@ pub(super) async fn lock_effects(
     if providers.is_empty() {
         return Ok(state);
     }
-    let providers: Vec<Uuid> = providers.into_iter().collect();
+    let providers: Sorted<Uuid> = providers.into_iter().collect();
+    let lock_providers = lock::providers_stmt(&providers);
+    let providers: &[Uuid] = &providers;
     let found = sql::pipeline(
         tx,
         [
-            ("SELECT uuid FROM providers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE", &[&providers]),
+            (lock_providers.0, &lock_providers.1[..]),
             ("SELECT provider_uuid, aggregate FROM provider_aggregates WHERE provider_uuid = ANY($1)", &[&providers]),
             ("SELECT provider_uuid, reservable, capabilities FROM hosts WHERE provider_uuid = ANY($1)", &[&providers]),
             ("SELECT provider_uuid FROM host_holds WHERE provider_uuid = ANY($1)", &[&providers]),

@@ -14,6 +14,7 @@ use uuid::Uuid;
 use super::effects::{effect_events, lock_effects, HostState};
 use super::manager_meta;
 use crate::commands::{now, record};
+use crate::lock::{self, Sorted};
 use crate::{sql, Store, StoreError};
 
 /// How an attempt ended.
@@ -63,15 +64,14 @@ struct Current {
 /// Locks `leases` and the lease events `ids` (in that order, each sorted by
 /// id) and reads them, with the leases' reservations.
 async fn lock_current(tx: &Transaction<'_>, leases: &[Uuid], ids: &[Uuid]) -> Result<Current, StoreError> {
+    let (lease_keys, event_keys): (Sorted<Uuid>, Sorted<Uuid>) =
+        (leases.iter().copied().collect(), ids.iter().copied().collect());
+    let (lock_leases, lock_events) = (lock::leases_stmt(&lease_keys), lock::lease_events(&event_keys));
     let [_, events, lease_rows, reservation_rows] = sql::pipeline(
         tx,
         [
-            ("SELECT 1 FROM leases WHERE id = ANY($1) ORDER BY id FOR UPDATE", &[&leases]),
-            (
-                "SELECT id, status, attempts, claimed_by, event_type FROM lease_events
-                 WHERE id = ANY($1) ORDER BY id FOR UPDATE",
-                &[&ids],
-            ),
+            (lock_leases.0, &lock_leases.1[..]),
+            (lock_events.0, &lock_events.1[..]),
             ("SELECT id, status, degraded FROM leases WHERE id = ANY($1)", &[&leases]),
             (
                 "SELECT lease_id, id, status FROM reservations WHERE lease_id = ANY($1)

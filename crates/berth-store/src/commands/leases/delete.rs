@@ -8,9 +8,10 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Transaction;
 use uuid::Uuid;
 
+use super::lock_lease;
 use super::slots::released;
-use super::{lock_consumers, lock_lease, lock_providers};
 use crate::commands::{now, record};
+use crate::lock;
 use crate::{Store, StoreError};
 
 /// The classes named after the lease's reservations that nothing uses any
@@ -81,12 +82,12 @@ impl Store {
             let mut consumers: Vec<Uuid> =
                 current.reservations.iter().flat_map(|r| r.slots.iter().map(|s| s.consumer)).collect();
             consumers.sort();
-            lock_consumers(tx, &consumers).await?;
+            lock::consumers(tx, &consumers).await?;
             let mut providers: Vec<Uuid> =
                 current.reservations.iter().flat_map(|r| r.slots.iter().map(|s| s.provider)).collect();
             providers.sort();
             providers.dedup();
-            lock_providers(tx, &providers).await?;
+            lock::providers(tx, &providers).await?;
             let mut events = vec![Event::LeaseDeleted { id, at }];
             events.extend(classes_freed(tx, &current).await?);
             events.extend(

@@ -25,7 +25,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::queries::leases::{load_leases, visible, Lease};
-use crate::StoreError;
+use crate::{lock, StoreError};
 
 /// The consumer type of a reservation's slots.
 pub const SLOT_CONSUMER_TYPE: &str = "RESERVATION";
@@ -105,24 +105,10 @@ async fn check_name_free(
     Ok(())
 }
 
-// The row locks of the lease commands, in one place: the lease first, then
-// the project's quota guard (`crate::quota::lock`), then consumers, then
-// providers, each sorted by uuid.
-
-/// Locks the lease's row and reads it whole: not found unless `project`
-/// (None: admin) may see it.
+/// Locks the lease's row (first in `crate::lock`'s order) and reads it
+/// whole: not found unless `project` (None: admin) may see it.
 async fn lock_lease(tx: &Transaction<'_>, id: Uuid, project: Option<&str>) -> Result<Lease, StoreError> {
-    tx.query_opt("SELECT 1 FROM leases WHERE id = $1 FOR UPDATE", &[&id]).await?;
+    lock::lease(tx, id).await?;
     let mut found = load_leases(tx, &[id]).await?;
     Ok(visible(found.pop(), id, project)?)
-}
-
-async fn lock_consumers(tx: &Transaction<'_>, consumers: &[Uuid]) -> Result<(), StoreError> {
-    tx.query("SELECT 1 FROM consumers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE", &[&consumers]).await?;
-    Ok(())
-}
-
-async fn lock_providers(tx: &Transaction<'_>, providers: &[Uuid]) -> Result<(), StoreError> {
-    tx.query("SELECT 1 FROM providers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE", &[&providers]).await?;
-    Ok(())
 }

@@ -8,7 +8,7 @@ use berth_core::{Error, Window};
 use deadpool_postgres::Transaction;
 use uuid::Uuid;
 
-use super::lock_providers;
+use crate::lock;
 use crate::queries::fit::{candidate_ids, decide, gather, Item, Plan, Unfit};
 use crate::StoreError;
 
@@ -34,7 +34,7 @@ pub(super) async fn plan(
         return Ok(Ok(windows.iter().map(|_| items.iter().map(|_| Vec::new()).collect()).collect()));
     }
     let ids = candidate_ids(tx, items).await?;
-    lock_providers(tx, &ids).await?;
+    lock::providers(tx, &ids).await?;
     let mut g = gather(tx, &ids, span, windows[0], own).await?;
     Ok(decide(&mut g, items, windows))
 }

@@ -14,8 +14,9 @@ use uuid::Uuid;
 
 use super::plan::{plan, unfit_error};
 use super::slots::{draws_of, follow_end, released, slot_events, Drawn};
-use super::{check_name_free, lock_consumers, lock_lease, LeaseUpdate, ReservationUpdate};
+use super::{check_name_free, lock_lease, LeaseUpdate, ReservationUpdate};
 use crate::commands::{now, record};
+use crate::lock;
 use crate::queries::fit::Item;
 use crate::{Store, StoreError};
 
@@ -73,7 +74,7 @@ async fn lock_slots(tx: &Transaction<'_>, current: &LeaseRecord) -> Result<Locke
     drawers.dedup();
     let mut lock: Vec<Uuid> = slots.iter().chain(&drawers).copied().collect();
     lock.sort();
-    lock_consumers(tx, &lock).await?;
+    lock::consumers(tx, &lock).await?;
     let draws = draws_of(tx, &slots).await?;
     Ok(Locked { slots, drawers, draws })
 }
