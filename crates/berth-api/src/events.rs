@@ -149,8 +149,7 @@ fn filter(
         ("event_type" = Option<String>, Query, description = "start_lease, before_end_lease or end_lease"),
         ("lease_id" = Option<String>, Query, description = "One lease's"),
         ("project_id" = Option<String>, Query, description = "One project's (admins)"),
-        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
-        ("marker" = Option<String>, Query, description = "The last event of the previous page"),
+        crate::paging::PageParams,
     ),
     responses(
         (status = 200, description = "A page of lease events", body = LeaseEvents),
@@ -176,8 +175,7 @@ async fn list(
     params(
         ("status" = Option<String>, Query, description = "UNDONE, IN_PROGRESS, DONE or ERROR"),
         ("event_type" = Option<String>, Query, description = "start_lease, before_end_lease or end_lease"),
-        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
-        ("marker" = Option<String>, Query, description = "The last event of the previous page"),
+        crate::paging::PageParams,
     ),
     responses(
         (status = 200, description = "A page of the lease's events", body = LeaseEvents),

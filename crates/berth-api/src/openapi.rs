@@ -174,3 +174,27 @@ pub fn routes() -> Vec<(String, String)> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    /// Every paged list declares the paging parameters its handler reads.
+    #[test]
+    fn paged_lists_declare_limit_and_marker() {
+        let doc = serde_json::to_value(super::document()).unwrap();
+        let paged = [
+            "/v1/leases",
+            "/v1/os-hosts",
+            "/v1/os-hosts/allocations",
+            "/v1/os-hosts/properties",
+            "/v1/events",
+            "/v1/leases/{id}/events",
+        ];
+        for path in paged {
+            let params = doc["paths"][path]["get"]["parameters"].as_array().unwrap_or_else(|| panic!("{path}"));
+            let named = |name: &str| params.iter().find(|p| p["name"] == name && p["in"] == "query");
+            let limit = named("limit").unwrap_or_else(|| panic!("{path} declares no limit"));
+            assert_eq!(limit["schema"]["minimum"], 1, "{path}: {limit}");
+            assert!(named("marker").is_some(), "{path} declares no marker");
+        }
+    }
+}

@@ -10,6 +10,19 @@ use serde_json::{json, Value};
 
 use crate::error::{codes, ApiError};
 
+/// `limit` and `marker` as the OpenAPI document declares them on every
+/// paged list; [`Page::of`] reads them from the query.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)] // a declaration for the document: no request is parsed into it
+pub(crate) struct PageParams {
+    /// At most this many (the server's maximum, 1,000 by default)
+    #[param(minimum = 1)]
+    limit: Option<u32>,
+    /// The last item of the previous page
+    marker: Option<String>,
+}
+
 /// What one request asks of a list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {

@@ -99,8 +99,7 @@ async fn hidden_from(state: &AppState, ctx: &Context) -> Result<BTreeSet<String>
     tag = tags::HOSTS,
     summary = "List reservable hosts",
     params(
-        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
-        ("marker" = Option<String>, Query, description = "The last item of the previous page"),
+        crate::paging::PageParams,
     ),
     responses(
         (status = 200, description = "A page of hosts", body = bodies::Hosts),
@@ -260,8 +259,7 @@ fn project_scope<'c>(state: &AppState, ctx: &'c Context) -> Option<&'c str> {
     params(
         ("lease_id" = Option<String>, Query, description = "Only this lease's reservations"),
         ("reservation_id" = Option<String>, Query, description = "Only this reservation"),
-        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
-        ("marker" = Option<String>, Query, description = "The last item of the previous page"),
+        crate::paging::PageParams,
     ),
     responses(
         (status = 200, description = "A page of hosts with their reservations", body = bodies::HostAllocations),
@@ -320,8 +318,7 @@ fn truthy(q: &HashMap<String, String>, key: &str) -> bool {
     params(
         ("detail" = Option<String>, Query, description = "`true`: with whether each is private and its values"),
         ("all" = Option<String>, Query, description = "`true`: private ones too (admins)"),
-        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
-        ("marker" = Option<String>, Query, description = "The last item of the previous page"),
+        crate::paging::PageParams,
     ),
     responses(
         (status = 200, description = "A page of capabilities", body = bodies::Properties),

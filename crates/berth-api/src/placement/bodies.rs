@@ -91,12 +91,8 @@ pub struct Inventory {
 #[derive(Serialize, ToSchema)]
 pub struct InventoryAt {
     resource_provider_generation: i64,
-    total: i64,
-    reserved: i64,
-    min_unit: i64,
-    max_unit: i64,
-    step_size: i64,
-    allocation_ratio: f64,
+    #[serde(flatten)]
+    inventory: Inventory,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -105,12 +101,10 @@ pub struct Inventories {
     inventories: BTreeMap<String, Inventory>,
 }
 
-/// An inventory as a request gives it; what is left out takes
+/// An inventory's sizes as a request gives them; what is left out takes
 /// Placement's default.
 #[derive(Serialize, ToSchema)]
-pub struct InventoryRecord {
-    #[schema(nullable = false)]
-    resource_provider_generation: Option<i64>,
+pub struct InventorySizes {
     #[schema(minimum = 1, maximum = 2_147_483_647)]
     total: i64,
     #[schema(nullable = false, minimum = 0, maximum = 2_147_483_647)]
@@ -125,23 +119,23 @@ pub struct InventoryRecord {
     allocation_ratio: Option<f64>,
 }
 
+/// An inventory as a request gives it, with its provider's generation
+/// where one inventory is written alone.
+#[derive(Serialize, ToSchema)]
+pub struct InventoryRecord {
+    #[schema(nullable = false)]
+    resource_provider_generation: Option<i64>,
+    #[serde(flatten)]
+    sizes: InventorySizes,
+}
+
 /// `POST /resource_providers/{uuid}/inventories`.
 #[derive(Serialize, ToSchema)]
 pub struct NewInventory {
     #[schema(pattern = "^[A-Z0-9_]+$")]
     resource_class: String,
-    #[schema(minimum = 1, maximum = 2_147_483_647)]
-    total: i64,
-    #[schema(nullable = false, minimum = 0, maximum = 2_147_483_647)]
-    reserved: Option<i64>,
-    #[schema(nullable = false, minimum = 1, maximum = 2_147_483_647)]
-    min_unit: Option<i64>,
-    #[schema(nullable = false, minimum = 1, maximum = 2_147_483_647)]
-    max_unit: Option<i64>,
-    #[schema(nullable = false, minimum = 1, maximum = 2_147_483_647)]
-    step_size: Option<i64>,
-    #[schema(nullable = false, maximum = 3.40282e38)]
-    allocation_ratio: Option<f64>,
+    #[serde(flatten)]
+    sizes: InventorySizes,
 }
 
 /// `PUT /resource_providers/{uuid}/inventories`.

@@ -123,8 +123,7 @@ pub(super) async fn create(
     params(
         ("status" = Option<String>, Query, description = "Only leases in this status"),
         ("project_id" = Option<String>, Query, description = "Only this project's (admins)"),
-        ("limit" = Option<u32>, Query, minimum = 1, description = "At most this many (the server's maximum, 1,000 by default)"),
-        ("marker" = Option<String>, Query, description = "The last item of the previous page"),
+        crate::paging::PageParams,
     ),
     responses(
         (status = 200, description = "A page of leases", body = bodies::Leases),
