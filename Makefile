@@ -32,10 +32,11 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## deps: the PostgreSQL server binaries and libfaketime (Debian/Ubuntu), when missing
+## deps: the PostgreSQL server binaries, libfaketime and jq (Debian/Ubuntu), when missing
 deps:
 	@sh scripts/ensure-postgres.sh
 	@sh scripts/ensure-faketime.sh
+	@sh scripts/ensure-jq.sh
 
 ## bench: ratios against pgbench on the same throwaway server (not part of make test);
 ## Placement claims also with keystone auth against a throwaway Keystone
