@@ -3,11 +3,10 @@
 //! attempts, last error and claimer. Members see their project's only.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::routing::get;
-use axum::{Extension, Json, Router};
+use axum::{Json, Router};
 use berth_core::dates::format_date;
 use berth_core::lease::{codes, LeaseEventStatus, LeaseEventType};
 use berth_store::queries::lease_events::{LeaseEventFilter, LeaseEventRow};
@@ -16,9 +15,8 @@ use uuid::Uuid;
 
 use crate::access::{Action, Target};
 use crate::auth::Context;
-use crate::config::ApiConfig;
 use crate::error::ApiError;
-use crate::paging::Page;
+use crate::paging::{Listing, Page};
 use crate::tags;
 use crate::AppState;
 
@@ -155,16 +153,12 @@ fn filter(
         (status = 200, description = "A page of lease events", body = LeaseEvents),
     ),
 )]
-async fn list(
-    State(state): State<AppState>,
-    Extension(config): Extension<Arc<ApiConfig>>,
-    ctx: Context,
-    Query(q): Query<HashMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+async fn list(State(state): State<AppState>, ctx: Context, listing: Listing) -> Result<Json<Value>, ApiError> {
+    let q = &listing.query;
     state.rules.authorize(&ctx, Action::EventsList, &Target::own(&ctx))?;
-    let page = Page::of(&q, config.max_page)?;
-    let events = state.store.lease_events(&filter(&state, &ctx, &q, &page)?).await?;
-    Ok(Json(page.answer("events", "/v1/events", &q, events.iter().map(event_json).collect(), "id")))
+    let page = listing.page()?;
+    let events = state.store.lease_events(&filter(&state, &ctx, q, &page)?).await?;
+    Ok(Json(page.answer("events", "/v1/events", q, events.iter().map(event_json).collect(), "id")))
 }
 
 #[utoipa::path(
@@ -183,11 +177,11 @@ async fn list(
 )]
 async fn of_lease(
     State(state): State<AppState>,
-    Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
     Path(id): Path<String>,
-    Query(q): Query<HashMap<String, String>>,
+    listing: Listing,
 ) -> Result<Json<Value>, ApiError> {
+    let q = &listing.query;
     let id = Uuid::parse_str(&id).map_err(|_| {
         ApiError::new(
             axum::http::StatusCode::NOT_FOUND,
@@ -199,11 +193,11 @@ async fn of_lease(
     let lease = state.store.lease(id, state.rules.visible_project(&ctx, Action::LeasesGetAllProjects)).await?;
     let target = Target::owned(&lease.record.project_id, &lease.record.user_id);
     state.rules.authorize(&ctx, Action::EventsList, &target)?;
-    let page = Page::of(&q, config.max_page)?;
-    let mut f = filter(&state, &ctx, &q, &page)?;
+    let page = listing.page()?;
+    let mut f = filter(&state, &ctx, q, &page)?;
     f.lease_id = Some(id);
     f.project_id = None;
     let events = state.store.lease_events(&f).await?;
     let path = format!("/v1/leases/{id}/events");
-    Ok(Json(page.answer("events", &path, &q, events.iter().map(event_json).collect(), "id")))
+    Ok(Json(page.answer("events", &path, q, events.iter().map(event_json).collect(), "id")))
 }

@@ -4,11 +4,44 @@
 //! in the answer when the page is full.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
+use axum::extract::{FromRequestParts, Query};
+use axum::http::request::Parts;
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 
+use crate::config::ApiConfig;
 use crate::error::{codes, ApiError};
+
+/// A paged list's query: every parameter as given, with the server's most
+/// per page. The page is read by [`Listing::page`] after the handler's
+/// policy check, so a caller the policy refuses hears that first.
+pub struct Listing {
+    pub query: HashMap<String, String>,
+    max_page: usize,
+}
+
+impl Listing {
+    /// `limit` and `marker` (see [`Page::of`]).
+    pub fn page(&self) -> Result<Page, ApiError> {
+        Page::of(&self.query, self.max_page)
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Listing {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let config = parts.extensions.get::<Arc<ApiConfig>>().cloned().ok_or_else(|| {
+            ApiError::from(berth_core::Error::internal("the API's configuration is not installed on the router"))
+        })?;
+        let Query(query) = Query::<HashMap<String, String>>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::bad_request(codes::BAD_ENCODING, e.body_text()))?;
+        Ok(Listing { query, max_page: config.max_page })
+    }
+}
 
 /// `limit` and `marker` as the OpenAPI document declares them on every
 /// paged list; [`Page::of`] reads them from the query.

@@ -2,12 +2,11 @@
 //! capabilities and properties, and which reservations hold them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::{Extension, Json};
+use axum::Json;
 use berth_core::dates::format_date;
 use berth_core::lease::codes;
 use berth_store::commands::{HostChange, NewHost, HOST_FIELDS};
@@ -19,9 +18,8 @@ use super::bodies;
 use super::{meta, object_body, opt_str, path_id};
 use crate::access::{Action, Target};
 use crate::auth::Context;
-use crate::config::ApiConfig;
 use crate::error::ApiError;
-use crate::paging::Page;
+use crate::paging::Listing;
 use crate::tags;
 use crate::AppState;
 
@@ -107,12 +105,12 @@ async fn hidden_from(state: &AppState, ctx: &Context) -> Result<BTreeSet<String>
 )]
 pub(super) async fn list(
     State(state): State<AppState>,
-    Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
-    Query(q): Query<HashMap<String, String>>,
+    listing: Listing,
 ) -> Result<Json<Value>, ApiError> {
+    let q = &listing.query;
     state.rules.authorize(&ctx, Action::HostsList, &Target::own(&ctx))?;
-    let page = Page::of(&q, config.max_page)?;
+    let page = listing.page()?;
     let marker = match &page.marker {
         Some(m) => Some(Uuid::parse_str(m).map_err(|_| bad(format!("marker {m:?} is not a host id")))?),
         None => None,
@@ -120,7 +118,7 @@ pub(super) async fn list(
     let hidden = hidden_from(&state, &ctx).await?;
     let hosts = state.store.hosts(marker, page.sql_limit()).await?;
     let shown = hosts.iter().map(|h| host_json(h, &hidden)).collect();
-    Ok(Json(page.answer("hosts", "/v1/os-hosts", &q, shown, "id")))
+    Ok(Json(page.answer("hosts", "/v1/os-hosts", q, shown, "id")))
 }
 
 #[utoipa::path(
@@ -267,16 +265,16 @@ fn project_scope<'c>(state: &AppState, ctx: &'c Context) -> Option<&'c str> {
 )]
 pub(super) async fn allocations(
     State(state): State<AppState>,
-    Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
-    Query(q): Query<HashMap<String, String>>,
+    listing: Listing,
 ) -> Result<Json<Value>, ApiError> {
+    let q = &listing.query;
     state.rules.authorize(&ctx, Action::HostsGetAllocations, &Target::own(&ctx))?;
-    let page = Page::of(&q, config.max_page)?;
-    let (lease, reservation) = (uuid_param(&q, "lease_id")?, uuid_param(&q, "reservation_id")?);
+    let page = listing.page()?;
+    let (lease, reservation) = (uuid_param(q, "lease_id")?, uuid_param(q, "reservation_id")?);
     let all = state.store.host_allocations(None, lease, reservation, project_scope(&state, &ctx)).await?;
     let shown = page.slice(all.iter().map(allocation_json).collect(), "resource_id")?;
-    Ok(Json(page.answer("allocations", "/v1/os-hosts/allocations", &q, shown, "resource_id")))
+    Ok(Json(page.answer("allocations", "/v1/os-hosts/allocations", q, shown, "resource_id")))
 }
 
 #[utoipa::path(
@@ -326,14 +324,14 @@ fn truthy(q: &HashMap<String, String>, key: &str) -> bool {
 )]
 pub(super) async fn properties(
     State(state): State<AppState>,
-    Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
-    Query(q): Query<HashMap<String, String>>,
+    listing: Listing,
 ) -> Result<Json<Value>, ApiError> {
+    let q = &listing.query;
     state.rules.authorize(&ctx, Action::HostsGetProperties, &Target::own(&ctx))?;
-    let page = Page::of(&q, config.max_page)?;
-    let detail = truthy(&q, "detail");
-    let all = truthy(&q, "all") && state.rules.allows(&ctx, Action::HostsGetPrivateProperties, &Target::own(&ctx));
+    let page = listing.page()?;
+    let detail = truthy(q, "detail");
+    let all = truthy(q, "all") && state.rules.allows(&ctx, Action::HostsGetPrivateProperties, &Target::own(&ctx));
     let props = state.store.host_properties(all).await?;
     let out: Vec<Value> = props
         .iter()
@@ -346,7 +344,7 @@ pub(super) async fn properties(
         })
         .collect();
     let shown = page.slice(out, "property")?;
-    Ok(Json(page.answer("resource_properties", "/v1/os-hosts/properties", &q, shown, "property")))
+    Ok(Json(page.answer("resource_properties", "/v1/os-hosts/properties", q, shown, "property")))
 }
 
 #[utoipa::path(

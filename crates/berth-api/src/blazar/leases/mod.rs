@@ -7,11 +7,10 @@ mod parse;
 mod recurrence;
 mod shape;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use berth_core::dates::DateSpec;
@@ -27,7 +26,7 @@ use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::config::ApiConfig;
 use crate::error::ApiError;
-use crate::paging::Page;
+use crate::paging::Listing;
 use crate::tags;
 use crate::AppState;
 pub(super) use parse::reservations;
@@ -131,10 +130,10 @@ pub(super) async fn create(
 )]
 pub(super) async fn list(
     State(state): State<AppState>,
-    Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
-    Query(q): Query<HashMap<String, String>>,
+    listing: Listing,
 ) -> Result<Json<Value>, ApiError> {
+    let q = &listing.query;
     state.rules.authorize(&ctx, Action::LeasesList, &Target::own(&ctx))?;
     let bad = |m: String| ApiError::bad_request(codes::INVALID_LEASE, m);
     let project_id = match (q.get("project_id"), scope(&state, &ctx)) {
@@ -147,14 +146,14 @@ pub(super) async fn list(
         Some(s) => Some(LeaseStatus::parse(s).ok_or_else(|| bad(format!("status {s:?} is not a lease status")))?),
         None => None,
     };
-    let page = Page::of(&q, config.max_page)?;
+    let page = listing.page()?;
     let marker = match &page.marker {
         Some(m) => Some(Uuid::parse_str(m).map_err(|_| bad(format!("marker {m:?} is not a lease id")))?),
         None => None,
     };
     let filter = LeaseFilter { project_id, status, marker, limit: Some(page.sql_limit()) };
     let leases = state.store.leases(&filter).await?;
-    Ok(Json(page.answer("leases", "/v1/leases", &q, leases.iter().map(lease_json).collect(), "id")))
+    Ok(Json(page.answer("leases", "/v1/leases", q, leases.iter().map(lease_json).collect(), "id")))
 }
 
 #[utoipa::path(
