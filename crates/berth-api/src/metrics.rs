@@ -96,14 +96,33 @@ fn describe() {
 /// path) and status, and times it.
 pub async fn count_request(req: Request, next: Next) -> Response {
     let route = crate::access_log::route_of(&req).to_owned();
-    let method = req.method().as_str().to_owned();
+    let method = method_label(req.method());
     let started = std::time::Instant::now();
     let resp = next.run(req).await;
     let status = resp.status().as_u16().to_string();
-    metrics::histogram!(HTTP_DURATION, "method" => method.clone(), "route" => route.clone())
+    metrics::histogram!(HTTP_DURATION, "method" => method, "route" => route.clone())
         .record(started.elapsed().as_secs_f64());
     metrics::counter!(HTTP_REQUESTS, "method" => method, "route" => route, "status" => status).increment(1);
     resp
+}
+
+/// A request's method as a label: one of HTTP's own, or `other`. A client
+/// may send any token as a method, and each label value is a series kept
+/// for the life of the process.
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    const KNOWN: [Method; 9] = [
+        Method::GET,
+        Method::HEAD,
+        Method::POST,
+        Method::PUT,
+        Method::DELETE,
+        Method::PATCH,
+        Method::OPTIONS,
+        Method::TRACE,
+        Method::CONNECT,
+    ];
+    KNOWN.iter().find(|m| *m == method).map_or("other", Method::as_str)
 }
 
 /// The pool's figures, read when scraped.

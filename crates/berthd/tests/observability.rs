@@ -146,6 +146,13 @@ async fn every_documented_series_is_there_from_start_and_requests_count_by_route
     assert_eq!(value(&after, "berth_http_request_duration_seconds_count", &[route]), Some(3.0), "{after}");
     assert_eq!(value(&after, "berth_http_requests_total", &["route=\"unmatched\"", "status=\"404\""]), Some(1.0));
     assert!(!after.contains("/no/such/path"), "raw paths never become labels");
+    // Nor do methods a client makes up: each would be a series kept forever.
+    let made_up = reqwest::Method::from_bytes(b"FROBNICATE").unwrap();
+    let resp = reqwest::Client::new().request(made_up, format!("{}/v1/leases", s.url)).send().await.unwrap();
+    assert!(resp.status().is_client_error(), "{}", resp.status());
+    let last = s.metrics().await;
+    assert!(!last.contains("FROBNICATE"), "made-up methods never become labels:\n{last}");
+    assert!(value(&last, "berth_http_requests_total", &["method=\"other\""]).is_some(), "{last}");
 }
 
 #[test]
