@@ -168,7 +168,7 @@ const PLACEMENT_CODES: &[&str] = &[
     codes_core::INVENTORY_IN_USE,
     codes_core::PROVIDER_IN_USE,
     codes_core::CANNOT_DELETE_PARENT,
-    berth_store::commands::PROVIDER_NOT_FOUND,
+    codes_core::PROVIDER_NOT_FOUND,
     // Over quota keeps Berth's code, in Placement's error document (403).
     berth_core::quota::codes::EXCEEDED,
 ];

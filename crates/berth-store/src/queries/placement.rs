@@ -119,6 +119,32 @@ pub(crate) async fn peaks_from_now(
     Ok(holds.into_iter().map(|(k, h)| (k, timeline::peak(&h, &within))).collect())
 }
 
+/// Each inventory of `providers` in `classes`, with the highest usage of
+/// it at any instant from the database's now on: what Placement's reads of
+/// capacity "now" decide on.
+pub(crate) async fn inventories_from_now(
+    c: &impl GenericClient,
+    providers: &[Uuid],
+    classes: &[&str],
+) -> Result<HashMap<(Uuid, String), (Inventory, i64)>, StoreError> {
+    let peaks = peaks_from_now(c, providers, classes).await?;
+    let rows = c
+        .query(
+            "SELECT provider_uuid, resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio
+             FROM inventories WHERE provider_uuid = ANY($1) AND resource_class = ANY($2)",
+            &[&providers, &classes],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let key: (Uuid, String) = (r.get(0), r.get(1));
+            let peak = peaks.get(&key).copied().unwrap_or(0);
+            (key, (inventory_at(r, 2), peak))
+        })
+        .collect())
+}
+
 /// The classes among `names` that do not exist.
 async fn unknown_classes(c: &impl GenericClient, names: &[&str]) -> Result<Vec<String>, StoreError> {
     let known: BTreeSet<String> = c
@@ -444,25 +470,12 @@ async fn with_capacity(
     found: Vec<Provider>,
 ) -> Result<Vec<Provider>, Error> {
     let ids: Vec<Uuid> = found.iter().map(|p| p.uuid).collect();
-    let inventories: HashMap<(Uuid, String), Inventory> = c
-        .query(
-            "SELECT provider_uuid, resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio
-             FROM inventories WHERE provider_uuid = ANY($1) AND resource_class = ANY($2)",
-            &[&ids, &classes],
-        )
-        .await
-        .map_err(db)?
-        .iter()
-        .map(|r| ((r.get(0), r.get(1)), inventory_at(r, 2)))
-        .collect();
-    let peaks = peaks_from_now(c, &ids, classes).await?;
+    let inventories = inventories_from_now(c, &ids, classes).await?;
     Ok(found
         .into_iter()
         .filter(|p| {
             f.resources.iter().all(|(class, amount)| {
-                let key = (p.uuid, class.clone());
-                let peak = peaks.get(&key).copied().unwrap_or(0);
-                inventories.get(&key).is_some_and(|inv| peak + amount <= inv.capacity())
+                inventories.get(&(p.uuid, class.clone())).is_some_and(|(inv, peak)| peak + amount <= inv.capacity())
             })
         })
         .collect())

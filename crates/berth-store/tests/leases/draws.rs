@@ -27,19 +27,39 @@ fn claim(
     }
 }
 
-#[tokio::test]
-async fn consumers_draw_from_their_reservation() {
-    let db = TestDatabase::new().await;
-    let store = db.store(4);
-    let h = host(&store, "h", 8, json!({})).await;
+/// What [`reserve_a_slot`] made.
+struct Reserved {
+    host: Uuid,
+    lease: Uuid,
+    /// The reservation's class, which a consumer names to draw from it.
+    class: String,
+    /// The slot consumer holding the reservation's 4 VCPU.
+    slot: Uuid,
+}
+
+/// An 8-VCPU host and a lease of project `p`, from now to `t(5)`, whose one
+/// instance slot holds 4 VCPU on it.
+async fn reserve_a_slot(store: &Store) -> Reserved {
+    let host = host(store, "h", 8, json!({})).await;
     let now = NewLease {
         dates: LeaseDates::One { start: DateSpec::Now, end: DateSpec::At(t(5)), before_end: None },
         ..lease("l", "p", 0, 1, vec![slots(1, 4, None)])
     };
-    let id = store.create_lease(&meta(), now).await.unwrap()[0].record.id;
-    let l = store.lease(id, None).await.unwrap().record;
-    let class = berth_core::lease::reservation_class(l.reservations[0].id);
-    let slot = l.reservations[0].slots[0].consumer;
+    let made = store.create_lease(&meta(), now).await.unwrap().remove(0).record;
+    let reservation = &made.reservations[0];
+    Reserved {
+        host,
+        lease: made.id,
+        class: berth_core::lease::reservation_class(reservation.id),
+        slot: reservation.slots[0].consumer,
+    }
+}
+
+#[tokio::test]
+async fn consumers_draw_from_their_reservation() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    let Reserved { host: h, lease: id, class, slot } = reserve_a_slot(&store).await;
     let vcpus_of = |rows: Vec<berth_store::queries::AllocationRow>| {
         rows.iter().filter(|a| a.resource_class == "VCPU").map(|a| a.used).sum::<i64>()
     };
@@ -81,15 +101,7 @@ async fn consumers_draw_from_their_reservation() {
 async fn a_draw_given_back_among_claims_in_flight_is_decided_with_them() {
     let db = TestDatabase::new().await;
     let store = db.store(8);
-    let h = host(&store, "h", 8, json!({})).await;
-    let now = NewLease {
-        dates: LeaseDates::One { start: DateSpec::Now, end: DateSpec::At(t(5)), before_end: None },
-        ..lease("l", "p", 0, 1, vec![slots(1, 4, None)])
-    };
-    let id = store.create_lease(&meta(), now).await.unwrap()[0].record.id;
-    let l = store.lease(id, None).await.unwrap().record;
-    let class = berth_core::lease::reservation_class(l.reservations[0].id);
-    let slot = l.reservations[0].slots[0].consumer;
+    let Reserved { host: h, class, slot, .. } = reserve_a_slot(&store).await;
     let x = Uuid::new_v4();
     store.replace_allocations(&meta(), vec![claim(x, "p", h, &[("VCPU", 2), (&class, 1)])]).await.unwrap();
     // The slot holds 2, x draws 2: 4 of 8 are free. x gives its draw back

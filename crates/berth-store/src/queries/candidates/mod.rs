@@ -21,8 +21,7 @@ mod search;
 
 pub use search::search;
 
-use super::inventory_at;
-use super::placement::{check_traits_exist, peaks_from_now};
+use super::placement::{check_traits_exist, inventories_from_now};
 use crate::{Store, StoreError};
 use berth_core::error::codes::RESOURCE_CLASS_NOT_FOUND;
 
@@ -182,18 +181,7 @@ async fn load_world(c: &impl GenericClient, classes: &[&str]) -> Result<World, S
             f.aggregates.insert(r.get(1));
         }
     }
-    let peaks = peaks_from_now(c, &ids, classes).await?;
-    for r in c
-        .query(
-            "SELECT provider_uuid, resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio
-             FROM inventories WHERE provider_uuid = ANY($1) AND resource_class = ANY($2)",
-            &[&ids, &classes],
-        )
-        .await?
-    {
-        let (p, class): (Uuid, String) = (r.get(0), r.get(1));
-        let inv = inventory_at(&r, 2);
-        let used = peaks.get(&(p, class.clone())).copied().unwrap_or(0);
+    for ((p, class), (inv, used)) in inventories_from_now(c, &ids, classes).await? {
         if let Some(f) = world.providers.get_mut(&p) {
             f.inventory.insert(class, (inv, inv.capacity() - used));
         }
@@ -227,7 +215,6 @@ async fn summaries(
         classes.iter().map(|s| s.to_string()).collect()
     };
     let wanted: Vec<&str> = all.iter().map(String::as_str).collect();
-    let peaks = peaks_from_now(c, &members, &wanted).await?;
     let mut out: BTreeMap<Uuid, ProviderSummary> = members
         .iter()
         .map(|p| {
@@ -239,17 +226,7 @@ async fn summaries(
             (*p, summary)
         })
         .collect();
-    for r in c
-        .query(
-            "SELECT provider_uuid, resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio
-             FROM inventories WHERE provider_uuid = ANY($1) AND resource_class = ANY($2)",
-            &[&members, &wanted],
-        )
-        .await?
-    {
-        let (p, class): (Uuid, String) = (r.get(0), r.get(1));
-        let inv = inventory_at(&r, 2);
-        let used = peaks.get(&(p, class.clone())).copied().unwrap_or(0);
+    for ((p, class), (inv, used)) in inventories_from_now(c, &members, &wanted).await? {
         if let Some(s) = out.get_mut(&p) {
             s.resources.insert(class, (inv.capacity(), used));
         }
