@@ -132,6 +132,35 @@ impl Store {
         PoolStatus { max: s.max_size, open: s.size, idle: s.available, waiting: s.waiting }
     }
 
+    /// Whether the configured database answers, with what is wrong said
+    /// plainly for an operator starting berthd: the server cannot be
+    /// reached, the database is not there, or the credentials are refused.
+    pub async fn reach(&self) -> anyhow::Result<()> {
+        let Err(e) = self.ping().await else { return Ok(()) };
+        let target = self.url.parse::<tokio_postgres::Config>().map_or_else(
+            |_| "the database_url".to_string(),
+            |c| {
+                let host = c.get_hosts().first().map_or_else(String::new, |h| match h {
+                    tokio_postgres::config::Host::Tcp(h) => h.clone(),
+                    tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+                });
+                let port = c.get_ports().first().copied().unwrap_or(5432);
+                format!("database {:?} on {host}:{port}", c.get_dbname().unwrap_or("postgres"))
+            },
+        );
+        let code = match &e {
+            StoreError::Db(db) => db.code().map(|c| c.code().to_owned()),
+            _ => None,
+        };
+        Err(match code.as_deref() {
+            Some("3D000") => anyhow::anyhow!(
+                "the {target} does not exist: create it (createdb) or fix database_url (BERTH_DATABASE_URL)"
+            ),
+            Some("28000" | "28P01") => anyhow::anyhow!("the {target} refused Berth's credentials: {e}"),
+            _ => anyhow::anyhow!("the {target} cannot be reached (database_url, BERTH_DATABASE_URL): {e}"),
+        })
+    }
+
     /// Whether the database answers (for `/readyz`).
     pub async fn ping(&self) -> Result<(), StoreError> {
         let c = self.client().await?;

@@ -145,7 +145,8 @@ impl Config {
         let drivers = self.plugins.drivers.iter().map(|(t, d)| ("drivers", t, d));
         for (section, name, driver) in drivers.chain(self.plugins.external.iter().map(|(t, d)| ("external", t, d))) {
             if let berth_plugins::driver::DriverConfig::Exec(exec) = driver {
-                check_program(&exec.program)
+                exec.check_program()
+                    .map_err(anyhow::Error::msg)
                     .with_context(|| format!("[plugins.{section}.{name:?}] program {}", exec.program.display()))?;
             }
         }
@@ -174,31 +175,6 @@ const KEYS: &[&str] = &[
     "manager",
     "clock_skew_warn_s",
 ];
-
-/// `program` is an executable file: a path, or a bare name found on `PATH`.
-fn check_program(program: &Path) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let candidates: Vec<std::path::PathBuf> = if program.components().count() > 1 || program.is_absolute() {
-        vec![program.to_path_buf()]
-    } else {
-        std::env::var_os("PATH")
-            .map(|p| std::env::split_paths(&p).map(|d| d.join(program)).collect())
-            .unwrap_or_default()
-    };
-    let mut found = None;
-    for c in &candidates {
-        if let Ok(meta) = std::fs::metadata(c) {
-            found = Some((c, meta));
-            break;
-        }
-    }
-    let Some((path, meta)) = found else {
-        anyhow::bail!("does not exist{}", if candidates.len() == 1 { "" } else { " on PATH" });
-    };
-    anyhow::ensure!(meta.is_file(), "{} is not a file", path.display());
-    anyhow::ensure!(meta.permissions().mode() & 0o111 != 0, "{} is not executable (chmod +x)", path.display());
-    Ok(())
-}
 
 #[cfg(test)]
 mod tests {

@@ -119,7 +119,7 @@ async fn run(cli: Cli) -> Result<()> {
             let cfg = Config::load(config.as_deref())?;
             init_logging(&cfg.log)?;
             let store = Store::connect(&cfg.database_url, 2)?;
-            reach_database(&store, &cfg.database_url).await?;
+            store.reach().await?;
             let n = store.migrate().await?;
             tracing::info!(applied = n, "migrations done");
             Ok(())
@@ -128,7 +128,7 @@ async fn run(cli: Cli) -> Result<()> {
             let cfg = Config::load(config.as_deref())?;
             init_logging(&cfg.log)?;
             let store = Store::connect(&cfg.database_url, 2)?;
-            reach_database(&store, &cfg.database_url).await?;
+            store.reach().await?;
             let report = store.replay_verify().await?;
             println!(
                 "replayed {} events in {:.3}s ({:.0} events/s)",
@@ -196,34 +196,6 @@ fn check(cfg: &Config) -> Result<berth_api::Rules> {
     rules(cfg.policy_file.as_deref())
 }
 
-/// Whether the configured database answers, with what is wrong said
-/// plainly: the server cannot be reached, or the database is not there.
-async fn reach_database(store: &Store, url: &str) -> Result<()> {
-    let Err(e) = store.ping().await else { return Ok(()) };
-    let target = url.parse::<tokio_postgres::Config>().map_or_else(
-        |_| "the database_url".to_string(),
-        |c| {
-            let host = c.get_hosts().first().map_or_else(String::new, |h| match h {
-                tokio_postgres::config::Host::Tcp(h) => h.clone(),
-                tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
-            });
-            let port = c.get_ports().first().copied().unwrap_or(5432);
-            format!("database {:?} on {host}:{port}", c.get_dbname().unwrap_or("postgres"))
-        },
-    );
-    let code = match &e {
-        berth_store::StoreError::Db(db) => db.code().map(|c| c.code().to_owned()),
-        _ => None,
-    };
-    Err(match code.as_deref() {
-        Some("3D000") => anyhow::anyhow!(
-            "the {target} does not exist: create it (createdb) or fix database_url (BERTH_DATABASE_URL)"
-        ),
-        Some("28000" | "28P01") => anyhow::anyhow!("the {target} refused Berth's credentials: {e}"),
-        _ => anyhow::anyhow!("the {target} cannot be reached (database_url, BERTH_DATABASE_URL): {e}"),
-    })
-}
-
 pub(crate) async fn serve(cfg: Config) -> Result<()> {
     // Configuration, identity and policy are checked before anything is touched.
     let rules = Arc::new(check(&cfg)?);
@@ -234,7 +206,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     berth_api::clock::ClockWatch::describe();
     let store =
         Store::connect_with(&cfg.database_url, &cfg.pool()).context("database URL")?.with_claim_lanes(cfg.claim_lanes);
-    reach_database(&store, &cfg.database_url).await?;
+    store.reach().await?;
     let applied = store.migrate().await.context("migrating the database")?;
     if applied > 0 {
         tracing::info!(applied, "schema migrated");

@@ -57,6 +57,34 @@ pub struct Envelope {
 /// Default time a driver call may take before it counts as failed (retryable).
 pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 
+impl ExecConfig {
+    /// The program is an executable file: a path, or a bare name found on
+    /// `PATH`. Checked at start (and by `berthd check-config`) rather than
+    /// at the first lease that needs it.
+    pub fn check_program(&self) -> Result<(), String> {
+        use std::os::unix::fs::PermissionsExt;
+        let program = &self.program;
+        let candidates: Vec<PathBuf> = if program.components().count() > 1 || program.is_absolute() {
+            vec![program.clone()]
+        } else {
+            std::env::var_os("PATH")
+                .map(|p| std::env::split_paths(&p).map(|d| d.join(program)).collect())
+                .unwrap_or_default()
+        };
+        let found = candidates.iter().find_map(|c| std::fs::metadata(c).ok().map(|meta| (c, meta)));
+        let Some((path, meta)) = found else {
+            return Err(format!("does not exist{}", if candidates.len() == 1 { "" } else { " on PATH" }));
+        };
+        if !meta.is_file() {
+            return Err(format!("{} is not a file", path.display()));
+        }
+        if meta.permissions().mode() & 0o111 == 0 {
+            return Err(format!("{} is not executable (chmod +x)", path.display()));
+        }
+        Ok(())
+    }
+}
+
 fn default_timeout_ms() -> u64 {
     DEFAULT_TIMEOUT_MS
 }
