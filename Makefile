@@ -41,6 +41,7 @@ deps:
 ## bench: ratios against pgbench on the same throwaway server (not part of make test);
 ## Placement claims also with keystone auth against a throwaway Keystone
 bench: deps
+	@sh scripts/ensure-wrk.sh
 	$(CARGO) build --release -p berthd -p berth-bench
 	$(KEYSTONE) $(RELEASE)/berthd with-postgres -- $(RELEASE)/berth-bench $(BENCH_ARGS)
 

@@ -9,6 +9,8 @@
 // database server's (same machine); the code measured reads only the database's.
 #![allow(clippy::disallowed_methods)]
 
+mod candidates_memory;
+mod daemon;
 mod manager;
 mod pgbench;
 mod placement_claims;
@@ -17,6 +19,7 @@ mod report;
 mod setup;
 mod store_claims;
 mod store_leases;
+mod wrk_claims;
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -33,7 +36,8 @@ struct Args {
     /// Leases booked before timing lease creation: the small and the large case.
     #[arg(long, value_delimiter = ',', default_values_t = [1_000usize, 100_000])]
     booked: Vec<usize>,
-    /// Only these scenarios (comma-separated): store-claims, replay, placement-claims, quota-claims, manager, leases.
+    /// Only these scenarios (comma-separated): store-claims, replay, placement-claims, wrk-claims,
+    /// quota-claims, manager, leases, candidates-memory.
     #[arg(long)]
     only: Option<String>,
 }
@@ -51,19 +55,38 @@ async fn main() -> Result<()> {
 
     if wants("store-claims") || wants("replay") {
         store_claims::run(&mut report, args.clients, args.seconds, wants("replay")).await?;
+        in_process_memory(&mut report, "store-claims")?;
     }
     if wants("placement-claims") {
         placement_claims::run(&mut report, args.clients, args.seconds).await?;
+        in_process_memory(&mut report, "placement-claims")?;
+    }
+    if wants("wrk-claims") {
+        wrk_claims::run(&mut report, args.clients, args.seconds).await?;
     }
     if wants("quota-claims") {
         quota_claims::run(&mut report, args.clients, args.seconds).await?;
+        in_process_memory(&mut report, "quota-claims")?;
     }
     if wants("manager") {
         manager::run(&mut report, args.seconds.min(10)).await?;
+        in_process_memory(&mut report, "manager")?;
     }
     if wants("leases") {
         store_leases::run(&mut report, args.clients, args.seconds, &args.booked).await?;
+        in_process_memory(&mut report, "leases")?;
+    }
+    if wants("candidates-memory") {
+        candidates_memory::run(&mut report).await?;
     }
     report.print();
+    Ok(())
+}
+
+/// The bench process's own memory after a scenario that runs the store,
+/// router or manager inside it (berthd's own is measured by the scenarios
+/// that start a `berthd serve`).
+fn in_process_memory(report: &mut report::Report, scenario: &str) -> Result<()> {
+    report.memory("bench process (Berth in-process)", &format!("after {scenario}"), daemon::own_memory_mb()?, None);
     Ok(())
 }

@@ -24,6 +24,20 @@ impl Report {
         self.line(format!("{what}: {per_second:.0}/s, ratio to pgbench TPS {ratio:.2}"));
     }
 
+    /// A rate, with its ratio to pgbench's TPS and the ratio the issue
+    /// asks for beside it.
+    pub fn rate_against(&mut self, what: &str, per_second: f64, target_ratio: f64) {
+        let ratio = if self.pgbench_tps > 0.0 { per_second / self.pgbench_tps } else { f64::NAN };
+        self.line(format!("{what}: {per_second:.0}/s, ratio to pgbench TPS {ratio:.2} (target {target_ratio:.2})"));
+    }
+
+    /// A process's resident memory `(now, peak)` in MB, with the bound the
+    /// issue sets where it sets one.
+    pub fn memory(&mut self, whose: &str, when: &str, (now, peak): (f64, f64), bound_mb: Option<f64>) {
+        let bound = bound_mb.map(|b| format!(" (target at most {b:.0} MB)")).unwrap_or_default();
+        self.line(format!("{whose} resident memory {when}: {now:.0} MB, peak {peak:.0} MB{bound}"));
+    }
+
     pub fn print(&self) {
         println!("\n== summary ==");
         for l in &self.lines {

@@ -1,0 +1,187 @@
+//! Placement claims over HTTP as an outside client makes them: `wrk` (a
+//! real load generator, not Berth's own client) with `clients` connections
+//! against a real `berthd serve` process, each request a
+//! `PUT /placement/allocations/{new consumer}` of one VCPU on a random one of
+//! 100 providers. Reports the rate beside pgbench's, wrk's p99, the
+//! providers over capacity afterwards (which must be none) and berthd's
+//! resident memory after the run.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context, Result};
+use berth_core::EventMeta;
+use berth_store::testing::TestDatabase;
+use uuid::Uuid;
+
+use crate::daemon::Daemon;
+use crate::report::Report;
+
+const PROVIDERS: usize = 100;
+/// Room for more one-VCPU claims per provider than a run makes.
+const VCPU: i64 = 1 << 20;
+
+pub async fn run(report: &mut Report, clients: usize, seconds: u64) -> Result<()> {
+    if which("wrk").is_none() {
+        report.line(
+            "Placement claims with wrk: NOT MEASURED, wrk is missing (make bench installs it: scripts/ensure-wrk.sh)"
+                .into(),
+        );
+        return Ok(());
+    }
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
+    let providers = crate::setup::providers(&store, &meta, PROVIDERS, "host-", VCPU, VCPU * 256).await?;
+    drop(store);
+    let daemon = Daemon::start(&db.url, clients + 4).await?;
+
+    let mut script = tempfile::Builder::new().suffix(".lua").tempfile()?;
+    std::io::Write::write_all(&mut script, lua(&providers).as_bytes())?;
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(clients).max(1);
+    let out = tokio::process::Command::new("wrk")
+        .args(["-t", &threads.to_string(), "-c", &clients.to_string(), "-d", &format!("{seconds}s")])
+        .args(["--latency", "--timeout", "10s", "-s"])
+        .arg(script.path())
+        .arg(&daemon.url)
+        .output()
+        .await
+        .context("run wrk")?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    ensure!(out.status.success(), "wrk failed: {}\n{text}", String::from_utf8_lossy(&out.stderr));
+    let wrk = WrkResult::parse(&text)?;
+
+    report.rate_against(
+        &format!(
+            "Placement claims over HTTP, wrk ({clients} connections, {threads} threads, {PROVIDERS} providers, \
+             berthd process; {} non-2xx)",
+            wrk.non_2xx
+        ),
+        wrk.requests_per_s,
+        0.6,
+    );
+    report.line(format!(
+        "Placement claim latency with wrk: p50 {:.2} ms, p99 {:.2} ms (target p99 < 10 ms)",
+        wrk.p50_ms, wrk.p99_ms
+    ));
+    let over = over_capacity(&daemon.url, &providers).await?;
+    report.line(format!("Placement providers over capacity after the wrk run: {over}"));
+    report.memory("berthd", "after the wrk claims", daemon.memory_mb()?, Some(150.0));
+    ensure!(wrk.non_2xx == 0, "{} wrk requests were answered with something other than 2xx", wrk.non_2xx);
+    ensure!(over == 0, "{over} providers over capacity");
+    Ok(())
+}
+
+/// A wrk script: each request a new consumer (thread id and a counter, so
+/// no two requests of the run share one) on a random provider.
+fn lua(providers: &[Uuid]) -> String {
+    let mut list = String::new();
+    for p in providers {
+        let _ = write!(list, "\"{p}\",");
+    }
+    format!(
+        r#"local providers = {{{list}}}
+local counter = 0
+local threads = 0
+-- `id` is each thread's global, set from the main state.
+function setup(thread)
+  threads = threads + 1
+  thread:set("id", threads)
+end
+function init(args)
+  math.randomseed(id * 7919 + os.time())
+end
+function request()
+  counter = counter + 1
+  local consumer = string.format("%08x-0000-4000-8000-%012x", id, counter)
+  local p = providers[math.random(#providers)]
+  local body = '{{"allocations":{{"' .. p .. '":{{"resources":{{"VCPU":1,"MEMORY_MB":256}}}}}},' ..
+    '"project_id":"bench","user_id":"bench","consumer_generation":null,"consumer_type":"INSTANCE"}}'
+  return wrk.format("PUT", "/placement/allocations/" .. consumer,
+    {{["Content-Type"] = "application/json", ["X-Auth-Token"] = "admin",
+      ["OpenStack-API-Version"] = "placement 1.39"}}, body)
+end
+"#
+    )
+}
+
+struct WrkResult {
+    requests_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    non_2xx: u64,
+}
+
+impl WrkResult {
+    /// The figures of wrk's `--latency` report.
+    fn parse(text: &str) -> Result<WrkResult> {
+        let after = |key: &str| text.lines().find_map(|l| l.trim().strip_prefix(key).map(str::trim));
+        let requests_per_s: f64 = after("Requests/sec:").context("no Requests/sec in wrk's report")?.parse()?;
+        let non_2xx = after("Non-2xx or 3xx responses:").map_or(Ok(0), str::parse)?;
+        let socket_errors = after("Socket errors:");
+        if let Some(e) = socket_errors {
+            ensure!(e.split(',').all(|part| part.trim().ends_with(" 0")), "wrk saw socket errors: {e}");
+        }
+        Ok(WrkResult {
+            requests_per_s,
+            p50_ms: duration_ms(after("50%").context("no p50 in wrk's report")?)?,
+            p99_ms: duration_ms(after("99%").context("no p99 in wrk's report")?)?,
+            non_2xx,
+        })
+    }
+}
+
+/// wrk's durations: `812.00us`, `3.42ms`, `1.02s`.
+fn duration_ms(s: &str) -> Result<f64> {
+    let (number, scale) = if let Some(n) = s.strip_suffix("us") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1000.0)
+    } else {
+        bail!("a duration wrk does not write: {s}")
+    };
+    Ok(number.parse::<f64>()? * scale)
+}
+
+/// Providers over capacity, as Placement's read view shows them.
+async fn over_capacity(base: &str, providers: &[Uuid]) -> Result<usize> {
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
+    let mut over = 0;
+    for p in providers {
+        let usages: serde_json::Value = http
+            .get(format!("{base}/placement/resource_providers/{p}/usages"))
+            .header("x-auth-token", "admin")
+            .send()
+            .await?
+            .json()
+            .await?;
+        if usages["usages"]["VCPU"].as_i64().unwrap_or(0) > VCPU {
+            over += 1;
+        }
+    }
+    Ok(over)
+}
+
+fn which(program: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| std::path::Path::new(d).join(program)).find(|p| p.exists())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_wrks_report() {
+        let text = "Running 2s test @ http://127.0.0.1:1\n  Latency Distribution\n     50%    3.42ms\n     75%    \
+                    5.00ms\n     90%  812.00us\n     99%    1.02s\n  4000 requests in 2.00s\n  Non-2xx or 3xx \
+                    responses: 3\nRequests/sec:   2000.50\n";
+        let r = WrkResult::parse(text).unwrap();
+        assert_eq!(r.requests_per_s, 2000.5);
+        assert_eq!(r.p50_ms, 3.42);
+        assert_eq!(r.p99_ms, 1020.0);
+        assert_eq!(r.non_2xx, 3);
+        assert!(WrkResult::parse("Socket errors: connect 0, read 2, write 0, timeout 0\nRequests/sec: 1\n").is_err());
+    }
+}
