@@ -19,6 +19,10 @@ pub struct ApiConfig {
     pub header_read_timeout_s: u64,
     /// Most entries one page of a list may hold, whatever `limit` asks.
     pub max_page: usize,
+    /// Most allocation requests one `GET /allocation_candidates` answer
+    /// holds, whatever `limit` asks (Placement's `max_allocation_candidates`,
+    /// bounded here by default: each is about 1 KB of JSON).
+    pub max_allocation_candidates: usize,
     /// Most occurrences one recurring lease request may book.
     pub max_occurrences: usize,
     /// Live streams (event and log tails) open at once, per caller and in
@@ -37,6 +41,7 @@ impl Default for ApiConfig {
             request_timeout_s: 60,
             header_read_timeout_s: 10,
             max_page: 1000,
+            max_allocation_candidates: 50_000,
             max_occurrences: 100,
             max_streams_per_caller: 8,
             max_streams: 256,
@@ -54,6 +59,7 @@ impl ApiConfig {
             ("request_timeout_s", self.request_timeout_s),
             ("header_read_timeout_s", self.header_read_timeout_s),
             ("max_page", self.max_page as u64),
+            ("max_allocation_candidates", self.max_allocation_candidates as u64),
             ("max_occurrences", self.max_occurrences as u64),
             ("max_streams_per_caller", self.max_streams_per_caller as u64),
             ("max_streams", self.max_streams as u64),

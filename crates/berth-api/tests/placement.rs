@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use berth_api::{AppState, Authenticator, Rules};
+use berth_api::{ApiConfig, AppState, Authenticator, Rules};
 use berth_core::event::Allocation;
 use berth_core::{EventMeta, Window};
 use berth_store::commands::{ConsumerAllocations, GenerationCheck};
@@ -35,6 +35,10 @@ struct Answer {
 
 impl Api {
     async fn start() -> Api {
+        Api::start_with(ApiConfig::default()).await
+    }
+
+    async fn start_with(config: ApiConfig) -> Api {
         let db = TestDatabase::new().await;
         let store = db.store(8);
         let state = AppState {
@@ -47,7 +51,7 @@ impl Api {
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, berth_api::router(state)).await.unwrap() });
+        tokio::spawn(async move { axum::serve(listener, berth_api::router_with(state, config)).await.unwrap() });
         Api { base: format!("http://{addr}/placement"), http: reqwest::Client::new(), store, _db: db }
     }
 
@@ -476,4 +480,40 @@ async fn errors_are_html_for_clients_that_do_not_take_json() {
     assert_eq!(m.headers["allow"], "GET, POST");
     let v = api.call_with(Some("admin"), &[("openstack-api-version", "placement 2.0")], Method::GET, "/", None).await;
     assert_eq!(v.status, StatusCode::NOT_ACCEPTABLE);
+}
+
+/// Placement bug 2070257's case: a node with 8 children and six isolated
+/// groups has 8·7·6·5·4·3 candidates. The answer (some 14 MB, written in
+/// many chunks as the search walks) holds each once, with its summaries;
+/// `max_allocation_candidates` bounds it whatever `limit` says.
+#[tokio::test]
+async fn a_large_candidates_answer_is_whole_and_bounded_by_the_setting() {
+    let api = Api::start_with(ApiConfig { max_allocation_candidates: 25_000, ..ApiConfig::default() }).await;
+    let cn = api.provider("cn", None).await;
+    for i in 0..8 {
+        let pf = api.provider(&format!("cn-pf{i}"), Some(cn)).await;
+        api.inventory(pf, json!({"SRIOV_NET_VF": {"total": 8}})).await;
+    }
+    let groups: Vec<String> = (1..=6).map(|g| format!("resources{g}=SRIOV_NET_VF:1")).collect();
+    let q = format!("/allocation_candidates?{}&group_policy=isolate", groups.join("&"));
+    let c = api.admin(Method::GET, &q, None).await;
+    assert_eq!(c.status, StatusCode::OK);
+    let reqs = c.body["allocation_requests"].as_array().unwrap();
+    assert_eq!(reqs.len(), 20_160);
+    let distinct: std::collections::BTreeSet<String> = reqs.iter().map(|r| r["mappings"].to_string()).collect();
+    assert_eq!(distinct.len(), 20_160, "no candidate twice");
+    assert_eq!(c.body["provider_summaries"].as_object().unwrap().len(), 9, "the whole tree");
+
+    let bounded = Api::start_with(ApiConfig { max_allocation_candidates: 100, ..ApiConfig::default() }).await;
+    let cn = bounded.provider("cn", None).await;
+    for i in 0..8 {
+        let pf = bounded.provider(&format!("cn-pf{i}"), Some(cn)).await;
+        bounded.inventory(pf, json!({"SRIOV_NET_VF": {"total": 8}})).await;
+    }
+    let c = bounded.admin(Method::GET, &q, None).await;
+    assert_eq!(c.body["allocation_requests"].as_array().unwrap().len(), 100);
+    let c = bounded.admin(Method::GET, &format!("{q}&limit=5000"), None).await;
+    assert_eq!(c.body["allocation_requests"].as_array().unwrap().len(), 100, "the setting bounds limit too");
+    let c = bounded.admin(Method::GET, &format!("{q}&limit=7"), None).await;
+    assert_eq!(c.body["allocation_requests"].as_array().unwrap().len(), 7);
 }

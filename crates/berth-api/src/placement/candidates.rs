@@ -3,19 +3,22 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use std::sync::Arc;
+
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use axum::Extension;
 use berth_store::commands::RESOURCE_CLASS_NOT_FOUND;
-use berth_store::queries::candidates::{CandidateGroup, CandidateRequest, Candidates};
+use berth_store::queries::candidates::{CandidateGroup, CandidateRequest};
 use regex::Regex;
-use serde_json::{json, Map, Value};
 
 use super::bodies;
 use super::http::{bad_request, domain, err, served_now, Pl, Query};
 use super::microversion::Version;
-use super::{params, schemas};
+use super::{candidate_stream, params, schemas};
 use crate::access::Action;
+use crate::config::ApiConfig;
 use crate::error::ApiError;
 use crate::tags;
 use crate::AppState;
@@ -39,18 +42,25 @@ use crate::AppState;
         (status = 200, description = "Allocation requests and provider summaries", body = bodies::Candidates),
     ),
 )]
-pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+pub async fn list(
+    p: Pl,
+    State(s): State<AppState>,
+    Extension(config): Extension<Arc<ApiConfig>>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
     p.since(p.mv.allocation_candidates())?;
     p.accept_json()?;
     p.authorize(Action::AllocationCandidates)?;
     let q = Query::parse(raw.as_deref());
     q.validate(&schemas::candidates(p.mv))?;
-    let req = request(&q, p.mv)?;
-    let found = s.store.allocation_candidates(&req).await.map_err(|e| match e.code {
+    let mut req = request(&q, p.mv)?;
+    req.limit = Some(req.limit.unwrap_or(usize::MAX).min(config.max_allocation_candidates));
+    let search = s.store.candidate_search(req).await.map_err(|e| match e.code {
         RESOURCE_CLASS_NOT_FOUND => domain(e, "Invalid resource class in resources parameter: "),
         _ => ApiError::from(e),
     })?;
-    Ok(p.json(StatusCode::OK, &answer(p.mv, &found), served_now()))
+    let body = candidate_stream::body(s.store.clone(), search, p.mv);
+    Ok(p.json_stream(StatusCode::OK, body, served_now()))
 }
 
 const BAD_VALUE: &str = "placement.query.bad_value";
@@ -228,54 +238,6 @@ fn check_groups(
         return Err(bad_request("At least one request group (`resources` or `resources{$S}`) is required."));
     }
     Ok(())
-}
-
-/// The answer: allocation requests (dict-shaped from 1.12, with mappings
-/// from 1.34) and provider summaries (traits from 1.17, tree from 1.29).
-fn answer(v: Version, found: &Candidates) -> Value {
-    let requests: Vec<Value> = found
-        .candidates
-        .iter()
-        .map(|c| {
-            if v.dict_allocations() {
-                let allocations: Map<String, Value> =
-                    c.allocations.iter().map(|(p, r)| (p.to_string(), json!({"resources": r}))).collect();
-                let mut out = json!({"allocations": allocations});
-                if v.mappings() {
-                    out["mappings"] = json!(c.mappings);
-                }
-                out
-            } else {
-                let list: Vec<Value> = c
-                    .allocations
-                    .iter()
-                    .map(|(p, r)| json!({"resource_provider": {"uuid": p}, "resources": r}))
-                    .collect();
-                json!({"allocations": list})
-            }
-        })
-        .collect();
-    let summaries: Map<String, Value> = found
-        .summaries
-        .iter()
-        .map(|(p, s)| {
-            let resources: Map<String, Value> = s
-                .resources
-                .iter()
-                .map(|(c, (capacity, used))| (c.clone(), json!({"capacity": capacity, "used": used})))
-                .collect();
-            let mut out = json!({"resources": resources});
-            if v.candidates_required() {
-                out["traits"] = json!(s.traits);
-            }
-            if v.candidates_nested() {
-                out["parent_provider_uuid"] = json!(s.parent);
-                out["root_provider_uuid"] = json!(s.root);
-            }
-            (p.to_string(), out)
-        })
-        .collect();
-    json!({"allocation_requests": requests, "provider_summaries": summaries})
 }
 
 /// Fuzz target: Placement's granular query parameters, as the handler reads

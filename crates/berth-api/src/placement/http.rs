@@ -168,6 +168,14 @@ impl Pl {
         resp
     }
 
+    /// A JSON response whose body is written as it goes (it must be JSON);
+    /// with 1.15, `cache-control` and `last-modified`.
+    pub fn json_stream(&self, status: StatusCode, body: axum::body::Body, modified: Option<DateTime<Utc>>) -> Response {
+        let mut resp = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+        self.cache_headers(&mut resp, modified);
+        resp
+    }
+
     /// A body-less response (no content type).
     pub fn empty(&self, status: StatusCode, modified: Option<DateTime<Utc>>) -> Response {
         let mut resp = status.into_response();

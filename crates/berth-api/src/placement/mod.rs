@@ -10,6 +10,7 @@
 mod aggregates;
 mod allocations;
 mod bodies;
+mod candidate_stream;
 mod candidates;
 mod classes;
 mod http;

@@ -12,6 +12,7 @@
 //! made now would.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
 
 use berth_core::{Error, Inventory};
 use deadpool_postgres::GenericClient;
@@ -19,7 +20,7 @@ use uuid::Uuid;
 
 mod search;
 
-pub use search::search;
+use search::search;
 
 use super::placement::{check_traits_exist, inventories_from_now};
 use crate::{Store, StoreError};
@@ -79,12 +80,6 @@ pub struct ProviderSummary {
     pub root: Uuid,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Candidates {
-    pub candidates: Vec<Candidate>,
-    pub summaries: BTreeMap<Uuid, ProviderSummary>,
-}
-
 /// What the search knows about one provider.
 #[derive(Debug, Clone, Default)]
 pub struct ProviderFacts {
@@ -104,10 +99,20 @@ pub struct World {
     pub roots: Vec<Uuid>,
 }
 
+/// A search ready to walk: the request and everything it reads from the
+/// database, loaded in one go. The walk itself ([`CandidateSearch::walk`])
+/// does no I/O and may run on a blocking thread while its candidates are
+/// written out.
+#[derive(Debug, Clone)]
+pub struct CandidateSearch {
+    req: CandidateRequest,
+    world: World,
+    classes: Vec<String>,
+}
+
 impl Store {
-    /// The allocation candidates for `req`, with summaries of the providers
-    /// in the trees they use.
-    pub async fn allocation_candidates(&self, req: &CandidateRequest) -> Result<Candidates, Error> {
+    /// Loads what a search for `req` reads; refuses unknown classes and traits.
+    pub async fn candidate_search(&self, req: CandidateRequest) -> Result<CandidateSearch, Error> {
         let c = self.client().await?;
         let classes: BTreeSet<&str> = req.groups.iter().flat_map(|g| g.resources.keys().map(String::as_str)).collect();
         let classes: Vec<&str> = classes.into_iter().collect();
@@ -130,9 +135,33 @@ impl Store {
         traits.extend(req.root_forbidden.iter().cloned());
         check_traits_exist(&c, &traits).await?;
         let world = load_world(&c, &classes).await?;
-        let candidates = search(&world, req);
-        let summaries = summaries(&c, &world, &candidates, req, &classes).await?;
-        Ok(Candidates { candidates, summaries })
+        let classes = classes.into_iter().map(str::to_string).collect();
+        Ok(CandidateSearch { req, world, classes })
+    }
+
+    /// Summaries of every provider in the trees of `used` (the providers
+    /// the candidates use; with 1.29 on, their whole trees), as they are now.
+    pub async fn candidate_summaries(
+        &self,
+        search: &CandidateSearch,
+        used: &BTreeSet<Uuid>,
+    ) -> Result<BTreeMap<Uuid, ProviderSummary>, Error> {
+        let c = self.client().await?;
+        Ok(summaries(&c, search, used).await?)
+    }
+}
+
+impl CandidateSearch {
+    /// Walks the search, giving each candidate to `each` as it is found,
+    /// until the request's limit or until `each` breaks; the providers the
+    /// given candidates use.
+    pub fn walk(&self, mut each: impl FnMut(&Candidate) -> ControlFlow<()>) -> BTreeSet<Uuid> {
+        let mut used = BTreeSet::new();
+        search(&self.world, &self.req, &mut |c| {
+            used.extend(c.allocations.keys().copied());
+            each(c)
+        });
+        used
     }
 }
 
@@ -193,17 +222,15 @@ async fn load_world(c: &impl GenericClient, classes: &[&str]) -> Result<World, S
 /// sharing providers they use).
 async fn summaries(
     c: &impl GenericClient,
-    world: &World,
-    candidates: &[Candidate],
-    req: &CandidateRequest,
-    classes: &[&str],
+    search: &CandidateSearch,
+    used: &BTreeSet<Uuid>,
 ) -> Result<BTreeMap<Uuid, ProviderSummary>, StoreError> {
-    let used: BTreeSet<Uuid> = candidates.iter().flat_map(|c| c.allocations.keys().copied()).collect();
+    let (world, req) = (&search.world, &search.req);
     let roots: BTreeSet<Uuid> = used.iter().map(|p| world.facts(p).root).collect();
     let members: Vec<Uuid> = if req.nested {
         world.providers.iter().filter(|(_, f)| roots.contains(&f.root)).map(|(u, _)| *u).collect()
     } else {
-        used.into_iter().collect()
+        used.iter().copied().collect()
     };
     let all: Vec<String> = if req.all_classes_in_summaries {
         c.query("SELECT DISTINCT resource_class FROM inventories WHERE provider_uuid = ANY($1)", &[&members])
@@ -212,7 +239,7 @@ async fn summaries(
             .map(|r| r.get(0))
             .collect()
     } else {
-        classes.iter().map(|s| s.to_string()).collect()
+        search.classes.clone()
     };
     let wanted: Vec<&str> = all.iter().map(String::as_str).collect();
     let mut out: BTreeMap<Uuid, ProviderSummary> = members

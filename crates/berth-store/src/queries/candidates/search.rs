@@ -1,8 +1,13 @@
 //! The search itself, over what was loaded (a [`World`]), without I/O: a
 //! depth-first walk over the request's slots that drops a partial candidate
-//! as soon as it cannot work, and stops at the limit.
+//! as soon as it cannot work, and stops at the limit. Each candidate goes to
+//! the caller as it is found and is not kept: an answer of tens of thousands
+//! of candidates is written out as it is walked, and only a hash of each
+//! stays behind to drop duplicates.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::hash::{BuildHasher, RandomState};
+use std::ops::ControlFlow;
 
 use uuid::Uuid;
 
@@ -75,14 +80,18 @@ struct Walk<'a> {
     unsuffixed: Option<usize>,
     chosen: Vec<Uuid>,
     load: HashMap<(Uuid, String), i64>,
-    seen: HashSet<Seen>,
-    out: Vec<Candidate>,
+    seen: &'a mut Seen,
+    each: &'a mut dyn FnMut(&Candidate) -> ControlFlow<()>,
+    /// Candidates given to `each` so far, over every tree.
+    emitted: &'a mut usize,
+    /// The caller asked to stop.
+    stopped: bool,
     limit: usize,
 }
 
 impl Walk<'_> {
     fn done(&self) -> bool {
-        self.out.len() >= self.limit
+        self.stopped || *self.emitted >= self.limit
     }
 
     fn go(&mut self, i: usize) {
@@ -179,29 +188,45 @@ impl Walk<'_> {
         }
         // Resourceless groups put nothing on a provider; they only shape the choice.
         allocations.retain(|_, r| !r.is_empty());
+        let candidate = Candidate { allocations, mappings };
         // The same allocations reached with the same mappings are one candidate.
-        let key: Seen = (
-            allocations.iter().flat_map(|(p, r)| r.iter().map(move |(c, a)| (*p, c.clone(), *a))).collect(),
-            mappings.iter().map(|(s, ps)| (s.clone(), ps.iter().copied().collect())).collect(),
-        );
-        if self.seen.insert(key) {
-            self.out.push(Candidate { allocations, mappings });
+        if self.seen.insert(&candidate) {
+            *self.emitted += 1;
+            self.stopped = (self.each)(&candidate).is_break();
         }
     }
 }
 
-/// What makes two candidates the same: their allocations and their mappings.
-type Seen = (Vec<(Uuid, String, i64)>, Vec<(String, Vec<Uuid>)>);
+/// The candidates already given out, as 128-bit hashes of their allocations
+/// and mappings (two independently keyed hashes): the walk keeps no
+/// candidate, and a false "seen" needs two 64-bit collisions at once.
+struct Seen {
+    hashes: HashSet<(u64, u64)>,
+    keys: (RandomState, RandomState),
+}
 
-/// The candidates in `world` for `req`, at most `req.limit` of them.
-pub fn search(world: &World, req: &CandidateRequest) -> Vec<Candidate> {
+impl Seen {
+    fn new() -> Seen {
+        Seen { hashes: HashSet::new(), keys: (RandomState::new(), RandomState::new()) }
+    }
+
+    /// Whether `c` is new (and now seen).
+    fn insert(&mut self, c: &Candidate) -> bool {
+        let key = (&c.allocations, &c.mappings);
+        self.hashes.insert((self.keys.0.hash_one(key), self.keys.1.hash_one(key)))
+    }
+}
+
+/// Walks `world` for `req`, giving each candidate to `each` as it is found,
+/// until `req.limit` candidates were given or `each` breaks.
+pub fn search(world: &World, req: &CandidateRequest, each: &mut dyn FnMut(&Candidate) -> ControlFlow<()>) {
     let limit = req.limit.unwrap_or(usize::MAX);
-    let mut out: Vec<Candidate> = Vec::new();
-    let mut seen: HashSet<Seen> = HashSet::new();
+    let mut emitted = 0usize;
+    let mut seen = Seen::new();
     let sharing: Vec<Uuid> =
         world.providers.iter().filter(|(_, f)| f.traits.contains(SHARING_TRAIT)).map(|(u, _)| *u).collect();
     for root in &world.roots {
-        if out.len() >= limit {
+        if emitted >= limit {
             break;
         }
         let rf = world.facts(root);
@@ -240,15 +265,17 @@ pub fn search(world: &World, req: &CandidateRequest) -> Vec<Candidate> {
             unsuffixed,
             chosen: Vec::new(),
             load: HashMap::new(),
-            seen: std::mem::take(&mut seen),
-            out: std::mem::take(&mut out),
+            seen: &mut seen,
+            each: &mut *each,
+            emitted: &mut emitted,
+            stopped: false,
             limit,
         };
         walk.go(0);
-        out = walk.out;
-        seen = walk.seen;
+        if walk.stopped {
+            return;
+        }
     }
-    out
 }
 
 /// The slots of one tree, most constrained first; `None` when some slot has
@@ -298,6 +325,16 @@ fn slots_for(world: &World, req: &CandidateRequest, avail: &[Uuid]) -> Option<Ve
 mod tests {
     use super::*;
     use berth_core::Inventory;
+
+    /// Every candidate the walk gives.
+    fn search(w: &World, req: &CandidateRequest) -> Vec<Candidate> {
+        let mut found = Vec::new();
+        super::search(w, req, &mut |c| {
+            found.push(c.clone());
+            ControlFlow::Continue(())
+        });
+        found
+    }
 
     fn inv(total: i64) -> Inventory {
         Inventory { total, ..Default::default() }
@@ -380,5 +417,54 @@ mod tests {
         assert_eq!(search(&w, &req).len(), 2, "a and b, either way round (the mappings differ)");
         w.providers.get_mut(&b).unwrap().parent = Some(Uuid::from_u128(1));
         assert!(search(&w, &req).is_empty(), "siblings share no subtree rooted at either");
+    }
+
+    #[test]
+    fn every_isolated_arrangement_once_and_a_break_stops_the_walk() {
+        // 8 children, six isolated groups: 8·7·6·5·4·3 arrangements, each
+        // with its own mappings, none given twice.
+        let w = wide(8);
+        let groups = (1..=6).map(|i| group(&i.to_string(), 1)).collect();
+        let req = CandidateRequest { groups, isolate: true, nested: true, ..Default::default() };
+        let found = search(&w, &req);
+        assert_eq!(found.len(), 20_160);
+        let distinct: BTreeSet<_> = found.iter().map(|c| c.mappings.clone()).collect();
+        assert_eq!(distinct.len(), 20_160);
+        let mut given = 0;
+        super::search(&w, &req, &mut |_| {
+            given += 1;
+            if given == 10 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        assert_eq!(given, 10, "the walk stops when the caller says so");
+    }
+
+    #[test]
+    fn a_sharing_provider_reached_from_several_trees_is_one_candidate() {
+        // Two compute trees and a shared disk in an aggregate with both: a
+        // request for disk alone reaches the disk from each tree (and from
+        // its own), and is one candidate.
+        let mut w = World::default();
+        let agg = Uuid::from_u128(9);
+        for r in [1u128, 2] {
+            let root = Uuid::from_u128(r);
+            let f = ProviderFacts { root, aggregates: BTreeSet::from([agg]), ..Default::default() };
+            w.providers.insert(root, f);
+            w.roots.push(root);
+        }
+        let disk = Uuid::from_u128(3);
+        let mut f = ProviderFacts { root: disk, aggregates: BTreeSet::from([agg]), ..Default::default() };
+        f.traits.insert(SHARING_TRAIT.into());
+        f.inventory.insert("DISK_GB".into(), (inv(100), 100));
+        w.providers.insert(disk, f);
+        w.roots.push(disk);
+        let g = CandidateGroup { resources: BTreeMap::from([("DISK_GB".into(), 10)]), ..Default::default() };
+        let req = CandidateRequest { groups: vec![g], nested: true, ..Default::default() };
+        let found = search(&w, &req);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].allocations.contains_key(&disk));
     }
 }
