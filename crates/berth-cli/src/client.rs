@@ -1,6 +1,8 @@
 //! HTTP to berthd and printing what it answers as the openstack client
 //! does: `-f table|json|yaml|value|csv`, `-c COLUMN` to pick columns.
 
+use std::time::Duration;
+
 use anyhow::{anyhow, bail, Result};
 use reqwest::blocking::RequestBuilder;
 use reqwest::Method;
@@ -30,6 +32,12 @@ pub struct Client {
     http: reqwest::blocking::Client,
 }
 
+/// A failed request, and whether trying it again may help.
+struct Failure {
+    again: bool,
+    error: anyhow::Error,
+}
+
 impl Client {
     pub fn new(base: &str, identity: crate::auth::Identity, format: Format, columns: Vec<String>) -> Client {
         Client {
@@ -43,18 +51,46 @@ impl Client {
     }
 
     fn send(&self, req: RequestBuilder) -> Result<Value> {
-        let resp = req.header("x-auth-token", &self.token).header("accept", "application/json").send()?;
+        self.attempt(req).map_err(|f| f.error)
+    }
+
+    /// One request; a failure says whether trying again may help: the
+    /// request may not have reached the server, or the server was
+    /// momentarily unable to answer (502, 503, 504).
+    fn attempt(&self, req: RequestBuilder) -> std::result::Result<Value, Failure> {
+        let failed = |e: anyhow::Error| Failure { again: false, error: e };
+        let resp = req
+            .header("x-auth-token", &self.token)
+            .header("accept", "application/json")
+            .send()
+            .map_err(|e| Failure { again: true, error: e.into() })?;
         let status = resp.status();
-        let text = resp.text()?;
+        let text = resp.text().map_err(|e| Failure { again: true, error: e.into() })?;
         let body: Value =
             if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
         if !status.is_success() {
             let message =
                 body.get("error_message").and_then(Value::as_str).map(str::to_string).unwrap_or(body.to_string());
             let code = body.get("code").and_then(Value::as_str).unwrap_or("");
-            return Err(anyhow!("{} {message} [{code}]", status.as_u16()));
+            let error = anyhow!("{} {message} [{code}]", status.as_u16());
+            return Err(Failure { again: matches!(status.as_u16(), 502..=504), ..failed(error) });
         }
         Ok(body)
+    }
+
+    /// POSTs `body` under an idempotency key, trying again (with the same
+    /// key, so the server makes nothing twice) when the request may not have
+    /// arrived or the server was briefly unable to answer.
+    pub fn post_keyed(&self, path: &str, body: &Value, key: &str) -> Result<Value> {
+        use backon::{BlockingRetryable, ExponentialBuilder};
+        let url = format!("{}{path}", self.base);
+        let once = || self.attempt(self.http.post(&url).json(body).header("idempotency-key", key));
+        let pauses = ExponentialBuilder::default().with_min_delay(Duration::from_millis(200)).with_max_times(4);
+        once.retry(pauses)
+            .when(|f: &Failure| f.again)
+            .notify(|f: &Failure, pause| eprintln!("{}; trying again in {pause:?} with the same key", f.error))
+            .call()
+            .map_err(|f| f.error)
     }
 
     pub fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Value> {

@@ -78,6 +78,12 @@ pub struct CreateArgs {
     /// Book nothing: list the occurrences and whether each fits.
     #[arg(long)]
     pub dry_run: bool,
+    /// The request's idempotency key (default: a new one for each command).
+    /// The command tries again with it when the request may not have
+    /// arrived; the same key with the same request within a day answers the
+    /// lease first made and creates nothing.
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
 }
 
 #[derive(Args)]
@@ -257,7 +263,8 @@ fn create(client: &Client, a: CreateArgs) -> Result<()> {
         client.print_list(occurrences, &["start_date", "end_date", "fits"])?;
         return Ok(());
     }
-    let out = client.call(Method::POST, "/v1/leases", Some(&body))?;
+    let key = a.idempotency_key.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let out = client.post_keyed("/v1/leases", &body, &key)?;
     show_lease(client, &out["lease"])?;
     Ok(())
 }

@@ -68,6 +68,7 @@ async fn the_cli_manages_hosts_and_leases() {
 
     let (ok, table, _) = berth(&s, "alice:p1", &["lease", "list"]);
     assert!(ok && table.contains("cli-lease") && table.contains("PENDING"), "{table}");
+    a_create_run_again_with_its_key_makes_nothing(&s);
     let shown = json(&s, "alice:p1", &["lease", "show", "cli-lease"]);
     assert_eq!(shown["id"], id.as_str());
     a_dry_run_lists_the_occurrences_and_books_nothing(&s);
@@ -125,4 +126,38 @@ async fn without_credentials_the_cli_says_how_to_authenticate() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "no token is guessed");
     assert!(err.contains("BERTH_TOKEN") && err.contains("OS_AUTH_URL") && err.contains("OS_CLOUD"), "{err}");
+}
+
+/// `--idempotency-key` sent twice with one request: the second command
+/// answers the lease the first made; with another request, a 409.
+fn a_create_run_again_with_its_key_makes_nothing(s: &Server) {
+    let (start, end) = (future(6, 10), future(6, 12));
+    let res = "resource_type=physical:host,min=1,max=1";
+    let args = ["lease", "create", "keyed", "--start", &start, "--end", &end, "--reservation", res];
+    let first = json(s, "alice:p1", &[&args[..], &["--idempotency-key", "cli-k"]].concat());
+    let again = json(s, "alice:p1", &[&args[..], &["--idempotency-key", "cli-k"]].concat());
+    assert_eq!(first["id"], again["id"]);
+    let listed = json(s, "alice:p1", &["lease", "list"]);
+    let keyed = listed.as_array().unwrap().iter().filter(|l| l["name"] == "keyed").count();
+    assert_eq!(keyed, 1, "{listed}");
+    let (ok, _, err) = berth(
+        s,
+        "alice:p1",
+        &[
+            "lease",
+            "create",
+            "keyed2",
+            "--start",
+            &start,
+            "--end",
+            &end,
+            "--reservation",
+            res,
+            "--idempotency-key",
+            "cli-k",
+        ],
+    );
+    assert!(!ok && err.contains("409") && err.contains("idempotency_key_reused"), "{err}");
+    let (ok, _, err) = berth(s, "alice:p1", &["lease", "delete", first["id"].as_str().unwrap()]);
+    assert!(ok, "{err}");
 }

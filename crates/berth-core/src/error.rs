@@ -132,4 +132,8 @@ pub mod lease_codes {
     pub const UNKNOWN_INSTANCE: &str = "berth.lease.unknown_instance";
     /// A reservation names another project's instance.
     pub const FOREIGN_INSTANCE: &str = "berth.lease.foreign_instance";
+    /// An `Idempotency-Key` sent again with another request.
+    pub const IDEMPOTENCY_KEY_REUSED: &str = "berth.lease.idempotency_key_reused";
+    /// An `Idempotency-Key` that is empty, too long, not printable or repeated.
+    pub const IDEMPOTENCY_KEY_INVALID: &str = "berth.lease.idempotency_key_invalid";
 }

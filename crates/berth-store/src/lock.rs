@@ -3,6 +3,9 @@
 //! key, so concurrent commands queue behind each other instead of
 //! deadlocking or deciding on stale reads:
 //!
+//! - first, a keyed lease request's [`request_key`] (an advisory lock: the
+//!   key's row may not exist yet), so two requests with one key queue
+//!   instead of both creating;
 //! 0. [`leases`], then their [`lease_events`], by id: only the lease
 //!    commands and the manager's record take them, before anything below;
 //! 1. [`guards`]: the projects' rows in `quota_guards` (only where some
@@ -57,6 +60,20 @@ impl<T: ToSql + Sync> Sorted<T> {
         &self.0
     }
 }
+
+// First: a keyed request's key.
+
+/// Locks the idempotency key `key` of `caller` until the transaction ends.
+/// The two-key form of advisory lock (a key space apart from the one-key
+/// form that migrations use), with [`REQUEST_KEY_CLASS`] first.
+pub(crate) async fn request_key(tx: &impl GenericClient, caller: &str, key: &str) -> Result<(), StoreError> {
+    tx.execute("SELECT pg_advisory_xact_lock($1, hashtext($2 || chr(1) || $3))", &[&REQUEST_KEY_CLASS, &caller, &key])
+        .await?;
+    Ok(())
+}
+
+/// The first key of [`request_key`]'s advisory locks: "keyd".
+const REQUEST_KEY_CLASS: i32 = 0x6b65_7964;
 
 // 0. Leases and their lease events.
 

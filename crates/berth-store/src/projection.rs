@@ -15,6 +15,7 @@ pub(crate) mod lease_events;
 mod leases;
 mod placement;
 pub(crate) mod quotas;
+mod request_keys;
 
 pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {
     match event {
@@ -44,6 +45,7 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
         e @ (Event::QuotaSet { .. } | Event::QuotaUnset { .. } | Event::QuotaOverLimit { .. }) => {
             quotas::apply(c, e).await?
         }
+        e @ Event::LeaseRequestKeyed { .. } => request_keys::apply(c, e).await?,
         e @ (Event::LeaseEventClaimed { .. }
         | Event::LeaseEventClaimRenewed { .. }
         | Event::LeaseEventRetrying { .. }
@@ -140,6 +142,7 @@ pub const TABLES: &[&str] = &[
     "project_open_usage",
     "hosts",
     "host_properties",
+    "lease_request_keys",
     "leases",
     "reservations",
     "reservation_slots",

@@ -340,3 +340,63 @@ async fn recurring_leases_book_every_occurrence() {
         .await;
     assert_eq!(st, StatusCode::BAD_REQUEST);
 }
+
+/// `POST /v1/leases` with an `Idempotency-Key`: as `token`, the status, the
+/// `Idempotent-Replayed` header and the body.
+async fn create_keyed(s: &Server, token: &str, key: &str, body: &Value) -> (StatusCode, bool, Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/leases", s.url))
+        .header("x-auth-token", token)
+        .header("idempotency-key", key)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let (status, replayed) = (resp.status(), resp.headers().get("idempotent-replayed").is_some());
+    (status, replayed, resp.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_create_sent_again_with_its_key_makes_one_lease() {
+    let s = Server::start().await;
+    for i in 0..4 {
+        enrol(&s, &format!("h{i}"), json!({})).await;
+    }
+    let body = host_lease("keyed", 1, 3, 1, 1, "");
+    let (st, replayed, first) = create_keyed(&s, ALICE, "k-1", &body).await;
+    assert_eq!((st, replayed), (StatusCode::CREATED, false), "{first}");
+    let (st, replayed, again) = create_keyed(&s, ALICE, "k-1", &body).await;
+    assert_eq!((st, replayed), (StatusCode::CREATED, true), "{again}");
+    assert_eq!(again["lease"]["id"], first["lease"]["id"]);
+    assert_eq!(hosts_of(&again), hosts_of(&first));
+    assert_eq!(lease_count(&s).await, 1);
+
+    // Eight at once with one new key: one lease between them.
+    let body = host_lease("raced", 1, 3, 1, 1, "");
+    let answers = futures::future::join_all((0..8).map(|_| create_keyed(&s, ALICE, "k-2", &body))).await;
+    let ids: std::collections::BTreeSet<String> =
+        answers.iter().map(|(st, _, b)| format!("{st} {}", b["lease"]["id"])).collect();
+    assert_eq!(ids.len(), 1, "every racer gets the one lease: {ids:?}");
+    assert_eq!(answers.iter().filter(|(_, replayed, _)| !replayed).count(), 1, "one made it, seven replayed");
+    assert_eq!(lease_count(&s).await, 2);
+
+    // The key with another request: 409, nothing made.
+    let other = host_lease("other", 4, 6, 1, 1, "");
+    let (st, _, refusal) = create_keyed(&s, ALICE, "k-1", &other).await;
+    assert_eq!(st, StatusCode::CONFLICT, "{refusal}");
+    assert!(refusal.to_string().contains("berth.lease.idempotency_key_reused"), "{refusal}");
+    // Keys are the caller's own: Bob's "k-1" is another key.
+    let (st, replayed, bobs) = create_keyed(&s, BOB, "k-1", &other).await;
+    assert_eq!((st, replayed), (StatusCode::CREATED, false), "{bobs}");
+    assert_eq!(lease_count(&s).await, 3);
+
+    // Bad keys: 400 with a code, nothing made.
+    for bad in ["", "with space", &"x".repeat(256)] {
+        let (st, _, refusal) = create_keyed(&s, ALICE, bad, &host_lease("bad", 7, 8, 1, 1, "")).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{bad:?}: {refusal}");
+        assert!(refusal.to_string().contains("berth.lease.idempotency_key_invalid"), "{refusal}");
+    }
+    assert_eq!(lease_count(&s).await, 3);
+    // The keys are a projection of the log like the rest.
+    s.replay_verify();
+}

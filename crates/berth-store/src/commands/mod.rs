@@ -30,7 +30,9 @@ pub(crate) use claims::Claims;
 pub use claims::DEFAULT_LANES as DEFAULT_CLAIM_LANES;
 pub use hosts::{check_capabilities, HostChange, NewHost, HOST_FIELDS};
 pub use lease_events::{Claim, Finish, HeldHost, Outcome, Recorded};
-pub use leases::{LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate, SLOT_CONSUMER_TYPE};
+pub use leases::{
+    Created, LeaseDates, LeaseUpdate, NewLease, NewReservation, RequestKey, ReservationUpdate, SLOT_CONSUMER_TYPE,
+};
 pub use providers::{InventoryChange, NewProvider, ProviderUpdate};
 pub use quotas::OverLimit;
 

@@ -2,6 +2,7 @@
 //! [`parse`], recurrence and the dry run [`recurrence`], the check of the
 //! instances a reservation names [`instances`], and the answer [`shape`].
 
+mod idempotency;
 mod instances;
 mod parse;
 mod recurrence;
@@ -11,11 +12,12 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use berth_core::dates::DateSpec;
 use berth_core::lease::{codes, LeaseStatus};
-use berth_store::commands::{LeaseDates, LeaseUpdate, NewLease};
+use berth_store::commands::{Created, LeaseDates, LeaseUpdate, NewLease};
 use berth_store::queries::leases::{Lease, LeaseFilter};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -52,6 +54,11 @@ fn lease_target(lease: &Lease) -> Target<'_> {
     path = "/v1/leases",
     tag = tags::LEASES,
     summary = "Create a lease: every reservation fits at every instant, or none is taken",
+    params(
+        ("Idempotency-Key" = Option<String>, Header, description = "Up to 255 printable ASCII characters: the same \
+          key with the same body within 24 h answers the leases first made (with `Idempotent-Replayed: true`) \
+          and creates nothing; with another body it is a 409"),
+    ),
     request_body = bodies::NewLease,
     responses(
         (status = 201, description = "The lease (the first, when recurring)", body = bodies::OneLease),
@@ -62,10 +69,12 @@ pub(super) async fn create(
     State(state): State<AppState>,
     Extension(config): Extension<Arc<ApiConfig>>,
     ctx: Context,
+    headers: HeaderMap,
     body: Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<Response, ApiError> {
     state.rules.authorize(&ctx, Action::LeasesCreate, &Target::own(&ctx))?;
     let obj = object_body(&body, "lease")?;
+    let key = idempotency::request_key(&headers, &ctx, &obj)?;
     let dry_run = match obj.get("dry_run") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -103,15 +112,31 @@ pub(super) async fn create(
     };
     super::policy::check_create(&state, &new, now).await?;
     if dry_run {
-        return Ok((StatusCode::OK, Json(dry_run_answer(&state, &new, now).await?)));
+        return Ok((StatusCode::OK, Json(dry_run_answer(&state, &new, now).await?)).into_response());
     }
-    let made = state.store.create_lease(&meta(&ctx), new).await?;
+    let (made, replayed) = match key {
+        None => (state.store.create_lease(&meta(&ctx), new).await?, false),
+        Some(key) => match state.store.create_lease_keyed(&meta(&ctx), new, &key).await? {
+            Created::Made(made) => (made, false),
+            Created::Earlier(made) if made.is_empty() => {
+                return Err(ApiError::from(berth_core::Error::not_found(
+                    codes::LEASE_NOT_FOUND,
+                    format!("the leases made with Idempotency-Key {} have since been deleted", key.key),
+                )))
+            }
+            Created::Earlier(made) => (made, true),
+        },
+    };
     let mut out = lease_json(&made[0]);
     if made.len() > 1 {
         let ids: Vec<_> = made.iter().map(|l| l.record.id).collect();
         out["recurrence"] = json!({"id": made[0].record.recurrence_id, "leases": ids});
     }
-    Ok((StatusCode::CREATED, Json(json!({ "lease": out }))))
+    let mut resp = (StatusCode::CREATED, Json(json!({ "lease": out }))).into_response();
+    if replayed {
+        resp.headers_mut().insert(idempotency::REPLAYED, HeaderValue::from_static("true"));
+    }
+    Ok(resp)
 }
 
 #[utoipa::path(

@@ -76,57 +76,139 @@ fn created_events(record: LeaseRecord, at: DateTime<Utc>, events: &mut Vec<Event
     events.extend(slots);
 }
 
+/// A lease request's idempotency key: whose it is, the key, and a hash of
+/// the request it came with.
+#[derive(Debug, Clone)]
+pub struct RequestKey {
+    pub caller: String,
+    pub key: String,
+    pub fingerprint: String,
+}
+
+/// How long a request key holds.
+const KEY_HOURS: i64 = 24;
+
+/// What a keyed lease request got.
+#[derive(Debug)]
+pub enum Created {
+    /// New leases, made now.
+    Made(Vec<Lease>),
+    /// The leases an earlier request with the key made, as they are now
+    /// (those since deleted are missing).
+    Earlier(Vec<Lease>),
+}
+
 impl Store {
+    /// As [`Store::create_lease`], under an idempotency key: the first
+    /// request with `key` creates; the same request again within a day gets
+    /// the leases it made; another request with the key is refused (409).
+    pub async fn create_lease_keyed(
+        &self,
+        meta: &EventMeta,
+        new: NewLease,
+        key: &RequestKey,
+    ) -> Result<Created, Error> {
+        check_new(&new)?;
+        crate::tx::command!(self, |tx| {
+            crate::lock::request_key(tx, &key.caller, &key.key).await?;
+            let earlier = tx
+                .query_opt(
+                    "SELECT fingerprint, lease_ids FROM lease_request_keys
+                     WHERE caller = $1 AND key = $2 AND at > now() - make_interval(hours => $3)",
+                    &[&key.caller, &key.key, &(KEY_HOURS as i32)],
+                )
+                .await?;
+            if let Some(row) = earlier {
+                let fingerprint: String = row.get(0);
+                if fingerprint != key.fingerprint {
+                    return Err(Error::conflict(
+                        codes::IDEMPOTENCY_KEY_REUSED,
+                        format!("Idempotency-Key {} was sent before with another request", key.key),
+                    )
+                    .into());
+                }
+                let ids: Vec<Uuid> = row.get(1);
+                return Ok(Created::Earlier(read::load_leases(tx, &ids).await?));
+            }
+            let (made, mut events, at) = create_in(tx, &new).await?;
+            events.push(Event::LeaseRequestKeyed {
+                caller: key.caller.clone(),
+                key: key.key.clone(),
+                fingerprint: key.fingerprint.clone(),
+                leases: made.iter().map(|l| l.record.id).collect(),
+                at,
+            });
+            record(tx, meta, &events).await?;
+            Ok(Created::Made(made))
+        })
+    }
+
     /// Creates a lease (or, when recurring, one lease per occurrence), all or
     /// nothing. Returns the leases made, in order, as a read would show them.
     pub async fn create_lease(&self, meta: &EventMeta, new: NewLease) -> Result<Vec<Lease>, Error> {
-        lease::check_name(&new.name)?;
-        if new.reservations.len() > MAX_RESERVATIONS {
-            return Err(Error::invalid(
-                codes::INVALID_LEASE,
-                format!("a lease carries at most {MAX_RESERVATIONS} reservations"),
-            ));
-        }
+        check_new(&new)?;
         crate::tx::command!(self, |tx| {
-            let at = now(tx).await?;
-            // Quota: the project's guard first.
-            let quota_guards = crate::quota::lock(tx, std::slice::from_ref(&new.project_id)).await?;
-            let (windows, before_end, recurring) = windows_of(&new.dates, at)?;
-            let names: Vec<String> = if recurring {
-                (1..=windows.len()).map(|k| format!("{}-{k}", new.name)).collect()
-            } else {
-                vec![new.name.clone()]
-            };
-            check_name_free(tx, &new.project_id, &names, None).await?;
-            let items: Vec<Item> = new.reservations.iter().map(|r| Item::Place(&r.demand, Vec::new())).collect();
-            let wins: Vec<Window> = windows.iter().map(|(s, e)| Window { start: *s, end: Some(*e) }).collect();
-            let types: Vec<&str> = new.reservations.iter().map(|r| r.resource_type.as_str()).collect();
-            let placed = plan(tx, &items, &wins, &[]).await?.map_err(|u| unfit_error(u, &types, recurring))?;
-            let recurrence_id = recurring.then(Uuid::new_v4);
-            let mut events = Vec::new();
-            let mut made = Vec::new();
-            for (((start, end), per_item), name) in windows.iter().zip(placed).zip(names) {
-                let be = before_end.map(Ok).unwrap_or_else(|| lease::before_end_time(*start, *end, None))?;
-                let record = LeaseRecord {
-                    id: Uuid::new_v4(),
-                    name,
-                    project_id: new.project_id.clone(),
-                    user_id: new.user_id.clone(),
-                    start: *start,
-                    end: *end,
-                    status: LeaseStatus::Pending,
-                    degraded: false,
-                    recurrence_id,
-                    reservations: reservation_records(&new, per_item, at),
-                    events: lease::new_events(*start, be, *end),
-                };
-                made.push(read::as_created(record.clone(), at));
-                created_events(record, at, &mut events);
-            }
-            // Quota: every slot of every lease made, and the leases themselves.
-            crate::quota::Check::for_events(at, &events).run(tx, &quota_guards).await?;
+            let (made, events, _) = create_in(tx, &new).await?;
             record(tx, meta, &events).await?;
             Ok(made)
         })
     }
+}
+
+/// What can be refused before a transaction starts.
+fn check_new(new: &NewLease) -> Result<(), Error> {
+    lease::check_name(&new.name)?;
+    if new.reservations.len() > MAX_RESERVATIONS {
+        return Err(Error::invalid(
+            codes::INVALID_LEASE,
+            format!("a lease carries at most {MAX_RESERVATIONS} reservations"),
+        ));
+    }
+    Ok(())
+}
+
+/// Plans `new` in `tx` and checks its quota; the leases it makes, the
+/// events that make them (not yet recorded), and the database's time.
+async fn create_in(
+    tx: &deadpool_postgres::Transaction<'_>,
+    new: &NewLease,
+) -> Result<(Vec<Lease>, Vec<Event>, DateTime<Utc>), crate::StoreError> {
+    let at = now(tx).await?;
+    // Quota: the project's guard first.
+    let quota_guards = crate::quota::lock(tx, std::slice::from_ref(&new.project_id)).await?;
+    let (windows, before_end, recurring) = windows_of(&new.dates, at)?;
+    let names: Vec<String> = if recurring {
+        (1..=windows.len()).map(|k| format!("{}-{k}", new.name)).collect()
+    } else {
+        vec![new.name.clone()]
+    };
+    check_name_free(tx, &new.project_id, &names, None).await?;
+    let items: Vec<Item> = new.reservations.iter().map(|r| Item::Place(&r.demand, Vec::new())).collect();
+    let wins: Vec<Window> = windows.iter().map(|(s, e)| Window { start: *s, end: Some(*e) }).collect();
+    let types: Vec<&str> = new.reservations.iter().map(|r| r.resource_type.as_str()).collect();
+    let placed = plan(tx, &items, &wins, &[]).await?.map_err(|u| unfit_error(u, &types, recurring))?;
+    let recurrence_id = recurring.then(Uuid::new_v4);
+    let mut events = Vec::new();
+    let mut made = Vec::new();
+    for (((start, end), per_item), name) in windows.iter().zip(placed).zip(names) {
+        let be = before_end.map(Ok).unwrap_or_else(|| lease::before_end_time(*start, *end, None))?;
+        let record = LeaseRecord {
+            id: Uuid::new_v4(),
+            name,
+            project_id: new.project_id.clone(),
+            user_id: new.user_id.clone(),
+            start: *start,
+            end: *end,
+            status: LeaseStatus::Pending,
+            degraded: false,
+            recurrence_id,
+            reservations: reservation_records(new, per_item, at),
+            events: lease::new_events(*start, be, *end),
+        };
+        made.push(read::as_created(record.clone(), at));
+        created_events(record, at, &mut events);
+    }
+    // Quota: every slot of every lease made, and the leases themselves.
+    crate::quota::Check::for_events(at, &events).run(tx, &quota_guards).await?;
+    Ok((made, events, at))
 }

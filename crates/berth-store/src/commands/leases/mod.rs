@@ -16,6 +16,8 @@ mod plan;
 mod slots;
 mod update;
 
+pub use create::{Created, RequestKey};
+
 use berth_core::dates::DateSpec;
 use berth_core::lease::{codes, Demand};
 use berth_core::Error;
