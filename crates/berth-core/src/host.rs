@@ -42,15 +42,21 @@ impl Host {
     }
 }
 
-/// Whether `host` may serve `demand`: it is an enrolled, reservable host
-/// whose properties match the demand's queries (an absent query matches
-/// every host). A demand for nothing uses no host.
-pub fn eligible(host: &Host, demand: &Demand) -> bool {
+/// The capability that keeps a host for some projects (as Chameleon's
+/// `authorized_projects`): their ids, as a list or comma-separated.
+pub const AUTHORIZED_PROJECTS: &str = "authorized_projects";
+
+/// Whether `host` may serve `demand` for a lease of `project`: it is an
+/// enrolled, reservable host that admits the project and whose properties
+/// match the demand's queries (an absent query matches every host). A
+/// demand for nothing uses no host.
+pub fn eligible(host: &Host, demand: &Demand, project: &str) -> bool {
     let Some(Enrolment { reservable, capabilities }) = &host.enrolment else {
         return false;
     };
     let caps_match = |q: &Option<Query>| q.as_ref().is_none_or(|q| q.matches(&|k| capabilities.get(k).cloned()));
     *reservable
+        && admits(capabilities, project)
         && match demand {
             Demand::Hosts { hypervisor_properties, resource_properties, .. } => {
                 hypervisor_properties.as_ref().is_none_or(|q| q.matches(&|k| host.hypervisor(k)))
@@ -59,6 +65,19 @@ pub fn eligible(host: &Host, demand: &Demand) -> bool {
             Demand::Slots { resource_properties, .. } => caps_match(resource_properties),
             Demand::Nothing => false,
         }
+}
+
+/// Whether a host with these capabilities may be reserved by `project`:
+/// every project, unless it names the projects it is kept for. A value that
+/// names none (an empty list, a number) admits no project: a typo keeps a
+/// host closed, never open.
+fn admits(capabilities: &BTreeMap<String, Value>, project: &str) -> bool {
+    match capabilities.get(AUTHORIZED_PROJECTS) {
+        None => true,
+        Some(Value::String(list)) => list.split(',').any(|p| p.trim() == project),
+        Some(Value::Array(list)) => list.iter().any(|p| p.as_str() == Some(project)),
+        Some(_) => false,
+    }
 }
 
 #[cfg(test)]
@@ -94,38 +113,51 @@ mod tests {
     #[test]
     fn only_enrolled_reservable_hosts_serve() {
         let any = hosts(json!([]), json!([]));
-        assert!(eligible(&host(true, json!({})), &any));
-        assert!(!eligible(&host(false, json!({})), &any));
-        assert!(!eligible(&Host { enrolment: None, ..host(true, json!({})) }, &any));
-        assert!(!eligible(&host(false, json!({})), &slots(json!([]))));
+        assert!(eligible(&host(true, json!({})), &any, "p1"));
+        assert!(!eligible(&host(false, json!({})), &any, "p1"));
+        assert!(!eligible(&Host { enrolment: None, ..host(true, json!({})) }, &any, "p1"));
+        assert!(!eligible(&host(false, json!({})), &slots(json!([])), "p1"));
     }
 
     #[test]
     fn a_demand_for_nothing_uses_no_host() {
-        assert!(!eligible(&host(true, json!({})), &Demand::Nothing));
+        assert!(!eligible(&host(true, json!({})), &Demand::Nothing, "p1"));
     }
 
     #[test]
     fn hypervisor_properties_read_inventories_and_the_name() {
         let h = host(true, json!({}));
-        assert!(eligible(&h, &hosts(json!([">=", "$vcpus", 8]), json!([]))));
-        assert!(!eligible(&h, &hosts(json!([">", "$vcpus", 8]), json!([]))));
-        assert!(eligible(&h, &hosts(json!(["==", "$memory_mb", 4096]), json!([]))));
-        assert!(eligible(&h, &hosts(json!(["==", "$hypervisor_hostname", "h1"]), json!([]))));
-        assert!(eligible(&h, &hosts(json!(["==", "$service_name", "h1"]), json!([]))));
+        assert!(eligible(&h, &hosts(json!([">=", "$vcpus", 8]), json!([])), "p1"));
+        assert!(!eligible(&h, &hosts(json!([">", "$vcpus", 8]), json!([])), "p1"));
+        assert!(eligible(&h, &hosts(json!(["==", "$memory_mb", 4096]), json!([])), "p1"));
+        assert!(eligible(&h, &hosts(json!(["==", "$hypervisor_hostname", "h1"]), json!([])), "p1"));
+        assert!(eligible(&h, &hosts(json!(["==", "$service_name", "h1"]), json!([])), "p1"));
         // A class the host lacks, or a property no hypervisor has, matches nothing.
-        assert!(!eligible(&h, &hosts(json!([">=", "$local_gb", 0]), json!([]))));
-        assert!(!eligible(&h, &hosts(json!(["==", "$gpus", 1]), json!([]))));
+        assert!(!eligible(&h, &hosts(json!([">=", "$local_gb", 0]), json!([])), "p1"));
+        assert!(!eligible(&h, &hosts(json!(["==", "$gpus", 1]), json!([])), "p1"));
     }
 
     #[test]
     fn resource_properties_read_capabilities() {
         let h = host(true, json!({"gpus": 2, "zone": "a"}));
-        assert!(eligible(&h, &hosts(json!([]), json!([">=", "$gpus", 2]))));
-        assert!(!eligible(&h, &hosts(json!([]), json!([">", "$gpus", 2]))));
-        assert!(eligible(&h, &slots(json!(["==", "$zone", "a"]))));
-        assert!(!eligible(&h, &slots(json!(["==", "$zone", "b"]))));
+        assert!(eligible(&h, &hosts(json!([]), json!([">=", "$gpus", 2])), "p1"));
+        assert!(!eligible(&h, &hosts(json!([]), json!([">", "$gpus", 2])), "p1"));
+        assert!(eligible(&h, &slots(json!(["==", "$zone", "a"])), "p1"));
+        assert!(!eligible(&h, &slots(json!(["==", "$zone", "b"])), "p1"));
         // Capabilities are not hypervisor properties.
-        assert!(!eligible(&h, &hosts(json!(["==", "$zone", "a"]), json!([]))));
+        assert!(!eligible(&h, &hosts(json!(["==", "$zone", "a"]), json!([])), "p1"));
+    }
+
+    #[test]
+    fn authorized_projects_keep_a_host_for_those_projects() {
+        let any = hosts(json!([]), json!([]));
+        let listed = host(true, json!({"authorized_projects": "p1, p2"}));
+        assert!(eligible(&listed, &any, "p1") && eligible(&listed, &any, "p2"));
+        assert!(!eligible(&listed, &any, "p3"));
+        let array = host(true, json!({"authorized_projects": ["p2"]}));
+        assert!(eligible(&array, &any, "p2") && !eligible(&array, &any, "p1"));
+        assert!(!eligible(&host(true, json!({"authorized_projects": 7})), &any, "p1"), "a typo keeps it closed");
+        assert!(!eligible(&host(true, json!({"authorized_projects": ""})), &any, "p1"));
+        assert!(eligible(&host(true, json!({})), &any, "anyone"));
     }
 }

@@ -400,3 +400,30 @@ async fn a_create_sent_again_with_its_key_makes_one_lease() {
     // The keys are a projection of the log like the rest.
     s.replay_verify();
 }
+
+#[tokio::test]
+async fn a_host_kept_for_some_projects_is_reserved_by_those_only() {
+    let s = Server::start().await;
+    let kept = enrol(&s, "kept-1", json!({"authorized_projects": "p1"})).await;
+    // Bob's project is not among the host's: no host for him, by lease or by advice.
+    let (st, refusal) = s.post("/v1/leases", BOB, host_lease("b", 1, 3, 1, 1, "")).await;
+    assert_eq!(st, StatusCode::CONFLICT, "{refusal}");
+    let ask = json!({"reservations": [{"resource_type": "physical:host", "min": 1, "max": 1}],
+                     "duration": "1h", "from": at(1), "until": at(5)});
+    let (st, advice) = s.post("/v1/availability", BOB, ask.clone()).await;
+    assert_eq!(st, StatusCode::OK, "{advice}");
+    assert_eq!(advice["availability"], json!([]), "{advice}");
+    // Alice's is.
+    let (st, advice) = s.post("/v1/availability", ALICE, ask).await;
+    assert_eq!(st, StatusCode::OK, "{advice}");
+    assert!(!advice["availability"].as_array().unwrap().is_empty(), "{advice}");
+    let (st, a) = s.post("/v1/leases", ALICE, host_lease("a", 1, 3, 1, 1, "")).await;
+    assert_eq!(st, StatusCode::CREATED, "{a}");
+    assert_eq!(hosts_of(&a), vec![kept.clone()]);
+    // An open host beside it: Bob gets that one, never the kept one.
+    let open = enrol(&s, "open-1", json!({})).await;
+    let (st, b) = s.post("/v1/leases", BOB, host_lease("b", 4, 6, 1, 2, "")).await;
+    assert_eq!(st, StatusCode::CREATED, "{b}");
+    assert_eq!(hosts_of(&b), vec![open]);
+    s.replay_verify();
+}

@@ -64,7 +64,7 @@ pub(super) async fn advise(
             _ => return Err(ApiError::bad_request(codes::INVALID_LEASE, "limit must be 1 to 100")),
         },
     };
-    let found = state.store.availability(&wanted, duration, from, until, limit).await?;
+    let found = state.store.availability(&ctx.project_id, &wanted, duration, from, until, limit).await?;
     Ok(Json(bodies::Availability {
         availability: found
             .iter()

@@ -34,9 +34,11 @@ const MAX_TRIES: usize = 5_000;
 impl Store {
     /// The earliest windows of `duration` within `[from, until)` (each
     /// starting no later than `until - duration`) in which every reservation
-    /// would fit together, at most `limit` of them. Reads only; locks nothing.
+    /// of a lease of `project` would fit together, at most `limit` of them.
+    /// Reads only; locks nothing.
     pub async fn availability(
         &self,
+        project: &str,
         reservations: &[impl AsRef<Demand>],
         duration: chrono::Duration,
         from: DateTime<Utc>,
@@ -50,14 +52,14 @@ impl Store {
         crate::tx::command!(self, |tx| {
             let items: Vec<Item> = reservations.iter().map(|r| Item::Place(r.as_ref(), Vec::new())).collect();
             let span = Window { start: from, end: Some(until) };
-            let ids = candidate_ids(tx, &items).await?;
+            let ids = candidate_ids(tx, project, &items).await?;
             let g = gather(tx, &ids, span, span, &[]).await?;
             let ends = g.candidates.iter().flat_map(|c| c.holds.values().flatten().map(|h| h.0));
             let mut out = Vec::new();
             for start in schedule::start_times(ends, from, last_start).into_iter().take(MAX_TRIES) {
                 let end = start.plus("end_date", duration)?;
                 let window = Window { start, end: Some(end) };
-                if decide(&mut g.clone(), &items, &[window]).is_ok() {
+                if decide(&mut g.clone(), project, &items, &[window]).is_ok() {
                     out.push(Availability { start, end });
                     if out.len() >= limit {
                         break;
@@ -76,7 +78,7 @@ impl Store {
             let own: Vec<Uuid> = lease.reservations.iter().flat_map(|r| r.slots.iter().map(|s| s.consumer)).collect();
             let items: Vec<Item> = lease.reservations.iter().map(|r| Item::Fixed(&r.slots)).collect();
             let span = Window { start: lease.end, end: Some(horizon.max(lease.end)) };
-            let ids = candidate_ids(tx, &items).await?;
+            let ids = candidate_ids(tx, &lease.project_id, &items).await?;
             let g = gather(tx, &ids, span, span, &own).await?;
             let mut latest: Option<DateTime<Utc>> = None;
             for s in lease.reservations.iter().flat_map(|r| r.slots.iter()) {

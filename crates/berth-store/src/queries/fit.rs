@@ -84,9 +84,13 @@ async fn load_hosts(c: &impl GenericClient, only: Option<&[Uuid]>) -> Result<BTr
     Ok(out)
 }
 
-/// The providers `items` may use, sorted: every enrolled host one of them
-/// may use, plus the providers they hold or prefer.
-pub(crate) async fn candidate_ids(c: &impl GenericClient, items: &[Item<'_>]) -> Result<Vec<Uuid>, StoreError> {
+/// The providers `items` of a lease of `project` may use, sorted: every
+/// enrolled host one of them may use, plus the providers they hold or prefer.
+pub(crate) async fn candidate_ids(
+    c: &impl GenericClient,
+    project: &str,
+    items: &[Item<'_>],
+) -> Result<Vec<Uuid>, StoreError> {
     let demands: Vec<&Demand> = items
         .iter()
         .filter_map(|i| match i {
@@ -103,7 +107,7 @@ pub(crate) async fn candidate_ids(c: &impl GenericClient, items: &[Item<'_>]) ->
         .collect();
     if !demands.is_empty() {
         for (id, h) in load_hosts(c, None).await? {
-            if demands.iter().any(|d| host::eligible(&h, d)) {
+            if demands.iter().any(|d| host::eligible(&h, d, project)) {
                 ids.insert(id);
             }
         }
@@ -210,16 +214,17 @@ async fn gaps_around(
     Ok(gaps)
 }
 
-/// Decides every item over every window, in order; the holds each placement
-/// takes are seen by the next. Returns, per window, per item, the slots.
-pub(crate) fn decide(g: &mut Gathered, items: &[Item<'_>], windows: &[Window]) -> Result<Plan, Unfit> {
+/// Decides every item of a lease of `project` over every window, in order;
+/// the holds each placement takes are seen by the next. Returns, per
+/// window, per item, the slots.
+pub(crate) fn decide(g: &mut Gathered, project: &str, items: &[Item<'_>], windows: &[Window]) -> Result<Plan, Unfit> {
     let mut out = Vec::new();
     for window in windows {
         let mut per_item = Vec::new();
         for (n, item) in items.iter().enumerate() {
             let placed = match item {
                 Item::Fixed(slots) => keep(g, slots, window),
-                Item::Place(demand, prefer) => place(g, demand, prefer, window),
+                Item::Place(demand, prefer) => place(g, project, demand, prefer, window),
             };
             per_item.push(placed.map_err(|why| Unfit { item: n, window: *window, why })?);
         }
@@ -247,9 +252,15 @@ fn keep(g: &mut Gathered, slots: &[Slot], window: &Window) -> Result<Vec<Placed>
     Ok(placed)
 }
 
-/// Places `demand` over `window` on the hosts it may use, preferring those
-/// in `prefer`.
-fn place(g: &mut Gathered, demand: &Demand, prefer: &[Uuid], window: &Window) -> Result<Vec<Placed>, String> {
+/// Places `demand` of a lease of `project` over `window` on the hosts it
+/// may use, preferring those in `prefer`.
+fn place(
+    g: &mut Gathered,
+    project: &str,
+    demand: &Demand,
+    prefer: &[Uuid],
+    window: &Window,
+) -> Result<Vec<Placed>, String> {
     let shape = match demand {
         Demand::Hosts { min, max, .. } => Shape::Hosts { min: *min, max: *max },
         Demand::Slots { amount, resources, affinity, .. } => {
@@ -261,7 +272,7 @@ fn place(g: &mut Gathered, demand: &Demand, prefer: &[Uuid], window: &Window) ->
         .candidates
         .iter()
         .enumerate()
-        .filter(|(_, c)| host::eligible(&g.hosts[&c.provider], demand))
+        .filter(|(_, c)| host::eligible(&g.hosts[&c.provider], demand, project))
         .map(|(i, _)| i)
         .collect();
     for c in g.candidates.iter_mut() {

@@ -45,8 +45,12 @@ pub(super) async fn dry_run_answer(state: &AppState, new: &NewLease, now: DateTi
     };
     let mut out = Vec::with_capacity(windows.len());
     for (start, end) in windows {
-        let fits =
-            end > start && !state.store.availability(&new.reservations, end - start, start, end, 1).await?.is_empty();
+        let fits = end > start
+            && !state
+                .store
+                .availability(&new.project_id, &new.reservations, end - start, start, end, 1)
+                .await?
+                .is_empty();
         out.push(json!({"start_date": format_date(start), "end_date": format_date(end), "fits": fits}));
     }
     Ok(json!({"dry_run": true, "count": out.len(), "occurrences": out}))

@@ -186,7 +186,7 @@ async fn create_in(
     let items: Vec<Item> = new.reservations.iter().map(|r| Item::Place(&r.demand, Vec::new())).collect();
     let wins: Vec<Window> = windows.iter().map(|(s, e)| Window { start: *s, end: Some(*e) }).collect();
     let types: Vec<&str> = new.reservations.iter().map(|r| r.resource_type.as_str()).collect();
-    let placed = plan(tx, &items, &wins, &[]).await?.map_err(|u| unfit_error(u, &types, recurring))?;
+    let placed = plan(tx, &new.project_id, &items, &wins, &[]).await?.map_err(|u| unfit_error(u, &types, recurring))?;
     let recurrence_id = recurring.then(Uuid::new_v4);
     let mut events = Vec::new();
     let mut made = Vec::new();

@@ -12,11 +12,12 @@ use crate::lock;
 use crate::queries::fit::{candidate_ids, decide, gather, Item, Plan, Unfit};
 use crate::StoreError;
 
-/// Places every item over every window, in one consistent read under the
-/// provider locks. Holds of `own` consumers are not counted (an update's
-/// own slots and what draws from them).
+/// Places every item of a lease of `project` over every window, in one
+/// consistent read under the provider locks. Holds of `own` consumers are
+/// not counted (an update's own slots and what draws from them).
 pub(super) async fn plan(
     tx: &Transaction<'_>,
+    project: &str,
     items: &[Item<'_>],
     windows: &[Window],
     own: &[Uuid],
@@ -33,10 +34,10 @@ pub(super) async fn plan(
     if idle {
         return Ok(Ok(windows.iter().map(|_| items.iter().map(|_| Vec::new()).collect()).collect()));
     }
-    let ids = candidate_ids(tx, items).await?;
+    let ids = candidate_ids(tx, project, items).await?;
     lock::providers(tx, &ids).await?;
     let mut g = gather(tx, &ids, span, windows[0], own).await?;
-    Ok(decide(&mut g, items, windows))
+    Ok(decide(&mut g, project, items, windows))
 }
 
 /// The client's answer for a reservation that did not fit; `types` names

@@ -137,7 +137,8 @@ async fn replace_slots(
     let own: Vec<Uuid> = slots.iter().chain(draws.iter().map(|d| &d.1)).copied().collect();
     let types: Vec<&str> = current.reservations.iter().map(|r| r.resource_type.as_str()).collect();
     let window = Window { start: next.start, end: Some(next.end) };
-    let mut placed = plan(tx, &items, &[window], &own).await?.map_err(|u| unfit_error(u, &types, false))?;
+    let mut placed =
+        plan(tx, &current.project_id, &items, &[window], &own).await?.map_err(|u| unfit_error(u, &types, false))?;
     let per_item = placed.pop().expect("one window");
     let mut events = Vec::new();
     for (r, placed) in next.reservations.iter_mut().zip(per_item) {
