@@ -49,10 +49,31 @@ impl ExternalPlugin {
     }
 }
 
+/// An answer as an error message quotes it: long ones cut.
+fn shortened(text: &str) -> String {
+    const MAX: usize = 500;
+    if text.len() <= MAX {
+        return text.to_string();
+    }
+    let mut cut = MAX;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &text[..cut])
+}
+
 #[async_trait]
 impl ResourcePlugin for ExternalPlugin {
     fn resource_type(&self) -> &str {
         &self.resource_type
+    }
+
+    fn driver_kind(&self) -> Option<&'static str> {
+        Some(self.driver.kind())
+    }
+
+    fn is_external(&self) -> bool {
+        true
     }
 
     async fn validate(&self, reservation: &serde_json::Value) -> Result<ResourceRequest, berth_core::Error> {
@@ -70,10 +91,12 @@ impl ResourcePlugin for ExternalPlugin {
             .when(|e: &HookError| !e.permanent)
             .await;
         match answer {
-            Ok(v) => serde_json::from_value::<ResourceRequest>(v.clone()).map_err(|e| {
+            // The plugin's fault, not the client's: 500, saying what is wrong.
+            Ok(v) => crate::protocol::read_validate_answer(&v).map_err(|e| {
                 berth_core::Error::internal(format!(
-                    "the {} plugin answered validate with something that is not a resource request ({e}): {v}",
-                    self.resource_type
+                    "the {} plugin answered validate with something that is not a resource request: {e} (it answered {})",
+                    self.resource_type,
+                    shortened(&v.to_string())
                 ))
             }),
             // The plugin looked at the reservation and refused it.

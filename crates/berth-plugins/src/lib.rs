@@ -21,6 +21,7 @@ pub mod instance;
 pub mod params;
 pub mod plugin;
 pub mod policy;
+pub mod protocol;
 pub mod registry;
 
 pub use config::PluginsConfig;
