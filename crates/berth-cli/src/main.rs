@@ -23,7 +23,8 @@ use client::Client;
 #[derive(Parser)]
 #[command(name = "berth", version, about = "Berth client: leases, hosts, quotas, usages, events")]
 struct Cli {
-    /// berthd's base URL.
+    /// berthd's base URL; for `plugin check`, the plugin's webhook URL
+    /// (given on the command line only).
     #[arg(long, global = true, env = "BERTH_URL", default_value = "http://127.0.0.1:8778")]
     url: String,
     #[command(flatten)]
