@@ -137,3 +137,9 @@ fn bad_arguments_are_exit_2_and_need_no_server() {
     let out = cmd.args(["plugin", "check", "--type", "x:y"]).env("BERTH_URL", "http://127.0.0.1:9").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn a_hook_answer_that_is_not_json_fails() {
+    let (out, text) = broken("stray-output", &[]);
+    fails_naming(&out, &text, "on_start acts: refused (exit 2 or a 4xx): answered success, but not in JSON");
+}

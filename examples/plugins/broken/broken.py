@@ -9,6 +9,7 @@ MODE is one of:
     not-idempotent  each call takes a new address, even for a key already seen
     hang            on_start never answers
     exit1           validate fails (exit 1) on every reservation, good ones too
+    stray-output    hooks print "OK", which is not JSON, and exit 0
     none            nothing wrong: a plugin that keeps no state and acts on nothing
 
 Everything else is as a correct plugin does it: unknown parameters and bad
@@ -53,6 +54,9 @@ def main():
         return
     if action == "on_start" and mode == "hang":
         time.sleep(3600)
+    if mode == "stray-output":
+        print("OK")
+        return
     if mode == "not-idempotent":
         # Wrong: the key is not remembered, so a retry takes another address.
         state["taken"] += 1
