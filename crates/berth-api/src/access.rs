@@ -124,6 +124,8 @@ actions! {
     QuotasSet => "berth:quotas:set", "rule:admin", "PUT /v1/quotas/...";
     QuotasDelete => "berth:quotas:delete", "rule:admin", "DELETE /v1/quotas/...";
     QuotasUsage => "berth:quotas:usage", "rule:admin_or_project_reader", "GET /v1/quotas/projects/{project_id}[/users/{user_id}]/usage";
+    PluginsList => "blazar:plugins:get", "rule:admin_or_project_reader", "GET /v1/plugins";
+    PluginsSchema => "berth:plugins:schema", "@", "GET /v1/plugins/schema (any authenticated caller: the protocol is public)";
     MetricsRead => "berth:metrics:read", "rule:admin", "GET /metrics (unless the configuration makes it anonymous)";
 }
 

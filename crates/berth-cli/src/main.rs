@@ -1,8 +1,10 @@
 //! berth: the command-line client. Talks to berthd over HTTP (`BERTH_URL`;
 //! `BERTH_TOKEN`, or Keystone credentials as the openstack client takes
 //! them). It never reaches the database and decides nothing the server
-//! decides; of Berth's crates it uses berth-core only, to read what a user
-//! types (durations) by the server's own rule, so both refuse alike.
+//! decides; of Berth's crates it uses berth-core, to read what a user
+//! types (durations) by the server's own rule, so both refuse alike, and
+//! berth-plugins for `berth plugin check`, which drives a plugin with
+//! Berth's own drivers and checks its answers as Berth does.
 
 #![warn(clippy::arithmetic_side_effects)]
 
@@ -11,16 +13,18 @@ mod client;
 mod events;
 mod hosts;
 mod leases;
+mod plugin;
 mod quotas;
 
-use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use client::Client;
 
 #[derive(Parser)]
 #[command(name = "berth", version, about = "Berth client: leases, hosts, quotas, usages, events")]
 struct Cli {
-    /// berthd's base URL.
+    /// berthd's base URL; for `plugin check`, the plugin's webhook URL
+    /// (given on the command line only).
     #[arg(long, global = true, env = "BERTH_URL", default_value = "http://127.0.0.1:8778")]
     url: String,
     #[command(flatten)]
@@ -70,6 +74,9 @@ enum Command {
     /// The event log (admin): tail it, live with --follow.
     #[command(subcommand)]
     Log(events::LogCommand),
+    /// Plugin authors: check a plugin against the protocol (no server needed).
+    #[command(subcommand)]
+    Plugin(plugin::PluginCommand),
     /// The server's version document.
     Version,
     /// Print a shell completion script: `source <(berth completion bash)`.
@@ -85,11 +92,27 @@ fn main() {
     // line tool instead of failing on a closed stdout.
     // SAFETY: restoring the default disposition of a signal at start-up.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Some(Command::Completion { shell }) = cli.command {
         // Needs no server and no credentials.
         clap_complete::generate(shell, &mut Cli::command(), "berth", &mut std::io::stdout());
         return;
+    }
+    if let Some(Command::Plugin(c)) = cli.command {
+        // Needs no server either; --url, when given on the command line
+        // (not BERTH_URL, not the default), is the plugin's webhook.
+        let given = |m: &clap::ArgMatches| m.value_source("url") == Some(clap::parser::ValueSource::CommandLine);
+        let in_sub = matches.subcommand().and_then(|(_, m)| m.subcommand()).is_some_and(|(_, m)| given(m));
+        let url = (given(&matches) || in_sub).then_some(cli.url.as_str());
+        match plugin::run(c, url) {
+            Ok(0) => return,
+            Ok(_) => std::process::exit(1),
+            Err(e) => {
+                eprintln!("berth: {e:#}");
+                std::process::exit(2);
+            }
+        }
     }
     let identity = match cli.auth.identity() {
         Ok(i) => i,
@@ -108,7 +131,7 @@ fn main() {
         Some(Command::Events(c)) => events::run_events(&client, c),
         Some(Command::Log(c)) => events::run_log(&client, c),
         Some(Command::Version) | None => client.get("/").and_then(|v| client.print_object(&v)),
-        Some(Command::Completion { .. }) => unreachable!("answered before authenticating"),
+        Some(Command::Completion { .. } | Command::Plugin(_)) => unreachable!("answered before authenticating"),
     };
     if let Err(e) = result {
         eprintln!("berth: {e:#}");

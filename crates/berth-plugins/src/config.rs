@@ -106,6 +106,9 @@ impl PluginsConfig {
             known.push(p.resource_type().to_string());
             registry.register(p);
         }
+        // A build of Berth may compile in plugins of its own: each takes its
+        // driver from [plugins.drivers] as the built-in ones do.
+        let compiled_in = known.clone();
         for (name, driver) in &self.external {
             if known.iter().any(|k| k == name) || BUILTIN_TYPES.contains(&name.as_str()) {
                 return Err(invalid(format!("external type {name:?} has the name of a built-in type")));
@@ -116,7 +119,7 @@ impl PluginsConfig {
             registry.register(Arc::new(plugin));
         }
         for (name, driver) in &self.drivers {
-            if !BUILTIN_TYPES.contains(&name.as_str()) {
+            if !compiled_in.contains(name) {
                 return Err(invalid(format!(
                     "drivers.{name:?}: not a built-in type (external types carry their driver in [plugins.external])"
                 )));

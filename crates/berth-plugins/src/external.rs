@@ -40,13 +40,37 @@ impl ExternalPlugin {
     }
 
     async fn hook(&self, action: &str, hook: &Hook) -> Result<HookOutcome, HookError> {
-        let mut payload = serde_json::to_value(hook).map_err(|e| HookError::permanent(format!("encoding: {e}")))?;
-        if let Some(o) = payload.as_object_mut() {
-            o.insert("resource_type".into(), json!(self.resource_type));
-        }
+        let payload = hook_payload(&self.resource_type, hook)?;
         let detail = self.driver.call(action, &payload, &hook.idempotency_key).await?;
         Ok(HookOutcome { detail, effects: Vec::new() })
     }
+}
+
+/// The payload of `validate` (`validate_payload` in the protocol's schema).
+pub fn validate_payload(resource_type: &str, reservation: &serde_json::Value) -> serde_json::Value {
+    json!({"resource_type": resource_type, "reservation": reservation})
+}
+
+/// The payload of a hook action (`hook_payload` in the protocol's schema).
+pub fn hook_payload(resource_type: &str, hook: &Hook) -> Result<serde_json::Value, HookError> {
+    let mut payload = serde_json::to_value(hook).map_err(|e| HookError::permanent(format!("encoding: {e}")))?;
+    if let Some(o) = payload.as_object_mut() {
+        o.insert("resource_type".into(), json!(resource_type));
+    }
+    Ok(payload)
+}
+
+/// An answer as an error message quotes it: long ones cut.
+fn shortened(text: &str) -> String {
+    const MAX: usize = 500;
+    if text.len() <= MAX {
+        return text.to_string();
+    }
+    let mut cut = MAX;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &text[..cut])
 }
 
 #[async_trait]
@@ -55,8 +79,16 @@ impl ResourcePlugin for ExternalPlugin {
         &self.resource_type
     }
 
+    fn driver_kind(&self) -> Option<&'static str> {
+        Some(self.driver.kind())
+    }
+
+    fn is_external(&self) -> bool {
+        true
+    }
+
     async fn validate(&self, reservation: &serde_json::Value) -> Result<ResourceRequest, berth_core::Error> {
-        let payload = json!({"resource_type": self.resource_type, "reservation": reservation});
+        let payload = validate_payload(&self.resource_type, reservation);
         // Validation changes nothing outside, so its key only has to be
         // the same across the attempts of this one call.
         let key = format!("validate:{}", uuid::Uuid::new_v4());
@@ -70,10 +102,12 @@ impl ResourcePlugin for ExternalPlugin {
             .when(|e: &HookError| !e.permanent)
             .await;
         match answer {
-            Ok(v) => serde_json::from_value::<ResourceRequest>(v.clone()).map_err(|e| {
+            // The plugin's fault, not the client's: 500, saying what is wrong.
+            Ok(v) => crate::protocol::read_validate_answer(&v).map_err(|e| {
                 berth_core::Error::internal(format!(
-                    "the {} plugin answered validate with something that is not a resource request ({e}): {v}",
-                    self.resource_type
+                    "the {} plugin answered validate with something that is not a resource request: {e} (it answered {})",
+                    self.resource_type,
+                    shortened(&v.to_string())
                 ))
             }),
             // The plugin looked at the reservation and refused it.

@@ -218,6 +218,10 @@ impl ResourcePlugin for HostPlugin {
         RESOURCE_TYPE
     }
 
+    fn driver_kind(&self) -> Option<&'static str> {
+        Some(self.driver.kind())
+    }
+
     fn parameters(&self) -> Option<&'static [Param]> {
         Some(HOST_PARAMETERS)
     }

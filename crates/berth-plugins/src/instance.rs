@@ -118,6 +118,10 @@ impl ResourcePlugin for InstancePlugin {
         RESOURCE_TYPE
     }
 
+    fn driver_kind(&self) -> Option<&'static str> {
+        Some(self.driver.kind())
+    }
+
     async fn validate(&self, reservation: &Value) -> Result<ResourceRequest, Error> {
         if !reservation.is_object() {
             return Err(Error::invalid(codes::INVALID_LEASE, "a reservation is a JSON object"));

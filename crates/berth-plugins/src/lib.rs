@@ -13,6 +13,7 @@
 
 #![warn(clippy::arithmetic_side_effects)]
 
+pub mod check;
 pub mod config;
 pub mod driver;
 pub mod external;
@@ -21,7 +22,9 @@ pub mod instance;
 pub mod params;
 pub mod plugin;
 pub mod policy;
+pub mod protocol;
 pub mod registry;
+pub mod serve;
 
 pub use config::PluginsConfig;
 pub use driver::{Driver, DriverConfig};

@@ -31,6 +31,20 @@ pub struct Param {
     pub kind: ParamType,
 }
 
+impl ParamType {
+    /// The type's name, as `GET /v1/plugins` shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ParamType::Integer => "integer",
+            ParamType::Boolean => "boolean",
+            ParamType::String => "string",
+            ParamType::StringList => "string_list",
+            ParamType::Query => "query",
+            ParamType::OptionalBoolean => "optional_boolean",
+        }
+    }
+}
+
 pub const fn param(name: &'static str, kind: ParamType) -> Param {
     Param { name, kind }
 }

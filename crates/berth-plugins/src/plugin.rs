@@ -92,6 +92,19 @@ pub trait ResourcePlugin: Send + Sync {
         None
     }
 
+    /// The kind of driver the plugin acts through (`noop`, `webhook`,
+    /// `exec`), as `GET /v1/plugins` shows it; `None` for a plugin that
+    /// acts through none.
+    fn driver_kind(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Whether the plugin is served over the protocol (an external type)
+    /// rather than compiled in.
+    fn is_external(&self) -> bool {
+        false
+    }
+
     /// The Placement consumers a reservation names for its hooks to act on
     /// (e.g. the instances to wake up and delete). The lease API lets a
     /// caller name only its own project's consumers, so that a hook never

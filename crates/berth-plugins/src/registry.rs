@@ -43,6 +43,11 @@ impl Registry {
         })
     }
 
+    /// The enabled plugins, by resource type.
+    pub fn plugins(&self) -> impl Iterator<Item = &Arc<dyn ResourcePlugin>> {
+        self.plugins.values()
+    }
+
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.plugins.keys().map(String::as_str)
     }

@@ -90,7 +90,49 @@ async fn a_passing_failure_is_asked_again_with_the_same_key_then_reported_as_our
 #[tokio::test]
 async fn an_answer_that_is_not_a_resource_request_is_a_plugin_fault() {
     let (_s, p) = plugin(vec![(200, json!({"kind": "hosts", "min": "one"}))]).await;
-    assert_eq!(p.validate(&json!({})).await.unwrap_err().kind, ErrorKind::Internal);
+    let err = p.validate(&json!({})).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Internal);
+    assert!(err.detail.contains("needs \"max\""), "{err}");
+    // A misspelt key is refused by name, not read as "no affinity".
+    let answer = json!({"kind": "slots", "amount": 1, "resources": {"CUSTOM_GPU": 1}, "afinity": true});
+    let (_s, p) = plugin(vec![(200, answer)]).await;
+    let err = p.validate(&json!({})).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Internal);
+    assert!(
+        err.detail.starts_with("the virtual:gpu plugin answered validate with something that is not a resource request: a \"slots\" answer has no key \"afinity\""),
+        "{err}"
+    );
+}
+
+/// What Berth sends has exactly the keys the published schema gives each
+/// payload.
+#[tokio::test]
+async fn payloads_have_the_schemas_keys() {
+    let (s, p) = plugin(vec![(200, json!({"kind": "nothing"}))]).await;
+    p.validate(&json!({"amount": 1})).await.unwrap();
+    let hook = Hook {
+        event_type: "start_lease".into(),
+        idempotency_key: "k".into(),
+        attempt: 1,
+        lease: json!({"id": "lease-1"}),
+        reservation: json!({"id": "r-1"}),
+        allocations: vec![],
+    };
+    p.on_start(&hook).await.unwrap();
+    let defs = &berth_plugins::protocol::schema()["$defs"];
+    let keys = |v: &Value| {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    let calls = s.calls.lock().unwrap();
+    assert_eq!(keys(&serde_json::to_value(&calls[0].1).unwrap()), keys(&defs["envelope"]["properties"]));
+    assert_eq!(keys(&calls[0].1.payload), keys(&defs["validate_payload"]["properties"]));
+    assert_eq!(keys(&calls[1].1.payload), keys(&defs["hook_payload"]["properties"]));
+    let mut required: Vec<String> =
+        defs["hook_payload"]["required"].as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_string()).collect();
+    required.sort();
+    assert_eq!(keys(&calls[1].1.payload), required);
 }
 
 #[tokio::test]

@@ -70,7 +70,7 @@ async fn every_documented_route_is_served() {
         doc["paths"].as_object().unwrap().values().map(|item| item.as_object().unwrap().len()).sum();
     assert_eq!(documented, routes.len());
     // Every route berthd serves: a route dropped from the document shows here.
-    assert_eq!(documented, 79);
+    assert_eq!(documented, 81);
     assert_schemas_are_real(&doc);
     assert_valid_openapi_3_1(&doc);
 }
@@ -375,6 +375,8 @@ async fn read_the_rest(r: &mut Recorder<'_>, made: &Made) {
         ("/v1/os-hosts/properties", "/v1/os-hosts/properties".into(), ADMIN),
         ("/v1/log", "/v1/log?limit=5".into(), ADMIN),
         ("/v1/quotas/defaults", "/v1/quotas/defaults".into(), ALICE),
+        ("/v1/plugins", "/v1/plugins".into(), ALICE),
+        ("/v1/plugins/schema", "/v1/plugins/schema".into(), ALICE),
         ("/v1/quotas/projects/{project_id}", "/v1/quotas/projects/p1".into(), ALICE),
         ("/v1/quotas/projects/{project_id}/usage", "/v1/quotas/projects/p1/usage".into(), ALICE),
         (

@@ -23,7 +23,8 @@ Environment:
 
 Each hook is applied once per idempotency key: a repeated key (a retry after
 a crash, a second daemon) answers what the first call answered and changes
-nothing.
+nothing. The optional `state` action answers the state file's addresses and
+effects, so that `berth plugin check` can see a repeated key change nothing.
 """
 
 import fcntl
@@ -34,6 +35,13 @@ import sys
 import tempfile
 
 DEFAULT_POOL = "203.0.113.1-203.0.113.254"
+
+# The reservation's parameters; a key outside them is refused, since a
+# misspelt one silently ignored is a reservation that does not do what its
+# user meant. Berth may send back the keys it shows on a reservation.
+PARAMETERS = {"amount"}
+SHOWN = {"id", "lease_id", "resource_type", "resource_id", "status", "missing_resources",
+         "resources_changed", "created_at", "updated_at", "allocations"}
 
 
 def refuse(message):
@@ -118,11 +126,21 @@ def main():
         refuse(f"bad call: {e}")
 
     addresses = pool()
+    if action == "state":
+        path = os.environ.get("FLOATINGIP_STATE")
+        if not path:
+            refuse("FLOATINGIP_STATE is not set")
+        state = State(path)
+        print(json.dumps({"allocations": state.data["allocations"], "effects": state.data["effects"]}))
+        return
     reservation = payload.get("reservation") if isinstance(payload, dict) else None
     if not isinstance(reservation, dict):
         refuse("the payload has no reservation object")
 
     if action == "validate":
+        unknown = sorted(set(reservation) - PARAMETERS - SHOWN)
+        if unknown:
+            refuse(f"virtual:floatingip has no parameter {', '.join(map(repr, unknown))}; it takes amount")
         amount_of(reservation, len(addresses))
         print(json.dumps({"kind": "nothing"}))
         return

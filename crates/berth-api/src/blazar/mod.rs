@@ -7,6 +7,7 @@ mod availability;
 mod bodies;
 mod hosts;
 mod leases;
+mod plugins;
 mod policy;
 
 use axum::body::Bytes;
@@ -41,6 +42,8 @@ pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
         hosts::set_property,
         availability::advise,
         availability::extension,
+        plugins::list,
+        plugins::schema,
     ))]
     struct Doc;
     <Doc as utoipa::OpenApi>::openapi()
@@ -58,6 +61,8 @@ pub fn routes() -> Router<AppState> {
         .route("/os-hosts/properties/{name}", patch(hosts::set_property))
         .route("/os-hosts/{id}", get(hosts::show).put(hosts::update).delete(hosts::delete))
         .route("/os-hosts/{id}/allocation", get(hosts::allocation))
+        .route("/plugins", get(plugins::list))
+        .route("/plugins/schema", get(plugins::schema))
 }
 
 /// Who did it, for the log.

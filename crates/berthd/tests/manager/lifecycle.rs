@@ -190,3 +190,49 @@ async fn sigterm_stops_the_manager_and_the_server() {
     assert!(t.elapsed() < Duration::from_secs(10));
     tail.await.unwrap();
 }
+
+/// Berth reads what a plugin answers by the protocol: a validate answer
+/// that is not a resource request fails the lease's creation, naming what is
+/// wrong; a hook answer that is not JSON ends the lease event in ERROR with
+/// the reason, shown to the lease's project. Never a panic.
+#[tokio::test]
+async fn malformed_plugin_answers_are_errors_with_their_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/plugins/broken/broken.py");
+    let plugins = format!(
+        r#"[plugins]
+enabled = ["physical:host", "x:shape", "x:stray"]
+[plugins.external."x:shape"]
+driver = "exec"
+program = "{0}"
+args = ["shape"]
+[plugins.external."x:stray"]
+driver = "exec"
+program = "{0}"
+args = ["stray-output"]
+"#,
+        script.display()
+    );
+    let cfg = config(&dir, &plugins);
+    let s = Server::launch(TestDatabase::new().await, &[], Some(&cfg)).await;
+    let lease = |t: &str| {
+        json!({"name": t, "start_date": "now", "end_date": in_secs(3600),
+               "reservations": [{"resource_type": t, "amount": 1}]})
+    };
+    let (st, e) = s.post("/v1/leases", ALICE, lease("x:shape")).await;
+    assert_eq!(st, StatusCode::INTERNAL_SERVER_ERROR, "{e}");
+    // The plugin's fault, not the client's: the client gets the request id,
+    // the operator's log the reason.
+    let request_id = e["request_id"].as_str().unwrap();
+    let logged = s.log();
+    let line = logged.lines().find(|l| l.contains(request_id) && l.contains("answered validate")).unwrap_or_default();
+    assert!(line.contains(r#"a \"slots\" answer needs \"amount\", \"resources\""#), "{logged}");
+    let l = create(&s, ALICE, lease("x:stray")).await;
+    let id = l["id"].as_str().unwrap();
+    let event = wait_event(&s, id, "start_lease", "ERROR", 20).await;
+    assert_eq!(event["attempts"], 1, "not JSON is not mended by a retry: {event}");
+    let (_, body) = s.get("/v1/events?status=ERROR", ALICE).await;
+    let error = body["events"][0]["last_error"].as_str().unwrap_or_default().to_string();
+    assert!(error.contains("answered success, but not in JSON") && error.contains("OK"), "{body}");
+    assert!(!s.log().contains("panicked"), "no panic");
+}
