@@ -9,6 +9,7 @@
 
 #![warn(clippy::arithmetic_side_effects)]
 
+mod code;
 pub mod dates;
 pub mod draw;
 pub mod error;

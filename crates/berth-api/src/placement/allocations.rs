@@ -2,6 +2,7 @@
 //! `/resource_providers/{uuid}/allocations`. Allocations written here hold
 //! from now, open-ended; reads show what is held now.
 
+use berth_core::error::ErrorCode;
 use std::collections::BTreeMap;
 
 use axum::body::Bytes;
@@ -11,7 +12,7 @@ use axum::response::Response;
 use berth_core::error::ErrorKind;
 use berth_core::event::Allocation;
 use berth_core::Window;
-use berth_store::commands::{ConsumerAllocations, GenerationCheck, PROVIDER_NOT_FOUND};
+use berth_store::commands::{ConsumerAllocations, GenerationCheck};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -111,7 +112,7 @@ impl ConsumerBody {
 /// A write's errors as Placement words them.
 pub fn write_error(e: berth_core::Error, unknown_prefix: &str) -> ApiError {
     match e.kind {
-        _ if e.code == PROVIDER_NOT_FOUND => ApiError::from(e),
+        _ if e.code == ErrorCode::ProviderNotFound => ApiError::from(e),
         ErrorKind::Invalid | ErrorKind::NotFound => domain(e, unknown_prefix),
         ErrorKind::Capacity | ErrorKind::InUse => domain(e, "Unable to allocate inventory: "),
         _ => ApiError::from(e),

@@ -3,6 +3,7 @@
 //! content type 415, accept 406, policy 403, body 400), its error document,
 //! query strings, bodies and the cache headers of 1.15.
 
+use berth_core::error::ErrorCode;
 use std::collections::BTreeMap;
 
 use axum::extract::FromRequestParts;
@@ -25,12 +26,9 @@ use crate::AppState;
 /// Where Placement is mounted.
 pub const PREFIX: &str = "/placement";
 
-/// Placement's catch-all error code.
-pub use crate::error::PLACEMENT_UNDEFINED_CODE as UNDEFINED_CODE;
-
 /// A Placement error with a status and a message.
 pub fn err(status: StatusCode, detail: impl Into<String>) -> ApiError {
-    ApiError::new(status, UNDEFINED_CODE, detail).placement()
+    ApiError::new(status, ErrorCode::Undefined, detail).placement()
 }
 
 pub fn bad_request(detail: impl Into<String>) -> ApiError {
@@ -41,7 +39,7 @@ pub fn not_found(detail: impl Into<String>) -> ApiError {
     err(StatusCode::NOT_FOUND, detail)
 }
 
-pub fn conflict(code: &str, detail: impl Into<String>) -> ApiError {
+pub fn conflict(code: ErrorCode, detail: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::CONFLICT, code, detail).placement()
 }
 
@@ -188,7 +186,7 @@ impl Pl {
 }
 
 pub fn forbidden() -> ApiError {
-    ApiError::new(StatusCode::FORBIDDEN, UNDEFINED_CODE, "Policy does not allow this request to be performed.")
+    ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Undefined, "Policy does not allow this request to be performed.")
         .placement()
 }
 

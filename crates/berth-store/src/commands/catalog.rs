@@ -1,6 +1,6 @@
 //! Resource classes and traits: the vocabulary providers and requests use.
 
-use berth_core::error::codes::{self, RESOURCE_CLASS_NOT_FOUND, TRAIT_NOT_FOUND};
+use berth_core::error::ErrorCode;
 use berth_core::names::is_custom_name;
 use berth_core::{Error, Event, EventMeta};
 
@@ -10,7 +10,7 @@ use crate::Store;
 fn check_custom(what: &str, name: &str) -> Result<(), Error> {
     if !is_custom_name(name) {
         return Err(Error::invalid(
-            codes::INVALID,
+            ErrorCode::Invalid,
             format!("{what} {name:?} must be CUSTOM_ and upper-case letters, digits or _"),
         ));
     }
@@ -27,7 +27,7 @@ impl Store {
             if exists {
                 if must_be_new {
                     return Err(Error::conflict(
-                        codes::DUPLICATE_NAME,
+                        ErrorCode::DuplicateName,
                         format!("Conflicting resource class already exists: {name}"),
                     )
                     .into());
@@ -44,21 +44,25 @@ impl Store {
         check_custom("resource class", to)?;
         crate::tx::command!(self, |tx| {
             let Some(standard) = crate::lock::resource_class(tx, from).await? else {
-                return Err(
-                    Error::not_found(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {from}.")).into()
-                );
+                return Err(Error::not_found(
+                    ErrorCode::ResourceClassNotFound,
+                    format!("No such resource class {from}."),
+                )
+                .into());
             };
             if standard {
-                return Err(
-                    Error::invalid(codes::INVALID, format!("Cannot update standard resource class {from}")).into()
-                );
+                return Err(Error::invalid(
+                    ErrorCode::Invalid,
+                    format!("Cannot update standard resource class {from}"),
+                )
+                .into());
             }
             if from == to {
                 return Ok(());
             }
             if tx.query_opt("SELECT 1 FROM resource_classes WHERE name = $1", &[&to]).await?.is_some() {
                 return Err(
-                    Error::conflict(codes::DUPLICATE_NAME, format!("Resource class already exists: {to}")).into()
+                    Error::conflict(ErrorCode::DuplicateName, format!("Resource class already exists: {to}")).into()
                 );
             }
             record(tx, meta, &[Event::ResourceClassRenamed { from: from.to_string(), to: to.to_string() }]).await?;
@@ -69,14 +73,18 @@ impl Store {
     pub async fn delete_resource_class(&self, meta: &EventMeta, name: &str) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
             let Some(standard) = crate::lock::resource_class(tx, name).await? else {
-                return Err(
-                    Error::not_found(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {name}.")).into()
-                );
+                return Err(Error::not_found(
+                    ErrorCode::ResourceClassNotFound,
+                    format!("No such resource class {name}."),
+                )
+                .into());
             };
             if standard {
-                return Err(
-                    Error::invalid(codes::INVALID, format!("Cannot delete standard resource class {name}.")).into()
-                );
+                return Err(Error::invalid(
+                    ErrorCode::Invalid,
+                    format!("Cannot delete standard resource class {name}."),
+                )
+                .into());
             }
             let used = tx
                 .query_opt(
@@ -88,7 +96,7 @@ impl Store {
                 .is_some();
             if used {
                 return Err(Error::in_use(
-                    "placement.resource_class.in_use",
+                    ErrorCode::ResourceClassInUse,
                     format!("Cannot delete resource class {name}. Class is in use in inventory."),
                 )
                 .into());
@@ -113,14 +121,14 @@ impl Store {
     pub async fn delete_trait(&self, meta: &EventMeta, name: &str) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
             let Some(standard) = crate::lock::trait_named(tx, name).await? else {
-                return Err(Error::not_found(TRAIT_NOT_FOUND, format!("No such trait(s): {name}.")).into());
+                return Err(Error::not_found(ErrorCode::TraitNotFound, format!("No such trait(s): {name}.")).into());
             };
             if standard {
-                return Err(Error::invalid(codes::INVALID, format!("Cannot delete standard trait {name}.")).into());
+                return Err(Error::invalid(ErrorCode::Invalid, format!("Cannot delete standard trait {name}.")).into());
             }
             if tx.query_opt("SELECT 1 FROM provider_traits WHERE trait = $1 LIMIT 1", &[&name]).await?.is_some() {
                 return Err(Error::in_use(
-                    "placement.trait.in_use",
+                    ErrorCode::TraitInUse,
                     format!("The trait {name} is in use by a resource provider."),
                 )
                 .into());

@@ -3,9 +3,9 @@
 //! Error details use Placement's wording, since Placement's clients are the
 //! main readers of these messages.
 
+use berth_core::error::ErrorCode;
 use std::collections::{BTreeMap, BTreeSet};
 
-use berth_core::error::codes::{self, INVENTORY_EXISTS, INVENTORY_NOT_FOUND, RESOURCE_CLASS_NOT_FOUND};
 use berth_core::names::in_standard_order;
 use berth_core::{Error, Event, EventMeta, Inventory};
 use deadpool_postgres::Transaction;
@@ -44,7 +44,9 @@ pub enum InventoryChange {
 pub(crate) async fn lock_provider(tx: &Transaction<'_>, uuid: Uuid) -> Result<i64, StoreError> {
     match crate::lock::provider(tx, uuid).await? {
         Some(r) => Ok(r.get(1)),
-        None => Err(Error::not_found(codes::NOT_FOUND, format!("No resource provider with uuid {uuid} found")).into()),
+        None => {
+            Err(Error::not_found(ErrorCode::NotFound, format!("No resource provider with uuid {uuid} found")).into())
+        }
     }
 }
 
@@ -60,7 +62,7 @@ fn check_generation(uuid: Uuid, expected: Option<i64>, actual: i64) -> Result<()
 
 fn validate_name(name: &str) -> Result<(), Error> {
     if name.is_empty() || name.chars().count() > 200 {
-        return Err(Error::invalid(codes::INVALID, "provider name must be 1 to 200 characters"));
+        return Err(Error::invalid(ErrorCode::Invalid, "provider name must be 1 to 200 characters"));
     }
     Ok(())
 }
@@ -71,7 +73,7 @@ impl Store {
         let uuid = new.uuid.unwrap_or_else(Uuid::new_v4);
         if new.parent == Some(uuid) {
             return Err(Error::invalid(
-                codes::INVALID,
+                ErrorCode::Invalid,
                 "parent provider UUID cannot be same as UUID. \
                  Please set parent provider UUID to None if there is no parent.",
             ));
@@ -80,19 +82,19 @@ impl Store {
             if let Some(parent) = new.parent {
                 // Share-lock the parent so it cannot be deleted under us.
                 if !crate::lock::parent(tx, parent).await? {
-                    return Err(Error::invalid(codes::INVALID, "parent provider UUID does not exist.").into());
+                    return Err(Error::invalid(ErrorCode::Invalid, "parent provider UUID does not exist.").into());
                 }
             }
             if tx.query_opt("SELECT 1 FROM providers WHERE uuid = $1", &[&uuid]).await?.is_some() {
                 return Err(Error::conflict(
-                    codes::DUPLICATE_NAME,
+                    ErrorCode::DuplicateName,
                     format!("Conflicting resource provider uuid: {uuid} already exists."),
                 )
                 .into());
             }
             if tx.query_opt("SELECT 1 FROM providers WHERE name = $1", &[&new.name]).await?.is_some() {
                 return Err(Error::conflict(
-                    codes::DUPLICATE_NAME,
+                    ErrorCode::DuplicateName,
                     format!("Conflicting resource provider name: {} already exists.", new.name),
                 )
                 .into());
@@ -112,26 +114,30 @@ impl Store {
         validate_name(&update.name)?;
         crate::tx::command!(self, |tx| {
             let Some(row) = crate::lock::provider(tx, uuid).await? else {
-                return Err(
-                    Error::not_found(codes::NOT_FOUND, format!("No resource provider with uuid {uuid} found")).into()
-                );
+                return Err(Error::not_found(
+                    ErrorCode::NotFound,
+                    format!("No resource provider with uuid {uuid} found"),
+                )
+                .into());
             };
             let current: Option<Uuid> = row.get(2);
             let parent = update.parent.unwrap_or(current);
             if parent != current && current.is_some() && !update.allow_reparent {
                 let what = if parent.is_none() { "un-parenting" } else { "re-parenting" };
                 return Err(
-                    Error::invalid(codes::INVALID, format!("{what} a provider is not currently allowed.")).into()
+                    Error::invalid(ErrorCode::Invalid, format!("{what} a provider is not currently allowed.")).into()
                 );
             }
             if let Some(p) = parent.filter(|p| Some(*p) != current) {
                 if p == uuid {
-                    return Err(
-                        Error::invalid(codes::INVALID, "creating loop in the provider tree is not allowed.").into()
-                    );
+                    return Err(Error::invalid(
+                        ErrorCode::Invalid,
+                        "creating loop in the provider tree is not allowed.",
+                    )
+                    .into());
                 }
                 if !crate::lock::parent(tx, p).await? {
-                    return Err(Error::invalid(codes::INVALID, "parent provider UUID does not exist.").into());
+                    return Err(Error::invalid(ErrorCode::Invalid, "parent provider UUID does not exist.").into());
                 }
                 let cycle = tx
                     .query_opt(
@@ -144,16 +150,18 @@ impl Store {
                     .await?
                     .is_some();
                 if cycle {
-                    return Err(
-                        Error::invalid(codes::INVALID, "creating loop in the provider tree is not allowed.").into()
-                    );
+                    return Err(Error::invalid(
+                        ErrorCode::Invalid,
+                        "creating loop in the provider tree is not allowed.",
+                    )
+                    .into());
                 }
             }
             let taken =
                 tx.query_opt("SELECT 1 FROM providers WHERE name = $1 AND uuid <> $2", &[&update.name, &uuid]).await?;
             if taken.is_some() {
                 return Err(Error::conflict(
-                    codes::DUPLICATE_NAME,
+                    ErrorCode::DuplicateName,
                     format!("Conflicting resource provider {} already exists.", update.name),
                 )
                 .into());
@@ -169,14 +177,14 @@ impl Store {
             lock_provider(tx, uuid).await?;
             if tx.query_opt("SELECT 1 FROM providers WHERE parent_uuid = $1 LIMIT 1", &[&uuid]).await?.is_some() {
                 return Err(Error::conflict(
-                    codes::CANNOT_DELETE_PARENT,
+                    ErrorCode::CannotDeleteParent,
                     format!("Unable to delete parent resource provider {uuid}: It has child resource providers."),
                 )
                 .into());
             }
             if tx.query_opt("SELECT 1 FROM allocations WHERE provider_uuid = $1 LIMIT 1", &[&uuid]).await?.is_some() {
                 return Err(Error::in_use(
-                    codes::PROVIDER_IN_USE,
+                    ErrorCode::ProviderInUse,
                     format!("Unable to delete resource provider {uuid}: Resource provider has allocations."),
                 )
                 .into());
@@ -233,15 +241,17 @@ impl Store {
             match &change {
                 InventoryChange::Add(_) if exists => {
                     return Err(Error::conflict(
-                        INVENTORY_EXISTS,
+                        ErrorCode::InventoryExists,
                         format!("resource provider {uuid} already has inventory of {class}"),
                     )
                     .into())
                 }
                 InventoryChange::Update(_) | InventoryChange::Delete if !exists => {
-                    return Err(
-                        Error::not_found(INVENTORY_NOT_FOUND, format!("No inventory of class {class} found.")).into()
+                    return Err(Error::not_found(
+                        ErrorCode::InventoryNotFound,
+                        format!("No inventory of class {class} found."),
                     )
+                    .into())
                 }
                 InventoryChange::Add(inv) | InventoryChange::Update(inv) => {
                     inventories.insert(class.to_string(), *inv);
@@ -271,11 +281,9 @@ impl Store {
             let found = crate::lock::traits_in_use(tx, &names).await?;
             if found.len() != traits.len() {
                 let missing: Vec<&str> = names.iter().filter(|n| !found.iter().any(|f| f == *n)).copied().collect();
-                return Err(Error::invalid(
-                    "placement.trait.not_found",
-                    format!("No such trait {}", missing.join(", ")),
-                )
-                .into());
+                return Err(
+                    Error::invalid(ErrorCode::TraitNotFound, format!("No such trait {}", missing.join(", "))).into()
+                );
             }
             record(
                 tx,
@@ -325,7 +333,9 @@ pub(crate) async fn check_inventory_change(
     let classes: Vec<&str> = inventories.keys().map(String::as_str).collect();
     let known = crate::lock::classes_in_use(tx, &classes).await?;
     if let Some(unknown) = classes.iter().find(|c| !known.iter().any(|k| k == *c)) {
-        return Err(Error::invalid(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {unknown}.")).into());
+        return Err(
+            Error::invalid(ErrorCode::ResourceClassNotFound, format!("No such resource class {unknown}.")).into()
+        );
     }
     let in_use: Vec<String> = tx
         .query(
@@ -340,7 +350,7 @@ pub(crate) async fn check_inventory_change(
         .collect();
     if !in_use.is_empty() {
         return Err(Error::in_use(
-            codes::INVENTORY_IN_USE,
+            ErrorCode::InventoryInUse,
             format!("Inventory for '{}' on resource provider '{uuid}' in use.", in_standard_order(in_use).join(", ")),
         )
         .into());

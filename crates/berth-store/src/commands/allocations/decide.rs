@@ -2,9 +2,9 @@
 //! read, with berth-core's rules (generations, units, capacity at every
 //! instant, quota). Error details use Placement's wording.
 
+use berth_core::error::ErrorCode;
 use std::collections::{BTreeMap, BTreeSet};
 
-use berth_core::error::codes::{PROVIDER_NOT_FOUND, RESOURCE_CLASS_NOT_FOUND};
 use berth_core::timeline;
 use berth_core::{Error, Event, EventMeta, Window};
 use uuid::Uuid;
@@ -155,7 +155,7 @@ impl Read {
             match self.generations.get(&r.provider) {
                 None => {
                     return Err(Error::invalid(
-                        PROVIDER_NOT_FOUND,
+                        ErrorCode::ProviderNotFound,
                         format!("Resource provider {} in inventories not found", r.provider),
                     ))
                 }
@@ -176,14 +176,14 @@ impl Read {
     fn check_names(&self, wanted: &Wanted, reshaped: &[ReshapeInventory]) -> Result<(), Error> {
         if let Some((missing, _)) = wanted.keys().find(|k| !self.generations.contains_key(&k.0)) {
             return Err(Error::invalid(
-                PROVIDER_NOT_FOUND,
+                ErrorCode::ProviderNotFound,
                 format!("Allocation for resource provider '{missing}' that does not exist."),
             ));
         }
         let mut named: BTreeSet<&str> = wanted.keys().map(|k| k.1.as_str()).collect();
         named.extend(reshaped.iter().flat_map(|r| r.inventories.keys().map(String::as_str)));
         if let Some(unknown) = named.iter().find(|n| !self.known.contains(**n)) {
-            return Err(Error::invalid(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {unknown}.")));
+            return Err(Error::invalid(ErrorCode::ResourceClassNotFound, format!("No such resource class {unknown}.")));
         }
         Ok(())
     }

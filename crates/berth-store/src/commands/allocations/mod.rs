@@ -27,7 +27,7 @@ pub(crate) use batch::write_allocations;
 pub(crate) use decide::{Decision, Request};
 pub use request::{ConsumerAllocations, GenerationCheck, ReshapeInventory};
 
-use berth_core::error::codes;
+use berth_core::error::ErrorCode;
 use berth_core::{Error, Event, EventMeta};
 use uuid::Uuid;
 
@@ -64,7 +64,7 @@ impl Store {
         crate::tx::command!(self, |tx| {
             let Some(row) = crate::lock::consumers(tx, &[consumer]).await?.into_iter().next() else {
                 return Err(
-                    Error::not_found(codes::NOT_FOUND, format!("No allocations for consumer '{consumer}'")).into()
+                    Error::not_found(ErrorCode::NotFound, format!("No allocations for consumer '{consumer}'")).into()
                 );
             };
             let event = Event::AllocationsReplaced {

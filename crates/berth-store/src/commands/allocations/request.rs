@@ -1,9 +1,9 @@
 //! What a request to replace allocations says, checked before any
 //! transaction.
 
+use berth_core::error::ErrorCode;
 use std::collections::{BTreeMap, BTreeSet};
 
-use berth_core::error::codes;
 use berth_core::event::Allocation;
 use berth_core::{Error, Inventory};
 use uuid::Uuid;
@@ -45,12 +45,12 @@ pub(super) fn check_batch_shape(consumers: &[ConsumerAllocations]) -> Result<(),
     let mut seen = BTreeSet::new();
     for c in consumers {
         if !seen.insert(c.consumer) {
-            return Err(Error::invalid(codes::INVALID, format!("consumer {} appears twice", c.consumer)));
+            return Err(Error::invalid(ErrorCode::Invalid, format!("consumer {} appears twice", c.consumer)));
         }
         for a in &c.allocations {
             if a.used < 1 {
                 return Err(Error::invalid(
-                    codes::INVALID,
+                    ErrorCode::Invalid,
                     format!("allocation of {} on {} must be at least 1, got {}", a.resource_class, a.provider, a.used),
                 ));
             }

@@ -1,10 +1,11 @@
 //! Creating a lease, or a recurring lease's occurrences, all or nothing.
 
+use berth_core::error::ErrorCode;
 use std::collections::HashMap;
 
 use berth_core::dates::DateSpec;
 use berth_core::lease::{
-    self, codes, Demand, LeaseRecord, LeaseStatus, ReservationRecord, ReservationStatus, Slot, MAX_RESERVATIONS,
+    self, Demand, LeaseRecord, LeaseStatus, ReservationRecord, ReservationStatus, Slot, MAX_RESERVATIONS,
 };
 use berth_core::schedule::Placed;
 use berth_core::{Error, Event, EventMeta, Window};
@@ -83,7 +84,7 @@ impl Store {
         lease::check_name(&new.name)?;
         if new.reservations.len() > MAX_RESERVATIONS {
             return Err(Error::invalid(
-                codes::INVALID_LEASE,
+                ErrorCode::InvalidLease,
                 format!("a lease carries at most {MAX_RESERVATIONS} reservations"),
             ));
         }

@@ -11,6 +11,7 @@
 //! cartesian product. Capacity counts from now on, open-ended, as a claim
 //! made now would.
 
+use berth_core::error::ErrorCode;
 use std::collections::{BTreeMap, BTreeSet};
 
 use berth_core::{Error, Inventory};
@@ -23,7 +24,6 @@ pub use search::search;
 
 use super::placement::{check_traits_exist, inventories_from_now};
 use crate::{Store, StoreError};
-use berth_core::error::codes::RESOURCE_CLASS_NOT_FOUND;
 
 /// The trait that makes a provider share its inventory with its aggregates.
 pub const SHARING_TRAIT: &str = "MISC_SHARES_VIA_AGGREGATE";
@@ -119,7 +119,7 @@ impl Store {
             .map(|r| r.get(0))
             .collect();
         if let Some(unknown) = classes.iter().find(|n| !known.contains(**n)) {
-            return Err(Error::invalid(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {unknown}.")));
+            return Err(Error::invalid(ErrorCode::ResourceClassNotFound, format!("No such resource class {unknown}.")));
         }
         let mut traits: BTreeSet<String> = BTreeSet::new();
         for g in &req.groups {
