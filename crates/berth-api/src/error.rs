@@ -123,9 +123,9 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
 /// Seconds a 503 asks the client to wait before trying again.
 pub const RETRY_AFTER_S: u64 = 5;
 
-/// What a client is told of `e`. A bug's or an outage's detail (which may
-/// quote the database) goes to the log with the request id, never to the
-/// client.
+/// What a client is told of `e`: a refusal in its API's words; a bug's or
+/// an outage's detail (which may quote the database) goes to the log with
+/// the request id, never to the client.
 pub fn public_detail(e: &Error) -> String {
     let request_id = current_request_id();
     match e.kind {
@@ -137,7 +137,7 @@ pub fn public_detail(e: &Error) -> String {
             tracing::warn!(request_id = %request_id, detail = %e.detail, "database unavailable");
             format!("The database is unavailable; try again in {RETRY_AFTER_S} seconds.")
         }
-        _ => e.detail.clone(),
+        _ => e.refusal.as_deref().map_or_else(|| e.detail.clone(), crate::wording::of),
     }
 }
 

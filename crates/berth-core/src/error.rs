@@ -2,6 +2,7 @@
 //! HTTP layer maps kinds to statuses and never has to parse a message.
 
 pub use crate::code::ErrorCode;
+pub use crate::refusal::Refusal;
 use std::fmt;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -35,13 +36,20 @@ pub struct Error {
     pub kind: ErrorKind,
     /// Stable, dotted, machine-readable, e.g. `placement.concurrent_update`.
     pub code: ErrorCode,
-    /// For people.
+    /// For people; for a refusal, its facts as Rust prints them (the API
+    /// words the refusal itself).
     pub detail: String,
+    /// What a Placement command refused, for the API to word.
+    pub refusal: Option<Box<Refusal>>,
 }
 
 impl Error {
     pub fn new(kind: ErrorKind, code: ErrorCode, detail: impl Into<String>) -> Self {
-        Error { kind, code, detail: detail.into() }
+        Error { kind, code, detail: detail.into(), refusal: None }
+    }
+    /// A refusal the API words.
+    pub fn refused(kind: ErrorKind, code: ErrorCode, refusal: Refusal) -> Self {
+        Error { kind, code, detail: format!("{refusal:?}"), refusal: Some(Box::new(refusal)) }
     }
     pub fn not_found(code: ErrorCode, detail: impl Into<String>) -> Self {
         Self::new(ErrorKind::NotFound, code, detail)

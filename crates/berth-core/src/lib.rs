@@ -22,6 +22,7 @@ pub mod names;
 pub mod policy;
 pub mod query;
 pub mod quota;
+mod refusal;
 pub mod schedule;
 pub mod time;
 pub mod timeline;

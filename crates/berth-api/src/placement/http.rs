@@ -49,7 +49,7 @@ pub fn conflict(code: ErrorCode, detail: impl Into<String>) -> ApiError {
 pub fn domain(e: berth_core::Error, context: &str) -> ApiError {
     let ours = matches!(e.kind, ErrorKind::Internal | ErrorKind::Unavailable);
     let code = Style::Placement.code_of(&e);
-    let detail = if ours { public_detail(&e) } else { format!("{context}{}", e.detail) };
+    let detail = if ours { public_detail(&e) } else { format!("{context}{}", public_detail(&e)) };
     ApiError::new(status_of(e.kind), code, detail).placement()
 }
 

@@ -20,7 +20,7 @@ use super::microversion::Version;
 use super::providers::provider_uuid;
 use super::schemas;
 use crate::access::Action;
-use crate::error::ApiError;
+use crate::error::{public_detail, ApiError};
 use crate::tags;
 use crate::AppState;
 
@@ -168,7 +168,7 @@ pub async fn create(
     let generation = s.store.change_inventory(&p.meta(), uuid, None, &class, InventoryChange::Add(inv)).await.map_err(
         |e| match e.code {
             ErrorCode::InventoryExists => {
-                conflict(ErrorCode::ConcurrentUpdate, format!("Update conflict: {}", e.detail))
+                conflict(ErrorCode::ConcurrentUpdate, format!("Update conflict: {}", public_detail(&e)))
             }
             ErrorCode::ResourceClassNotFound => domain(e, &unable),
             _ => ApiError::from(e),
@@ -255,7 +255,7 @@ pub async fn update(
             |e| match e.code {
                 ErrorCode::InventoryNotFound => bad_request(format!(
                     "No inventory record with resource class for resource provider {uuid}: {}",
-                    e.detail
+                    public_detail(&e)
                 )),
                 ErrorCode::ConcurrentUpdate => generation_conflict(),
                 _ => domain(e, &unable),
@@ -284,7 +284,7 @@ pub async fn delete(
     s.store.change_inventory(&p.meta(), uuid, None, &class, InventoryChange::Delete).await.map_err(|e| {
         match e.code {
             ErrorCode::InventoryNotFound => {
-                not_found(format!("No inventory of class {class} found for delete: {}", e.detail))
+                not_found(format!("No inventory of class {class} found for delete: {}", public_detail(&e)))
             }
             ErrorCode::InventoryInUse => domain(e, &format!("Unable to delete inventory of class {class}: ")),
             _ => ApiError::from(e),

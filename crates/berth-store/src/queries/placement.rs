@@ -3,16 +3,16 @@
 //! (the `resources` filter) consider usage from now on, open-ended, as a
 //! Placement allocation made now would.
 
-use berth_core::error::ErrorCode;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use berth_core::error::{ErrorCode, ErrorKind, Refusal};
 use berth_core::{timeline, Error, Inventory, Window};
 use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::{inventory_at, provider, Provider, PROVIDER_COLUMNS};
-use crate::{Store, StoreError};
+use crate::{refuse, Store, StoreError};
 
 /// Filters of `GET /resource_providers`; all of them must hold.
 #[derive(Debug, Clone, Default)]
@@ -165,9 +165,8 @@ pub(crate) async fn check_traits_exist(c: &impl GenericClient, names: &BTreeSet<
         c.query("SELECT name FROM traits WHERE name = ANY($1)", &[&list]).await?.iter().map(|r| r.get(0)).collect();
     let missing: Vec<&str> = list.iter().filter(|n| !known.contains(**n)).copied().collect();
     if !missing.is_empty() {
-        return Err(
-            Error::invalid(ErrorCode::TraitNotFound, format!("No such trait(s): {}.", missing.join(", "))).into()
-        );
+        let names = missing.into_iter().map(str::to_string).collect();
+        return Err(Error::refused(ErrorKind::Invalid, ErrorCode::TraitNotFound, Refusal::NoTraits { names }).into());
     }
     Ok(())
 }
@@ -180,9 +179,7 @@ impl Store {
             .query_opt(&format!("SELECT {PROVIDER_COLUMNS} FROM providers WHERE uuid = $1"), &[&uuid])
             .await
             .map_err(db)?;
-        row.map(|r| provider(&r)).ok_or_else(|| {
-            Error::not_found(ErrorCode::NotFound, format!("No resource provider with uuid {uuid} found"))
-        })
+        row.map(|r| provider(&r)).ok_or_else(|| refuse::no_provider(uuid))
     }
 
     /// The providers every filter admits, oldest first.
@@ -191,7 +188,7 @@ impl Store {
         let classes: Vec<&str> = f.resources.keys().map(String::as_str).collect();
         let unknown = unknown_classes(&c, &classes).await?;
         if let Some(u) = unknown.first() {
-            return Err(Error::invalid(ErrorCode::ResourceClassNotFound, format!("No such resource class {u}.")));
+            return Err(refuse::no_class(u));
         }
         let mut traits: BTreeSet<String> = f.required_traits.iter().flatten().cloned().collect();
         traits.extend(f.forbidden_traits.iter().cloned());
@@ -398,7 +395,7 @@ impl Store {
             .await
             .map_err(db)?;
         let Some(first) = rows.first() else {
-            return Err(Error::not_found(ErrorCode::NotFound, format!("No resource provider with uuid {uuid} found")));
+            return Err(refuse::no_provider(uuid));
         };
         let inventories = rows
             .iter()

@@ -11,7 +11,6 @@
 //! cartesian product. Capacity counts from now on, open-ended, as a claim
 //! made now would.
 
-use berth_core::error::ErrorCode;
 use std::collections::{BTreeMap, BTreeSet};
 
 use berth_core::{Error, Inventory};
@@ -119,7 +118,7 @@ impl Store {
             .map(|r| r.get(0))
             .collect();
         if let Some(unknown) = classes.iter().find(|n| !known.contains(**n)) {
-            return Err(Error::invalid(ErrorCode::ResourceClassNotFound, format!("No such resource class {unknown}.")));
+            return Err(crate::refuse::no_class(unknown));
         }
         let mut traits: BTreeSet<String> = BTreeSet::new();
         for g in &req.groups {
