@@ -9,8 +9,7 @@ use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use berth_core::error::ErrorCode;
-use berth_core::error::{Error, ErrorKind};
+use berth_core::error::{Error, ErrorCode, ErrorKind};
 use serde_json::json;
 
 tokio::task_local! {

@@ -2,13 +2,13 @@
 //! `GET /v1/leases/{id}/events`, each event with its due time, status,
 //! attempts, last error and claimer. Members see their project's only.
 
-use berth_core::error::ErrorCode;
 use std::collections::HashMap;
 
 use axum::extract::{Path, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use berth_core::dates::format_date;
+use berth_core::error::ErrorCode;
 use berth_core::lease::{LeaseEventStatus, LeaseEventType};
 use berth_store::queries::lease_events::{LeaseEventFilter, LeaseEventRow};
 use serde_json::Value;

@@ -4,7 +4,6 @@
 //! whose strings carry no control characters. Refusals are 4xx documents in
 //! the path's API format, decided before anything is read or written.
 
-use berth_core::error::ErrorCode;
 use std::sync::Arc;
 
 use axum::body::{to_bytes, Body};
@@ -12,6 +11,7 @@ use axum::extract::Request;
 use axum::http::{header, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use berth_core::error::ErrorCode;
 use percent_encoding::percent_decode;
 use serde_json::Value;
 

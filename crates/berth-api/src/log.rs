@@ -6,7 +6,6 @@
 //! Both read with the store's cursor (`TXID-POSITION`), which never skips
 //! an entry even when transactions commit out of position order.
 
-use berth_core::error::ErrorCode;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -17,6 +16,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
+use berth_core::error::ErrorCode;
 use berth_store::{Cursor, RecordedEvent, Store};
 use futures::Stream;
 use serde_json::Value;

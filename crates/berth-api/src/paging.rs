@@ -3,13 +3,13 @@
 //! the previous page) in the query, and `<name>_links` with a `next` link
 //! in the answer when the page is full.
 
-use berth_core::error::ErrorCode;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, Query};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
+use berth_core::error::ErrorCode;
 use serde_json::{json, Value};
 
 use crate::config::ApiConfig;

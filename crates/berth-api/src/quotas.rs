@@ -4,7 +4,6 @@
 //! Bodies are `{"quotas": {"VCPU": 100, "leases": 10}}` (`-1`: unlimited;
 //! `null`: remove that limit); a GET answers the limits in effect.
 
-use berth_core::error::ErrorCode;
 use std::collections::{BTreeMap, HashMap};
 
 use axum::body::Bytes;
@@ -12,6 +11,7 @@ use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use berth_core::dates::{format_date, parse_date, DateSpec};
+use berth_core::error::ErrorCode;
 use berth_core::quota::Scope;
 use berth_store::commands::OverLimit;
 use chrono::Utc;

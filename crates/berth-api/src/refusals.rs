@@ -2,7 +2,6 @@
 //! over the limit, an extractor's rejection, a timeout — answered as the
 //! error document of the API the path belongs to, as handlers' errors are.
 
-use berth_core::error::ErrorCode;
 use std::sync::Arc;
 
 use axum::body::to_bytes;
@@ -10,6 +9,7 @@ use axum::extract::Request;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use berth_core::error::ErrorCode;
 
 use crate::config::ApiConfig;
 use crate::error::{ApiError, Style};

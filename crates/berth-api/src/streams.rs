@@ -2,11 +2,11 @@
 //! a [`Slot`] for as long as it lives, and a caller over either bound gets
 //! 429.
 
-use berth_core::error::ErrorCode;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use axum::http::StatusCode;
+use berth_core::error::ErrorCode;
 
 use crate::error::ApiError;
 

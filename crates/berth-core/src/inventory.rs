@@ -1,10 +1,9 @@
 //! Inventory of one resource class on one provider, and the rules an amount
 //! must follow to be allocated from it.
 
-use crate::error::ErrorCode;
 use serde::{Deserialize, Serialize};
 
-use crate::error::Error;
+use crate::error::{Error, ErrorCode};
 
 /// Placement's largest integer for amounts.
 pub const MAX_AMOUNT: i64 = 2_147_483_647;

@@ -5,12 +5,11 @@
 //! The optional external policy service is called by the API; its answer
 //! becomes [`denied`].
 
-use crate::error::ErrorCode;
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Duration, Utc};
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorCode, ErrorKind};
 use crate::time::DateMath;
 
 /// The built-in rules. Empty: everything is allowed.

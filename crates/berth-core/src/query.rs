@@ -6,12 +6,11 @@
 //! two sides that both read as numbers are compared as numbers; anything
 //! else is compared as text.
 
-use crate::error::ErrorCode;
 use std::cmp::Ordering;
 
 use serde_json::Value;
 
-use crate::error::Error;
+use crate::error::{Error, ErrorCode};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Query {

@@ -16,14 +16,13 @@
 //! raise usage are never refused, so deleting and shrinking never need quota,
 //! and a limit lowered below usage blocks only increases.
 
-use crate::error::ErrorCode;
 use std::collections::BTreeMap;
 use std::fmt;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorCode, ErrorKind};
 use crate::names::{is_custom_name, STANDARD_RESOURCE_CLASSES};
 use crate::window::Window;
 

@@ -3,10 +3,9 @@
 //! error the caller answers with, never a panic. `+` and `-` on chrono values
 //! are linted (`clippy::arithmetic_side_effects`), so sums go through here.
 
-use crate::error::ErrorCode;
 use chrono::{DateTime, Datelike, Duration, TimeZone, Timelike, Utc};
 
-use crate::error::Error;
+use crate::error::{Error, ErrorCode};
 
 /// The first and last years a date may have.
 pub const FIRST_YEAR: i32 = 1;

@@ -1,10 +1,9 @@
 //! A window `[start, end)` in time; `end = None` is open-ended.
 
-use crate::error::ErrorCode;
 use chrono::{DateTime, SubsecRound, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::error::Error;
+use crate::error::{Error, ErrorCode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Window {

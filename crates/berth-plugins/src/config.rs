@@ -17,10 +17,10 @@
 //! program = "examples/plugins/floatingip/floatingip.py"
 //! ```
 
-use berth_core::error::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use berth_core::error::ErrorCode;
 use berth_core::Error;
 use serde::{Deserialize, Serialize};
 

@@ -7,12 +7,12 @@
 //! permanent failure; `on_start`, `before_end`, `on_end` and `on_update` get
 //! the [`Hook`] and answer anything JSON, recorded as the hook's outcome.
 
-use berth_core::error::ErrorCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use backon::{ExponentialBuilder, Retryable};
+use berth_core::error::ErrorCode;
 use serde_json::json;
 
 use crate::driver::{Driver, DriverConfig};

@@ -12,10 +12,10 @@
 //! pool moves, deleted consumers and held-back hosts are effects the manager
 //! records.
 
-use berth_core::error::ErrorCode;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use berth_core::error::ErrorCode;
 use berth_core::lease::{Demand, FREE_POOL};
 use berth_core::lease_event::{Effect, RECYCLE_POOL, SHARED_POOL};
 use berth_core::{query, Error};

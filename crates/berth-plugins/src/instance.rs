@@ -10,11 +10,11 @@
 //! keyed by the hook's key and the slot's consumer, so each slot's effect is
 //! applied once however often the event is attempted.
 
-use berth_core::error::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use berth_core::error::ErrorCode;
 use berth_core::Error;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

@@ -21,10 +21,10 @@
 //! time) denies too, with a generic message: a policy that cannot be asked
 //! does not let leases through. Exempt projects are not sent to it.
 
-use berth_core::error::ErrorCode;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use berth_core::error::ErrorCode;
 use berth_core::policy::{self, LeasePolicy};
 use berth_core::Error;
 use chrono::{DateTime, Utc};

@@ -1,10 +1,10 @@
 //! Plugins by resource type. Plugins register under their name; the
 //! configuration enables them by name (as Blazar loads its entry points).
 
-use berth_core::error::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use berth_core::error::ErrorCode;
 use berth_core::Error;
 
 use crate::plugin::ResourcePlugin;

@@ -1,5 +1,4 @@
-use berth_core::error::ErrorCode;
-use berth_core::error::{Error, ErrorKind};
+use berth_core::error::{Error, ErrorCode, ErrorKind};
 
 /// An error inside the store: a domain decision, or the database failing.
 /// Commands retry on the transient database ones; everything leaves the

@@ -14,10 +14,10 @@
 //! no transaction can commit there any more, so ordering by (txid, position)
 //! gives every reader the same order and never skips.
 
-use berth_core::error::ErrorCode;
 use std::fmt;
 use std::str::FromStr;
 
+use berth_core::error::ErrorCode;
 use berth_core::{Error, Event, EventMeta};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Transaction;

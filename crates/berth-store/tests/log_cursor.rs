@@ -3,11 +3,11 @@
 
 mod common;
 
-use berth_core::error::ErrorCode;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use berth_core::error::ErrorCode;
 use berth_core::{Event, EventMeta};
 use berth_store::log::{self, Cursor};
 use berth_store::testing::{self, TestDatabase};

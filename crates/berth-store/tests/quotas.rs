@@ -8,12 +8,11 @@
 
 mod common;
 
-use berth_core::error::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use berth_core::dates::DateSpec;
-use berth_core::error::ErrorKind;
+use berth_core::error::{ErrorCode, ErrorKind};
 use berth_core::event::Allocation;
 use berth_core::lease::Demand;
 use berth_core::quota::Scope;

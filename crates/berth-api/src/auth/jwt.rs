@@ -11,11 +11,11 @@
 //! `leeway_s`. Which claims name the user, the project and the roles is
 //! configurable. A refused token is never logged.
 
-use berth_core::error::ErrorCode;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use axum::http::{header, HeaderMap};
+use berth_core::error::ErrorCode;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::{Deserialize, Serialize};

@@ -13,11 +13,11 @@
 //! Keystone unreachable, slow past `timeout_ms`, or answering an error: 503
 //! with `Retry-After`, never a 401 and never a hang.
 
-use berth_core::error::ErrorCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use berth_core::error::ErrorCode;
 use berth_core::time::DateMath;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

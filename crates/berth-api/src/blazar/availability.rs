@@ -1,13 +1,13 @@
 //! Berth's advice: when a lease would fit (`POST /v1/availability`) and how
 //! far a lease could be extended (`GET /v1/leases/{id}/extension`).
 
-use berth_core::error::ErrorCode;
 use std::collections::HashMap;
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use berth_core::dates::{self, format_date, parse_date, DateSpec};
+use berth_core::error::ErrorCode;
 use berth_core::time::DateMath;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;

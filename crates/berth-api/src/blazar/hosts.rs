@@ -1,7 +1,6 @@
 //! `/v1/os-hosts`: enrol providers as reservable hosts, their extra
 //! capabilities and properties, and which reservations hold them.
 
-use berth_core::error::ErrorCode;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use axum::body::Bytes;
@@ -9,6 +8,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use berth_core::dates::format_date;
+use berth_core::error::ErrorCode;
 use berth_store::commands::{HostChange, NewHost, HOST_FIELDS};
 use berth_store::queries::leases::{Host, HostAllocation};
 use serde_json::{json, Map, Value};

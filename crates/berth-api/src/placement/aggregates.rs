@@ -1,12 +1,12 @@
 //! `/resource_providers/{uuid}/aggregates` (1.1 on; generations from 1.19).
 
-use berth_core::error::ErrorCode;
 use std::collections::BTreeSet;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use berth_core::error::ErrorCode;
 use serde_json::{json, Value};
 use uuid::Uuid;
 

@@ -2,14 +2,13 @@
 //! `/resource_providers/{uuid}/allocations`. Allocations written here hold
 //! from now, open-ended; reads show what is held now.
 
-use berth_core::error::ErrorCode;
 use std::collections::BTreeMap;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use berth_core::error::ErrorKind;
+use berth_core::error::{ErrorCode, ErrorKind};
 use berth_core::event::Allocation;
 use berth_core::Window;
 use berth_store::commands::{ConsumerAllocations, GenerationCheck};

@@ -1,12 +1,12 @@
 //! `GET /allocation_candidates` (1.10 on): request groups from the query
 //! string, the search in the store, the answer shaped for the microversion.
 
-use berth_core::error::ErrorCode;
 use std::collections::{BTreeMap, BTreeSet};
 
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use berth_core::error::ErrorCode;
 use berth_store::queries::candidates::{CandidateGroup, CandidateRequest, Candidates};
 use regex::Regex;
 use serde_json::{json, Map, Value};

@@ -3,14 +3,13 @@
 //! content type 415, accept 406, policy 403, body 400), its error document,
 //! query strings, bodies and the cache headers of 1.15.
 
-use berth_core::error::ErrorCode;
 use std::collections::BTreeMap;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use berth_core::error::ErrorKind;
+use berth_core::error::{ErrorCode, ErrorKind};
 use berth_core::EventMeta;
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;

@@ -1,12 +1,12 @@
 //! `/resource_providers/{uuid}/inventories[/{class}]`.
 
-use berth_core::error::ErrorCode;
 use std::collections::BTreeMap;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use berth_core::error::ErrorCode;
 use berth_core::inventory::MAX_AMOUNT;
 use berth_core::Inventory;
 use berth_store::commands::InventoryChange;

@@ -1,14 +1,13 @@
 //! `POST /reshaper` (1.30 on): inventories and allocations of several
 //! providers and consumers replaced together.
 
-use berth_core::error::ErrorCode;
 use std::collections::BTreeMap;
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use berth_core::error::ErrorKind;
+use berth_core::error::{ErrorCode, ErrorKind};
 use berth_core::inventory::MAX_AMOUNT;
 use berth_core::Inventory;
 use berth_store::commands::ReshapeInventory;

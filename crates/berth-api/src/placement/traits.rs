@@ -1,12 +1,12 @@
 //! `/traits` and `/resource_providers/{uuid}/traits` (1.6 on).
 
-use berth_core::error::ErrorCode;
 use std::collections::BTreeSet;
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use berth_core::error::ErrorCode;
 use berth_store::queries::placement::TraitFilter;
 use serde::Deserialize;
 use serde_json::json;

@@ -12,11 +12,10 @@
 //! - `recurrence`: the occurrences a recurring lease books.
 //! - `class`: the resource class a reservation's flavor requests.
 
-use crate::error::ErrorCode;
 use chrono::Duration;
 use uuid::Uuid;
 
-use crate::error::Error;
+use crate::error::{Error, ErrorCode};
 
 mod class;
 mod record;

@@ -1,11 +1,10 @@
 //! A recurring lease's occurrences: each time its schedule fires within the
 //! request's span, bounded in number and never overlapping one another.
 
-use crate::error::ErrorCode;
 use chrono::{DateTime, Duration, Utc};
 
 use crate::dates::format_date as fmt;
-use crate::error::Error;
+use crate::error::{Error, ErrorCode};
 use crate::time::DateMath;
 
 /// How far past the cap a refused recurrence's occurrences are counted

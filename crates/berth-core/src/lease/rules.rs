@@ -2,12 +2,11 @@
 //! later and ends after it starts; an update may not move what has already
 //! happened. Pure: callers pass `now` in.
 
-use crate::error::ErrorCode;
 use chrono::{DateTime, Utc};
 
 use super::{LeaseRecord, DEFAULT_BEFORE_END, START_GRACE};
 use crate::dates::format_date as fmt;
-use crate::error::Error;
+use crate::error::{Error, ErrorCode};
 use crate::time::DateMath;
 
 /// The window a new lease asks for, checked against `now`: a start in the

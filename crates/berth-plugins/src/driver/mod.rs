@@ -14,12 +14,12 @@ mod exec;
 mod noop;
 mod webhook;
 
-use berth_core::error::ErrorCode;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use berth_core::error::ErrorCode;
 use serde::{Deserialize, Serialize};
 
 use crate::plugin::HookError;

@@ -1,9 +1,9 @@
 //! Hosts: providers enrolled in the free pool of reservable hosts, with
 //! their extra capabilities.
 
-use berth_core::error::ErrorCode;
 use std::collections::{BTreeMap, BTreeSet};
 
+use berth_core::error::ErrorCode;
 use berth_core::lease::FREE_POOL;
 use berth_core::{Error, Event, EventMeta, Inventory};
 use deadpool_postgres::Transaction;

@@ -2,9 +2,9 @@
 //! their attempts and claims, when the next one is due, and what a hook
 //! needs to know about its lease.
 
-use berth_core::error::ErrorCode;
 use std::collections::HashMap;
 
+use berth_core::error::ErrorCode;
 use berth_core::lease::{LeaseEventStatus, LeaseEventType};
 use berth_core::Error;
 use chrono::{DateTime, Utc};

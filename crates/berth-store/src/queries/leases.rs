@@ -1,8 +1,8 @@
 //! Reads of leases and hosts.
 
-use berth_core::error::ErrorCode;
 use std::collections::{BTreeMap, HashMap};
 
+use berth_core::error::ErrorCode;
 use berth_core::lease::{
     LeaseEventRecord, LeaseEventStatus, LeaseEventType, LeaseRecord, LeaseStatus, ReservationRecord, ReservationStatus,
     Slot,

@@ -1,8 +1,8 @@
 //! Reads over the projections. Queries never read the log and never write.
 
-use berth_core::error::ErrorCode;
 use std::collections::BTreeMap;
 
+use berth_core::error::ErrorCode;
 use berth_core::{Error, Inventory, Window};
 use chrono::{DateTime, Utc};
 use serde::Serialize;

@@ -4,11 +4,10 @@
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
 
-use berth_core::error::ErrorCode;
 use std::collections::BTreeMap;
 
 use berth_core::dates::DateSpec;
-use berth_core::error::ErrorKind;
+use berth_core::error::{ErrorCode, ErrorKind};
 use berth_core::lease::Demand;
 use berth_core::query;
 use berth_core::{EventMeta, Window};

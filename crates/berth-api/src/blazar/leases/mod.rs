@@ -7,7 +7,6 @@ mod parse;
 mod recurrence;
 mod shape;
 
-use berth_core::error::ErrorCode;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -15,6 +14,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use berth_core::dates::DateSpec;
+use berth_core::error::ErrorCode;
 use berth_core::lease::LeaseStatus;
 use berth_store::commands::{LeaseDates, LeaseUpdate, NewLease};
 use berth_store::queries::leases::{Lease, LeaseFilter};

@@ -11,11 +11,10 @@
 //! join it, and the capacity check that follows sees the hold and the draw
 //! cancel out. The draws are recorded with the request, if it is written.
 
-use berth_core::error::ErrorCode;
 use std::collections::{BTreeSet, HashMap};
 
 use berth_core::draw::{self, Amounts};
-use berth_core::error::ErrorKind;
+use berth_core::error::{ErrorCode, ErrorKind};
 use berth_core::event::Allocation;
 use berth_core::lease::{reservation_of_class, LeaseStatus};
 use berth_core::{Error, Event, Window};

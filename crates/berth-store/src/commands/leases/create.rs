@@ -1,9 +1,9 @@
 //! Creating a lease, or a recurring lease's occurrences, all or nothing.
 
-use berth_core::error::ErrorCode;
 use std::collections::HashMap;
 
 use berth_core::dates::DateSpec;
+use berth_core::error::ErrorCode;
 use berth_core::lease::{
     self, Demand, LeaseRecord, LeaseStatus, ReservationRecord, ReservationStatus, Slot, MAX_RESERVATIONS,
 };

@@ -1,9 +1,9 @@
 //! Updating a lease: rename, move and re-size it; everything that changes is
 //! re-checked over the new window, all or nothing.
 
-use berth_core::error::ErrorCode;
 use std::collections::{BTreeMap, HashMap};
 
+use berth_core::error::ErrorCode;
 use berth_core::lease::{self, LeaseChange, LeaseEventStatus, LeaseEventType, LeaseRecord, ReservationRecord, Slot};
 use berth_core::schedule::Placed;
 use berth_core::{Error, Event, EventMeta, Window};
