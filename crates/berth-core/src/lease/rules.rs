@@ -23,6 +23,11 @@ pub fn check_new_window(
             format!("start_date {} is in the past (now is {})", fmt(start), fmt(now)),
         ));
     }
+    ends_after_start(start, end)
+}
+
+/// A window ends after it starts.
+fn ends_after_start(start: DateTime<Utc>, end: DateTime<Utc>) -> Result<(), Error> {
     if end <= start {
         return Err(Error::invalid(
             ErrorCode::InvalidDate,
@@ -96,12 +101,7 @@ pub fn check_change(
             format!("end_date {} is in the past (now is {})", fmt(end), fmt(now)),
         ));
     }
-    if end <= start {
-        return Err(Error::invalid(
-            ErrorCode::InvalidDate,
-            format!("end_date {} is not after start_date {}", fmt(end), fmt(start)),
-        ));
-    }
+    ends_after_start(start, end)?;
     if let Some(name) = &change.name {
         check_name(name)?;
     }

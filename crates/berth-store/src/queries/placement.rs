@@ -422,33 +422,23 @@ fn filter_sql(f: &ProviderFilter) -> (String, Vec<Param>) {
             next(&mut params, Box::new(t))
         );
     }
+    const AGGREGATES: (&str, &str) = ("provider_aggregates", "aggregate");
+    const TRAITS: (&str, &str) = ("provider_traits", "trait");
     for group in &f.member_of {
         let v: Vec<Uuid> = group.iter().copied().collect();
-        sql += &format!(
-            " AND EXISTS (SELECT 1 FROM provider_aggregates a WHERE a.provider_uuid = p.uuid AND a.aggregate = ANY({}))",
-            next(&mut params, Box::new(v))
-        );
+        sql += &linked(&mut params, true, AGGREGATES, Box::new(v));
     }
     if !f.forbidden_aggregates.is_empty() {
         let v: Vec<Uuid> = f.forbidden_aggregates.iter().copied().collect();
-        sql += &format!(
-            " AND NOT EXISTS (SELECT 1 FROM provider_aggregates a WHERE a.provider_uuid = p.uuid AND a.aggregate = ANY({}))",
-            next(&mut params, Box::new(v))
-        );
+        sql += &linked(&mut params, false, AGGREGATES, Box::new(v));
     }
     for group in &f.required_traits {
         let v: Vec<String> = group.iter().cloned().collect();
-        sql += &format!(
-            " AND EXISTS (SELECT 1 FROM provider_traits t WHERE t.provider_uuid = p.uuid AND t.trait = ANY({}))",
-            next(&mut params, Box::new(v))
-        );
+        sql += &linked(&mut params, true, TRAITS, Box::new(v));
     }
     if !f.forbidden_traits.is_empty() {
         let v: Vec<String> = f.forbidden_traits.iter().cloned().collect();
-        sql += &format!(
-            " AND NOT EXISTS (SELECT 1 FROM provider_traits t WHERE t.provider_uuid = p.uuid AND t.trait = ANY({}))",
-            next(&mut params, Box::new(v))
-        );
+        sql += &linked(&mut params, false, TRAITS, Box::new(v));
     }
     for (class, amount) in &f.resources {
         let (rc, n) = (next(&mut params, Box::new(class.clone())), next(&mut params, Box::new(*amount)));
@@ -458,6 +448,14 @@ fn filter_sql(f: &ProviderFilter) -> (String, Vec<Param>) {
         );
     }
     (sql, params)
+}
+
+/// ` AND EXISTS` (`has`) or ` AND NOT EXISTS` a row of the link table
+/// `(table, column)` tying the provider to one of `values`.
+fn linked(params: &mut Vec<Param>, has: bool, (table, column): (&str, &str), values: Param) -> String {
+    let not = if has { "" } else { " NOT" };
+    let any = next(params, values);
+    format!(" AND{not} EXISTS (SELECT 1 FROM {table} l WHERE l.provider_uuid = p.uuid AND l.{column} = ANY({any}))")
 }
 
 /// Those of `found` with room from now on for what `f` asks, decided with
