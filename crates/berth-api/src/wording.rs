@@ -86,3 +86,24 @@ pub fn of(r: &Refusal) -> String {
         R::NoAllocations { consumer } => format!("No allocations for consumer '{consumer}'"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_consumer_has_the_generation_null() {
+        let r = Refusal::ConsumerGeneration { current: None, given: Some(3) };
+        assert_eq!(of(&r), "consumer generation conflict - expected null but got 3");
+    }
+
+    #[test]
+    fn classes_in_use_are_listed_in_the_order_given() {
+        let provider = uuid::Uuid::nil();
+        let r = Refusal::InventoryInUse { provider, classes: vec!["VCPU".into(), "DISK_GB".into()] };
+        assert_eq!(
+            of(&r),
+            "Inventory for 'VCPU, DISK_GB' on resource provider '00000000-0000-0000-0000-000000000000' in use."
+        );
+    }
+}
