@@ -9,7 +9,7 @@ use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use berth_core::error::{codes as codes_core, Error, ErrorKind};
+use berth_core::error::{Error, ErrorCode, ErrorKind};
 use serde_json::json;
 
 tokio::task_local! {
@@ -71,35 +71,18 @@ impl Style {
     }
 }
 
-/// Codes of refusals made before a handler runs.
-pub mod codes {
-    pub const ROUTE_NOT_FOUND: &str = "berth.route_not_found";
-    pub const METHOD_NOT_ALLOWED: &str = "berth.method_not_allowed";
-    pub const BODY_TOO_LARGE: &str = "berth.body_too_large";
-    pub const BAD_REQUEST: &str = "berth.bad_request";
-    pub const BAD_ENCODING: &str = "berth.invalid.encoding";
-    pub const CONTROL_CHARACTER: &str = "berth.invalid.control_character";
-    pub const TOO_LONG: &str = "berth.invalid.too_long";
-    pub const TOO_DEEP: &str = "berth.invalid.too_deep";
-    pub const TIMEOUT: &str = "berth.timeout";
-    pub const TOO_MANY_STREAMS: &str = "berth.too_many_streams";
-    pub const UNAVAILABLE: &str = "berth.unavailable";
-    pub const BAD_LIMIT: &str = "berth.invalid.limit";
-    pub const BAD_MARKER: &str = "berth.invalid.marker";
-}
-
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
-    pub code: String,
+    pub code: ErrorCode,
     pub detail: String,
     pub style: Style,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: impl Into<String>, detail: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: ErrorCode, detail: impl Into<String>) -> Self {
         let style = ROUTE_STYLE.try_with(|s| *s).unwrap_or(Style::Blazar);
-        ApiError { status, code: code.into(), detail: detail.into(), style }
+        ApiError { status, code, detail: detail.into(), style }
     }
     pub fn placement(mut self) -> Self {
         self.style = Style::Placement;
@@ -112,14 +95,14 @@ impl ApiError {
     pub fn unauthenticated() -> Self {
         ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "berth.unauthenticated",
+            ErrorCode::Unauthenticated,
             "The request you have made requires authentication.",
         )
     }
     pub fn forbidden() -> Self {
-        ApiError::new(StatusCode::FORBIDDEN, "berth.forbidden", "Policy does not allow this request.")
+        ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, "Policy does not allow this request.")
     }
-    pub fn bad_request(code: impl Into<String>, detail: impl Into<String>) -> Self {
+    pub fn bad_request(code: ErrorCode, detail: impl Into<String>) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, code, detail)
     }
 }
@@ -139,9 +122,9 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
 /// Seconds a 503 asks the client to wait before trying again.
 pub const RETRY_AFTER_S: u64 = 5;
 
-/// What a client is told of `e`. A bug's or an outage's detail (which may
-/// quote the database) goes to the log with the request id, never to the
-/// client.
+/// What a client is told of `e`: a refusal in its API's words; a bug's or
+/// an outage's detail (which may quote the database) goes to the log with
+/// the request id, never to the client.
 pub fn public_detail(e: &Error) -> String {
     let request_id = current_request_id();
     match e.kind {
@@ -153,34 +136,31 @@ pub fn public_detail(e: &Error) -> String {
             tracing::warn!(request_id = %request_id, detail = %e.detail, "database unavailable");
             format!("The database is unavailable; try again in {RETRY_AFTER_S} seconds.")
         }
-        _ => e.detail.clone(),
+        _ => e.refusal.as_deref().map_or_else(|| e.detail.clone(), crate::wording::of),
     }
 }
 
-/// Placement's catch-all error code.
-pub const PLACEMENT_UNDEFINED_CODE: &str = "placement.undefined_code";
-
 /// The codes Placement defines; any other code of ours is answered under
 /// `/placement` as `placement.undefined_code`, as Placement would.
-const PLACEMENT_CODES: &[&str] = &[
-    codes_core::CONCURRENT_UPDATE,
-    codes_core::DUPLICATE_NAME,
-    codes_core::INVENTORY_IN_USE,
-    codes_core::PROVIDER_IN_USE,
-    codes_core::CANNOT_DELETE_PARENT,
-    codes_core::PROVIDER_NOT_FOUND,
+const PLACEMENT_CODES: &[ErrorCode] = &[
+    ErrorCode::ConcurrentUpdate,
+    ErrorCode::DuplicateName,
+    ErrorCode::InventoryInUse,
+    ErrorCode::ProviderInUse,
+    ErrorCode::CannotDeleteParent,
+    ErrorCode::ProviderNotFound,
     // Over quota keeps Berth's code, in Placement's error document (403).
-    berth_core::quota::codes::EXCEEDED,
+    ErrorCode::QuotaExceeded,
 ];
 
 impl Style {
     /// The code this document answers `e` with: Placement names only its
     /// own codes (and Berth's outages and bugs, which its clients retry or
     /// report); Blazar's and Berth's documents carry every code as it is.
-    pub fn code_of(self, e: &Error) -> &'static str {
+    pub fn code_of(self, e: &Error) -> ErrorCode {
         let ours = matches!(e.kind, ErrorKind::Internal | ErrorKind::Unavailable);
         match self {
-            Style::Placement if !ours && !PLACEMENT_CODES.contains(&e.code) => PLACEMENT_UNDEFINED_CODE,
+            Style::Placement if !ours && !PLACEMENT_CODES.contains(&e.code) => ErrorCode::Undefined,
             _ => e.code,
         }
     }
@@ -192,7 +172,7 @@ impl Style {
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
         let mut api = ApiError::new(status_of(e.kind), e.code, public_detail(&e));
-        api.code = api.style.code_of(&e).to_string();
+        api.code = api.style.code_of(&e);
         api
     }
 }
@@ -206,21 +186,21 @@ impl IntoResponse for ApiError {
                 "status": self.status.as_u16(),
                 "title": title,
                 "detail": self.detail,
-                "code": self.code,
+                "code": self.code.as_str(),
                 "request_id": request_id,
             }]}),
             Style::Blazar => json!({
                 "error_code": self.status.as_u16(),
                 "error_name": title,
                 "error_message": self.detail,
-                "code": self.code,
+                "code": self.code.as_str(),
                 "request_id": request_id,
             }),
             Style::Berth => json!({"error": {
                 "status": self.status.as_u16(),
                 "title": title,
                 "detail": self.detail,
-                "code": self.code,
+                "code": self.code.as_str(),
                 "request_id": request_id,
             }}),
         };

@@ -8,7 +8,8 @@ use axum::extract::{Path, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use berth_core::dates::format_date;
-use berth_core::lease::{codes, LeaseEventStatus, LeaseEventType};
+use berth_core::error::ErrorCode;
+use berth_core::lease::{LeaseEventStatus, LeaseEventType};
 use berth_store::queries::lease_events::{LeaseEventFilter, LeaseEventRow};
 use serde_json::Value;
 use uuid::Uuid;
@@ -88,7 +89,7 @@ pub fn event_json(e: &LeaseEventRow) -> Value {
 }
 
 fn bad(m: String) -> ApiError {
-    ApiError::bad_request(codes::INVALID_LEASE, m)
+    ApiError::bad_request(ErrorCode::InvalidLease, m)
 }
 
 /// The filters both lists accept.
@@ -185,7 +186,7 @@ async fn of_lease(
     let id = Uuid::parse_str(&id).map_err(|_| {
         ApiError::new(
             axum::http::StatusCode::NOT_FOUND,
-            codes::LEASE_NOT_FOUND,
+            ErrorCode::LeaseNotFound,
             format!("lease {id} could not be found"),
         )
     })?;

@@ -11,11 +11,12 @@ use axum::extract::Request;
 use axum::http::{header, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use berth_core::error::ErrorCode;
 use percent_encoding::percent_decode;
 use serde_json::Value;
 
 use crate::config::ApiConfig;
-use crate::error::{codes, ApiError, Style};
+use crate::error::{ApiError, Style};
 use crate::refusals::too_large;
 
 /// Longest id or name, in characters (Keystone's and Placement's bound).
@@ -48,7 +49,7 @@ pub async fn check(req: Request, next: Next) -> Response {
         Ok(b) => b,
         Err(e) if is_length_limit(&e) => return body_too_large(&cfg, style),
         Err(e) => {
-            return ApiError::bad_request(codes::BAD_REQUEST, format!("the body could not be read: {e}"))
+            return ApiError::bad_request(ErrorCode::BadRequest, format!("the body could not be read: {e}"))
                 .in_style(style)
                 .into_response()
         }
@@ -63,7 +64,7 @@ pub async fn check(req: Request, next: Next) -> Response {
 }
 
 fn body_too_large(cfg: &ApiConfig, style: Style) -> Response {
-    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, codes::BODY_TOO_LARGE, too_large(Some(cfg.max_body_bytes)))
+    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::BodyTooLarge, too_large(Some(cfg.max_body_bytes)))
         .in_style(style)
         .into_response()
 }
@@ -79,7 +80,7 @@ fn is_length_limit(e: &axum::Error) -> bool {
     false
 }
 
-fn bad(code: &'static str, detail: String) -> ApiError {
+fn bad(code: ErrorCode, detail: String) -> ApiError {
     ApiError::bad_request(code, detail)
 }
 
@@ -87,16 +88,17 @@ fn bad(code: &'static str, detail: String) -> ApiError {
 fn check_uri(uri: &Uri, max_name: Option<usize>) -> Result<(), ApiError> {
     for segment in uri.path().split('/').filter(|s| !s.is_empty()) {
         let text = decode(segment, false)
-            .ok_or_else(|| bad(codes::BAD_ENCODING, "the path is not percent-encoded UTF-8".to_string()))?;
+            .ok_or_else(|| bad(ErrorCode::BadEncoding, "the path is not percent-encoded UTF-8".to_string()))?;
         check_text("a path segment", &text, Kind::Name(max_name))?;
     }
     for pair in uri.query().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (raw_key, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
         let key = decode(raw_key, true)
-            .ok_or_else(|| bad(codes::BAD_ENCODING, "the query is not percent-encoded UTF-8".to_string()))?;
+            .ok_or_else(|| bad(ErrorCode::BadEncoding, "the query is not percent-encoded UTF-8".to_string()))?;
         check_text("a query parameter name", &key, Kind::Name(max_name))?;
-        let value = decode(raw_value, true)
-            .ok_or_else(|| bad(codes::BAD_ENCODING, format!("query parameter {key:?} is not percent-encoded UTF-8")))?;
+        let value = decode(raw_value, true).ok_or_else(|| {
+            bad(ErrorCode::BadEncoding, format!("query parameter {key:?} is not percent-encoded UTF-8"))
+        })?;
         check_text(&format!("query parameter {key}"), &value, Kind::of_field(&key, max_name))?;
     }
     Ok(())
@@ -134,13 +136,13 @@ fn check_text(field: &str, text: &str, kind: Kind) -> Result<(), ApiError> {
     let refused = |c: char| c.is_control() && (matches!(kind, Kind::Name(_)) || !matches!(c, '\t' | '\n' | '\r'));
     if let Some(c) = text.chars().find(|c| refused(*c)) {
         return Err(bad(
-            codes::CONTROL_CHARACTER,
+            ErrorCode::ControlCharacter,
             format!("{field} contains the control character U+{:04X}", c as u32),
         ));
     }
     if let Kind::Name(Some(max)) = kind {
         if text.chars().count() > max {
-            return Err(bad(codes::TOO_LONG, format!("{field} is longer than {max} characters")));
+            return Err(bad(ErrorCode::TooLong, format!("{field} is longer than {max} characters")));
         }
     }
     Ok(())
@@ -152,7 +154,7 @@ fn check_json(v: &Value, max_depth: usize, max_name: Option<usize>) -> Result<()
         let field = || if at.is_empty() { "the body".to_string() } else { format!("field {at}") };
         match v {
             Value::Array(_) | Value::Object(_) if depth >= max => {
-                Err(bad(codes::TOO_DEEP, format!("{} nests deeper than {max} levels", field())))
+                Err(bad(ErrorCode::TooDeep, format!("{} nests deeper than {max} levels", field())))
             }
             Value::Array(items) => items
                 .iter()
@@ -183,7 +185,7 @@ mod tests {
         check_json(v, depth, Some(MAX_NAME))
     }
 
-    fn code(r: Result<(), ApiError>) -> String {
+    fn code(r: Result<(), ApiError>) -> ErrorCode {
         r.unwrap_err().code
     }
 
@@ -191,13 +193,13 @@ mod tests {
     fn uris_decode_to_clean_text() {
         let uri = |s: &str| s.parse::<Uri>().unwrap();
         assert!(check_uri_(&uri("/v1/leases?name=a%20b&x=1+2")).is_ok());
-        assert_eq!(code(check_uri_(&uri("/v1/leases/%FF"))), codes::BAD_ENCODING);
-        assert_eq!(code(check_uri_(&uri("/v1/leases?project_id=%C3"))), codes::BAD_ENCODING);
-        assert_eq!(code(check_uri_(&uri("/v1/leases/a%00b"))), codes::CONTROL_CHARACTER);
-        assert_eq!(code(check_uri_(&uri("/v1/leases?project_id=p%0A"))), codes::CONTROL_CHARACTER);
+        assert_eq!(code(check_uri_(&uri("/v1/leases/%FF"))), ErrorCode::BadEncoding);
+        assert_eq!(code(check_uri_(&uri("/v1/leases?project_id=%C3"))), ErrorCode::BadEncoding);
+        assert_eq!(code(check_uri_(&uri("/v1/leases/a%00b"))), ErrorCode::ControlCharacter);
+        assert_eq!(code(check_uri_(&uri("/v1/leases?project_id=p%0A"))), ErrorCode::ControlCharacter);
         let long = "x".repeat(MAX_NAME + 1);
-        assert_eq!(code(check_uri_(&uri(&format!("/v1/os-hosts/{long}")))), codes::TOO_LONG);
-        assert_eq!(code(check_uri_(&uri(&format!("/v1/leases?project_id={long}")))), codes::TOO_LONG);
+        assert_eq!(code(check_uri_(&uri(&format!("/v1/os-hosts/{long}")))), ErrorCode::TooLong);
+        assert_eq!(code(check_uri_(&uri(&format!("/v1/leases?project_id={long}")))), ErrorCode::TooLong);
         assert!(check_uri_(&uri(&format!("/placement/allocation_candidates?member_of={long}"))).is_ok());
         assert!(check_uri(&uri(&format!("/placement/traits/{long}")), None).is_ok(), "Placement bounds its own");
         assert!(check_json(&json!({"name": long}), 32, None).is_ok());
@@ -206,13 +208,13 @@ mod tests {
     #[test]
     fn bodies_are_bounded_and_clean() {
         assert!(check_json_(&json!({"name": "a", "note": "two\nlines", "n": [1, {"x": null}]}), 32).is_ok());
-        assert_eq!(code(check_json_(&json!({"name": "a\u{0}"}), 32)), codes::CONTROL_CHARACTER);
-        assert_eq!(code(check_json_(&json!({"name": "a\nb"}), 32)), codes::CONTROL_CHARACTER);
-        assert_eq!(code(check_json_(&json!({"a\u{1}": 1}), 32)), codes::CONTROL_CHARACTER);
-        assert_eq!(code(check_json_(&json!({"r": [{"x": "\u{7f}"}]}), 32)), codes::CONTROL_CHARACTER);
-        assert_eq!(code(check_json_(&json!({"host_id": "h".repeat(256)}), 32)), codes::TOO_LONG);
+        assert_eq!(code(check_json_(&json!({"name": "a\u{0}"}), 32)), ErrorCode::ControlCharacter);
+        assert_eq!(code(check_json_(&json!({"name": "a\nb"}), 32)), ErrorCode::ControlCharacter);
+        assert_eq!(code(check_json_(&json!({"a\u{1}": 1}), 32)), ErrorCode::ControlCharacter);
+        assert_eq!(code(check_json_(&json!({"r": [{"x": "\u{7f}"}]}), 32)), ErrorCode::ControlCharacter);
+        assert_eq!(code(check_json_(&json!({"host_id": "h".repeat(256)}), 32)), ErrorCode::TooLong);
         assert!(check_json_(&json!({"resource_properties": "h".repeat(256)}), 32).is_ok());
-        assert_eq!(code(check_json_(&json!([[[1]]]), 2)), codes::TOO_DEEP);
+        assert_eq!(code(check_json_(&json!([[[1]]]), 2)), ErrorCode::TooDeep);
         assert!(check_json_(&json!([[1]]), 2).is_ok());
         let e = check_json_(&json!({"reservations": [{"name": "\u{0}"}]}), 32).unwrap_err();
         assert!(e.detail.contains("/reservations/0/name"), "{}", e.detail);

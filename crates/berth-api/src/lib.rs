@@ -30,6 +30,7 @@ mod root;
 mod serve;
 mod streams;
 mod tags;
+mod wording;
 
 use std::sync::Arc;
 

@@ -16,7 +16,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
-use berth_core::error::codes;
+use berth_core::error::ErrorCode;
 use berth_store::{Cursor, RecordedEvent, Store};
 use futures::Stream;
 use serde_json::Value;
@@ -86,7 +86,7 @@ pub fn stream_routes() -> Router<AppState> {
 }
 
 fn bad(m: String) -> ApiError {
-    ApiError::bad_request(codes::INVALID, m)
+    ApiError::bad_request(ErrorCode::Invalid, m)
 }
 
 fn cursor(s: Option<&str>) -> Result<Cursor, ApiError> {

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use axum::extract::{FromRequestParts, Query};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
+use berth_core::error::ErrorCode;
 use serde_json::{json, Value};
 
 use crate::config::ApiConfig;
-use crate::error::{codes, ApiError};
+use crate::error::ApiError;
 
 /// A paged list's query: every parameter as given, with the server's most
 /// per page. The page is read by [`Listing::page`] after the handler's
@@ -38,7 +39,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Listing {
         })?;
         let Query(query) = Query::<HashMap<String, String>>::from_request_parts(parts, state)
             .await
-            .map_err(|e| ApiError::bad_request(codes::BAD_ENCODING, e.body_text()))?;
+            .map_err(|e| ApiError::bad_request(ErrorCode::BadEncoding, e.body_text()))?;
         Ok(Listing { query, max_page: config.max_page })
     }
 }
@@ -73,7 +74,7 @@ impl Page {
                 _ => {
                     return Err(ApiError::new(
                         StatusCode::BAD_REQUEST,
-                        codes::BAD_LIMIT,
+                        ErrorCode::BadLimit,
                         format!("limit {l:?} must be a whole number from 1 (at most {max} are given)"),
                     ))
                 }
@@ -126,7 +127,7 @@ impl Page {
                     Some(i) => i + 1,
                     None => {
                         return Err(ApiError::bad_request(
-                            codes::BAD_MARKER,
+                            ErrorCode::BadMarker,
                             format!("marker {m:?} names nothing in this list"),
                         ))
                     }
@@ -150,7 +151,7 @@ mod tests {
         assert_eq!(Page::of(&q(&[]), 1000).unwrap().limit, 1000);
         assert_eq!(Page::of(&q(&[("limit", "5000")]), 1000).unwrap().limit, 1000);
         for bad in ["0", "-1", "x", ""] {
-            assert_eq!(Page::of(&q(&[("limit", bad)]), 1000).unwrap_err().code, codes::BAD_LIMIT, "{bad}");
+            assert_eq!(Page::of(&q(&[("limit", bad)]), 1000).unwrap_err().code, ErrorCode::BadLimit, "{bad}");
         }
         let query = q(&[("limit", "2"), ("status", "ACTIVE")]);
         let page = Page::of(&query, 1000).unwrap();
@@ -161,6 +162,9 @@ mod tests {
         let items = vec![json!({"n": "a"}), json!({"n": "b"}), json!({"n": "c"})];
         let after_a = Page { limit: 1, marker: Some("a".into()) };
         assert_eq!(after_a.slice(items.clone(), "n").unwrap(), vec![json!({"n": "b"})]);
-        assert_eq!(Page { limit: 1, marker: Some("z".into()) }.slice(items, "n").unwrap_err().code, codes::BAD_MARKER);
+        assert_eq!(
+            Page { limit: 1, marker: Some("z".into()) }.slice(items, "n").unwrap_err().code,
+            ErrorCode::BadMarker
+        );
     }
 }

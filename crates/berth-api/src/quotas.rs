@@ -11,7 +11,8 @@ use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use berth_core::dates::{format_date, parse_date, DateSpec};
-use berth_core::quota::{codes, Scope};
+use berth_core::error::ErrorCode;
+use berth_core::quota::Scope;
 use berth_store::commands::OverLimit;
 use chrono::Utc;
 use serde_json::{Map, Value};
@@ -112,7 +113,7 @@ pub fn routes() -> Router<AppState> {
 }
 
 fn bad(detail: impl Into<String>) -> ApiError {
-    ApiError::bad_request(codes::INVALID, detail)
+    ApiError::bad_request(ErrorCode::QuotaInvalid, detail)
 }
 
 /// The target of a quota action: the project (and user) it is about; the
@@ -457,7 +458,7 @@ mod tests {
             r#"{"quotas": {"VCPU": 2}, "extra": 1}"#,
         ] {
             let e = p(bad).unwrap_err();
-            assert_eq!((e.status, e.code.as_str()), (StatusCode::BAD_REQUEST, codes::INVALID), "{bad}");
+            assert_eq!((e.status, e.code), (StatusCode::BAD_REQUEST, ErrorCode::QuotaInvalid), "{bad}");
         }
     }
 }

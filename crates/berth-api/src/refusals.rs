@@ -9,9 +9,10 @@ use axum::extract::Request;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use berth_core::error::ErrorCode;
 
 use crate::config::ApiConfig;
-use crate::error::{codes, ApiError, Style};
+use crate::error::{ApiError, Style};
 
 /// Most of a plain-text refusal's body kept as its detail.
 const DETAIL_BYTES: usize = 4096;
@@ -31,22 +32,22 @@ pub async fn as_documents(req: Request, next: Next) -> Response {
     let text = to_bytes(body, DETAIL_BYTES).await.map(|b| String::from_utf8_lossy(&b).trim().to_string());
     let said = text.unwrap_or_default();
     let (code, detail) = match status {
-        StatusCode::NOT_FOUND => (codes::ROUTE_NOT_FOUND, "The resource could not be found.".to_string()),
+        StatusCode::NOT_FOUND => (ErrorCode::RouteNotFound, "The resource could not be found.".to_string()),
         StatusCode::METHOD_NOT_ALLOWED => {
             let allowed = parts.headers.get(header::ALLOW).and_then(|v| v.to_str().ok()).unwrap_or("");
-            (codes::METHOD_NOT_ALLOWED, format!("The method is not allowed for this resource; allowed: {allowed}."))
+            (ErrorCode::MethodNotAllowed, format!("The method is not allowed for this resource; allowed: {allowed}."))
         }
-        StatusCode::PAYLOAD_TOO_LARGE => (codes::BODY_TOO_LARGE, too_large(limit)),
+        StatusCode::PAYLOAD_TOO_LARGE => (ErrorCode::BodyTooLarge, too_large(limit)),
         StatusCode::SERVICE_UNAVAILABLE => {
-            (codes::UNAVAILABLE, "The service is unavailable; try again shortly.".into())
+            (ErrorCode::Unavailable, "The service is unavailable; try again shortly.".into())
         }
-        StatusCode::REQUEST_TIMEOUT => (codes::TIMEOUT, "The request took too long and was stopped.".to_string()),
+        StatusCode::REQUEST_TIMEOUT => (ErrorCode::Timeout, "The request took too long and was stopped.".to_string()),
         s if s.is_server_error() => {
             tracing::error!(status = s.as_u16(), detail = %said, "an error answer without a document");
-            (berth_core::error::codes::INTERNAL, "The server could not answer this request.".to_string())
+            (ErrorCode::Internal, "The server could not answer this request.".to_string())
         }
-        _ if said.is_empty() => (codes::BAD_REQUEST, status.canonical_reason().unwrap_or("Bad request").to_string()),
-        _ => (codes::BAD_REQUEST, said),
+        _ if said.is_empty() => (ErrorCode::BadRequest, status.canonical_reason().unwrap_or("Bad request").to_string()),
+        _ => (ErrorCode::BadRequest, said),
     };
     let mut out = ApiError::new(status, code, detail).in_style(style).into_response();
     for (name, value) in &parts.headers {

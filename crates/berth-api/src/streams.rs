@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use axum::http::StatusCode;
+use berth_core::error::ErrorCode;
 
-use crate::error::{codes, ApiError};
+use crate::error::ApiError;
 
 #[derive(Debug, Default)]
 pub struct Streams {
@@ -39,7 +40,7 @@ impl Streams {
             } else {
                 format!("the server has {} live streams open, the most it serves; try again later", open.total)
             };
-            return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, codes::TOO_MANY_STREAMS, detail));
+            return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, ErrorCode::TooManyStreams, detail));
         }
         open.total += 1;
         *open.per_caller.entry(caller.to_string()).or_insert(0) += 1;
@@ -71,7 +72,7 @@ mod tests {
         let _a2 = s.open("a", 2, 3).unwrap();
         assert_eq!(s.open("a", 2, 3).unwrap_err().status, StatusCode::TOO_MANY_REQUESTS);
         let _b1 = s.open("b", 2, 3).unwrap();
-        assert_eq!(s.open("c", 2, 3).unwrap_err().code, codes::TOO_MANY_STREAMS);
+        assert_eq!(s.open("c", 2, 3).unwrap_err().code, ErrorCode::TooManyStreams);
         drop(a1);
         assert!(s.open("c", 2, 3).is_ok());
     }

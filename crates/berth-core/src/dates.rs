@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Duration, NaiveDateTime, SubsecRound, Utc};
 
-use crate::error::{codes, lease_codes, Error};
+use crate::error::{Error, ErrorCode};
 use crate::time;
 
 /// A date as the client gave it: `now` is decided by the command.
@@ -49,7 +49,7 @@ pub fn parse_date(field: &str, s: &str) -> Result<DateSpec, Error> {
         }
     }
     Err(Error::invalid(
-        lease_codes::INVALID_DATE,
+        ErrorCode::InvalidDate,
         format!("{field} {s:?} is not a date: use \"now\", \"YYYY-MM-DD HH:MM\" (UTC) or RFC 3339 with an offset"),
     ))
 }
@@ -62,10 +62,10 @@ pub fn format_date(t: DateTime<Utc>) -> String {
 /// Parses `30s`, `10m`, `2h`, `3d` or `1w`. A number without a unit is
 /// refused: `1` has meant a second to some and a day to others.
 pub fn parse_duration(field: &str, s: &str) -> Result<Duration, Error> {
-    let bad = || Error::invalid(codes::INVALID, format!("{field} {s:?} is not a duration (e.g. 30m, 2h, 1d)"));
+    let bad = || Error::invalid(ErrorCode::Invalid, format!("{field} {s:?} is not a duration (e.g. 30m, 2h, 1d)"));
     let s = s.trim();
     let Some(i) = s.find(|c: char| !c.is_ascii_digit()) else {
-        return Err(Error::invalid(codes::INVALID, format!("{field} {s:?}: give a unit: {s}m, {s}h, {s}d")));
+        return Err(Error::invalid(ErrorCode::Invalid, format!("{field} {s:?}: give a unit: {s}m, {s}h, {s}d")));
     };
     let (digits, unit) = s.split_at(i);
     let n: i64 = digits.parse().map_err(|_| bad())?;
@@ -91,10 +91,13 @@ fn seconds(secs: i64) -> Option<Duration> {
 pub fn duration_from_json(field: &str, v: &serde_json::Value) -> Result<Duration, Error> {
     match v {
         serde_json::Value::Number(n) => n.as_i64().and_then(seconds).ok_or_else(|| {
-            Error::invalid(codes::INVALID, format!("{field} must be a whole number of seconds from 1 to {MAX_SECONDS}"))
+            Error::invalid(
+                ErrorCode::Invalid,
+                format!("{field} must be a whole number of seconds from 1 to {MAX_SECONDS}"),
+            )
         }),
         serde_json::Value::String(s) => parse_duration(field, s),
-        _ => Err(Error::invalid(codes::INVALID, format!("{field} must be seconds or a string like \"2h\""))),
+        _ => Err(Error::invalid(ErrorCode::Invalid, format!("{field} must be seconds or a string like \"2h\""))),
     }
 }
 
@@ -113,7 +116,7 @@ mod tests {
         assert_eq!(parse_date("start_date", format_date(t).as_str()).unwrap(), DateSpec::At(t));
         assert!(parse_date("start_date", "tomorrow").is_err());
         assert!(parse_date("start_date", "2030-13-01 00:00").is_err());
-        assert_eq!(parse_date("x", "2030-13-01").unwrap_err().code, lease_codes::INVALID_DATE);
+        assert_eq!(parse_date("x", "2030-13-01").unwrap_err().code, ErrorCode::InvalidDate);
     }
 
     #[test]
@@ -130,7 +133,7 @@ mod tests {
             "2030\u{0}-01-01 00:00",
         ] {
             let e = parse_date("start_date", bad).unwrap_err();
-            assert_eq!(e.code, lease_codes::INVALID_DATE, "{bad}");
+            assert_eq!(e.code, ErrorCode::InvalidDate, "{bad}");
         }
         assert!(parse_date("d", "0001-01-01 00:00").is_ok());
         assert!(parse_date("d", "9999-12-31 23:59").is_ok());

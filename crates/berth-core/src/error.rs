@@ -1,6 +1,8 @@
 //! Typed domain errors. Each carries a stable machine-readable `code`; the
 //! HTTP layer maps kinds to statuses and never has to parse a message.
 
+pub use crate::code::ErrorCode;
+pub use crate::refusal::Refusal;
 use std::fmt;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -33,39 +35,46 @@ pub enum ErrorKind {
 pub struct Error {
     pub kind: ErrorKind,
     /// Stable, dotted, machine-readable, e.g. `placement.concurrent_update`.
-    pub code: &'static str,
-    /// For people.
+    pub code: ErrorCode,
+    /// For people; for a refusal, its facts as Rust prints them (the API
+    /// words the refusal itself).
     pub detail: String,
+    /// What a Placement command refused, for the API to word.
+    pub refusal: Option<Box<Refusal>>,
 }
 
 impl Error {
-    pub fn new(kind: ErrorKind, code: &'static str, detail: impl Into<String>) -> Self {
-        Error { kind, code, detail: detail.into() }
+    pub fn new(kind: ErrorKind, code: ErrorCode, detail: impl Into<String>) -> Self {
+        Error { kind, code, detail: detail.into(), refusal: None }
     }
-    pub fn not_found(code: &'static str, detail: impl Into<String>) -> Self {
+    /// A refusal the API words.
+    pub fn refused(kind: ErrorKind, code: ErrorCode, refusal: Refusal) -> Self {
+        Error { kind, code, detail: format!("{refusal:?}"), refusal: Some(Box::new(refusal)) }
+    }
+    pub fn not_found(code: ErrorCode, detail: impl Into<String>) -> Self {
         Self::new(ErrorKind::NotFound, code, detail)
     }
-    pub fn conflict(code: &'static str, detail: impl Into<String>) -> Self {
+    pub fn conflict(code: ErrorCode, detail: impl Into<String>) -> Self {
         Self::new(ErrorKind::Conflict, code, detail)
     }
     /// A client-supplied generation did not match the current one.
     pub fn generation(detail: impl Into<String>) -> Self {
-        Self::new(ErrorKind::Conflict, codes::CONCURRENT_UPDATE, detail)
+        Self::new(ErrorKind::Conflict, ErrorCode::ConcurrentUpdate, detail)
     }
     pub fn capacity(detail: impl Into<String>) -> Self {
-        Self::new(ErrorKind::Capacity, codes::CAPACITY, detail)
+        Self::new(ErrorKind::Capacity, ErrorCode::Capacity, detail)
     }
-    pub fn invalid(code: &'static str, detail: impl Into<String>) -> Self {
+    pub fn invalid(code: ErrorCode, detail: impl Into<String>) -> Self {
         Self::new(ErrorKind::Invalid, code, detail)
     }
-    pub fn in_use(code: &'static str, detail: impl Into<String>) -> Self {
+    pub fn in_use(code: ErrorCode, detail: impl Into<String>) -> Self {
         Self::new(ErrorKind::InUse, code, detail)
     }
     pub fn internal(detail: impl Into<String>) -> Self {
-        Self::new(ErrorKind::Internal, codes::INTERNAL, detail)
+        Self::new(ErrorKind::Internal, ErrorCode::Internal, detail)
     }
     pub fn unavailable(detail: impl Into<String>) -> Self {
-        Self::new(ErrorKind::Unavailable, codes::UNAVAILABLE, detail)
+        Self::new(ErrorKind::Unavailable, ErrorCode::Unavailable, detail)
     }
 }
 
@@ -76,64 +85,3 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
-
-/// The codes Berth answers with. Placement's own codes keep their names so
-/// its clients can match on them.
-pub mod codes {
-    pub const CONCURRENT_UPDATE: &str = "placement.concurrent_update";
-    pub const DUPLICATE_NAME: &str = "placement.duplicate_name";
-    pub const INVENTORY_IN_USE: &str = "placement.inventory.inuse";
-    pub const PROVIDER_IN_USE: &str = "placement.resource_provider.inuse";
-    /// No such resource class (a 400 where a request names one).
-    pub const RESOURCE_CLASS_NOT_FOUND: &str = "placement.resource_class.not_found";
-    /// No such resource provider where a request names one.
-    pub const PROVIDER_NOT_FOUND: &str = "placement.resource_provider.not_found";
-    /// No such trait where a request names one.
-    pub const TRAIT_NOT_FOUND: &str = "placement.trait.not_found";
-    /// No inventory of that class on that provider.
-    pub const INVENTORY_NOT_FOUND: &str = "placement.inventory.not_found";
-    /// That class already has an inventory on that provider.
-    pub const INVENTORY_EXISTS: &str = "placement.inventory.exists";
-    pub const CANNOT_DELETE_PARENT: &str = "placement.resource_provider.cannot_delete_parent";
-    pub const UNDEFINED: &str = "placement.undefined_code";
-    pub const CAPACITY: &str = "berth.capacity.exceeded";
-    pub const INVALID: &str = "berth.invalid";
-    pub const NOT_FOUND: &str = "berth.not_found";
-    pub const INTERNAL: &str = "berth.internal";
-    pub const UNAVAILABLE: &str = "berth.unavailable";
-    pub const STREAM_VERSION: &str = "berth.log.stream_version";
-}
-
-/// The codes lease and host requests answer with (`berth_core::lease::codes`
-/// names them too). They live here, below `lease`, `dates` and `time`, so
-/// that those modules can all answer with them without importing each other.
-pub mod lease_codes {
-    pub const INVALID_DATE: &str = "berth.lease.invalid_date";
-    pub const INVALID_LEASE: &str = "berth.lease.invalid";
-    pub const LEASE_NOT_FOUND: &str = "berth.lease.not_found";
-    pub const LEASE_STARTED: &str = "berth.lease.started";
-    pub const LEASE_ENDED: &str = "berth.lease.ended";
-    pub const DUPLICATE_LEASE_NAME: &str = "berth.lease.duplicate_name";
-    pub const HOST_NOT_FOUND: &str = "berth.host.not_found";
-    pub const HOST_EXISTS: &str = "berth.host.already_enrolled";
-    pub const HOST_IN_USE: &str = "berth.host.in_use";
-    pub const HOST_INVALID: &str = "berth.host.invalid";
-    pub const PROPERTY_NOT_FOUND: &str = "berth.host.property_not_found";
-    /// A reservation past the first `lease::MAX_RESERVATIONS` (never
-    /// reached: leases are refused before that).
-    pub const NO_CAPACITY: &str = "berth.lease.no_capacity";
-    /// A recurring lease books more occurrences than one request may.
-    pub const TOO_MANY_OCCURRENCES: &str = "berth.lease.too_many_occurrences";
-    /// A reservation names a parameter its plugin does not take.
-    pub const UNKNOWN_PARAMETER: &str = "berth.lease.unknown_parameter";
-    /// A reservation parameter's value is not of its type.
-    pub const INVALID_PARAMETER: &str = "berth.lease.invalid_parameter";
-    /// A reservation names an instance that is not a Placement consumer.
-    pub const UNKNOWN_INSTANCE: &str = "berth.lease.unknown_instance";
-    /// A reservation names another project's instance.
-    pub const FOREIGN_INSTANCE: &str = "berth.lease.foreign_instance";
-    /// An `Idempotency-Key` sent again with another request.
-    pub const IDEMPOTENCY_KEY_REUSED: &str = "berth.lease.idempotency_key_reused";
-    /// An `Idempotency-Key` that is empty, too long, not printable or repeated.
-    pub const IDEMPOTENCY_KEY_INVALID: &str = "berth.lease.idempotency_key_invalid";
-}

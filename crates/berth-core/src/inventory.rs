@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{codes, Error};
+use crate::error::{Error, ErrorCode};
 
 /// Placement's largest integer for amounts.
 pub const MAX_AMOUNT: i64 = 2_147_483_647;
@@ -33,7 +33,7 @@ impl Inventory {
 
     /// The shape rules every inventory must meet, whatever the API version.
     pub fn validate(&self, class: &str) -> Result<(), Error> {
-        let bad = |what: String| Err(Error::invalid(codes::INVALID, format!("inventory of {class}: {what}")));
+        let bad = |what: String| Err(Error::invalid(ErrorCode::Invalid, format!("inventory of {class}: {what}")));
         if self.total < 0 || self.total > MAX_AMOUNT {
             return bad(format!("total {} out of range", self.total));
         }
@@ -59,7 +59,7 @@ impl Inventory {
     pub fn check_amount(&self, provider: &str, class: &str, used: i64) -> Result<(), Error> {
         if used < 1 {
             return Err(Error::invalid(
-                codes::INVALID,
+                ErrorCode::Invalid,
                 format!("allocation of {class} on {provider} must be at least 1, got {used}"),
             ));
         }

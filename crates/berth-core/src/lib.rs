@@ -9,6 +9,7 @@
 
 #![warn(clippy::arithmetic_side_effects)]
 
+mod code;
 pub mod dates;
 pub mod draw;
 pub mod error;
@@ -21,6 +22,7 @@ pub mod names;
 pub mod policy;
 pub mod query;
 pub mod quota;
+mod refusal;
 pub mod schedule;
 pub mod time;
 pub mod timeline;

@@ -9,17 +9,8 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Duration, Utc};
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorCode, ErrorKind};
 use crate::time::DateMath;
-
-pub mod codes {
-    /// A lease longer than the maximum duration (403).
-    pub const MAX_DURATION: &str = "berth.policy.max_lease_duration";
-    /// An extension asked for before the extension window opened (403).
-    pub const EXTENSION_WINDOW: &str = "berth.policy.extension_window";
-    /// The external policy service said no (403).
-    pub const DENIED: &str = "berth.policy.denied";
-}
 
 /// The built-in rules. Empty: everything is allowed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -42,7 +33,7 @@ impl LeasePolicy {
         match self.max_duration {
             Some(max) if end - start > max => Err(Error::new(
                 ErrorKind::Forbidden,
-                codes::MAX_DURATION,
+                ErrorCode::MaxLeaseDuration,
                 format!(
                     "{what} of {} s is longer than the maximum lease duration of {} s",
                     seconds(end - start),
@@ -82,7 +73,7 @@ impl LeasePolicy {
                 if now < opens {
                     return Err(Error::new(
                         ErrorKind::Forbidden,
-                        codes::EXTENSION_WINDOW,
+                        ErrorCode::ExtensionWindow,
                         format!(
                             "a lease may be extended only within {} s before its end ({}); try again from {}",
                             seconds(window),
@@ -100,7 +91,7 @@ impl LeasePolicy {
 
 /// The external policy service refused, with its message.
 pub fn denied(message: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Forbidden, codes::DENIED, message)
+    Error::new(ErrorKind::Forbidden, ErrorCode::PolicyDenied, message)
 }
 
 #[cfg(test)]
@@ -125,7 +116,7 @@ mod tests {
         let p = policy();
         assert!(p.check_create("a", t(0), t(24)).is_ok());
         let e = p.check_create("a", t(0), t(25)).unwrap_err();
-        assert_eq!((e.kind, e.code), (ErrorKind::Forbidden, codes::MAX_DURATION));
+        assert_eq!((e.kind, e.code), (ErrorKind::Forbidden, ErrorCode::MaxLeaseDuration));
         assert!(p.check_create("ops", t(0), t(100)).is_ok());
         assert!(LeasePolicy::default().check_create("a", t(0), t(1000)).is_ok());
     }
@@ -143,10 +134,13 @@ mod tests {
         let p = LeasePolicy { extension_window: Some(Duration::hours(2)), ..policy() };
         // Too early: the window opens at 18.
         let e = p.check_update("a", (t(0), t(20)), (t(0), t(30)), t(17)).unwrap_err();
-        assert_eq!(e.code, codes::EXTENSION_WINDOW);
+        assert_eq!(e.code, ErrorCode::ExtensionWindow);
         // Within it: up to 24 h more from the current end.
         assert!(p.check_update("a", (t(0), t(20)), (t(0), t(44)), t(19)).is_ok());
-        assert_eq!(p.check_update("a", (t(0), t(20)), (t(0), t(45)), t(19)).unwrap_err().code, codes::MAX_DURATION);
+        assert_eq!(
+            p.check_update("a", (t(0), t(20)), (t(0), t(45)), t(19)).unwrap_err().code,
+            ErrorCode::MaxLeaseDuration
+        );
         assert!(p.check_update("ops", (t(0), t(20)), (t(0), t(90)), t(1)).is_ok());
     }
 }

@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 
 use serde_json::Value;
 
-use crate::error::{codes, Error};
+use crate::error::{Error, ErrorCode};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Query {
@@ -46,22 +46,23 @@ pub fn parse(field: &str, v: &Value) -> Result<Option<Query>, Error> {
         Value::String(s) if s.trim().is_empty() => Ok(None),
         Value::String(s) => {
             let inner: Value = serde_json::from_str(s)
-                .map_err(|e| Error::invalid(codes::INVALID, format!("{field}: {s:?} is not a JSON query: {e}")))?;
+                .map_err(|e| Error::invalid(ErrorCode::Invalid, format!("{field}: {s:?} is not a JSON query: {e}")))?;
             if inner.is_string() {
-                return Err(Error::invalid(codes::INVALID, format!("{field}: a query is a JSON list")));
+                return Err(Error::invalid(ErrorCode::Invalid, format!("{field}: a query is a JSON list")));
             }
             parse(field, &inner)
         }
         Value::Array(a) if a.is_empty() => Ok(None),
         Value::Array(_) => parse_list(field, v).map(Some),
-        _ => {
-            Err(Error::invalid(codes::INVALID, format!("{field}: a query is a JSON list like [\">=\", \"$vcpus\", 4]")))
-        }
+        _ => Err(Error::invalid(
+            ErrorCode::Invalid,
+            format!("{field}: a query is a JSON list like [\">=\", \"$vcpus\", 4]"),
+        )),
     }
 }
 
 fn parse_list(field: &str, v: &Value) -> Result<Query, Error> {
-    let bad = |what: String| Error::invalid(codes::INVALID, format!("{field}: {what}"));
+    let bad = |what: String| Error::invalid(ErrorCode::Invalid, format!("{field}: {what}"));
     let Some(items) = v.as_array() else {
         return Err(bad(format!("{v} is not a query list")));
     };
@@ -116,7 +117,7 @@ fn term(field: &str, v: &Value) -> Result<Term, Error> {
     match v {
         Value::String(s) if s.starts_with('$') && s.len() > 1 => Ok(Term::Property(s[1..].to_string())),
         Value::String(_) | Value::Number(_) | Value::Bool(_) => Ok(Term::Literal(v.clone())),
-        _ => Err(Error::invalid(codes::INVALID, format!("{field}: {v} is not a value or a $property"))),
+        _ => Err(Error::invalid(ErrorCode::Invalid, format!("{field}: {v} is not a value or a $property"))),
     }
 }
 

@@ -22,7 +22,7 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorCode, ErrorKind};
 use crate::names::{is_custom_name, STANDARD_RESOURCE_CLASSES};
 use crate::window::Window;
 
@@ -30,13 +30,6 @@ use crate::window::Window;
 pub const LEASES: &str = "leases";
 /// The explicit "no limit".
 pub const UNLIMITED: i64 = -1;
-
-pub mod codes {
-    /// A change would take usage past a limit (403).
-    pub const EXCEEDED: &str = "berth.quota.exceeded";
-    /// A malformed limit or scope (400).
-    pub const INVALID: &str = "berth.quota.invalid";
-}
 
 /// Whose limits: the defaults (neither set), a project, or a user within one.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -60,7 +53,7 @@ impl Scope {
 
     /// A user needs its project; ids are not empty.
     pub fn validate(&self) -> Result<(), Error> {
-        let bad = |m: &str| Err(Error::invalid(codes::INVALID, m));
+        let bad = |m: &str| Err(Error::invalid(ErrorCode::QuotaInvalid, m));
         match (&self.project_id, &self.user_id) {
             (None, Some(_)) => bad("a user's limits belong to a project"),
             (Some(p), _) if p.trim().is_empty() || p.len() > 255 => bad("the project id must be 1 to 255 characters"),
@@ -95,7 +88,7 @@ pub fn check_resource(name: &str) -> Result<(), Error> {
         Ok(())
     } else {
         Err(Error::invalid(
-            codes::INVALID,
+            ErrorCode::QuotaInvalid,
             format!("{name:?} is not a resource class (standard or CUSTOM_*) nor {LEASES:?}"),
         ))
     }
@@ -106,7 +99,7 @@ pub fn check_limit(name: &str, value: i64) -> Result<(), Error> {
     check_resource(name)?;
     if value < UNLIMITED {
         return Err(Error::invalid(
-            codes::INVALID,
+            ErrorCode::QuotaInvalid,
             format!("the limit of {name} must be -1 (unlimited) or at least 0"),
         ));
     }
@@ -225,7 +218,7 @@ pub fn exceeded(
     let when = at.map(|t| format!(" at {}", t.format("%Y-%m-%dT%H:%M:%SZ"))).unwrap_or_default();
     Error::new(
         ErrorKind::Quota,
-        codes::EXCEEDED,
+        ErrorCode::QuotaExceeded,
         format!("quota exceeded for {resource} of {scope}: limit {limit}, in use {usage}, requested {requested}{when}"),
     )
 }
@@ -325,7 +318,7 @@ mod tests {
         let s = Scope::project("p");
         assert!(check_count(LEASES, &s, Some(2), 1, 1).is_ok());
         let e = check_count(LEASES, &s, Some(2), 2, 1).unwrap_err();
-        assert_eq!((e.kind, e.code), (ErrorKind::Quota, codes::EXCEEDED));
+        assert_eq!((e.kind, e.code), (ErrorKind::Quota, ErrorCode::QuotaExceeded));
         assert!(e.detail.contains("leases") && e.detail.contains("limit 2") && e.detail.contains("in use 2"));
         assert!(check_count(LEASES, &s, Some(0), 5, 0).is_ok());
         assert!(check_limit("VCPU", -1).is_ok());

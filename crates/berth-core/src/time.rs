@@ -5,8 +5,7 @@
 
 use chrono::{DateTime, Datelike, Duration, TimeZone, Timelike, Utc};
 
-use crate::error::lease_codes as codes;
-use crate::error::Error;
+use crate::error::{Error, ErrorCode};
 
 /// The first and last years a date may have.
 pub const FIRST_YEAR: i32 = 1;
@@ -35,7 +34,7 @@ pub fn checked(field: &str, t: DateTime<Utc>) -> Result<DateTime<Utc>, Error> {
 }
 
 fn out_of_range(field: &str) -> Error {
-    Error::invalid(codes::INVALID_DATE, format!("{field} falls outside years {FIRST_YEAR} to {LAST_YEAR}"))
+    Error::invalid(ErrorCode::InvalidDate, format!("{field} falls outside years {FIRST_YEAR} to {LAST_YEAR}"))
 }
 
 /// Sums and differences of a date and a duration, checked.
@@ -81,7 +80,7 @@ pub fn earliest() -> DateTime<Utc> {
 /// `a + b` for durations, or an error naming `field`.
 pub fn sum(field: &str, a: Duration, b: Duration) -> Result<Duration, Error> {
     a.checked_add(&b)
-        .ok_or_else(|| Error::invalid(codes::INVALID_DATE, format!("{field} is longer than a duration can be")))
+        .ok_or_else(|| Error::invalid(ErrorCode::InvalidDate, format!("{field} is longer than a duration can be")))
 }
 
 #[cfg(test)]
@@ -93,7 +92,7 @@ mod tests {
         let end = latest();
         assert_eq!(end.year(), LAST_YEAR);
         assert!(end.plus("end_date", Duration::microseconds(1)).is_err());
-        assert_eq!(end.plus("end_date", Duration::days(1)).unwrap_err().code, codes::INVALID_DATE);
+        assert_eq!(end.plus("end_date", Duration::days(1)).unwrap_err().code, ErrorCode::InvalidDate);
         assert!(earliest().minus("start", Duration::seconds(1)).is_err());
         assert_eq!(earliest().plus("x", Duration::days(1)).unwrap().day(), 2);
         assert_eq!(end.saturating_plus(Duration::days(365)), end);

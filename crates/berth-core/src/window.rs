@@ -3,7 +3,7 @@
 use chrono::{DateTime, SubsecRound, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{codes, Error};
+use crate::error::{Error, ErrorCode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Window {
@@ -21,7 +21,10 @@ impl Window {
         let end = end.map(|e| e.trunc_subsecs(6));
         if let Some(e) = end {
             if e <= start {
-                return Err(Error::invalid(codes::INVALID, format!("window end {e} is not after its start {start}")));
+                return Err(Error::invalid(
+                    ErrorCode::Invalid,
+                    format!("window end {e} is not after its start {start}"),
+                ));
             }
         }
         Ok(Window { start, end })

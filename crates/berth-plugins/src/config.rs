@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use berth_core::error::codes;
+use berth_core::error::ErrorCode;
 use berth_core::Error;
 use serde::{Deserialize, Serialize};
 
@@ -60,7 +60,7 @@ impl Default for PluginsConfig {
 }
 
 fn invalid(detail: String) -> Error {
-    Error::invalid(codes::INVALID, format!("[plugins] {detail}"))
+    Error::invalid(ErrorCode::Invalid, format!("[plugins] {detail}"))
 }
 
 impl PluginsConfig {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use backon::{ExponentialBuilder, Retryable};
-use berth_core::error::codes;
+use berth_core::error::ErrorCode;
 use serde_json::json;
 
 use crate::driver::{Driver, DriverConfig};
@@ -34,7 +34,7 @@ impl ExternalPlugin {
 
     pub fn from_config(resource_type: &str, config: &DriverConfig) -> Result<Self, berth_core::Error> {
         if resource_type.trim().is_empty() {
-            return Err(berth_core::Error::invalid(codes::INVALID, "an external resource type needs a name"));
+            return Err(berth_core::Error::invalid(ErrorCode::Invalid, "an external resource type needs a name"));
         }
         Ok(Self::new(resource_type, config.build()?))
     }
@@ -112,7 +112,7 @@ impl ResourcePlugin for ExternalPlugin {
             }),
             // The plugin looked at the reservation and refused it.
             Err(e) if e.permanent => Err(berth_core::Error::invalid(
-                codes::INVALID,
+                ErrorCode::Invalid,
                 format!("{} rejected the reservation: {}", self.resource_type, e.message),
             )),
             Err(e) => Err(berth_core::Error::internal(format!(

@@ -15,7 +15,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use berth_core::lease::{codes, Demand, FREE_POOL};
+use berth_core::error::ErrorCode;
+use berth_core::lease::{Demand, FREE_POOL};
 use berth_core::lease_event::{Effect, RECYCLE_POOL, SHARED_POOL};
 use berth_core::{query, Error};
 use serde::{Deserialize, Serialize};
@@ -99,8 +100,8 @@ fn setting<T: serde::de::DeserializeOwned>(reservation: &Value, key: &str) -> Re
         Some(Value::String(s)) if s.is_empty() || s == "default" => Ok(None),
         Some(v @ Value::String(_)) => serde_json::from_value(v.clone())
             .map(Some)
-            .map_err(|_| Error::invalid(codes::INVALID_LEASE, format!("{key} {v} is not one Berth knows"))),
-        Some(v) => Err(Error::invalid(codes::INVALID_LEASE, format!("{key} must be a string, not {v}"))),
+            .map_err(|_| Error::invalid(ErrorCode::InvalidLease, format!("{key} {v} is not one Berth knows"))),
+        Some(v) => Err(Error::invalid(ErrorCode::InvalidLease, format!("{key} must be a string, not {v}"))),
     }
 }
 
@@ -166,7 +167,7 @@ impl HostPlugin {
 }
 
 pub(crate) fn whole(reservation: &Value, key: &str) -> Result<Option<i64>, Error> {
-    let bad = || Error::invalid(codes::INVALID_LEASE, format!("reservation {key} must be a whole number"));
+    let bad = || Error::invalid(ErrorCode::InvalidLease, format!("reservation {key} must be a whole number"));
     match reservation.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => n.as_i64().map(Some).ok_or_else(bad),
@@ -178,7 +179,7 @@ pub(crate) fn whole(reservation: &Value, key: &str) -> Result<Option<i64>, Error
 /// A query parameter, checked, as the JSON list it stands for.
 pub(crate) fn query_param(reservation: &Value, key: &str) -> Result<Option<Value>, Error> {
     let v = reservation.get(key).cloned().unwrap_or(Value::Null);
-    let parsed = query::parse(key, &v).map_err(|e| Error::invalid(codes::INVALID_LEASE, e.detail))?;
+    let parsed = query::parse(key, &v).map_err(|e| Error::invalid(ErrorCode::InvalidLease, e.detail))?;
     Ok(match (parsed, v) {
         (None, _) => None,
         (Some(_), Value::String(s)) => serde_json::from_str(&s).ok(),
@@ -228,13 +229,13 @@ impl ResourcePlugin for HostPlugin {
 
     async fn validate(&self, reservation: &Value) -> Result<ResourceRequest, Error> {
         if !reservation.is_object() {
-            return Err(Error::invalid(codes::INVALID_LEASE, "a reservation is a JSON object"));
+            return Err(Error::invalid(ErrorCode::InvalidLease, "a reservation is a JSON object"));
         }
         let min = whole(reservation, "min")?.unwrap_or(1);
         let max = whole(reservation, "max")?.unwrap_or(min);
         if min < 1 || max < min || max > 10_000 {
             return Err(Error::invalid(
-                codes::INVALID_LEASE,
+                ErrorCode::InvalidLease,
                 format!("physical:host needs 1 <= min <= max <= 10000, got min {min}, max {max}"),
             ));
         }

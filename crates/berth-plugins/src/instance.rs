@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use berth_core::lease::codes;
+use berth_core::error::ErrorCode;
 use berth_core::Error;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -106,9 +106,9 @@ fn affinity(reservation: &Value) -> Result<Option<bool>, Error> {
             "true" => Ok(Some(true)),
             "false" => Ok(Some(false)),
             "none" | "null" | "" => Ok(None),
-            _ => Err(Error::invalid(codes::INVALID_LEASE, format!("affinity {s:?} is not true, false or null"))),
+            _ => Err(Error::invalid(ErrorCode::InvalidLease, format!("affinity {s:?} is not true, false or null"))),
         },
-        Some(v) => Err(Error::invalid(codes::INVALID_LEASE, format!("affinity {v} is not true, false or null"))),
+        Some(v) => Err(Error::invalid(ErrorCode::InvalidLease, format!("affinity {v} is not true, false or null"))),
     }
 }
 
@@ -124,24 +124,24 @@ impl ResourcePlugin for InstancePlugin {
 
     async fn validate(&self, reservation: &Value) -> Result<ResourceRequest, Error> {
         if !reservation.is_object() {
-            return Err(Error::invalid(codes::INVALID_LEASE, "a reservation is a JSON object"));
+            return Err(Error::invalid(ErrorCode::InvalidLease, "a reservation is a JSON object"));
         }
         let need = |key: &str, least: i64| -> Result<i64, Error> {
             match whole(reservation, key)? {
                 Some(n) if n >= least && n <= i64::from(i32::MAX) => Ok(n),
-                Some(n) => Err(Error::invalid(codes::INVALID_LEASE, format!("{key} {n} must be at least {least}"))),
-                None => Err(Error::invalid(codes::INVALID_LEASE, format!("virtual:instance needs {key}"))),
+                Some(n) => Err(Error::invalid(ErrorCode::InvalidLease, format!("{key} {n} must be at least {least}"))),
+                None => Err(Error::invalid(ErrorCode::InvalidLease, format!("virtual:instance needs {key}"))),
             }
         };
         let amount = need("amount", 1)?;
         if amount > 10_000 {
-            return Err(Error::invalid(codes::INVALID_LEASE, "amount must be at most 10000"));
+            return Err(Error::invalid(ErrorCode::InvalidLease, "amount must be at most 10000"));
         }
         let mut resources =
             BTreeMap::from([("VCPU".to_string(), need("vcpus", 1)?), ("MEMORY_MB".to_string(), need("memory_mb", 1)?)]);
         let disk = whole(reservation, "disk_gb")?.unwrap_or(0);
         if disk < 0 {
-            return Err(Error::invalid(codes::INVALID_LEASE, "disk_gb must not be negative"));
+            return Err(Error::invalid(ErrorCode::InvalidLease, "disk_gb must not be negative"));
         }
         if disk > 0 {
             resources.insert("DISK_GB".into(), disk);
@@ -154,7 +154,7 @@ impl ResourcePlugin for InstancePlugin {
         };
         if !ids_ok {
             return Err(Error::invalid(
-                codes::INVALID_LEASE,
+                ErrorCode::InvalidLease,
                 "instance_ids is a list of at most `amount` instance ids (or instance_id, one, when amount is 1)",
             ));
         }

@@ -3,7 +3,7 @@
 //! each value is read as its type and kept in its JSON form (a number as a
 //! number), so what is stored and shown back means what the plugin reads.
 
-use berth_core::lease::codes;
+use berth_core::error::ErrorCode;
 use berth_core::Error;
 use serde_json::{Map, Value};
 
@@ -69,7 +69,7 @@ pub const SHOWN_KEYS: &[&str] = &[
 /// types; the shown keys dropped. Null means "the default" for any of them.
 pub fn normalize(resource_type: &str, declared: &[Param], reservation: &Value) -> Result<Value, Error> {
     let Some(obj) = reservation.as_object() else {
-        return Err(Error::invalid(codes::INVALID_LEASE, "a reservation is a JSON object"));
+        return Err(Error::invalid(ErrorCode::InvalidLease, "a reservation is a JSON object"));
     };
     let unknown: Vec<&str> = obj
         .keys()
@@ -79,7 +79,7 @@ pub fn normalize(resource_type: &str, declared: &[Param], reservation: &Value) -
     if !unknown.is_empty() {
         let known: Vec<&str> = declared.iter().map(|p| p.name).collect();
         return Err(Error::invalid(
-            codes::UNKNOWN_PARAMETER,
+            ErrorCode::UnknownParameter,
             format!(
                 "{resource_type} has no parameter {}; it takes {}",
                 unknown.iter().map(|k| format!("{k:?}")).collect::<Vec<_>>().join(", "),
@@ -99,7 +99,7 @@ pub fn normalize(resource_type: &str, declared: &[Param], reservation: &Value) -
 fn read(resource_type: &str, p: &Param, v: &Value) -> Result<Value, Error> {
     let bad = |what: &str| {
         Error::invalid(
-            codes::INVALID_PARAMETER,
+            ErrorCode::InvalidParameter,
             format!("{resource_type} parameter {} must be {what}, not {v}", p.name),
         )
     };
@@ -149,12 +149,12 @@ mod tests {
             json!({"min": 2, "flag": true, "ids": ["a"], "q": ""})
         );
         let e = n(json!({"min": 1, "mni": 2, "hypervisor_propertie": ""})).unwrap_err();
-        assert_eq!(e.code, codes::UNKNOWN_PARAMETER);
+        assert_eq!(e.code, ErrorCode::UnknownParameter);
         assert!(e.detail.contains("\"mni\"") && e.detail.contains("\"hypervisor_propertie\""), "{}", e.detail);
         for bad in
             [json!({"min": "two"}), json!({"min": 1.5}), json!({"flag": 1}), json!({"ids": [1]}), json!({"q": 3})]
         {
-            assert_eq!(n(bad.clone()).unwrap_err().code, codes::INVALID_PARAMETER, "{bad}");
+            assert_eq!(n(bad.clone()).unwrap_err().code, ErrorCode::InvalidParameter, "{bad}");
         }
         assert_eq!(n(json!({"min": null})).unwrap(), json!({"min": null}));
         assert!(n(json!([1])).is_err());

@@ -24,7 +24,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use berth_core::error::codes;
+use berth_core::error::ErrorCode;
 use berth_core::policy::{self, LeasePolicy};
 use berth_core::Error;
 use chrono::{DateTime, Utc};
@@ -71,7 +71,7 @@ fn default_timeout_ms() -> u64 {
 }
 
 fn config_error(detail: impl Into<String>) -> Error {
-    Error::invalid(codes::INVALID, format!("[policy] {}", detail.into()))
+    Error::invalid(ErrorCode::Invalid, format!("[policy] {}", detail.into()))
 }
 
 /// A lease as the policy sees it.

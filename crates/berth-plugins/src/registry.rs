@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use berth_core::error::codes;
+use berth_core::error::ErrorCode;
 use berth_core::Error;
 
 use crate::plugin::ResourcePlugin;
@@ -34,7 +34,7 @@ impl Registry {
     pub fn get(&self, resource_type: &str) -> Result<Arc<dyn ResourcePlugin>, Error> {
         self.plugins.get(resource_type).cloned().ok_or_else(|| {
             Error::invalid(
-                codes::INVALID,
+                ErrorCode::Invalid,
                 format!(
                     "resource_type {resource_type:?} is unknown or not enabled (enabled: {})",
                     self.plugins.keys().cloned().collect::<Vec<_>>().join(", ")

@@ -1,4 +1,4 @@
-use berth_core::error::{Error, ErrorKind};
+use berth_core::error::{Error, ErrorCode, ErrorKind};
 
 /// An error inside the store: a domain decision, or the database failing.
 /// Commands retry on the transient database ones; everything leaves the
@@ -39,9 +39,7 @@ impl From<StoreError> for Error {
                 // A concurrent writer changed what this command read.
                 Some("40001" | "40P01" | "23505") => Error::generation(format!("concurrent update: {}", describe(&db))),
                 // A reference to something that is gone (deleted concurrently).
-                Some("23503") => {
-                    Error::new(ErrorKind::Conflict, berth_core::error::codes::CONCURRENT_UPDATE, describe(&db))
-                }
+                Some("23503") => Error::new(ErrorKind::Conflict, ErrorCode::ConcurrentUpdate, describe(&db)),
                 _ if is_unavailable(&db) => Error::unavailable(format!("database: {}", describe(&db))),
                 _ => Error::internal(format!("database: {}", describe(&db))),
             },

@@ -28,6 +28,7 @@ mod lock;
 // Only projection::apply writes projection tables (the compiler keeps it so).
 mod projection;
 mod quota;
+mod refuse;
 mod sql;
 mod tx;
 

@@ -17,7 +17,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use berth_core::error::codes;
+use berth_core::error::ErrorCode;
 use berth_core::{Error, Event, EventMeta};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Transaction;
@@ -46,7 +46,7 @@ impl fmt::Display for Cursor {
 impl FromStr for Cursor {
     type Err = Error;
     fn from_str(s: &str) -> Result<Cursor, Error> {
-        let bad = || Error::invalid(codes::INVALID, format!("cursor {s:?} is not of the form TXID-POSITION"));
+        let bad = || Error::invalid(ErrorCode::Invalid, format!("cursor {s:?} is not of the form TXID-POSITION"));
         let (t, p) = s.split_once('-').ok_or_else(bad)?;
         Ok(Cursor { txid: t.parse().map_err(|_| bad())?, position: p.parse().map_err(|_| bad())? })
     }
@@ -102,7 +102,7 @@ pub(crate) async fn append_expecting(
             .get(0);
         if current != expected {
             return Err(Error::conflict(
-                codes::STREAM_VERSION,
+                ErrorCode::StreamVersion,
                 format!("stream {stream} is at version {current}, not {expected}"),
             )
             .into());

@@ -356,6 +356,10 @@ async fn a_reshape_naming_an_unknown_class_in_an_inventory_is_refused() {
         )
         .await
         .unwrap_err();
-    assert_eq!((err.kind, err.code), (ErrorKind::Invalid, berth_store::commands::RESOURCE_CLASS_NOT_FOUND), "{err:?}");
+    assert_eq!(
+        (err.kind, err.code),
+        (ErrorKind::Invalid, berth_core::error::ErrorCode::ResourceClassNotFound),
+        "{err:?}"
+    );
     assert_eq!(log_length(&db.url).await, before);
 }

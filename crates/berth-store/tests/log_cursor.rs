@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use berth_core::error::ErrorCode;
 use berth_core::{Event, EventMeta};
 use berth_store::log::{self, Cursor};
 use berth_store::testing::{self, TestDatabase};
@@ -163,7 +164,7 @@ async fn appending_at_a_stale_stream_version_fails() {
     let e = || vec![trait_created("CUSTOM_X".into())];
     store.append(&EventMeta::default(), &e(), Some(0)).await.unwrap();
     let err = store.append(&EventMeta::default(), &e(), Some(0)).await.unwrap_err();
-    assert_eq!(err.code, berth_core::error::codes::STREAM_VERSION);
+    assert_eq!(err.code, ErrorCode::StreamVersion);
     // Nothing of the refused append was written or applied.
     assert_eq!(all_positions(&db.url).await.len(), 1);
     let c = raw(&db.url).await;

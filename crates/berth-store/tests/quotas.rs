@@ -12,10 +12,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use berth_core::dates::DateSpec;
-use berth_core::error::ErrorKind;
+use berth_core::error::{ErrorCode, ErrorKind};
 use berth_core::event::Allocation;
 use berth_core::lease::Demand;
-use berth_core::quota::{codes, Scope};
+use berth_core::quota::Scope;
 use berth_core::{Error, Window};
 use berth_store::commands::{ConsumerAllocations, GenerationCheck, LeaseDates, LeaseUpdate, NewHost, NewLease};
 use berth_store::commands::{NewReservation, ReservationUpdate};
@@ -57,7 +57,7 @@ async fn set(store: &Store, scope: Scope, limits: &[(&str, i64)]) -> Vec<berth_s
 
 fn assert_quota(r: Result<(), Error>, what: &str) -> Error {
     let e = r.expect_err(what);
-    assert_eq!((e.kind, e.code), (ErrorKind::Quota, codes::EXCEEDED), "{what}: {e}");
+    assert_eq!((e.kind, e.code), (ErrorKind::Quota, ErrorCode::QuotaExceeded), "{what}: {e}");
     e
 }
 
@@ -92,7 +92,7 @@ async fn forty_concurrent_claims_under_a_limit_of_ten_get_exactly_ten() {
         match task.await.unwrap() {
             Ok(()) => granted += 1,
             Err(e) => {
-                assert_eq!((e.kind, e.code), (ErrorKind::Quota, codes::EXCEEDED), "{e}");
+                assert_eq!((e.kind, e.code), (ErrorKind::Quota, ErrorCode::QuotaExceeded), "{e}");
                 assert!(e.detail.contains("VCPU") && e.detail.contains("limit 10"), "{e}");
             }
         }
@@ -259,9 +259,9 @@ async fn defaults_fall_back_and_minus_one_or_nothing_is_unlimited() {
     assert_eq!(store.quota_limits(&Scope::project("p")).await.unwrap().effective_project()["VCPU"], 4);
     // Bad limits write nothing.
     let bad = BTreeMap::from([("VCPU".to_string(), -2)]);
-    assert_eq!(store.set_quota(&meta(), Scope::project("p"), bad).await.unwrap_err().code, codes::INVALID);
+    assert_eq!(store.set_quota(&meta(), Scope::project("p"), bad).await.unwrap_err().code, ErrorCode::QuotaInvalid);
     let bad = BTreeMap::from([("nonsense".to_string(), 1)]);
-    assert_eq!(store.set_quota(&meta(), Scope::project("p"), bad).await.unwrap_err().code, codes::INVALID);
+    assert_eq!(store.set_quota(&meta(), Scope::project("p"), bad).await.unwrap_err().code, ErrorCode::QuotaInvalid);
     assert_replay_clean(&store).await;
 }
 
@@ -315,7 +315,7 @@ async fn leases_are_checked_whole_over_their_window_and_counted() {
     store.create_lease(&meta(), lease("a", 2, 4, vec![slots(4, 2)])).await.unwrap();
     // Two reservations that fit alone but not together: none is written.
     let e = store.create_lease(&meta(), lease("b", 3, 5, vec![slots(1, 2), slots(1, 1)])).await.unwrap_err();
-    assert_eq!((e.kind, e.code), (ErrorKind::Quota, codes::EXCEEDED), "{e}");
+    assert_eq!((e.kind, e.code), (ErrorKind::Quota, ErrorCode::QuotaExceeded), "{e}");
     assert_eq!(store.leases(&Default::default()).await.unwrap().len(), 1);
     // Beside it in time: granted in full.
     store.create_lease(&meta(), lease("c", 4, 6, vec![slots(5, 2)])).await.unwrap();
@@ -323,7 +323,7 @@ async fn leases_are_checked_whole_over_their_window_and_counted() {
     let id = store.leases(&Default::default()).await.unwrap().iter().find(|l| l.record.name == "a").unwrap().record.id;
     let longer = LeaseUpdate { end: Some(DateSpec::At(t(5))), ..Default::default() };
     let e = store.update_lease(&meta(), id, None, longer).await.unwrap_err();
-    assert_eq!(e.code, codes::EXCEEDED, "{e}");
+    assert_eq!(e.code, ErrorCode::QuotaExceeded, "{e}");
     let a = store.lease(id, None).await.unwrap();
     let bigger = LeaseUpdate {
         reservations: vec![ReservationUpdate {
@@ -342,11 +342,11 @@ async fn leases_are_checked_whole_over_their_window_and_counted() {
         }],
         ..Default::default()
     };
-    assert_eq!(store.update_lease(&meta(), id, None, more).await.unwrap_err().code, codes::EXCEEDED);
+    assert_eq!(store.update_lease(&meta(), id, None, more).await.unwrap_err().code, ErrorCode::QuotaExceeded);
     // Lease count: 2 held, limit 3.
     store.create_lease(&meta(), lease("d", 20, 21, vec![])).await.unwrap();
     let e = store.create_lease(&meta(), lease("e", 30, 31, vec![])).await.unwrap_err();
-    assert!(e.code == codes::EXCEEDED && e.detail.contains("leases"), "{e}");
+    assert!(e.code == ErrorCode::QuotaExceeded && e.detail.contains("leases"), "{e}");
     store.delete_lease(&meta(), id, None).await.unwrap();
     store.create_lease(&meta(), lease("e", 30, 31, vec![])).await.unwrap();
     let report = store.quota_usage("p", None, Utc::now(), Some(t(100)), Utc::now()).await.unwrap();
@@ -377,7 +377,7 @@ async fn forty_concurrent_leases_under_a_limit_of_ten_get_exactly_ten() {
     for task in tasks {
         match task.await.unwrap() {
             Ok(_) => granted += 1,
-            Err(e) => assert_eq!((e.kind, e.code), (ErrorKind::Quota, codes::EXCEEDED), "{e}"),
+            Err(e) => assert_eq!((e.kind, e.code), (ErrorKind::Quota, ErrorCode::QuotaExceeded), "{e}"),
         }
     }
     assert_eq!(granted, 10);

@@ -15,12 +15,13 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use axum::http::{header, HeaderMap};
+use berth_core::error::ErrorCode;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{codes, noauth, Context, Failure};
+use super::{noauth, Context, Failure};
 
 /// `[jwt]` in the configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -215,9 +216,9 @@ fn usable(jwk: &Jwk) -> Option<Key> {
 }
 
 fn invalid(why: &str) -> Failure {
-    Failure::Invalid(codes::UNAUTHENTICATED, why.into())
+    Failure::Invalid(ErrorCode::Unauthenticated, why.into())
 }
 
 fn bad(why: String) -> Failure {
-    Failure::Invalid(codes::BAD_TOKEN, why)
+    Failure::Invalid(ErrorCode::BadToken, why)
 }

@@ -17,13 +17,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use berth_core::error::ErrorCode;
 use berth_core::time::DateMath;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::{codes, Context, Failure, ServiceCaller};
+use super::{Context, Failure, ServiceCaller};
 
 /// `[keystone]` in the configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
@@ -217,7 +218,7 @@ impl Keystone {
         let user =
             self.validate(user_token, service.is_some()).await?.ok_or_else(|| invalid("The token is not valid."))?;
         let Some(project) = &user.project else {
-            return Err(Failure::Invalid(codes::BAD_TOKEN, "Berth needs a project-scoped token.".into()));
+            return Err(Failure::Invalid(ErrorCode::BadToken, "Berth needs a project-scoped token.".into()));
         };
         let mut ctx = Context::new(user.user.id.clone(), project.id.clone(), user.roles());
         ctx.user_domain_id = user.user.domain.as_ref().map(|d| d.id.clone());
@@ -323,7 +324,7 @@ impl Keystone {
 }
 
 fn invalid(why: &str) -> Failure {
-    Failure::Invalid(codes::UNAUTHENTICATED, why.into())
+    Failure::Invalid(ErrorCode::Unauthenticated, why.into())
 }
 
 fn unavailable(doing: &str, e: &reqwest::Error) -> Failure {

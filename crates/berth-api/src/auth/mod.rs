@@ -17,20 +17,10 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use berth_core::error::ErrorCode;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
-
-/// Codes of refused authentication.
-pub mod codes {
-    /// No token, or one that is not (or no longer) valid (401).
-    pub const UNAUTHENTICATED: &str = "berth.unauthenticated";
-    /// A token Berth cannot use: ids too long or with control characters,
-    /// no project (401).
-    pub const BAD_TOKEN: &str = "berth.auth.bad_token";
-    /// The identity service did not answer in time, or answered an error (503).
-    pub const UNAVAILABLE: &str = "berth.auth.unavailable";
-}
 
 /// The authentication mode, as the configuration names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -134,7 +124,7 @@ pub enum Failure {
     /// No token.
     Missing,
     /// A token that is not valid (401).
-    Invalid(&'static str, String),
+    Invalid(ErrorCode, String),
     /// The identity service could not answer (503).
     Unavailable(String),
 }
@@ -172,7 +162,7 @@ impl Authenticator {
         let (status, code, detail, retry_after) = match failure {
             Failure::Missing => (
                 StatusCode::UNAUTHORIZED,
-                codes::UNAUTHENTICATED,
+                ErrorCode::Unauthenticated,
                 "The request you have made requires authentication.".to_string(),
                 None,
             ),
@@ -181,7 +171,7 @@ impl Authenticator {
                 tracing::warn!(error = %why, "identity service unavailable");
                 (
                     StatusCode::SERVICE_UNAVAILABLE,
-                    codes::UNAVAILABLE,
+                    ErrorCode::AuthUnavailable,
                     "The identity service is unavailable; try again shortly.".to_string(),
                     Some(self.retry_after()),
                 )

@@ -4,8 +4,9 @@
 //! roles. berthd serves it on loopback addresses only unless told otherwise.
 
 use axum::http::HeaderMap;
+use berth_core::error::ErrorCode;
 
-use super::{codes, Context, Failure};
+use super::{Context, Failure};
 
 /// Keystone's bound on user and project ids.
 pub const MAX_ID: usize = 64;
@@ -36,7 +37,7 @@ pub(super) fn context(headers: &HeaderMap) -> Result<Context, Failure> {
 }
 
 fn bad(why: String) -> Failure {
-    Failure::Invalid(codes::BAD_TOKEN, why)
+    Failure::Invalid(ErrorCode::BadToken, why)
 }
 
 /// A user, project or role name: not empty, at most [`MAX_ID`] characters,
@@ -77,7 +78,7 @@ mod tests {
         assert!(ctx("admin", None).unwrap().roles.contains(&"admin".to_string()));
         assert_eq!(ctx("svc:service", Some("service, reader")).unwrap().roles, ["service", "reader"]);
         for bad in ["eve:", ":p1", &"u".repeat(65), &format!("alice:{}", "p".repeat(65)), "alice:p\t1"] {
-            assert!(matches!(ctx(bad, None), Err(Failure::Invalid(codes::BAD_TOKEN, _))), "{bad:?}");
+            assert!(matches!(ctx(bad, None), Err(Failure::Invalid(ErrorCode::BadToken, _))), "{bad:?}");
         }
         assert!(matches!(ctx("   ", None), Err(Failure::Missing)));
         assert!(matches!(ctx("alice:p1", Some(&"r".repeat(65))), Err(Failure::Invalid(..))));

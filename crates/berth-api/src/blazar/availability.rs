@@ -7,7 +7,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use berth_core::dates::{self, format_date, parse_date, DateSpec};
-use berth_core::lease::codes;
+use berth_core::error::ErrorCode;
 use berth_core::time::DateMath;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
@@ -61,7 +61,7 @@ pub(super) async fn advise(
         None | Some(Value::Null) => 5,
         Some(v) => match v.as_u64() {
             Some(n) if (1..=100).contains(&n) => n as usize,
-            _ => return Err(ApiError::bad_request(codes::INVALID_LEASE, "limit must be 1 to 100")),
+            _ => return Err(ApiError::bad_request(ErrorCode::InvalidLease, "limit must be 1 to 100")),
         },
     };
     let found = state.store.availability(&ctx.project_id, &wanted, duration, from, until, limit).await?;
@@ -94,7 +94,7 @@ pub(super) async fn extension(
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<bodies::OneExtension>, ApiError> {
-    let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
+    let id = path_id(&id, "lease", ErrorCode::LeaseNotFound)?;
     let scope = state.rules.visible_project(&ctx, Action::LeasesGetAllProjects);
     let lease = state.store.lease(id, scope).await?;
     let target = Target::owned(&lease.record.project_id, &lease.record.user_id);

@@ -8,7 +8,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use berth_core::dates::format_date;
-use berth_core::lease::codes;
+use berth_core::error::ErrorCode;
 use berth_store::commands::{HostChange, NewHost, HOST_FIELDS};
 use berth_store::queries::leases::{Host, HostAllocation};
 use serde_json::{json, Map, Value};
@@ -55,7 +55,7 @@ fn allocation_json(a: &HostAllocation) -> Value {
 }
 
 fn bad(m: impl Into<String>) -> ApiError {
-    ApiError::bad_request(codes::HOST_INVALID, m)
+    ApiError::bad_request(ErrorCode::HostInvalid, m)
 }
 
 fn whole(obj: &Map<String, Value>, key: &str) -> Result<Option<i64>, ApiError> {
@@ -78,7 +78,7 @@ fn reservable(obj: &Map<String, Value>) -> Result<Option<bool>, ApiError> {
 }
 
 fn host_id(id: &str) -> Result<Uuid, ApiError> {
-    path_id(id, "host", codes::HOST_NOT_FOUND)
+    path_id(id, "host", ErrorCode::HostNotFound)
 }
 
 /// The capabilities `ctx` may not see: the private ones, unless its rules

@@ -6,7 +6,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use berth_core::error::codes;
+use berth_core::error::ErrorCode;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -76,7 +76,7 @@ pub async fn replace(
     };
     let stale = || {
         conflict(
-            codes::CONCURRENT_UPDATE,
+            ErrorCode::ConcurrentUpdate,
             "Resource provider's generation already changed. Please update the generation and try again.",
         )
     };
@@ -96,6 +96,6 @@ pub async fn replace(
         .store
         .replace_aggregates(&p.meta(), uuid, expected, set, with_generation)
         .await
-        .map_err(|e| if e.code == codes::CONCURRENT_UPDATE { stale() } else { ApiError::from(e) })?;
+        .map_err(|e| if e.code == ErrorCode::ConcurrentUpdate { stale() } else { ApiError::from(e) })?;
     Ok(p.json(StatusCode::OK, &aggregates_json(&p, &given, generation), served_now()))
 }

@@ -8,10 +8,10 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use berth_core::error::ErrorKind;
+use berth_core::error::{ErrorCode, ErrorKind};
 use berth_core::event::Allocation;
 use berth_core::Window;
-use berth_store::commands::{ConsumerAllocations, GenerationCheck, PROVIDER_NOT_FOUND};
+use berth_store::commands::{ConsumerAllocations, GenerationCheck};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -111,7 +111,7 @@ impl ConsumerBody {
 /// A write's errors as Placement words them.
 pub fn write_error(e: berth_core::Error, unknown_prefix: &str) -> ApiError {
     match e.kind {
-        _ if e.code == PROVIDER_NOT_FOUND => ApiError::from(e),
+        _ if e.code == ErrorCode::ProviderNotFound => ApiError::from(e),
         ErrorKind::Invalid | ErrorKind::NotFound => domain(e, unknown_prefix),
         ErrorKind::Capacity | ErrorKind::InUse => domain(e, "Unable to allocate inventory: "),
         _ => ApiError::from(e),

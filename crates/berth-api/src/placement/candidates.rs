@@ -9,7 +9,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Extension;
-use berth_store::commands::RESOURCE_CLASS_NOT_FOUND;
+use berth_core::error::ErrorCode;
 use berth_store::queries::candidates::{CandidateGroup, CandidateRequest};
 use regex::Regex;
 
@@ -56,21 +56,17 @@ pub async fn list(
     let mut req = request(&q, p.mv)?;
     req.limit = Some(req.limit.unwrap_or(usize::MAX).min(config.max_allocation_candidates));
     let search = s.store.candidate_search(req).await.map_err(|e| match e.code {
-        RESOURCE_CLASS_NOT_FOUND => domain(e, "Invalid resource class in resources parameter: "),
+        ErrorCode::ResourceClassNotFound => domain(e, "Invalid resource class in resources parameter: "),
         _ => ApiError::from(e),
     })?;
     let body = candidate_stream::body(s.store.clone(), search, p.mv);
     Ok(p.json_stream(StatusCode::OK, body, served_now()))
 }
 
-const BAD_VALUE: &str = "placement.query.bad_value";
-const MISSING_VALUE: &str = "placement.query.missing_value";
-const DUPLICATE_KEY: &str = "placement.query.duplicate_key";
-
 /// A 400 with one of Placement's query codes.
-fn query_error(code: &str, detail: impl Into<String>) -> ApiError {
+fn query_error(code: ErrorCode, detail: impl Into<String>) -> ApiError {
     let mut e = err(StatusCode::BAD_REQUEST, detail);
-    e.code = code.to_string();
+    e.code = code;
     e
 }
 
@@ -104,7 +100,7 @@ fn request(q: &Query, v: Version) -> Result<CandidateRequest, ApiError> {
         let set: BTreeSet<String> = value.split(',').map(|s| s.trim().to_string()).collect();
         if set.contains("") {
             return Err(query_error(
-                BAD_VALUE,
+                ErrorCode::QueryBadValue,
                 "Empty string (unsuffixed group) can not be specified in `same_subtree` ",
             ));
         }
@@ -163,7 +159,10 @@ fn check_trait_conflicts(groups: &BTreeMap<String, CandidateGroup>) -> Result<()
 fn root_traits(q: &Query, v: Version) -> Result<(BTreeSet<String>, BTreeSet<String>), ApiError> {
     let roots = q.all("root_required");
     if roots.len() > 1 {
-        return Err(query_error(DUPLICATE_KEY, "Query parameter 'root_required' may be specified only once."));
+        return Err(query_error(
+            ErrorCode::QueryDuplicateKey,
+            "Query parameter 'root_required' may be specified only once.",
+        ));
     }
     let Some(value) = roots.first() else { return Ok((BTreeSet::new(), BTreeSet::new())) };
     let t = params::required(&Query { pairs: vec![("r".into(), value.to_string())] }, "r", v)?.unwrap_or_default();
@@ -173,7 +172,7 @@ fn root_traits(q: &Query, v: Version) -> Result<(BTreeSet<String>, BTreeSet<Stri
     if !both.is_empty() {
         let list: Vec<&str> = both.iter().map(|s| s.as_str()).collect();
         return Err(query_error(
-            BAD_VALUE,
+            ErrorCode::QueryBadValue,
             format!("Conflicting required and forbidden traits found in root_required: {}", list.join(", ")),
         ));
     }
@@ -190,13 +189,16 @@ fn check_groups(
         let resourceless: Vec<&String> =
             groups.iter().filter(|(_, g)| g.resources.is_empty()).map(|(s, _)| s).collect();
         if resourceless.len() == groups.len() {
-            return Err(query_error(MISSING_VALUE, "There must be at least one resources or resources[$S] parameter."));
+            return Err(query_error(
+                ErrorCode::QueryMissingValue,
+                "There must be at least one resources or resources[$S] parameter.",
+            ));
         }
         let in_subtree: BTreeSet<&String> = same_subtrees.iter().flatten().collect();
         let bad: Vec<&str> = resourceless.iter().filter(|s| !in_subtree.contains(*s)).map(|s| s.as_str()).collect();
         if !bad.is_empty() {
             return Err(query_error(
-                BAD_VALUE,
+                ErrorCode::QueryBadValue,
                 format!(
                     "Resourceless suffixed group request should be specified in `same_subtree` query param: \
                      bad group(s) - {bad:?}."
@@ -207,7 +209,7 @@ fn check_groups(
         if !missing.is_empty() {
             let all: Vec<&str> = groups.keys().map(String::as_str).collect();
             return Err(query_error(
-                BAD_VALUE,
+                ErrorCode::QueryBadValue,
                 format!("Real suffixes should be specified in `same_subtree`: {missing:?} not found in {all:?}."),
             ));
         }

@@ -9,7 +9,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use berth_core::error::ErrorKind;
+use berth_core::error::{ErrorCode, ErrorKind};
 use berth_core::EventMeta;
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
@@ -25,12 +25,9 @@ use crate::AppState;
 /// Where Placement is mounted.
 pub const PREFIX: &str = "/placement";
 
-/// Placement's catch-all error code.
-pub use crate::error::PLACEMENT_UNDEFINED_CODE as UNDEFINED_CODE;
-
 /// A Placement error with a status and a message.
 pub fn err(status: StatusCode, detail: impl Into<String>) -> ApiError {
-    ApiError::new(status, UNDEFINED_CODE, detail).placement()
+    ApiError::new(status, ErrorCode::Undefined, detail).placement()
 }
 
 pub fn bad_request(detail: impl Into<String>) -> ApiError {
@@ -41,7 +38,7 @@ pub fn not_found(detail: impl Into<String>) -> ApiError {
     err(StatusCode::NOT_FOUND, detail)
 }
 
-pub fn conflict(code: &str, detail: impl Into<String>) -> ApiError {
+pub fn conflict(code: ErrorCode, detail: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::CONFLICT, code, detail).placement()
 }
 
@@ -51,7 +48,7 @@ pub fn conflict(code: &str, detail: impl Into<String>) -> ApiError {
 pub fn domain(e: berth_core::Error, context: &str) -> ApiError {
     let ours = matches!(e.kind, ErrorKind::Internal | ErrorKind::Unavailable);
     let code = Style::Placement.code_of(&e);
-    let detail = if ours { public_detail(&e) } else { format!("{context}{}", e.detail) };
+    let detail = if ours { public_detail(&e) } else { format!("{context}{}", public_detail(&e)) };
     ApiError::new(status_of(e.kind), code, detail).placement()
 }
 
@@ -196,7 +193,7 @@ impl Pl {
 }
 
 pub fn forbidden() -> ApiError {
-    ApiError::new(StatusCode::FORBIDDEN, UNDEFINED_CODE, "Policy does not allow this request to be performed.")
+    ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Undefined, "Policy does not allow this request to be performed.")
         .placement()
 }
 

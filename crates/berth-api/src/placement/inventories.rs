@@ -6,10 +6,10 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use berth_core::error::codes;
+use berth_core::error::ErrorCode;
 use berth_core::inventory::MAX_AMOUNT;
 use berth_core::Inventory;
-use berth_store::commands::{InventoryChange, INVENTORY_EXISTS, INVENTORY_NOT_FOUND, RESOURCE_CLASS_NOT_FOUND};
+use berth_store::commands::InventoryChange;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
@@ -20,7 +20,7 @@ use super::microversion::Version;
 use super::providers::provider_uuid;
 use super::schemas;
 use crate::access::Action;
-use crate::error::ApiError;
+use crate::error::{public_detail, ApiError};
 use crate::tags;
 use crate::AppState;
 
@@ -98,7 +98,7 @@ fn check_capacity(mv: Version, uuid: Uuid, class: &str, inv: &Inventory) -> Resu
 }
 
 fn generation_conflict() -> ApiError {
-    conflict(codes::CONCURRENT_UPDATE, "resource provider generation conflict")
+    conflict(ErrorCode::ConcurrentUpdate, "resource provider generation conflict")
 }
 
 #[utoipa::path(
@@ -167,8 +167,10 @@ pub async fn create(
     check_capacity(p.mv, uuid, &class, &inv).map_err(|m| bad_request(format!("{unable}{m}")))?;
     let generation = s.store.change_inventory(&p.meta(), uuid, None, &class, InventoryChange::Add(inv)).await.map_err(
         |e| match e.code {
-            INVENTORY_EXISTS => conflict(codes::CONCURRENT_UPDATE, format!("Update conflict: {}", e.detail)),
-            RESOURCE_CLASS_NOT_FOUND => domain(e, &unable),
+            ErrorCode::InventoryExists => {
+                conflict(ErrorCode::ConcurrentUpdate, format!("Update conflict: {}", public_detail(&e)))
+            }
+            ErrorCode::ResourceClassNotFound => domain(e, &unable),
             _ => ApiError::from(e),
         },
     )?;
@@ -210,11 +212,11 @@ pub async fn replace(
         .replace_inventories(&p.meta(), uuid, Some(req.resource_provider_generation), invs.clone())
         .await
         .map_err(|e| match e.code {
-            RESOURCE_CLASS_NOT_FOUND => {
+            ErrorCode::ResourceClassNotFound => {
                 domain(e, &format!("Unknown resource class in inventory for resource provider {uuid}: "))
             }
-            codes::INVENTORY_IN_USE => domain(e, "update conflict: "),
-            codes::CONCURRENT_UPDATE => generation_conflict(),
+            ErrorCode::InventoryInUse => domain(e, "update conflict: "),
+            ErrorCode::ConcurrentUpdate => generation_conflict(),
             _ => ApiError::from(e),
         })?;
     Ok(p.json(StatusCode::OK, &all_json(&invs, generation), served_now()))
@@ -251,11 +253,11 @@ pub async fn update(
     let generation =
         s.store.change_inventory(&p.meta(), uuid, Some(expected), &class, InventoryChange::Update(inv)).await.map_err(
             |e| match e.code {
-                INVENTORY_NOT_FOUND => bad_request(format!(
+                ErrorCode::InventoryNotFound => bad_request(format!(
                     "No inventory record with resource class for resource provider {uuid}: {}",
-                    e.detail
+                    public_detail(&e)
                 )),
-                codes::CONCURRENT_UPDATE => generation_conflict(),
+                ErrorCode::ConcurrentUpdate => generation_conflict(),
                 _ => domain(e, &unable),
             },
         )?;
@@ -281,8 +283,10 @@ pub async fn delete(
     s.store.placement_provider(uuid).await?;
     s.store.change_inventory(&p.meta(), uuid, None, &class, InventoryChange::Delete).await.map_err(|e| {
         match e.code {
-            INVENTORY_NOT_FOUND => not_found(format!("No inventory of class {class} found for delete: {}", e.detail)),
-            codes::INVENTORY_IN_USE => domain(e, &format!("Unable to delete inventory of class {class}: ")),
+            ErrorCode::InventoryNotFound => {
+                not_found(format!("No inventory of class {class} found for delete: {}", public_detail(&e)))
+            }
+            ErrorCode::InventoryInUse => domain(e, &format!("Unable to delete inventory of class {class}: ")),
             _ => ApiError::from(e),
         }
     })?;

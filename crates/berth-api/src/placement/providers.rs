@@ -4,8 +4,8 @@ use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use berth_core::error::ErrorKind;
-use berth_store::commands::{NewProvider, ProviderUpdate, RESOURCE_CLASS_NOT_FOUND, TRAIT_NOT_FOUND};
+use berth_core::error::{ErrorCode, ErrorKind};
+use berth_store::commands::{NewProvider, ProviderUpdate};
 use berth_store::queries::placement::ProviderFilter;
 use berth_store::queries::Provider;
 use serde_json::{json, Value};
@@ -88,8 +88,8 @@ pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> 
         f.forbidden_traits = t.forbidden;
     }
     let found = s.store.placement_providers(&f).await.map_err(|e| match e.code {
-        RESOURCE_CLASS_NOT_FOUND => domain(e, "Invalid resource class in resources parameter: "),
-        TRAIT_NOT_FOUND => domain(e, "Invalid trait(s) in \"required\" parameter: "),
+        ErrorCode::ResourceClassNotFound => domain(e, "Invalid resource class in resources parameter: "),
+        ErrorCode::TraitNotFound => domain(e, "Invalid trait(s) in \"required\" parameter: "),
         _ => ApiError::from(e),
     })?;
     let modified = found.iter().map(|p| p.updated_at).max().or_else(served_now);

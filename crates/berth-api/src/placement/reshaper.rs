@@ -7,10 +7,10 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use berth_core::error::{codes, ErrorKind};
+use berth_core::error::{ErrorCode, ErrorKind};
 use berth_core::inventory::MAX_AMOUNT;
 use berth_core::Inventory;
-use berth_store::commands::{ReshapeInventory, RESOURCE_CLASS_NOT_FOUND};
+use berth_store::commands::ReshapeInventory;
 use serde::Deserialize;
 use uuid::Uuid;
 
@@ -86,8 +86,8 @@ pub async fn reshape(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<R
     }
     let consumers = consumers_commands(p.mv, req.allocations, s.store.now().await?)?;
     s.store.reshape(&p.meta(), inventories, consumers).await.map_err(|e| match (e.kind, e.code) {
-        (_, RESOURCE_CLASS_NOT_FOUND) => domain(e, "malformed reshaper data: "),
-        (_, codes::INVENTORY_IN_USE) => domain(e, "update conflict: "),
+        (_, ErrorCode::ResourceClassNotFound) => domain(e, "malformed reshaper data: "),
+        (_, ErrorCode::InventoryInUse) => domain(e, "update conflict: "),
         (ErrorKind::Capacity, _) => domain(e, "Unable to allocate inventory: "),
         _ => ApiError::from(e),
     })?;

@@ -6,7 +6,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use berth_core::error::codes;
+use berth_core::error::ErrorCode;
 use berth_store::queries::placement::TraitFilter;
 use serde::Deserialize;
 use serde_json::json;
@@ -151,7 +151,7 @@ struct SetTraits {
 
 fn generation_conflict() -> ApiError {
     conflict(
-        codes::CONCURRENT_UPDATE,
+        ErrorCode::ConcurrentUpdate,
         "Resource provider's generation already changed. Please update the generation and try again.",
     )
 }
@@ -182,11 +182,10 @@ pub async fn replace(
         return Err(generation_conflict());
     }
     let traits: BTreeSet<String> = req.traits.into_iter().collect();
-    let generation = s
-        .store
-        .replace_traits(&p.meta(), uuid, Some(req.resource_provider_generation), traits.clone())
-        .await
-        .map_err(|e| if e.code == codes::CONCURRENT_UPDATE { generation_conflict() } else { ApiError::from(e) })?;
+    let generation =
+        s.store.replace_traits(&p.meta(), uuid, Some(req.resource_provider_generation), traits.clone()).await.map_err(
+            |e| if e.code == ErrorCode::ConcurrentUpdate { generation_conflict() } else { ApiError::from(e) },
+        )?;
     let body = json!({"resource_provider_generation": generation, "traits": traits});
     Ok(p.json(StatusCode::OK, &body, served_now()))
 }

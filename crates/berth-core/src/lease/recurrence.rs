@@ -3,9 +3,8 @@
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::codes;
 use crate::dates::format_date as fmt;
-use crate::error::Error;
+use crate::error::{Error, ErrorCode};
 use crate::time::DateMath;
 
 /// How far past the cap a refused recurrence's occurrences are counted
@@ -37,7 +36,7 @@ pub fn occurrences(
         if let Some(last) = out.last() {
             if t < last.1 {
                 return Err(Error::invalid(
-                    codes::INVALID_LEASE,
+                    ErrorCode::InvalidLease,
                     format!("recurrence: occurrences at {} and {} overlap; shorten the duration", fmt(last.0), fmt(t)),
                 ));
             }
@@ -49,7 +48,7 @@ pub fn occurrences(
                 n => max.saturating_add(n).saturating_add(1).to_string(),
             };
             return Err(Error::invalid(
-                codes::TOO_MANY_OCCURRENCES,
+                ErrorCode::TooManyOccurrences,
                 format!(
                     "recurrence books {count} occurrences, more than the {max} one request may; bring its end closer"
                 ),
@@ -58,7 +57,7 @@ pub fn occurrences(
         out.push((t, t.plus("an occurrence's end", duration)?));
     }
     if out.is_empty() {
-        return Err(Error::invalid(codes::INVALID_LEASE, "recurrence: the schedule fires no time before its end"));
+        return Err(Error::invalid(ErrorCode::InvalidLease, "recurrence: the schedule fires no time before its end"));
     }
     Ok(out)
 }
@@ -80,7 +79,7 @@ mod tests {
         assert_eq!(occ[1], (t(0) + Duration::days(1), t(2) + Duration::days(1)));
         assert!(occurrences(fires.clone(), t(0), t(0) + Duration::days(3), Duration::days(2), 100).is_err());
         let e = occurrences(fires.clone(), t(0), t(0) + Duration::days(10), Duration::hours(1), 4).unwrap_err();
-        assert_eq!(e.code, codes::TOO_MANY_OCCURRENCES);
+        assert_eq!(e.code, ErrorCode::TooManyOccurrences);
         assert!(e.detail.starts_with("recurrence books 10 occurrences, more than the 4"), "{}", e.detail);
         assert!(
             occurrences(fires, t(0) + Duration::days(40), t(0) + Duration::days(50), Duration::hours(1), 9).is_err()

@@ -4,9 +4,9 @@
 
 use chrono::{DateTime, Utc};
 
-use super::{codes, LeaseRecord, DEFAULT_BEFORE_END, START_GRACE};
+use super::{LeaseRecord, DEFAULT_BEFORE_END, START_GRACE};
 use crate::dates::format_date as fmt;
-use crate::error::Error;
+use crate::error::{Error, ErrorCode};
 use crate::time::DateMath;
 
 /// The window a new lease asks for, checked against `now`: a start in the
@@ -19,13 +19,18 @@ pub fn check_new_window(
 ) -> Result<(), Error> {
     if !start_is_now && start < now.saturating_minus(START_GRACE) {
         return Err(Error::invalid(
-            codes::INVALID_DATE,
+            ErrorCode::InvalidDate,
             format!("start_date {} is in the past (now is {})", fmt(start), fmt(now)),
         ));
     }
+    ends_after_start(start, end)
+}
+
+/// A window ends after it starts.
+fn ends_after_start(start: DateTime<Utc>, end: DateTime<Utc>) -> Result<(), Error> {
     if end <= start {
         return Err(Error::invalid(
-            codes::INVALID_DATE,
+            ErrorCode::InvalidDate,
             format!("end_date {} is not after start_date {}", fmt(end), fmt(start)),
         ));
     }
@@ -41,7 +46,7 @@ pub fn before_end_time(
 ) -> Result<DateTime<Utc>, Error> {
     match given {
         Some(t) if t < start || t > end => Err(Error::invalid(
-            codes::INVALID_DATE,
+            ErrorCode::InvalidDate,
             format!("before_end_date {} is not between start_date {} and end_date {}", fmt(t), fmt(start), fmt(end)),
         )),
         Some(t) => Ok(t),
@@ -72,36 +77,31 @@ pub fn check_change(
     let moves_end = change.end.is_some_and(|e| e != lease.end);
     if lease.has_ended(now) && (moves_start || moves_end || change.reservations || change.before_end.is_some()) {
         return Err(Error::conflict(
-            codes::LEASE_ENDED,
+            ErrorCode::LeaseEnded,
             format!("lease {} has ended: it can only be renamed", lease.id),
         ));
     }
     if moves_start {
         if lease.has_started(now) {
             return Err(Error::conflict(
-                codes::LEASE_STARTED,
+                ErrorCode::LeaseStarted,
                 format!("lease {} has started: its start_date cannot change", lease.id),
             ));
         }
         let s = change.start.expect("moves_start");
         if s < now.saturating_minus(START_GRACE) {
-            return Err(Error::invalid(codes::INVALID_DATE, format!("start_date {} is in the past", fmt(s))));
+            return Err(Error::invalid(ErrorCode::InvalidDate, format!("start_date {} is in the past", fmt(s))));
         }
     }
     let start = change.start.unwrap_or(lease.start);
     let end = change.end.unwrap_or(lease.end);
     if moves_end && end < now {
         return Err(Error::invalid(
-            codes::INVALID_DATE,
+            ErrorCode::InvalidDate,
             format!("end_date {} is in the past (now is {})", fmt(end), fmt(now)),
         ));
     }
-    if end <= start {
-        return Err(Error::invalid(
-            codes::INVALID_DATE,
-            format!("end_date {} is not after start_date {}", fmt(end), fmt(start)),
-        ));
-    }
+    ends_after_start(start, end)?;
     if let Some(name) = &change.name {
         check_name(name)?;
     }
@@ -110,7 +110,7 @@ pub fn check_change(
 
 pub fn check_name(name: &str) -> Result<(), Error> {
     if name.trim().is_empty() || name.chars().count() > 80 {
-        return Err(Error::invalid(codes::INVALID_LEASE, "a lease name is 1 to 80 characters"));
+        return Err(Error::invalid(ErrorCode::InvalidLease, "a lease name is 1 to 80 characters"));
     }
     Ok(())
 }
@@ -145,7 +145,7 @@ mod tests {
     #[test]
     fn new_windows() {
         assert!(check_new_window(t(2), false, t(3), t(1)).is_ok());
-        assert_eq!(check_new_window(t(0), false, t(3), t(1)).unwrap_err().code, codes::INVALID_DATE);
+        assert_eq!(check_new_window(t(0), false, t(3), t(1)).unwrap_err().code, ErrorCode::InvalidDate);
         assert!(check_new_window(t(0), true, t(3), t(0)).is_ok());
         assert!(check_new_window(t(2), false, t(2), t(1)).is_err());
         assert!(check_new_window(t(3), false, t(2), t(1)).is_err());
@@ -171,12 +171,12 @@ mod tests {
         assert!(check_change(&l, &c(None, Some(5)), now).is_err());
         // Started: the start stays, the end may move (not before now).
         let now = t(6);
-        assert_eq!(check_change(&l, &c(Some(7), None), now).unwrap_err().code, codes::LEASE_STARTED);
+        assert_eq!(check_change(&l, &c(Some(7), None), now).unwrap_err().code, ErrorCode::LeaseStarted);
         assert_eq!(check_change(&l, &c(None, Some(10)), now).unwrap(), (t(5), t(10)));
-        assert_eq!(check_change(&l, &c(None, Some(5)), now).unwrap_err().code, codes::INVALID_DATE);
+        assert_eq!(check_change(&l, &c(None, Some(5)), now).unwrap_err().code, ErrorCode::InvalidDate);
         // Ended: only the name.
         let now = t(9);
-        assert_eq!(check_change(&l, &c(None, Some(10)), now).unwrap_err().code, codes::LEASE_ENDED);
+        assert_eq!(check_change(&l, &c(None, Some(10)), now).unwrap_err().code, ErrorCode::LeaseEnded);
         let rename = LeaseChange { name: Some("n".into()), ..Default::default() };
         assert!(check_change(&l, &rename, now).is_ok());
     }

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use berth_core::error::codes;
+use berth_core::error::ErrorCode;
 use serde::{Deserialize, Serialize};
 
 use crate::plugin::HookError;
@@ -149,7 +149,7 @@ impl DriverConfig {
 }
 
 fn config_error(detail: impl Into<String>) -> berth_core::Error {
-    berth_core::Error::invalid(codes::INVALID, detail)
+    berth_core::Error::invalid(ErrorCode::Invalid, detail)
 }
 
 /// The message a failed call carries: the far side's `{"error": "…"}` when it

@@ -1,36 +1,40 @@
 //! Resource classes and traits: the vocabulary providers and requests use.
 
-use berth_core::error::codes::{self, RESOURCE_CLASS_NOT_FOUND, TRAIT_NOT_FOUND};
+use berth_core::error::{ErrorCode, ErrorKind, Refusal};
 use berth_core::names::is_custom_name;
 use berth_core::{Error, Event, EventMeta};
 
 use super::record;
+use crate::refuse::{duplicate, invalid};
 use crate::Store;
 
-fn check_custom(what: &str, name: &str) -> Result<(), Error> {
+/// `refusal` names the vocabulary: a class or a trait.
+fn check_custom(name: &str, refusal: fn(String) -> Refusal) -> Result<(), Error> {
     if !is_custom_name(name) {
-        return Err(Error::invalid(
-            codes::INVALID,
-            format!("{what} {name:?} must be CUSTOM_ and upper-case letters, digits or _"),
-        ));
+        return Err(invalid(refusal(name.to_string())));
     }
     Ok(())
+}
+
+/// No class by that name where the path names one (404).
+fn no_class(class: &str) -> Error {
+    Error::refused(
+        ErrorKind::NotFound,
+        ErrorCode::ResourceClassNotFound,
+        Refusal::NoResourceClass { class: class.to_string() },
+    )
 }
 
 impl Store {
     /// Creates a custom resource class; `Ok(false)` when it already exists
     /// and `must_be_new` is false (Placement's idempotent PUT).
     pub async fn create_resource_class(&self, meta: &EventMeta, name: &str, must_be_new: bool) -> Result<bool, Error> {
-        check_custom("resource class", name)?;
+        check_custom(name, |name| Refusal::NotCustomClass { name })?;
         crate::tx::command!(self, |tx| {
             let exists = tx.query_opt("SELECT 1 FROM resource_classes WHERE name = $1", &[&name]).await?.is_some();
             if exists {
                 if must_be_new {
-                    return Err(Error::conflict(
-                        codes::DUPLICATE_NAME,
-                        format!("Conflicting resource class already exists: {name}"),
-                    )
-                    .into());
+                    return Err(duplicate(Refusal::ResourceClassExists { class: name.to_string() }).into());
                 }
                 return Ok(false);
             }
@@ -41,25 +45,19 @@ impl Store {
 
     /// Renames a custom resource class; its inventories and allocations follow.
     pub async fn rename_resource_class(&self, meta: &EventMeta, from: &str, to: &str) -> Result<(), Error> {
-        check_custom("resource class", to)?;
+        check_custom(to, |name| Refusal::NotCustomClass { name })?;
         crate::tx::command!(self, |tx| {
             let Some(standard) = crate::lock::resource_class(tx, from).await? else {
-                return Err(
-                    Error::not_found(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {from}.")).into()
-                );
+                return Err(no_class(from).into());
             };
             if standard {
-                return Err(
-                    Error::invalid(codes::INVALID, format!("Cannot update standard resource class {from}")).into()
-                );
+                return Err(invalid(Refusal::StandardClassUpdate { class: from.to_string() }).into());
             }
             if from == to {
                 return Ok(());
             }
             if tx.query_opt("SELECT 1 FROM resource_classes WHERE name = $1", &[&to]).await?.is_some() {
-                return Err(
-                    Error::conflict(codes::DUPLICATE_NAME, format!("Resource class already exists: {to}")).into()
-                );
+                return Err(duplicate(Refusal::RenameToExisting { class: to.to_string() }).into());
             }
             record(tx, meta, &[Event::ResourceClassRenamed { from: from.to_string(), to: to.to_string() }]).await?;
             Ok(())
@@ -69,14 +67,10 @@ impl Store {
     pub async fn delete_resource_class(&self, meta: &EventMeta, name: &str) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
             let Some(standard) = crate::lock::resource_class(tx, name).await? else {
-                return Err(
-                    Error::not_found(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {name}.")).into()
-                );
+                return Err(no_class(name).into());
             };
             if standard {
-                return Err(
-                    Error::invalid(codes::INVALID, format!("Cannot delete standard resource class {name}.")).into()
-                );
+                return Err(invalid(Refusal::StandardClassDelete { class: name.to_string() }).into());
             }
             let used = tx
                 .query_opt(
@@ -87,11 +81,8 @@ impl Store {
                 .await?
                 .is_some();
             if used {
-                return Err(Error::in_use(
-                    "placement.resource_class.in_use",
-                    format!("Cannot delete resource class {name}. Class is in use in inventory."),
-                )
-                .into());
+                let refusal = Refusal::ResourceClassInUse { class: name.to_string() };
+                return Err(Error::refused(ErrorKind::InUse, ErrorCode::ResourceClassInUse, refusal).into());
             }
             record(tx, meta, &[Event::ResourceClassDeleted { name: name.to_string() }]).await?;
             Ok(())
@@ -100,7 +91,7 @@ impl Store {
 
     /// Creates a custom trait; `Ok(false)` when it already exists.
     pub async fn create_trait(&self, meta: &EventMeta, name: &str) -> Result<bool, Error> {
-        check_custom("trait", name)?;
+        check_custom(name, |name| Refusal::NotCustomTrait { name })?;
         crate::tx::command!(self, |tx| {
             if tx.query_opt("SELECT 1 FROM traits WHERE name = $1", &[&name]).await?.is_some() {
                 return Ok(false);
@@ -113,17 +104,15 @@ impl Store {
     pub async fn delete_trait(&self, meta: &EventMeta, name: &str) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
             let Some(standard) = crate::lock::trait_named(tx, name).await? else {
-                return Err(Error::not_found(TRAIT_NOT_FOUND, format!("No such trait(s): {name}.")).into());
+                let refusal = Refusal::NoTraits { names: vec![name.to_string()] };
+                return Err(Error::refused(ErrorKind::NotFound, ErrorCode::TraitNotFound, refusal).into());
             };
             if standard {
-                return Err(Error::invalid(codes::INVALID, format!("Cannot delete standard trait {name}.")).into());
+                return Err(invalid(Refusal::StandardTraitDelete { name: name.to_string() }).into());
             }
             if tx.query_opt("SELECT 1 FROM provider_traits WHERE trait = $1 LIMIT 1", &[&name]).await?.is_some() {
-                return Err(Error::in_use(
-                    "placement.trait.in_use",
-                    format!("The trait {name} is in use by a resource provider."),
-                )
-                .into());
+                let refusal = Refusal::TraitInUse { name: name.to_string() };
+                return Err(Error::refused(ErrorKind::InUse, ErrorCode::TraitInUse, refusal).into());
             }
             record(tx, meta, &[Event::TraitDeleted { name: name.to_string() }]).await?;
             Ok(())

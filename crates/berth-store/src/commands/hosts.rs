@@ -3,7 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use berth_core::lease::{codes, FREE_POOL};
+use berth_core::error::ErrorCode;
+use berth_core::lease::FREE_POOL;
 use berth_core::{Error, Event, EventMeta, Inventory};
 use deadpool_postgres::Transaction;
 use serde_json::Value;
@@ -51,12 +52,12 @@ pub struct HostChange {
 pub fn check_capabilities(caps: &BTreeMap<String, Value>, allow_null: bool) -> Result<(), Error> {
     for (k, v) in caps {
         if k.is_empty() || k.len() > 255 || HOST_FIELDS.contains(&k.as_str()) {
-            return Err(Error::invalid(codes::HOST_INVALID, format!("{k:?} cannot be an extra capability name")));
+            return Err(Error::invalid(ErrorCode::HostInvalid, format!("{k:?} cannot be an extra capability name")));
         }
         let ok = matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_)) || (allow_null && v.is_null());
         if !ok {
             return Err(Error::invalid(
-                codes::HOST_INVALID,
+                ErrorCode::HostInvalid,
                 format!("extra capability {k}: {v} is not a string, number or boolean"),
             ));
         }
@@ -67,7 +68,7 @@ pub fn check_capabilities(caps: &BTreeMap<String, Value>, allow_null: bool) -> R
 /// Locks an enrolled host's provider row; returns (reservable, capabilities).
 async fn lock_host(tx: &Transaction<'_>, id: Uuid) -> Result<(bool, BTreeMap<String, Value>), StoreError> {
     let Some(row) = crate::lock::host(tx, id).await? else {
-        return Err(Error::not_found(codes::HOST_NOT_FOUND, format!("no host {id}")).into());
+        return Err(Error::not_found(ErrorCode::HostNotFound, format!("no host {id}")).into());
     };
     let caps: Value = row.get(1);
     Ok((row.get(0), serde_json::from_value(caps).unwrap_or_default()))
@@ -87,12 +88,12 @@ impl Store {
     pub async fn enrol_host(&self, meta: &EventMeta, new: NewHost) -> Result<Uuid, Error> {
         check_capabilities(&new.capabilities, false)?;
         if new.name.is_empty() || new.name.chars().count() > 200 {
-            return Err(Error::invalid(codes::HOST_INVALID, "a host name is 1 to 200 characters"));
+            return Err(Error::invalid(ErrorCode::HostInvalid, "a host name is 1 to 200 characters"));
         }
         if let Some((v, m, d)) = new.resources {
             if v < 1 || m < 1 || d < 0 {
                 return Err(Error::invalid(
-                    codes::HOST_INVALID,
+                    ErrorCode::HostInvalid,
                     "vcpus and memory_mb must be at least 1, local_gb at least 0",
                 ));
             }
@@ -104,7 +105,7 @@ impl Store {
                 Some(uuid) => {
                     if tx.query_opt("SELECT 1 FROM hosts WHERE provider_uuid = $1", &[&uuid]).await?.is_some() {
                         return Err(Error::conflict(
-                            codes::HOST_EXISTS,
+                            ErrorCode::HostExists,
                             format!("host {} is already enrolled as {uuid}", new.name),
                         )
                         .into());
@@ -114,7 +115,7 @@ impl Store {
                 None => {
                     let Some((vcpus, memory_mb, local_gb)) = new.resources else {
                         return Err(Error::not_found(
-                            codes::HOST_NOT_FOUND,
+                            ErrorCode::HostNotFound,
                             format!(
                                 "no resource provider named {:?}: register it through Placement first, \
                                  or give vcpus, memory_mb and local_gb to create it",
@@ -205,7 +206,7 @@ impl Store {
             if let Some(row) = held {
                 let lease: Uuid = row.get(0);
                 return Err(Error::in_use(
-                    codes::HOST_IN_USE,
+                    ErrorCode::HostInUse,
                     format!("host {id} is held by lease {lease}, which has not ended"),
                 )
                 .into());
@@ -225,7 +226,7 @@ impl Store {
     pub async fn set_host_property(&self, meta: &EventMeta, name: &str, private: bool) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
             if !crate::lock::host_property(tx, name).await? {
-                return Err(Error::not_found(codes::PROPERTY_NOT_FOUND, format!("no host property {name:?}")).into());
+                return Err(Error::not_found(ErrorCode::PropertyNotFound, format!("no host property {name:?}")).into());
             }
             record(tx, meta, &[Event::HostPropertyChanged { name: name.to_string(), private, at: now(tx).await? }])
                 .await?;

@@ -23,9 +23,6 @@ mod quotas;
 
 pub use allocations::{ConsumerAllocations, GenerationCheck, ReshapeInventory};
 /// Placement's codes for what a request names that does not exist.
-pub use berth_core::error::codes::{
-    INVENTORY_EXISTS, INVENTORY_NOT_FOUND, PROVIDER_NOT_FOUND, RESOURCE_CLASS_NOT_FOUND, TRAIT_NOT_FOUND,
-};
 pub(crate) use claims::Claims;
 pub use claims::DEFAULT_LANES as DEFAULT_CLAIM_LANES;
 pub use hosts::{check_capabilities, HostChange, NewHost, HOST_FIELDS};

@@ -5,13 +5,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use berth_core::error::codes::{self, INVENTORY_EXISTS, INVENTORY_NOT_FOUND, RESOURCE_CLASS_NOT_FOUND};
-use berth_core::names::in_standard_order;
+use berth_core::error::{ErrorCode, ErrorKind, Refusal};
 use berth_core::{Error, Event, EventMeta, Inventory};
 use deadpool_postgres::Transaction;
 use uuid::Uuid;
 
 use super::{now, record};
+use crate::refuse::{self, duplicate, invalid, no_class, no_provider};
 use crate::{Store, StoreError};
 
 pub struct NewProvider {
@@ -44,23 +44,22 @@ pub enum InventoryChange {
 pub(crate) async fn lock_provider(tx: &Transaction<'_>, uuid: Uuid) -> Result<i64, StoreError> {
     match crate::lock::provider(tx, uuid).await? {
         Some(r) => Ok(r.get(1)),
-        None => Err(Error::not_found(codes::NOT_FOUND, format!("No resource provider with uuid {uuid} found")).into()),
+        None => Err(no_provider(uuid).into()),
     }
 }
 
 fn check_generation(uuid: Uuid, expected: Option<i64>, actual: i64) -> Result<(), StoreError> {
     match expected {
-        Some(g) if g != actual => Err(Error::generation(format!(
-            "resource provider generation conflict: {uuid} is at generation {actual}, not {g}"
-        ))
-        .into()),
+        Some(g) if g != actual => {
+            Err(refuse::generation(Refusal::ProviderGeneration { provider: uuid, expected: g, actual }).into())
+        }
         _ => Ok(()),
     }
 }
 
 fn validate_name(name: &str) -> Result<(), Error> {
     if name.is_empty() || name.chars().count() > 200 {
-        return Err(Error::invalid(codes::INVALID, "provider name must be 1 to 200 characters"));
+        return Err(invalid(Refusal::ProviderNameLength));
     }
     Ok(())
 }
@@ -70,32 +69,20 @@ impl Store {
         validate_name(&new.name)?;
         let uuid = new.uuid.unwrap_or_else(Uuid::new_v4);
         if new.parent == Some(uuid) {
-            return Err(Error::invalid(
-                codes::INVALID,
-                "parent provider UUID cannot be same as UUID. \
-                 Please set parent provider UUID to None if there is no parent.",
-            ));
+            return Err(invalid(Refusal::ParentIsSelf));
         }
         crate::tx::command!(self, |tx| {
             if let Some(parent) = new.parent {
                 // Share-lock the parent so it cannot be deleted under us.
                 if !crate::lock::parent(tx, parent).await? {
-                    return Err(Error::invalid(codes::INVALID, "parent provider UUID does not exist.").into());
+                    return Err(invalid(Refusal::NoParent { parent }).into());
                 }
             }
             if tx.query_opt("SELECT 1 FROM providers WHERE uuid = $1", &[&uuid]).await?.is_some() {
-                return Err(Error::conflict(
-                    codes::DUPLICATE_NAME,
-                    format!("Conflicting resource provider uuid: {uuid} already exists."),
-                )
-                .into());
+                return Err(duplicate(Refusal::ProviderUuidTaken { provider: uuid }).into());
             }
             if tx.query_opt("SELECT 1 FROM providers WHERE name = $1", &[&new.name]).await?.is_some() {
-                return Err(Error::conflict(
-                    codes::DUPLICATE_NAME,
-                    format!("Conflicting resource provider name: {} already exists.", new.name),
-                )
-                .into());
+                return Err(duplicate(Refusal::ProviderNameTaken { name: new.name.clone() }).into());
             }
             record(
                 tx,
@@ -112,26 +99,19 @@ impl Store {
         validate_name(&update.name)?;
         crate::tx::command!(self, |tx| {
             let Some(row) = crate::lock::provider(tx, uuid).await? else {
-                return Err(
-                    Error::not_found(codes::NOT_FOUND, format!("No resource provider with uuid {uuid} found")).into()
-                );
+                return Err(no_provider(uuid).into());
             };
             let current: Option<Uuid> = row.get(2);
             let parent = update.parent.unwrap_or(current);
             if parent != current && current.is_some() && !update.allow_reparent {
-                let what = if parent.is_none() { "un-parenting" } else { "re-parenting" };
-                return Err(
-                    Error::invalid(codes::INVALID, format!("{what} a provider is not currently allowed.")).into()
-                );
+                return Err(invalid(Refusal::Reparent { unparenting: parent.is_none() }).into());
             }
             if let Some(p) = parent.filter(|p| Some(*p) != current) {
                 if p == uuid {
-                    return Err(
-                        Error::invalid(codes::INVALID, "creating loop in the provider tree is not allowed.").into()
-                    );
+                    return Err(invalid(Refusal::ProviderLoop).into());
                 }
                 if !crate::lock::parent(tx, p).await? {
-                    return Err(Error::invalid(codes::INVALID, "parent provider UUID does not exist.").into());
+                    return Err(invalid(Refusal::NoParent { parent: p }).into());
                 }
                 let cycle = tx
                     .query_opt(
@@ -144,19 +124,13 @@ impl Store {
                     .await?
                     .is_some();
                 if cycle {
-                    return Err(
-                        Error::invalid(codes::INVALID, "creating loop in the provider tree is not allowed.").into()
-                    );
+                    return Err(invalid(Refusal::ProviderLoop).into());
                 }
             }
             let taken =
                 tx.query_opt("SELECT 1 FROM providers WHERE name = $1 AND uuid <> $2", &[&update.name, &uuid]).await?;
             if taken.is_some() {
-                return Err(Error::conflict(
-                    codes::DUPLICATE_NAME,
-                    format!("Conflicting resource provider {} already exists.", update.name),
-                )
-                .into());
+                return Err(duplicate(Refusal::RenameTaken { name: update.name.clone() }).into());
             }
             record(tx, meta, &[Event::ProviderUpdated { uuid, name: update.name.clone(), parent, at: now(tx).await? }])
                 .await?;
@@ -168,16 +142,18 @@ impl Store {
         crate::tx::command!(self, |tx| {
             lock_provider(tx, uuid).await?;
             if tx.query_opt("SELECT 1 FROM providers WHERE parent_uuid = $1 LIMIT 1", &[&uuid]).await?.is_some() {
-                return Err(Error::conflict(
-                    codes::CANNOT_DELETE_PARENT,
-                    format!("Unable to delete parent resource provider {uuid}: It has child resource providers."),
+                return Err(Error::refused(
+                    ErrorKind::Conflict,
+                    ErrorCode::CannotDeleteParent,
+                    Refusal::ParentWithChildren { provider: uuid },
                 )
                 .into());
             }
             if tx.query_opt("SELECT 1 FROM allocations WHERE provider_uuid = $1 LIMIT 1", &[&uuid]).await?.is_some() {
-                return Err(Error::in_use(
-                    codes::PROVIDER_IN_USE,
-                    format!("Unable to delete resource provider {uuid}: Resource provider has allocations."),
+                return Err(Error::refused(
+                    ErrorKind::InUse,
+                    ErrorCode::ProviderInUse,
+                    Refusal::ProviderHasAllocations { provider: uuid },
                 )
                 .into());
             }
@@ -232,16 +208,20 @@ impl Store {
             let exists = inventories.contains_key(class);
             match &change {
                 InventoryChange::Add(_) if exists => {
-                    return Err(Error::conflict(
-                        INVENTORY_EXISTS,
-                        format!("resource provider {uuid} already has inventory of {class}"),
+                    return Err(Error::refused(
+                        ErrorKind::Conflict,
+                        ErrorCode::InventoryExists,
+                        Refusal::InventoryExists { provider: uuid, class: class.to_string() },
                     )
                     .into())
                 }
                 InventoryChange::Update(_) | InventoryChange::Delete if !exists => {
-                    return Err(
-                        Error::not_found(INVENTORY_NOT_FOUND, format!("No inventory of class {class} found.")).into()
+                    return Err(Error::refused(
+                        ErrorKind::NotFound,
+                        ErrorCode::InventoryNotFound,
+                        Refusal::NoInventory { class: class.to_string() },
                     )
+                    .into())
                 }
                 InventoryChange::Add(inv) | InventoryChange::Update(inv) => {
                     inventories.insert(class.to_string(), *inv);
@@ -271,9 +251,11 @@ impl Store {
             let found = crate::lock::traits_in_use(tx, &names).await?;
             if found.len() != traits.len() {
                 let missing: Vec<&str> = names.iter().filter(|n| !found.iter().any(|f| f == *n)).copied().collect();
-                return Err(Error::invalid(
-                    "placement.trait.not_found",
-                    format!("No such trait {}", missing.join(", ")),
+                let names = missing.into_iter().map(str::to_string).collect();
+                return Err(Error::refused(
+                    ErrorKind::Invalid,
+                    ErrorCode::TraitNotFound,
+                    Refusal::NoTraitsToSet { names },
                 )
                 .into());
             }
@@ -325,7 +307,7 @@ pub(crate) async fn check_inventory_change(
     let classes: Vec<&str> = inventories.keys().map(String::as_str).collect();
     let known = crate::lock::classes_in_use(tx, &classes).await?;
     if let Some(unknown) = classes.iter().find(|c| !known.iter().any(|k| k == *c)) {
-        return Err(Error::invalid(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {unknown}.")).into());
+        return Err(no_class(unknown).into());
     }
     let in_use: Vec<String> = tx
         .query(
@@ -339,11 +321,7 @@ pub(crate) async fn check_inventory_change(
         .map(|r| r.get(0))
         .collect();
     if !in_use.is_empty() {
-        return Err(Error::in_use(
-            codes::INVENTORY_IN_USE,
-            format!("Inventory for '{}' on resource provider '{uuid}' in use.", in_standard_order(in_use).join(", ")),
-        )
-        .into());
+        return Err(refuse::inventory_in_use(uuid, in_use).into());
     }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! Advice on leases: when a set of reservations would fit, and how far a
 //! lease could be extended on what it holds. Reads only; locks nothing.
 
-use berth_core::lease::{codes, Demand};
+use berth_core::error::ErrorCode;
+use berth_core::lease::Demand;
 use berth_core::schedule;
 use berth_core::time::DateMath;
 use berth_core::{Error, Window};
@@ -47,7 +48,7 @@ impl Store {
     ) -> Result<Vec<Availability>, Error> {
         let last_start = until.minus("until", duration)?;
         if last_start < from {
-            return Err(Error::invalid(codes::INVALID_DATE, "the search range is shorter than the duration"));
+            return Err(Error::invalid(ErrorCode::InvalidDate, "the search range is shorter than the duration"));
         }
         crate::tx::command!(self, |tx| {
             let items: Vec<Item> = reservations.iter().map(|r| Item::Place(r.as_ref(), Vec::new())).collect();

@@ -4,7 +4,8 @@
 
 use std::collections::HashMap;
 
-use berth_core::lease::{codes, LeaseEventStatus, LeaseEventType};
+use berth_core::error::ErrorCode;
+use berth_core::lease::{LeaseEventStatus, LeaseEventType};
 use berth_core::Error;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -124,7 +125,7 @@ impl Store {
                 .map_err(db)?;
             if seen.is_none() {
                 return Err(Error::invalid(
-                    codes::INVALID_LEASE,
+                    ErrorCode::InvalidLease,
                     format!("marker {m} is not a lease event you can see"),
                 ));
             }

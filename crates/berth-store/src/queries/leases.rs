@@ -2,9 +2,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use berth_core::error::ErrorCode;
 use berth_core::lease::{
-    codes, LeaseEventRecord, LeaseEventStatus, LeaseEventType, LeaseRecord, LeaseStatus, ReservationRecord,
-    ReservationStatus, Slot,
+    LeaseEventRecord, LeaseEventStatus, LeaseEventType, LeaseRecord, LeaseStatus, ReservationRecord, ReservationStatus,
+    Slot,
 };
 use berth_core::Error;
 use chrono::{DateTime, Utc};
@@ -251,7 +252,7 @@ pub(crate) fn as_created(mut record: LeaseRecord, at: DateTime<Utc>) -> Lease {
 pub(crate) fn visible(lease: Option<Lease>, id: Uuid, project: Option<&str>) -> Result<Lease, Error> {
     match lease {
         Some(l) if project.is_none_or(|p| p == l.record.project_id) => Ok(l),
-        _ => Err(Error::not_found(codes::LEASE_NOT_FOUND, format!("lease {id} could not be found"))),
+        _ => Err(Error::not_found(ErrorCode::LeaseNotFound, format!("lease {id} could not be found"))),
     }
 }
 
@@ -299,7 +300,7 @@ impl Store {
                 .await
                 .map_err(db)?;
             if seen.is_none() {
-                return Err(Error::invalid(codes::INVALID_LEASE, format!("marker {m} is not a lease you can see")));
+                return Err(Error::invalid(ErrorCode::InvalidLease, format!("marker {m} is not a lease you can see")));
             }
         }
         let ids: Vec<Uuid> = c
@@ -326,7 +327,7 @@ impl Store {
         if let Some(m) = marker {
             let known = c.query_opt("SELECT 1 FROM hosts WHERE provider_uuid = $1", &[&m]).await.map_err(db)?;
             if known.is_none() {
-                return Err(Error::invalid(codes::HOST_INVALID, format!("marker {m} is not a host")));
+                return Err(Error::invalid(ErrorCode::HostInvalid, format!("marker {m} is not a host")));
             }
         }
         let rows = c
@@ -348,7 +349,7 @@ impl Store {
         let c = self.client().await?;
         let row = c.query_opt(&format!("{HOST_SELECT} WHERE p.uuid = $1"), &[&id]).await.map_err(db)?;
         row.map(|r| host(&r))
-            .ok_or_else(|| Error::not_found(codes::HOST_NOT_FOUND, format!("host {id} could not be found")))
+            .ok_or_else(|| Error::not_found(ErrorCode::HostNotFound, format!("host {id} could not be found")))
     }
 
     /// Every host (or one) with the reservations holding it, optionally
@@ -374,7 +375,7 @@ impl Store {
             .collect();
         if let Some(h) = host {
             if hosts.is_empty() {
-                return Err(Error::not_found(codes::HOST_NOT_FOUND, format!("host {h} could not be found")));
+                return Err(Error::not_found(ErrorCode::HostNotFound, format!("host {h} could not be found")));
             }
         }
         let rows = c

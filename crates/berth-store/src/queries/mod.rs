@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use berth_core::error::codes;
+use berth_core::error::ErrorCode;
 use berth_core::{Error, Inventory, Window};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -96,7 +96,7 @@ impl Store {
             .await
             .map_err(crate::StoreError::from)?;
         row.map(|r| provider(&r))
-            .ok_or_else(|| Error::not_found(codes::NOT_FOUND, format!("no resource provider {uuid}")))
+            .ok_or_else(|| Error::not_found(ErrorCode::NotFound, format!("no resource provider {uuid}")))
     }
 
     pub async fn providers(&self) -> Result<Vec<Provider>, Error> {

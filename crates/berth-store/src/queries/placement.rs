@@ -5,15 +5,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use berth_core::error::codes;
+use berth_core::error::{ErrorCode, ErrorKind, Refusal};
 use berth_core::{timeline, Error, Inventory, Window};
 use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::{inventory_at, provider, Provider, PROVIDER_COLUMNS};
-use crate::{Store, StoreError};
-use berth_core::error::codes::{RESOURCE_CLASS_NOT_FOUND, TRAIT_NOT_FOUND};
+use crate::{refuse, Store, StoreError};
 
 /// Filters of `GET /resource_providers`; all of them must hold.
 #[derive(Debug, Clone, Default)]
@@ -166,7 +165,8 @@ pub(crate) async fn check_traits_exist(c: &impl GenericClient, names: &BTreeSet<
         c.query("SELECT name FROM traits WHERE name = ANY($1)", &[&list]).await?.iter().map(|r| r.get(0)).collect();
     let missing: Vec<&str> = list.iter().filter(|n| !known.contains(**n)).copied().collect();
     if !missing.is_empty() {
-        return Err(Error::invalid(TRAIT_NOT_FOUND, format!("No such trait(s): {}.", missing.join(", "))).into());
+        let names = missing.into_iter().map(str::to_string).collect();
+        return Err(Error::refused(ErrorKind::Invalid, ErrorCode::TraitNotFound, Refusal::NoTraits { names }).into());
     }
     Ok(())
 }
@@ -179,8 +179,7 @@ impl Store {
             .query_opt(&format!("SELECT {PROVIDER_COLUMNS} FROM providers WHERE uuid = $1"), &[&uuid])
             .await
             .map_err(db)?;
-        row.map(|r| provider(&r))
-            .ok_or_else(|| Error::not_found(codes::NOT_FOUND, format!("No resource provider with uuid {uuid} found")))
+        row.map(|r| provider(&r)).ok_or_else(|| refuse::no_provider(uuid))
     }
 
     /// The providers every filter admits, oldest first.
@@ -189,7 +188,7 @@ impl Store {
         let classes: Vec<&str> = f.resources.keys().map(String::as_str).collect();
         let unknown = unknown_classes(&c, &classes).await?;
         if let Some(u) = unknown.first() {
-            return Err(Error::invalid(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {u}.")));
+            return Err(refuse::no_class(u));
         }
         let mut traits: BTreeSet<String> = f.required_traits.iter().flatten().cloned().collect();
         traits.extend(f.forbidden_traits.iter().cloned());
@@ -396,7 +395,7 @@ impl Store {
             .await
             .map_err(db)?;
         let Some(first) = rows.first() else {
-            return Err(Error::not_found(codes::NOT_FOUND, format!("No resource provider with uuid {uuid} found")));
+            return Err(refuse::no_provider(uuid));
         };
         let inventories = rows
             .iter()
@@ -423,33 +422,23 @@ fn filter_sql(f: &ProviderFilter) -> (String, Vec<Param>) {
             next(&mut params, Box::new(t))
         );
     }
+    const AGGREGATES: (&str, &str) = ("provider_aggregates", "aggregate");
+    const TRAITS: (&str, &str) = ("provider_traits", "trait");
     for group in &f.member_of {
         let v: Vec<Uuid> = group.iter().copied().collect();
-        sql += &format!(
-            " AND EXISTS (SELECT 1 FROM provider_aggregates a WHERE a.provider_uuid = p.uuid AND a.aggregate = ANY({}))",
-            next(&mut params, Box::new(v))
-        );
+        sql += &linked(&mut params, true, AGGREGATES, Box::new(v));
     }
     if !f.forbidden_aggregates.is_empty() {
         let v: Vec<Uuid> = f.forbidden_aggregates.iter().copied().collect();
-        sql += &format!(
-            " AND NOT EXISTS (SELECT 1 FROM provider_aggregates a WHERE a.provider_uuid = p.uuid AND a.aggregate = ANY({}))",
-            next(&mut params, Box::new(v))
-        );
+        sql += &linked(&mut params, false, AGGREGATES, Box::new(v));
     }
     for group in &f.required_traits {
         let v: Vec<String> = group.iter().cloned().collect();
-        sql += &format!(
-            " AND EXISTS (SELECT 1 FROM provider_traits t WHERE t.provider_uuid = p.uuid AND t.trait = ANY({}))",
-            next(&mut params, Box::new(v))
-        );
+        sql += &linked(&mut params, true, TRAITS, Box::new(v));
     }
     if !f.forbidden_traits.is_empty() {
         let v: Vec<String> = f.forbidden_traits.iter().cloned().collect();
-        sql += &format!(
-            " AND NOT EXISTS (SELECT 1 FROM provider_traits t WHERE t.provider_uuid = p.uuid AND t.trait = ANY({}))",
-            next(&mut params, Box::new(v))
-        );
+        sql += &linked(&mut params, false, TRAITS, Box::new(v));
     }
     for (class, amount) in &f.resources {
         let (rc, n) = (next(&mut params, Box::new(class.clone())), next(&mut params, Box::new(*amount)));
@@ -459,6 +448,14 @@ fn filter_sql(f: &ProviderFilter) -> (String, Vec<Param>) {
         );
     }
     (sql, params)
+}
+
+/// ` AND EXISTS` (`has`) or ` AND NOT EXISTS` a row of the link table
+/// `(table, column)` tying the provider to one of `values`.
+fn linked(params: &mut Vec<Param>, has: bool, (table, column): (&str, &str), values: Param) -> String {
+    let not = if has { "" } else { " NOT" };
+    let any = next(params, values);
+    format!(" AND{not} EXISTS (SELECT 1 FROM {table} l WHERE l.provider_uuid = p.uuid AND l.{column} = ANY({any}))")
 }
 
 /// Those of `found` with room from now on for what `f` asks, decided with

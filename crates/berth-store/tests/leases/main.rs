@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use berth_core::dates::DateSpec;
-use berth_core::error::ErrorKind;
-use berth_core::lease::{codes, Demand};
+use berth_core::error::{ErrorCode, ErrorKind};
+use berth_core::lease::Demand;
 use berth_core::query;
 use berth_core::{EventMeta, Window};
 use berth_store::commands::{LeaseDates, LeaseUpdate, NewHost, NewLease, NewReservation, ReservationUpdate};
@@ -182,7 +182,7 @@ async fn extending_and_shortening_are_rechecked() {
     store.update_lease(&meta(), b, None, start(2)).await.unwrap();
     // End before start, or in the past: 400, nothing changes.
     let err = store.update_lease(&meta(), b, None, end(1)).await.unwrap_err();
-    assert_eq!(err.code, codes::INVALID_DATE);
+    assert_eq!(err.code, ErrorCode::InvalidDate);
     let past = LeaseUpdate { end: Some(DateSpec::At(Utc::now() - Duration::hours(1))), ..Default::default() };
     assert_eq!(store.update_lease(&meta(), b, None, past).await.unwrap_err().kind, ErrorKind::Invalid);
     assert_eq!(store.lease(b, None).await.unwrap().record.start, t(2));
@@ -253,7 +253,7 @@ async fn projects_see_only_their_own_leases() {
     host(&store, "h", 4, json!({})).await;
     let mine = store.create_lease(&meta(), lease("x", "p1", 1, 2, vec![])).await.unwrap()[0].record.id;
     store.create_lease(&meta(), lease("x", "p2", 1, 2, vec![])).await.unwrap();
-    assert_eq!(store.lease(mine, Some("p2")).await.unwrap_err().code, codes::LEASE_NOT_FOUND);
+    assert_eq!(store.lease(mine, Some("p2")).await.unwrap_err().code, ErrorCode::LeaseNotFound);
     assert!(store.lease(mine, Some("p1")).await.is_ok());
     assert!(store.lease(mine, None).await.is_ok());
     let rename = LeaseUpdate { name: Some("y".into()), ..Default::default() };
@@ -270,7 +270,7 @@ async fn projects_see_only_their_own_leases() {
     assert_eq!(store.leases(&filter(None)).await.unwrap().len(), 2);
     // Names are unique within a project.
     let err = store.create_lease(&meta(), lease("x", "p1", 3, 4, vec![])).await.unwrap_err();
-    assert_eq!(err.code, codes::DUPLICATE_LEASE_NAME);
+    assert_eq!(err.code, ErrorCode::DuplicateLeaseName);
     store.update_lease(&meta(), mine, Some("p1"), rename).await.unwrap();
     assert_eq!(store.lease(mine, None).await.unwrap().record.name, "y");
 }
@@ -313,8 +313,11 @@ async fn bad_dates_write_nothing() {
         },
         ..lease("p", "p", 0, 1, vec![hosts(1, 1, json!([]))])
     };
-    assert_eq!(store.create_lease(&meta(), past).await.unwrap_err().code, codes::INVALID_DATE);
-    assert_eq!(store.create_lease(&meta(), lease("r", "p", 2, 1, vec![])).await.unwrap_err().code, codes::INVALID_DATE);
+    assert_eq!(store.create_lease(&meta(), past).await.unwrap_err().code, ErrorCode::InvalidDate);
+    assert_eq!(
+        store.create_lease(&meta(), lease("r", "p", 2, 1, vec![])).await.unwrap_err().code,
+        ErrorCode::InvalidDate
+    );
     assert!(store.leases(&Default::default()).await.unwrap().is_empty());
     // `now` starts at once.
     let now = NewLease {
@@ -337,7 +340,7 @@ async fn hosts_enrol_update_and_leave_when_free() {
         )
         .await
         .unwrap_err();
-    assert_eq!(again.code, codes::HOST_EXISTS);
+    assert_eq!(again.code, ErrorCode::HostExists);
     let missing = store
         .enrol_host(
             &meta(),
@@ -358,7 +361,7 @@ async fn hosts_enrol_update_and_leave_when_free() {
         store.create_lease(&meta(), lease("a", "p", 1, 2, vec![hosts(1, 1, json!([]))])).await.unwrap()[0].record.id;
     let allocs = store.host_allocations(None, None, None, None).await.unwrap();
     assert_eq!(allocs[0].reservations.len(), 1);
-    assert_eq!(store.remove_host(&meta(), h).await.unwrap_err().code, codes::HOST_IN_USE);
+    assert_eq!(store.remove_host(&meta(), h).await.unwrap_err().code, ErrorCode::HostInUse);
     store.delete_lease(&meta(), id, None).await.unwrap();
     store.remove_host(&meta(), h).await.unwrap();
     assert!(store.hosts(None, 1000).await.unwrap().is_empty());

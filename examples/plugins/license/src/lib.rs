@@ -24,7 +24,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use berth_core::error::codes;
+use berth_core::error::ErrorCode;
 use berth_core::Error;
 use berth_plugins::driver::Driver;
 use berth_plugins::params::{param, Param, ParamType};
@@ -90,7 +90,7 @@ impl LicensePlugin {
 }
 
 fn invalid(detail: String) -> Error {
-    Error::invalid(codes::INVALID, format!("{RESOURCE_TYPE}: {detail}"))
+    Error::invalid(ErrorCode::Invalid, format!("{RESOURCE_TYPE}: {detail}"))
 }
 
 #[async_trait]

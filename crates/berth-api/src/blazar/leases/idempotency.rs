@@ -4,7 +4,7 @@
 //! (project and user); the request is known again by a hash of its body.
 
 use axum::http::HeaderMap;
-use berth_core::lease::codes;
+use berth_core::error::ErrorCode;
 use berth_store::commands::RequestKey;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -27,7 +27,7 @@ pub fn request_key(
 ) -> Result<Option<RequestKey>, ApiError> {
     let mut sent = headers.get_all(HEADER).iter();
     let Some(value) = sent.next() else { return Ok(None) };
-    let bad = |why: &str| ApiError::bad_request(codes::IDEMPOTENCY_KEY_INVALID, format!("Idempotency-Key {why}"));
+    let bad = |why: &str| ApiError::bad_request(ErrorCode::IdempotencyKeyInvalid, format!("Idempotency-Key {why}"));
     if sent.next().is_some() {
         return Err(bad("is sent more than once"));
     }

@@ -2,7 +2,7 @@
 //! must be the caller's project's.
 
 use axum::http::StatusCode;
-use berth_core::lease::codes;
+use berth_core::error::ErrorCode;
 use berth_store::commands::NewReservation;
 use uuid::Uuid;
 
@@ -37,7 +37,7 @@ pub(super) async fn check(state: &AppState, ctx: &Context, list: &[NewReservatio
             Some(p) if *p != ctx.project_id => {
                 return Err(ApiError::new(
                     StatusCode::FORBIDDEN,
-                    codes::FOREIGN_INSTANCE,
+                    ErrorCode::ForeignInstance,
                     format!("instance {id} belongs to another project"),
                 ))
             }
@@ -49,7 +49,7 @@ pub(super) async fn check(state: &AppState, ctx: &Context, list: &[NewReservatio
 
 fn unknown_consumer(id: &str) -> ApiError {
     ApiError::bad_request(
-        codes::UNKNOWN_INSTANCE,
+        ErrorCode::UnknownInstance,
         format!("instance {id:?} is not a consumer of your project in /placement"),
     )
 }

@@ -16,7 +16,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use berth_core::dates::DateSpec;
-use berth_core::lease::{codes, LeaseStatus};
+use berth_core::error::ErrorCode;
+use berth_core::lease::LeaseStatus;
 use berth_store::commands::{Created, LeaseDates, LeaseUpdate, NewLease};
 use berth_store::queries::leases::{Lease, LeaseFilter};
 use serde_json::{json, Value};
@@ -79,11 +80,14 @@ pub(super) async fn create(
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
         Some(v) => {
-            return Err(ApiError::bad_request(codes::INVALID_LEASE, format!("dry_run must be true or false, not {v}")))
+            return Err(ApiError::bad_request(
+                ErrorCode::InvalidLease,
+                format!("dry_run must be true or false, not {v}"),
+            ))
         }
     };
     let Some(name) = opt_str(&obj, "name")? else {
-        return Err(ApiError::bad_request(codes::INVALID_LEASE, "name is required"));
+        return Err(ApiError::bad_request(ErrorCode::InvalidLease, "name is required"));
     };
     let start = date_field(&obj, "start_date")?.unwrap_or(DateSpec::Now);
     let reservations = reservations(&state, obj.get("reservations")).await?;
@@ -97,7 +101,7 @@ pub(super) async fn create(
         }
         _ => {
             let Some(end) = date_field(&obj, "end_date")? else {
-                return Err(ApiError::bad_request(codes::INVALID_DATE, "end_date is required"));
+                return Err(ApiError::bad_request(ErrorCode::InvalidDate, "end_date is required"));
             };
             LeaseDates::One { start, end, before_end: fixed_date(&obj, "before_end_date", now)? }
         }
@@ -120,7 +124,7 @@ pub(super) async fn create(
             Created::Made(made) => (made, false),
             Created::Earlier(made) if made.is_empty() => {
                 return Err(ApiError::from(berth_core::Error::not_found(
-                    codes::LEASE_NOT_FOUND,
+                    ErrorCode::LeaseNotFound,
                     format!("the leases made with Idempotency-Key {} have since been deleted", key.key),
                 )))
             }
@@ -160,7 +164,7 @@ pub(super) async fn list(
 ) -> Result<Json<Value>, ApiError> {
     let q = &listing.query;
     state.rules.authorize(&ctx, Action::LeasesList, &Target::own(&ctx))?;
-    let bad = |m: String| ApiError::bad_request(codes::INVALID_LEASE, m);
+    let bad = |m: String| ApiError::bad_request(ErrorCode::InvalidLease, m);
     let project_id = match (q.get("project_id"), scope(&state, &ctx)) {
         (Some(p), None) => Some(p.clone()),
         (None, None) => None,
@@ -195,7 +199,7 @@ pub(super) async fn show(
     ctx: Context,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
+    let id = path_id(&id, "lease", ErrorCode::LeaseNotFound)?;
     let lease = state.store.lease(id, scope(&state, &ctx)).await?;
     state.rules.authorize(&ctx, Action::LeasesGet, &lease_target(&lease))?;
     Ok(Json(json!({ "lease": lease_json(&lease) })))
@@ -217,7 +221,7 @@ pub(super) async fn update(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
+    let id = path_id(&id, "lease", ErrorCode::LeaseNotFound)?;
     let obj = object_body(&body, "lease")?;
     let current = state.store.lease(id, scope(&state, &ctx)).await?;
     state.rules.authorize(&ctx, Action::LeasesUpdate, &lease_target(&current))?;
@@ -225,14 +229,17 @@ pub(super) async fn update(
     let mut end = date_field(&obj, "end_date")?;
     if let Some(e) = shifted(&obj, "end_date", "prolong_for", "reduce_by", r.end)? {
         if end.is_some() {
-            return Err(ApiError::bad_request(codes::INVALID_LEASE, "end_date and a relative move of it conflict"));
+            return Err(ApiError::bad_request(ErrorCode::InvalidLease, "end_date and a relative move of it conflict"));
         }
         end = Some(e);
     }
     let mut start = date_field(&obj, "start_date")?;
     if let Some(s) = shifted(&obj, "start_date", "defer_by", "advance_by", r.start)? {
         if start.is_some() {
-            return Err(ApiError::bad_request(codes::INVALID_LEASE, "start_date and a relative move of it conflict"));
+            return Err(ApiError::bad_request(
+                ErrorCode::InvalidLease,
+                "start_date and a relative move of it conflict",
+            ));
         }
         start = Some(s);
     }
@@ -251,7 +258,7 @@ pub(super) async fn update(
         && update.before_end.is_none()
         && update.reservations.is_empty()
     {
-        return Err(ApiError::bad_request(codes::INVALID_LEASE, "nothing to update"));
+        return Err(ApiError::bad_request(ErrorCode::InvalidLease, "nothing to update"));
     }
     if matches!(update.end, Some(DateSpec::At(t)) if t > r.end) {
         state.rules.authorize(&ctx, Action::LeasesExtend, &lease_target(&current))?;
@@ -276,7 +283,7 @@ pub(super) async fn delete(
     ctx: Context,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let id = path_id(&id, "lease", codes::LEASE_NOT_FOUND)?;
+    let id = path_id(&id, "lease", ErrorCode::LeaseNotFound)?;
     let lease = state.store.lease(id, scope(&state, &ctx)).await?;
     state.rules.authorize(&ctx, Action::LeasesDelete, &lease_target(&lease))?;
     state.store.delete_lease(&meta(&ctx), id, scope(&state, &ctx)).await?;

@@ -2,7 +2,8 @@
 //! parameters (checked by their plugins).
 
 use berth_core::dates::{self, parse_date, DateSpec};
-use berth_core::lease::{self, codes};
+use berth_core::error::ErrorCode;
+use berth_core::lease;
 use berth_core::time::DateMath;
 use berth_store::commands::{NewReservation, ReservationUpdate};
 use berth_store::queries::leases::Lease;
@@ -64,21 +65,24 @@ pub(in crate::blazar) async fn reservations(
     let list = match v {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(a)) => a,
-        Some(_) => return Err(ApiError::bad_request(codes::INVALID_LEASE, "reservations must be a list")),
+        Some(_) => return Err(ApiError::bad_request(ErrorCode::InvalidLease, "reservations must be a list")),
     };
     if list.len() > lease::MAX_RESERVATIONS {
         return Err(ApiError::bad_request(
-            codes::INVALID_LEASE,
+            ErrorCode::InvalidLease,
             format!("a lease carries at most {} reservations", lease::MAX_RESERVATIONS),
         ));
     }
     let mut out = Vec::new();
     for (i, r) in list.iter().enumerate() {
         let Some(obj) = r.as_object() else {
-            return Err(ApiError::bad_request(codes::INVALID_LEASE, format!("reservation {i} is not an object")));
+            return Err(ApiError::bad_request(ErrorCode::InvalidLease, format!("reservation {i} is not an object")));
         };
         let Some(rt) = opt_str(obj, "resource_type")? else {
-            return Err(ApiError::bad_request(codes::INVALID_LEASE, format!("reservation {i} needs a resource_type")));
+            return Err(ApiError::bad_request(
+                ErrorCode::InvalidLease,
+                format!("reservation {i} needs a resource_type"),
+            ));
         };
         out.push(resolve(state, rt, &params_of(obj)).await?);
     }
@@ -101,7 +105,7 @@ pub(super) fn shifted(
     };
     match (d(plus)?, d(minus)?) {
         (Some(_), Some(_)) => {
-            Err(ApiError::bad_request(codes::INVALID_LEASE, format!("{plus} and {minus} cannot be given together")))
+            Err(ApiError::bad_request(ErrorCode::InvalidLease, format!("{plus} and {minus} cannot be given together")))
         }
         (Some(p), None) => Ok(Some(DateSpec::At(base.plus(field, p)?))),
         (None, Some(m)) => Ok(Some(DateSpec::At(base.minus(field, m)?))),
@@ -124,19 +128,19 @@ pub(super) async fn reservation_changes(
             for (i, given) in list.iter().enumerate() {
                 let Some(given) = given.as_object() else {
                     return Err(ApiError::bad_request(
-                        codes::INVALID_LEASE,
+                        ErrorCode::InvalidLease,
                         format!("reservation {i} is not an object"),
                     ));
                 };
                 let rid = opt_str(given, "id")?.and_then(|s| Uuid::parse_str(s).ok()).ok_or_else(|| {
                     ApiError::bad_request(
-                        codes::INVALID_LEASE,
+                        ErrorCode::InvalidLease,
                         format!("reservation {i} needs the id of one of the lease's reservations"),
                     )
                 })?;
                 let Some(existing) = current.record.reservations.iter().find(|x| x.id == rid) else {
                     return Err(ApiError::bad_request(
-                        codes::INVALID_LEASE,
+                        ErrorCode::InvalidLease,
                         format!("lease {} has no reservation {rid}", current.record.id),
                     ));
                 };
@@ -149,7 +153,7 @@ pub(super) async fn reservation_changes(
                 changes.push(ReservationUpdate { id: rid, params: resolved.params, demand: resolved.demand });
             }
         }
-        Some(_) => return Err(ApiError::bad_request(codes::INVALID_LEASE, "reservations must be a list")),
+        Some(_) => return Err(ApiError::bad_request(ErrorCode::InvalidLease, "reservations must be a list")),
     }
     Ok(changes)
 }

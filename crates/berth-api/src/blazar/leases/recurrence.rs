@@ -2,7 +2,8 @@
 //! dry run that lists them with whether each fits.
 
 use berth_core::dates::{self, format_date, DateSpec};
-use berth_core::lease::{self, codes, Occurrence};
+use berth_core::error::ErrorCode;
+use berth_core::lease::{self, Occurrence};
 use berth_store::commands::{LeaseDates, NewLease};
 use chrono::{DateTime, Utc};
 use croner::Cron;
@@ -19,7 +20,7 @@ use crate::AppState;
 /// restricted match either, as in Vixie cron), in UTC; a duration each;
 /// an end; at most `max` of them.
 pub(super) fn occurrences(rec: &Value, from: chrono::DateTime<Utc>, max: usize) -> Result<Vec<Occurrence>, ApiError> {
-    let bad = |m: String| ApiError::bad_request(codes::INVALID_LEASE, format!("recurrence: {m}"));
+    let bad = |m: String| ApiError::bad_request(ErrorCode::InvalidLease, format!("recurrence: {m}"));
     let Some(obj) = rec.as_object() else {
         return Err(bad("must be an object with cron, duration and until".into()));
     };

@@ -1,10 +1,10 @@
 //! The decision: each request of a batch, in turn, against what the batch
 //! read, with berth-core's rules (generations, units, capacity at every
-//! instant, quota). Error details use Placement's wording.
+//! instant, quota). A refusal names what it refused; the API words it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use berth_core::error::codes::{PROVIDER_NOT_FOUND, RESOURCE_CLASS_NOT_FOUND};
+use berth_core::error::{ErrorCode, ErrorKind, Refusal};
 use berth_core::timeline;
 use berth_core::{Error, Event, EventMeta, Window};
 use uuid::Uuid;
@@ -12,6 +12,7 @@ use uuid::Uuid;
 use super::read::{Key, Read};
 use super::request::{ConsumerAllocations, GenerationCheck, ReshapeInventory};
 use crate::quota;
+use crate::refuse::{self, capacity};
 
 /// One request of a batch: decided on its own, written all or nothing.
 pub(crate) struct Request<'a> {
@@ -36,10 +37,6 @@ fn wanted(consumers: &[ConsumerAllocations]) -> Wanted {
         }
     }
     wanted
-}
-
-fn show_generation(g: Option<i64>) -> String {
-    g.map(|g| g.to_string()).unwrap_or_else(|| "null".into())
 }
 
 /// New holds by project, user and class, as the quota check takes them.
@@ -144,26 +141,18 @@ impl Read {
                 GenerationCheck::Exactly(g) => Some(g),
             };
             if actual != given {
-                return Err(Error::generation(format!(
-                    "consumer generation conflict - expected {} but got {}",
-                    show_generation(actual),
-                    show_generation(given)
-                )));
+                return Err(refuse::generation(Refusal::ConsumerGeneration { current: actual, given }));
             }
         }
         for r in reshaped {
             match self.generations.get(&r.provider) {
                 None => {
-                    return Err(Error::invalid(
-                        PROVIDER_NOT_FOUND,
-                        format!("Resource provider {} in inventories not found", r.provider),
-                    ))
+                    let refusal = Refusal::ReshapedProviderMissing { provider: r.provider };
+                    return Err(Error::refused(ErrorKind::Invalid, ErrorCode::ProviderNotFound, refusal));
                 }
                 Some(g) if *g != r.expected_generation => {
-                    return Err(Error::generation(format!(
-                        "resource provider generation conflict for provider {}: actual: {g}, given: {}",
-                        r.provider, r.expected_generation
-                    )))
+                    let (provider, expected, actual) = (r.provider, r.expected_generation, *g);
+                    return Err(refuse::generation(Refusal::ReshapeGeneration { provider, expected, actual }));
                 }
                 Some(_) => {}
             }
@@ -175,15 +164,13 @@ impl Read {
     /// or by a reshaped inventory).
     fn check_names(&self, wanted: &Wanted, reshaped: &[ReshapeInventory]) -> Result<(), Error> {
         if let Some((missing, _)) = wanted.keys().find(|k| !self.generations.contains_key(&k.0)) {
-            return Err(Error::invalid(
-                PROVIDER_NOT_FOUND,
-                format!("Allocation for resource provider '{missing}' that does not exist."),
-            ));
+            let refusal = Refusal::AllocationProviderMissing { provider: *missing };
+            return Err(Error::refused(ErrorKind::Invalid, ErrorCode::ProviderNotFound, refusal));
         }
         let mut named: BTreeSet<&str> = wanted.keys().map(|k| k.1.as_str()).collect();
         named.extend(reshaped.iter().flat_map(|r| r.inventories.keys().map(String::as_str)));
         if let Some(unknown) = named.iter().find(|n| !self.known.contains(**n)) {
-            return Err(Error::invalid(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {unknown}.")));
+            return Err(refuse::no_class(unknown));
         }
         Ok(())
     }
@@ -192,18 +179,12 @@ impl Read {
     fn check_amounts(&self, consumers: &[ConsumerAllocations]) -> Result<(), Error> {
         for c in consumers {
             for a in &c.allocations {
-                let Some(inv) = self.inventories.get(&(a.provider, a.resource_class.clone())) else {
-                    return Err(Error::capacity(format!(
-                        "Inventory for '{}' on resource provider '{}' invalid.",
-                        a.resource_class, a.provider
-                    )));
+                let (provider, class) = (a.provider, a.resource_class.clone());
+                let Some(inv) = self.inventories.get(&(provider, class.clone())) else {
+                    return Err(capacity(Refusal::NoInventoryFor { provider, class }));
                 };
-                if inv.check_amount(&a.provider.to_string(), &a.resource_class, a.used).is_err() {
-                    return Err(Error::capacity(format!(
-                        "Unable to create allocation for '{}' on resource provider '{}'. \
-                         The requested amount would violate inventory constraints.",
-                        a.resource_class, a.provider
-                    )));
+                if inv.check_amount(&provider.to_string(), &class, a.used).is_err() {
+                    return Err(capacity(Refusal::AmountOutsideInventory { provider, class }));
                 }
             }
         }
@@ -235,11 +216,7 @@ impl Read {
                 }
             }
             if !timeline::fits(&others, &before, holds, self.inventories[key].capacity()) {
-                return Err(Error::capacity(format!(
-                    "Unable to create allocation for '{}' on resource provider '{}'. \
-                     The requested amount would exceed the capacity.",
-                    key.1, key.0
-                )));
+                return Err(capacity(Refusal::OverCapacity { provider: key.0, class: key.1.clone() }));
             }
         }
         Ok(())

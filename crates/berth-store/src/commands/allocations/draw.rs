@@ -14,7 +14,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use berth_core::draw::{self, Amounts};
-use berth_core::error::ErrorKind;
+use berth_core::error::{ErrorCode, ErrorKind};
 use berth_core::event::Allocation;
 use berth_core::lease::{reservation_of_class, LeaseStatus};
 use berth_core::{Error, Event, Window};
@@ -26,10 +26,6 @@ use uuid::Uuid;
 use super::request::{ConsumerAllocations, GenerationCheck};
 use crate::commands::{now, SLOT_CONSUMER_TYPE};
 use crate::StoreError;
-
-pub const NOT_ACTIVE: &str = "berth.reservation.not_active";
-pub const NOT_YOURS: &str = "berth.reservation.not_yours";
-pub const NOT_HERE: &str = "berth.reservation.not_on_provider";
 
 /// The draws the consumers of `$1` hold: (consumer, slot, amounts).
 pub(super) const DRAWS_HELD: &str =
@@ -116,7 +112,7 @@ pub(super) async fn draw(tx: &Transaction<'_>, batch: &[ConsumerAllocations]) ->
         let candidates = slots_of.get(&(*rid, *provider)).cloned().unwrap_or_default();
         let Some(first) = candidates.first().and_then(|id| slots.get(id)) else {
             let detail = format!("reservation {rid} holds nothing on resource provider {provider}");
-            return Err(Error::new(ErrorKind::Capacity, NOT_HERE, detail).into());
+            return Err(Error::new(ErrorKind::Capacity, ErrorCode::ReservationNotHere, detail).into());
         };
         check_reservation(tx, *rid, first, &c.project_id, at).await?;
         // What the consumer takes on this provider, other than the marker class.
@@ -207,7 +203,7 @@ async fn check_reservation(
 ) -> Result<(), StoreError> {
     if slot.lease_project != project {
         let detail = format!("reservation {rid} belongs to another project");
-        return Err(Error::new(ErrorKind::Forbidden, NOT_YOURS, detail).into());
+        return Err(Error::new(ErrorKind::Forbidden, ErrorCode::ReservationNotYours, detail).into());
     }
     let row = tx.query_one(LEASE_STATUS, &[&rid]).await?;
     let status: String = row.get(0);
@@ -217,7 +213,7 @@ async fn check_reservation(
     );
     if !(live && slot.window.contains(at)) {
         let detail = format!("reservation {rid} is not active now: its lease runs {:?}", slot.window);
-        return Err(Error::new(ErrorKind::Conflict, NOT_ACTIVE, detail).into());
+        return Err(Error::new(ErrorKind::Conflict, ErrorCode::ReservationNotActive, detail).into());
     }
     Ok(())
 }

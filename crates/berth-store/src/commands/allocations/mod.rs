@@ -27,7 +27,7 @@ pub(crate) use batch::write_allocations;
 pub(crate) use decide::{Decision, Request};
 pub use request::{ConsumerAllocations, GenerationCheck, ReshapeInventory};
 
-use berth_core::error::codes;
+use berth_core::error::{ErrorCode, ErrorKind, Refusal};
 use berth_core::{Error, Event, EventMeta};
 use uuid::Uuid;
 
@@ -63,9 +63,8 @@ impl Store {
     pub async fn delete_allocations(&self, meta: &EventMeta, consumer: Uuid) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
             let Some(row) = crate::lock::consumers(tx, &[consumer]).await?.into_iter().next() else {
-                return Err(
-                    Error::not_found(codes::NOT_FOUND, format!("No allocations for consumer '{consumer}'")).into()
-                );
+                let refusal = Refusal::NoAllocations { consumer };
+                return Err(Error::refused(ErrorKind::NotFound, ErrorCode::NotFound, refusal).into());
             };
             let event = Event::AllocationsReplaced {
                 consumer,

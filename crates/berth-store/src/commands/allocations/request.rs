@@ -3,10 +3,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use berth_core::error::codes;
+use berth_core::error::Refusal;
 use berth_core::event::Allocation;
 use berth_core::{Error, Inventory};
 use uuid::Uuid;
+
+use crate::refuse::invalid;
 
 /// What the client says about the consumer's generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,14 +47,12 @@ pub(super) fn check_batch_shape(consumers: &[ConsumerAllocations]) -> Result<(),
     let mut seen = BTreeSet::new();
     for c in consumers {
         if !seen.insert(c.consumer) {
-            return Err(Error::invalid(codes::INVALID, format!("consumer {} appears twice", c.consumer)));
+            return Err(invalid(Refusal::ConsumerTwice { consumer: c.consumer }));
         }
         for a in &c.allocations {
             if a.used < 1 {
-                return Err(Error::invalid(
-                    codes::INVALID,
-                    format!("allocation of {} on {} must be at least 1, got {}", a.resource_class, a.provider, a.used),
-                ));
+                let (provider, class, used) = (a.provider, a.resource_class.clone(), a.used);
+                return Err(invalid(Refusal::AmountBelowOne { provider, class, used }));
             }
         }
     }

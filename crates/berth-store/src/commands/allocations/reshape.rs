@@ -7,9 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use berth_core::error::codes;
-use berth_core::names::in_standard_order;
-use berth_core::{Error, Event, EventMeta, Inventory};
+use berth_core::{Event, EventMeta, Inventory};
 use deadpool_postgres::Transaction;
 use uuid::Uuid;
 
@@ -104,12 +102,7 @@ async fn check_dropped_classes(
         }
     }
     if !in_use.is_empty() {
-        let classes = in_standard_order(in_use);
-        return Err(Error::in_use(
-            codes::INVENTORY_IN_USE,
-            format!("Inventory for '{}' on resource provider '{}' in use.", classes.join(", "), r.provider),
-        )
-        .into());
+        return Err(crate::refuse::inventory_in_use(r.provider, in_use).into());
     }
     Ok(())
 }

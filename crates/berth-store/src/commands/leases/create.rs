@@ -3,8 +3,9 @@
 use std::collections::HashMap;
 
 use berth_core::dates::DateSpec;
+use berth_core::error::ErrorCode;
 use berth_core::lease::{
-    self, codes, Demand, LeaseRecord, LeaseStatus, ReservationRecord, ReservationStatus, Slot, MAX_RESERVATIONS,
+    self, Demand, LeaseRecord, LeaseStatus, ReservationRecord, ReservationStatus, Slot, MAX_RESERVATIONS,
 };
 use berth_core::schedule::Placed;
 use berth_core::{Error, Event, EventMeta, Window};
@@ -122,7 +123,7 @@ impl Store {
                 let fingerprint: String = row.get(0);
                 if fingerprint != key.fingerprint {
                     return Err(Error::conflict(
-                        codes::IDEMPOTENCY_KEY_REUSED,
+                        ErrorCode::IdempotencyKeyReused,
                         format!("Idempotency-Key {} was sent before with another request", key.key),
                     )
                     .into());
@@ -160,7 +161,7 @@ fn check_new(new: &NewLease) -> Result<(), Error> {
     lease::check_name(&new.name)?;
     if new.reservations.len() > MAX_RESERVATIONS {
         return Err(Error::invalid(
-            codes::INVALID_LEASE,
+            ErrorCode::InvalidLease,
             format!("a lease carries at most {MAX_RESERVATIONS} reservations"),
         ));
     }

@@ -19,7 +19,8 @@ mod update;
 pub use create::{Created, RequestKey};
 
 use berth_core::dates::DateSpec;
-use berth_core::lease::{codes, Demand};
+use berth_core::error::ErrorCode;
+use berth_core::lease::Demand;
 use berth_core::Error;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Transaction;
@@ -101,7 +102,7 @@ async fn check_name_free(
     if let Some(r) = taken {
         let name: String = r.get(0);
         return Err(
-            Error::conflict(codes::DUPLICATE_LEASE_NAME, format!("a lease named {name:?} already exists")).into()
+            Error::conflict(ErrorCode::DuplicateLeaseName, format!("a lease named {name:?} already exists")).into()
         );
     }
     Ok(())

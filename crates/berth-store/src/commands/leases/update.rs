@@ -3,9 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use berth_core::lease::{
-    self, codes, LeaseChange, LeaseEventStatus, LeaseEventType, LeaseRecord, ReservationRecord, Slot,
-};
+use berth_core::error::ErrorCode;
+use berth_core::lease::{self, LeaseChange, LeaseEventStatus, LeaseEventType, LeaseRecord, ReservationRecord, Slot};
 use berth_core::schedule::Placed;
 use berth_core::{Error, Event, EventMeta, Window};
 use chrono::{DateTime, Utc};
@@ -25,7 +24,7 @@ fn check_known(current: &LeaseRecord, update: &LeaseUpdate) -> Result<(), Error>
     for r in &update.reservations {
         if !current.reservations.iter().any(|c| c.id == r.id) {
             return Err(Error::invalid(
-                codes::INVALID_LEASE,
+                ErrorCode::InvalidLease,
                 format!("lease {} has no reservation {}", current.id, r.id),
             ));
         }
@@ -101,7 +100,7 @@ fn reslot(
         .collect();
     if let Some(s) = old.iter().find(|s| drawn.contains_key(&s.consumer)) {
         return Err(Error::conflict(
-            codes::LEASE_STARTED,
+            ErrorCode::LeaseStarted,
             format!("the slot on {} is in use by a consumer; it cannot be given up", s.provider),
         ));
     }

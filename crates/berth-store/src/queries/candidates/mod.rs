@@ -24,7 +24,6 @@ use search::search;
 
 use super::placement::{check_traits_exist, inventories_from_now};
 use crate::{Store, StoreError};
-use berth_core::error::codes::RESOURCE_CLASS_NOT_FOUND;
 
 /// The trait that makes a provider share its inventory with its aggregates.
 pub const SHARING_TRAIT: &str = "MISC_SHARES_VIA_AGGREGATE";
@@ -124,7 +123,7 @@ impl Store {
             .map(|r| r.get(0))
             .collect();
         if let Some(unknown) = classes.iter().find(|n| !known.contains(**n)) {
-            return Err(Error::invalid(RESOURCE_CLASS_NOT_FOUND, format!("No such resource class {unknown}.")));
+            return Err(crate::refuse::no_class(unknown));
         }
         let mut traits: BTreeSet<String> = BTreeSet::new();
         for g in &req.groups {

@@ -1,0 +1,210 @@
+//! Every code Berth answers with, as one closed set. The wire string of
+//! each (`as_str`) is stable: clients match on it, and Placement's own codes
+//! keep Placement's names.
+
+/// A machine-readable error code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// Placement's: a generation moved, or a concurrent writer changed what was read.
+    ConcurrentUpdate,
+    DuplicateName,
+    InventoryInUse,
+    ProviderInUse,
+    /// No such resource class (a 400 where a request names one).
+    ResourceClassNotFound,
+    /// No such resource provider where a request names one.
+    ProviderNotFound,
+    /// No such trait where a request names one.
+    TraitNotFound,
+    /// No inventory of that class on that provider.
+    InventoryNotFound,
+    /// That class already has an inventory on that provider.
+    InventoryExists,
+    CannotDeleteParent,
+    ResourceClassInUse,
+    TraitInUse,
+    /// Placement's catch-all.
+    Undefined,
+    QueryBadValue,
+    QueryMissingValue,
+    QueryDuplicateKey,
+    Capacity,
+    Invalid,
+    NotFound,
+    Internal,
+    Unavailable,
+    StreamVersion,
+    InvalidDate,
+    InvalidLease,
+    LeaseNotFound,
+    LeaseStarted,
+    LeaseEnded,
+    DuplicateLeaseName,
+    HostNotFound,
+    HostExists,
+    HostInUse,
+    HostInvalid,
+    PropertyNotFound,
+    /// A reservation past the first `lease::MAX_RESERVATIONS` (never reached: leases are refused before that).
+    NoCapacity,
+    /// Reservation `.0` (0-based, in request order) of a lease did not fit:
+    /// `berth.lease.reservation_<index>.no_capacity`.
+    ReservationNoCapacity(usize),
+    /// A recurring lease books more occurrences than one request may.
+    TooManyOccurrences,
+    /// A reservation names a parameter its plugin does not take.
+    UnknownParameter,
+    /// A reservation parameter's value is not of its type.
+    InvalidParameter,
+    /// A reservation names an instance that is not a Placement consumer.
+    UnknownInstance,
+    /// A reservation names another project's instance.
+    ForeignInstance,
+    /// An `Idempotency-Key` sent again with another request.
+    IdempotencyKeyReused,
+    /// An `Idempotency-Key` that is empty, too long, not printable or repeated.
+    IdempotencyKeyInvalid,
+    /// A claim draws from a reservation whose lease is not running now.
+    ReservationNotActive,
+    /// A claim draws from another project's reservation.
+    ReservationNotYours,
+    /// A claim draws from a reservation that holds nothing on that provider.
+    ReservationNotHere,
+    /// A change would take usage past a limit (403).
+    QuotaExceeded,
+    /// A malformed limit or scope (400).
+    QuotaInvalid,
+    /// A lease longer than the maximum duration (403).
+    MaxLeaseDuration,
+    /// An extension asked for before the extension window opened (403).
+    ExtensionWindow,
+    /// The external policy service said no (403).
+    PolicyDenied,
+    /// No token, or one that is not (or no longer) valid (401).
+    Unauthenticated,
+    /// A token Berth cannot use: ids too long or with control characters, no project (401).
+    BadToken,
+    /// The identity service did not answer in time, or answered an error (503).
+    AuthUnavailable,
+    Forbidden,
+    RouteNotFound,
+    MethodNotAllowed,
+    BodyTooLarge,
+    BadRequest,
+    BadEncoding,
+    ControlCharacter,
+    TooLong,
+    TooDeep,
+    BadLimit,
+    BadMarker,
+    Timeout,
+    TooManyStreams,
+}
+
+macro_rules! no_capacity_codes {
+    ($($i:literal)*) => { [$(concat!("berth.lease.reservation_", $i, ".no_capacity")),*] };
+}
+/// One code for each reservation a lease may carry (`lease` checks that
+/// there is one for each).
+pub(crate) const NO_CAPACITY_CODES: [&str; 32] =
+    no_capacity_codes!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
+
+impl ErrorCode {
+    /// The code as the wire carries it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::ConcurrentUpdate => "placement.concurrent_update",
+            ErrorCode::DuplicateName => "placement.duplicate_name",
+            ErrorCode::InventoryInUse => "placement.inventory.inuse",
+            ErrorCode::ProviderInUse => "placement.resource_provider.inuse",
+            ErrorCode::ResourceClassNotFound => "placement.resource_class.not_found",
+            ErrorCode::ProviderNotFound => "placement.resource_provider.not_found",
+            ErrorCode::TraitNotFound => "placement.trait.not_found",
+            ErrorCode::InventoryNotFound => "placement.inventory.not_found",
+            ErrorCode::InventoryExists => "placement.inventory.exists",
+            ErrorCode::CannotDeleteParent => "placement.resource_provider.cannot_delete_parent",
+            ErrorCode::ResourceClassInUse => "placement.resource_class.in_use",
+            ErrorCode::TraitInUse => "placement.trait.in_use",
+            ErrorCode::Undefined => "placement.undefined_code",
+            ErrorCode::QueryBadValue => "placement.query.bad_value",
+            ErrorCode::QueryMissingValue => "placement.query.missing_value",
+            ErrorCode::QueryDuplicateKey => "placement.query.duplicate_key",
+            ErrorCode::Capacity => "berth.capacity.exceeded",
+            ErrorCode::Invalid => "berth.invalid",
+            ErrorCode::NotFound => "berth.not_found",
+            ErrorCode::Internal => "berth.internal",
+            ErrorCode::Unavailable => "berth.unavailable",
+            ErrorCode::StreamVersion => "berth.log.stream_version",
+            ErrorCode::InvalidDate => "berth.lease.invalid_date",
+            ErrorCode::InvalidLease => "berth.lease.invalid",
+            ErrorCode::LeaseNotFound => "berth.lease.not_found",
+            ErrorCode::LeaseStarted => "berth.lease.started",
+            ErrorCode::LeaseEnded => "berth.lease.ended",
+            ErrorCode::DuplicateLeaseName => "berth.lease.duplicate_name",
+            ErrorCode::HostNotFound => "berth.host.not_found",
+            ErrorCode::HostExists => "berth.host.already_enrolled",
+            ErrorCode::HostInUse => "berth.host.in_use",
+            ErrorCode::HostInvalid => "berth.host.invalid",
+            ErrorCode::PropertyNotFound => "berth.host.property_not_found",
+            ErrorCode::NoCapacity => "berth.lease.no_capacity",
+            ErrorCode::ReservationNoCapacity(i) => {
+                NO_CAPACITY_CODES.get(i).copied().unwrap_or("berth.lease.no_capacity")
+            }
+            ErrorCode::TooManyOccurrences => "berth.lease.too_many_occurrences",
+            ErrorCode::UnknownParameter => "berth.lease.unknown_parameter",
+            ErrorCode::InvalidParameter => "berth.lease.invalid_parameter",
+            ErrorCode::UnknownInstance => "berth.lease.unknown_instance",
+            ErrorCode::ForeignInstance => "berth.lease.foreign_instance",
+            ErrorCode::IdempotencyKeyReused => "berth.lease.idempotency_key_reused",
+            ErrorCode::IdempotencyKeyInvalid => "berth.lease.idempotency_key_invalid",
+            ErrorCode::ReservationNotActive => "berth.reservation.not_active",
+            ErrorCode::ReservationNotYours => "berth.reservation.not_yours",
+            ErrorCode::ReservationNotHere => "berth.reservation.not_on_provider",
+            ErrorCode::QuotaExceeded => "berth.quota.exceeded",
+            ErrorCode::QuotaInvalid => "berth.quota.invalid",
+            ErrorCode::MaxLeaseDuration => "berth.policy.max_lease_duration",
+            ErrorCode::ExtensionWindow => "berth.policy.extension_window",
+            ErrorCode::PolicyDenied => "berth.policy.denied",
+            ErrorCode::Unauthenticated => "berth.unauthenticated",
+            ErrorCode::BadToken => "berth.auth.bad_token",
+            ErrorCode::AuthUnavailable => "berth.auth.unavailable",
+            ErrorCode::Forbidden => "berth.forbidden",
+            ErrorCode::RouteNotFound => "berth.route_not_found",
+            ErrorCode::MethodNotAllowed => "berth.method_not_allowed",
+            ErrorCode::BodyTooLarge => "berth.body_too_large",
+            ErrorCode::BadRequest => "berth.bad_request",
+            ErrorCode::BadEncoding => "berth.invalid.encoding",
+            ErrorCode::ControlCharacter => "berth.invalid.control_character",
+            ErrorCode::TooLong => "berth.invalid.too_long",
+            ErrorCode::TooDeep => "berth.invalid.too_deep",
+            ErrorCode::BadLimit => "berth.invalid.limit",
+            ErrorCode::BadMarker => "berth.invalid.marker",
+            ErrorCode::Timeout => "berth.timeout",
+            ErrorCode::TooManyStreams => "berth.too_many_streams",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for ErrorCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorCode;
+
+    #[test]
+    fn a_reservation_past_the_last_code_has_the_lease_code() {
+        assert_eq!(ErrorCode::ReservationNoCapacity(0).as_str(), "berth.lease.reservation_0.no_capacity");
+        assert_eq!(ErrorCode::ReservationNoCapacity(31).as_str(), "berth.lease.reservation_31.no_capacity");
+        assert_eq!(ErrorCode::ReservationNoCapacity(32), "berth.lease.no_capacity");
+    }
+}
