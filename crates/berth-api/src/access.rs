@@ -125,6 +125,11 @@ actions! {
     QuotasDelete => "berth:quotas:delete", "rule:admin", "DELETE /v1/quotas/...";
     QuotasUsage => "berth:quotas:usage", "rule:admin_or_project_reader", "GET /v1/quotas/projects/{project_id}[/users/{user_id}]/usage";
     MetricsRead => "berth:metrics:read", "rule:admin", "GET /metrics (unless the configuration makes it anonymous)";
+    // The console: its files are public, what it shows is each route's rule.
+    ConsoleAssets => "berth:console:assets", "@", "GET /ui and its files (the console; every answer it shows has its own rule)";
+    Login => "berth:login", "@", "GET and POST /v1/login (a Keystone login on a user's behalf)";
+    Whoami => "berth:whoami", "@", "GET /v1/whoami (who the token is, and what the console may show)";
+    CalendarGet => "berth:calendar:get", "rule:admin_or_project_reader", "GET /v1/calendar (target: the caller's project; others' bars say only reserved unless blazar:leases:get_all_projects)";
 }
 
 /// Every rule with its default: the base rules, then one per action.

@@ -16,6 +16,7 @@ pub mod auth;
 mod blazar;
 pub mod clock;
 pub mod config;
+mod console;
 pub mod error;
 mod events;
 mod input;
@@ -79,6 +80,7 @@ pub fn router_with(state: AppState, config: ApiConfig) -> Router {
         .merge(events::routes())
         .merge(log::routes())
         .merge(metrics::routes())
+        .merge(console::routes())
         .fallback(refusals::no_route)
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout))
         // Live streams last as long as the client listens.

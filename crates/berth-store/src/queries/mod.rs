@@ -11,6 +11,7 @@ use uuid::Uuid;
 use crate::Store;
 
 pub mod advice;
+pub mod calendar;
 pub mod candidates;
 pub(crate) mod fit;
 pub mod lease_events;
