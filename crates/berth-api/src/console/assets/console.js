@@ -105,7 +105,8 @@ const Berth = (() => {
   let current = null;
   function route() {
     if (!token() || !me) return;
-    const [name, arg] = (location.hash.slice(1) || 'calendar').split('/');
+    const [name, ...rest] = (location.hash.slice(1) || 'calendar').split('/');
+    const arg = rest.join('/');
     const page = pages[name] ? name : 'calendar';
     if (current && current !== page && pages[current].leave) pages[current].leave();
     current = page;
