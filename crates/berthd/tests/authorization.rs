@@ -35,9 +35,13 @@ fn expected(method: &str, path: &str) -> Option<&'static str> {
     const PLACEMENT: &str = "UFFFAA";
     Some(match (method, path) {
         ("GET", "/" | "/healthz" | "/readyz" | "/openapi.json" | "/placement/") => ANYONE,
+        ("GET", "/ui" | "/ui/{file}" | "/v1/login") => ANYONE,
+        // A password login is Keystone's: noauth (this test) has none.
+        ("POST", "/v1/login") => "NNNNNN",
+        ("GET", "/v1/whoami") => "UAAAAA",
         ("GET", "/placement/usages") => "UAAFAA",
         (_, p) if p.starts_with("/placement/") => PLACEMENT,
-        ("GET", "/v1/leases" | "/v1/events") | ("POST", "/v1/availability") => "UAAAFA",
+        ("GET", "/v1/leases" | "/v1/events" | "/v1/calendar") | ("POST", "/v1/availability") => "UAAAFA",
         ("POST", "/v1/leases") => "UFAAFA",
         ("GET", "/v1/leases/{id}" | "/v1/leases/{id}/extension" | "/v1/leases/{id}/events") => "UAANNA",
         ("PUT" | "DELETE", "/v1/leases/{id}") => "UFANNA",
@@ -175,7 +179,8 @@ fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>)
         .replace("{name}", name)
         .replace("{id}", id)
         .replace("{project_id}", "p1")
-        .replace("{user_id}", "alice");
+        .replace("{user_id}", "alice")
+        .replace("{file}", "console.js");
     match template {
         "/placement/usages" => path.push_str("?project_id=p1"),
         "/placement/allocation_candidates" => path.push_str("?resources=VCPU:1"),
@@ -225,6 +230,7 @@ fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>)
             Some(json!({"reservations": lease_body("x")["reservations"], "duration": 3600}))
         }
         ("PUT", p) if p.starts_with("/v1/quotas/") => Some(json!({"quotas": {"VCPU": 1_000_000}})),
+        ("POST", "/v1/login") => Some(json!({"user": "alice", "password": "secret", "project": "p1"})),
         (m, p) => panic!("no request body known for {m} {p}: add one"),
     };
     (path, body)

@@ -5,6 +5,7 @@
 //! Chromium the tests skip with a loud message; `make test` installs it
 //! first (`scripts/ensure-chromium.sh`), so CI runs them.
 
+mod api;
 mod browser;
 mod pages;
 
