@@ -16,6 +16,7 @@ pub mod auth;
 mod blazar;
 pub mod clock;
 pub mod config;
+mod controls;
 pub mod error;
 mod events;
 mod input;
@@ -77,6 +78,7 @@ pub fn router_with(state: AppState, config: ApiConfig) -> Router {
         .merge(placement::routes(&state))
         .merge(quotas::routes())
         .merge(events::routes())
+        .merge(controls::routes())
         .merge(log::routes())
         .merge(metrics::routes())
         .fallback(refusals::no_route)
