@@ -17,6 +17,7 @@ mod blazar;
 pub mod clock;
 pub mod config;
 mod console;
+mod controls;
 pub mod error;
 mod events;
 mod input;
@@ -78,6 +79,7 @@ pub fn router_with(state: AppState, config: ApiConfig) -> Router {
         .merge(placement::routes(&state))
         .merge(quotas::routes())
         .merge(events::routes())
+        .merge(controls::routes())
         .merge(log::routes())
         .merge(metrics::routes())
         .merge(console::routes())

@@ -36,6 +36,7 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
         | Event::LeaseStatusChanged { .. }
         | Event::ReservationStatusChanged { .. }
         | Event::LeaseEventChanged { .. }
+        | Event::LeaseRecovered { .. }
         | Event::HostEnrolled { .. }
         | Event::HostUpdated { .. }
         | Event::HostRemoved { .. }
@@ -49,7 +50,12 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
         | Event::LeaseEventRetrying { .. }
         | Event::LeaseEventFinished { .. }
         | Event::HostHeld { .. }
-        | Event::HostHoldReleased { .. }) => lease_events::apply(c, e).await?,
+        | Event::HostHoldReleased { .. }
+        | Event::LeaseEventRetried { .. }
+        | Event::LeaseEventCancelled { .. }
+        | Event::LeaseEventFired { .. }
+        | Event::ManagerPaused { .. }
+        | Event::ManagerResumed { .. }) => lease_events::apply(c, e).await?,
     }
     Ok(())
 }
@@ -147,4 +153,5 @@ pub const TABLES: &[&str] = &[
     "reservation_draws",
     "quota_limits",
     "host_holds",
+    "manager_state",
 ];

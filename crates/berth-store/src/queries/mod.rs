@@ -16,6 +16,7 @@ pub mod candidates;
 pub(crate) mod fit;
 pub mod lease_events;
 pub mod leases;
+pub mod manager;
 pub mod placement;
 pub mod quotas;
 

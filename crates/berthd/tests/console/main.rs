@@ -7,6 +7,7 @@
 
 mod api;
 mod browser;
+mod manager;
 mod pages;
 
 use berth_testkit::{Server, ADMIN};

@@ -116,8 +116,9 @@
     const toggle = document.getElementById('manager-toggle');
     try {
       const m = (await api('GET', '/v1/manager')).manager;
+      const by = m.changed_by && (m.changed_by.user_id || m.changed_by);
       panel.replaceChildren(el('strong', { id: 'manager-paused' }, m.paused ? 'Paused' : 'Running'),
-        ` since ${fmt(date(m.changed_at)) || 'start'}${m.changed_by ? ` by ${m.changed_by}` : ''}; ` +
+        ` since ${fmt(date(m.changed_at)) || 'start'}${by ? ` by ${by}` : ''}; ` +
         `replicas ${Array.isArray(m.replicas) ? m.replicas.length : m.replicas}; ` +
         `due ${m.counts.due}, in progress ${m.counts.in_progress}, failed ${m.counts.error}`);
       toggle.hidden = false;
