@@ -167,17 +167,18 @@ async fn fixture(s: &Server) -> Fixture {
     }
 }
 
-/// The concrete request for a documented route on `f`.
-fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>) {
-    let n = SEQ.fetch_add(1, Ordering::Relaxed);
-    let deleting = method == "DELETE";
-    // What a delete removes must be free of what holds it.
-    let provider = if deleting && template.starts_with("/placement/resource_providers/{uuid}") {
+/// The provider a route acts on: what a delete removes must be free of what holds it.
+fn provider_of<'f>(method: &str, template: &str, f: &'f Fixture) -> &'f String {
+    if method == "DELETE" && template.starts_with("/placement/resource_providers/{uuid}") {
         &f.spare_provider
     } else {
         &f.provider
-    };
-    let host = if deleting { &f.spare_host } else { &f.host };
+    }
+}
+
+/// A documented route's template filled in with `f`'s data.
+fn path_of(method: &str, template: &str, f: &Fixture) -> String {
+    let host = if method == "DELETE" { &f.spare_host } else { &f.host };
     let name = if template.starts_with("/placement/traits") {
         &f.trait_name
     } else if template.starts_with("/v1/os-hosts/properties") {
@@ -193,7 +194,7 @@ fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>)
         &f.lease
     };
     let mut path = template
-        .replace("{uuid}", provider)
+        .replace("{uuid}", provider_of(method, template, f))
         .replace("{consumer_uuid}", &f.consumer)
         .replace("{resource_class}", "VCPU")
         .replace("{name}", name)
@@ -206,6 +207,14 @@ fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>)
         "/placement/allocation_candidates" => path.push_str("?resources=VCPU:1"),
         _ => {}
     }
+    path
+}
+
+/// The concrete request for a documented route on `f`.
+fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>) {
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    let provider = provider_of(method, template, f);
+    let path = path_of(method, template, f);
     let g = f.generation;
     let allocations = json!({provider.clone(): {"resources": {"VCPU": 2}}});
     let body = match (method, template) {

@@ -81,8 +81,7 @@ impl Keystone {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
             .ok_or_else(|| Failure::Unavailable("Keystone gave no X-Subject-Token".into()))?;
-        let doc: Doc =
-            resp.json().await.map_err(|e| Failure::Unavailable(format!("reading a login's token: {e}")))?;
+        let doc: Doc = resp.json().await.map_err(|e| Failure::Unavailable(format!("reading a login's token: {e}")))?;
         let project = doc
             .token
             .project

@@ -3,13 +3,13 @@
 //! mode only; the answer is never stored by a cache), and `GET /v1/whoami`
 //! says who a token is and which pages the rules open to it.
 
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use berth_core::dates::format_date;
 use berth_core::error::codes;
-use axum::body::Bytes;
 use serde::Deserialize;
 
 use crate::access::{Action, Target};

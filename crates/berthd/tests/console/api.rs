@@ -81,14 +81,21 @@ async fn a_password_login_needs_keystone() {
     let creds = json!({"user": "alice", "password": "x", "project": "p1"});
     let (st, body) = s.post("/v1/login", "", creds).await;
     assert_eq!((st, body["code"].as_str()), (StatusCode::NOT_FOUND, Some("berth.login.unavailable")), "{body}");
-    for bad in [json!({"user": "alice"}), json!({"user": "", "password": "x", "project": "p1"}), json!([1]),
-                json!({"user": "a", "password": "x", "project": "p1", "admin": true})] {
+    for bad in [
+        json!({"user": "alice"}),
+        json!({"user": "", "password": "x", "project": "p1"}),
+        json!([1]),
+        json!({"user": "a", "password": "x", "project": "p1", "admin": true}),
+    ] {
         let (st, body) = s.post("/v1/login", "", bad.clone()).await;
         assert_eq!(st, StatusCode::BAD_REQUEST, "{bad}: {body}");
         assert_eq!(body["code"], "berth.invalid", "{bad}: {body}");
     }
     let (_, me) = s.get("/v1/whoami", ADMIN).await;
-    assert_eq!(me["whoami"], json!({"user_id": "admin", "project_id": "admin", "all_projects": true, "read_log": true}));
+    assert_eq!(
+        me["whoami"],
+        json!({"user_id": "admin", "project_id": "admin", "all_projects": true, "read_log": true})
+    );
     let (_, me) = s.get("/v1/whoami", ALICE).await;
     assert_eq!(me["whoami"]["all_projects"], false);
     assert_eq!(me["whoami"]["read_log"], false);

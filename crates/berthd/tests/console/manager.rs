@@ -71,9 +71,10 @@ async fn a_failed_event_is_retried_from_the_manager_page_and_turns_done() {
     // The retry reset the attempts: one more, and it went through.
     assert_eq!(done["attempts"], 1, "{done}");
     let (_, log) = s.get("/v1/log?limit=10000", ADMIN).await;
-    let retried = log["entries"].as_array().unwrap().iter().any(|e| {
-        e["type"].as_str().is_some_and(|t| t.contains("Retried")) && e["meta"].to_string().contains("admin")
-    });
+    let retried =
+        log["entries"].as_array().unwrap().iter().any(|e| {
+            e["type"].as_str().is_some_and(|t| t.contains("Retried")) && e["meta"].to_string().contains("admin")
+        });
     assert!(retried, "no retry by admin in the log");
     let (_, l) = s.get(&format!("/v1/leases/{lease}"), ADMIN).await;
     assert_eq!(l["lease"]["status"], "ACTIVE", "{l}");

@@ -59,7 +59,11 @@ async fn the_calendar_shows_each_lease_at_its_host_and_hours() {
     let out = browser.drive(&s.url, "calendar", &args).result().await;
     let mut seen = bars(&out["geometry"]);
     seen.sort_by(|a, b| a.0.cmp(&b.0));
-    let want = [("alpha-build", "h-alpha", 9.0, 13.0), ("beta-demo", "h-beta", 14.0, 20.0), ("gamma-night", "h-gamma", 22.0, 24.0)];
+    let want = [
+        ("alpha-build", "h-alpha", 9.0, 13.0),
+        ("beta-demo", "h-beta", 14.0, 20.0),
+        ("gamma-night", "h-gamma", 22.0, 24.0),
+    ];
     assert_eq!(seen.len(), want.len(), "{seen:?}");
     for ((label, host, from, to), (w_label, w_host, w_from, w_to)) in seen.iter().zip(want) {
         assert_eq!((label.as_str(), host.as_str()), (w_label, w_host), "{seen:?}");
