@@ -90,7 +90,9 @@ async fn page(State(state): State<AppState>, MaybeAnonymous(ctx): MaybeAnonymous
     summary = "A file of the console (its scripts and style)",
     params(("file" = String, Path, description = "index.html, console.css, console.js, ...")),
     responses(
-        (status = 200, description = "The file", body = String, content_type = "text/javascript"),
+        (status = 200, description = "The file", content(
+            (String = "text/javascript"), (String = "text/css"), (String = "text/html"),
+        )),
     ),
 )]
 async fn file(

@@ -134,6 +134,26 @@ def manager(page):
     return {"text": page.inner_text("section#manager")}
 
 
+def password_login(page):
+    """Logs in with user, password and project (berthd asks Keystone)."""
+    page.goto(f"{URL}/ui")
+    page.wait_for_selector("#password-form:not([hidden])")
+    page.fill("#login-user", ARGS["user"])
+    page.fill("#login-password", ARGS["password"])
+    page.fill("#login-project", ARGS["project"])
+    shot(page, "login-keystone")
+    page.click("#password-form button[type=submit]")
+    page.wait_for_selector("#nav:not([hidden])")
+    page.wait_for_selector("#calendar-svg, #cal-chart p.empty")
+    return {
+        "who": page.inner_text("#who"),
+        "session": page.evaluate("() => Object.keys(sessionStorage)"),
+        "local": page.evaluate("() => Object.keys(localStorage)"),
+        "cookies": page.context.cookies(),
+        "password_left": page.input_value("#login-password"),
+    }
+
+
 def main():
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
@@ -145,7 +165,8 @@ def main():
         page.on("console", lambda m: errors.append(m.text)
                 if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
         try:
-            result = {"calendar": calendar, "pages": pages, "live": live, "manager": manager}[SCENARIO](page)
+            result = {"calendar": calendar, "pages": pages, "live": live, "manager": manager,
+                      "password_login": password_login}[SCENARIO](page)
         except Exception:
             shot(page, f"failed-{SCENARIO}")
             raise

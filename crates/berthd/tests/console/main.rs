@@ -7,6 +7,7 @@
 
 mod api;
 mod browser;
+mod keystone;
 mod manager;
 mod pages;
 
