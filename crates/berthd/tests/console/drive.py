@@ -114,7 +114,7 @@ def live(page):
     put(f"/placement/resource_classes/{name}", ARGS["token"])
     page.wait_for_function(SHOWN, arg=name, timeout=2000, polling=50)
     seen_after = time.monotonic() - started
-    shot(page, "live-log")
+    shot(page, "live-log-new-entry")
     before = page.evaluate("() => [...document.querySelectorAll('#log-table tr.entry')].map((r) => r.dataset.cursor)")
     after_restart = ask("restart")["class"]
     page.wait_for_function(SHOWN, arg=after_restart, timeout=20000, polling=100)
