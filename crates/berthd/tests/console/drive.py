@@ -50,7 +50,8 @@ CALENDAR_JS = """() => {
     rows: [...svg.querySelectorAll('text.host')].map((t) => t.firstChild.nodeValue),
     bars: [...svg.querySelectorAll('g.bar')].map((g) => {
       const r = g.querySelector('rect');
-      return { label: g.querySelector('text.label').textContent, cls: g.getAttribute('class'),
+      // The name as the bar's hover text has it (a narrow bar's label is cut).
+      return { label: g.querySelector('title').textContent.split('\\n')[0], cls: g.getAttribute('class'),
                x: num(r, 'x'), y: num(r, 'y'), width: num(r, 'width') };
     }),
     now_line: !!document.getElementById('now-line'),

@@ -26,6 +26,13 @@
     return { out, step };
   }
 
+  // A label cut to what a bar of `px` pixels holds (the full name is in its title).
+  function fit(text, px) {
+    const room = Math.floor(px / 7);
+    if (text.length <= room) return text;
+    return room >= 3 ? `${text.slice(0, room - 1)}…` : '';
+  }
+
   function draw(cal, start, end) {
     const x = (t) => LEFT + ((t - start) / (end - start)) * (WIDTH - LEFT);
     const rows = cal.rows;
@@ -36,14 +43,18 @@
       'data-left': LEFT, 'data-right': WIDTH, 'data-top': TOP, 'data-row': ROW,
     });
     svg.append(el('clipPath', { id: 'cal-clip' }, el('rect', { x: LEFT, y: 0, width: WIDTH - LEFT, height })));
-    const { out, step } = ticks(start, end);
-    for (const t of out) {
+    const { out } = ticks(start, end);
+    const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+    out.forEach((t, i) => {
       const d = new Date(t);
-      const label = step < 86400e3 && d.getUTCHours() !== 0 ? `${String(d.getUTCHours()).padStart(2, '0')}:00`
-        : d.toISOString().slice(5, 10);
-      svg.append(el('line', { x1: x(t), x2: x(t), y1: TOP - 6, y2: height, class: d.getUTCHours() === 0 ? 'day' : 'tick' }));
-      svg.append(el('text', { x: x(t) + 2, y: TOP - 10, class: 'axis' }, label));
-    }
+      const midnight = d.getUTCHours() === 0;
+      svg.append(el('line', { x1: x(t), x2: x(t), y1: TOP - 6, y2: height, class: midnight ? 'day' : 'tick' }));
+      // Hours in a day's view; days (every other one in a month's) otherwise.
+      let label = null;
+      if (end - start <= SPAN.day) label = midnight ? d.toISOString().slice(5, 10) : `${String(d.getUTCHours()).padStart(2, '0')}:00`;
+      else if (midnight && (end - start <= SPAN.week || i % 2 === 0)) label = `${DAYS[d.getUTCDay()]} ${d.toISOString().slice(5, 10)}`;
+      if (label) svg.append(el('text', { x: x(t) + 2, y: TOP - 10, class: 'axis' }, label));
+    });
     svg.append(el('text', { x: 4, y: TOP - 10, class: 'axis' }, 'UTC'));
     rows.forEach((r, i) => {
       const y = TOP + i * ROW;
@@ -64,7 +75,7 @@
         onclick: b.visible ? () => { location.hash = `#lease/${b.lease_id}`; } : null,
       },
       el('rect', { x: x0, y, width: w, height: ROW - 8, rx: 3 }),
-      el('text', { x: x0 + 4, y: y + ROW / 2, class: 'label' }, b.lease_name),
+      el('text', { x: x0 + 4, y: y + ROW / 2, class: 'label' }, fit(b.lease_name, w - 8)),
       el('title', {}, `${b.lease_name}\n${fmt(date(b.start))} – ${fmt(date(b.end))} UTC` +
         (b.visible ? `\n${b.status}, ${b.resource_type}, ${b.slots} slot(s)` : '')));
       bars.append(g);
@@ -77,11 +88,15 @@
     return svg;
   }
 
+  // Only the latest request draws: an older answer arriving late is dropped.
+  let asked = 0;
   async function show() {
     if (from === null) from = startOf(zoom, Date.now());
     const start = from, end = from + SPAN[zoom];
     const q = `start=${encodeURIComponent(new Date(start).toISOString())}&end=${encodeURIComponent(new Date(end).toISOString())}`;
+    const mine = ++asked;
     const cal = (await api('GET', `/v1/calendar?${q}`)).calendar;
+    if (mine !== asked) return;
     document.getElementById('cal-range').textContent = `${fmt(new Date(start))} – ${fmt(new Date(end))} UTC`;
     for (const b of document.querySelectorAll('[data-zoom]')) b.classList.toggle('here', b.dataset.zoom === zoom);
     const chart = document.getElementById('cal-chart');

@@ -10,7 +10,9 @@
   const leaseLink = (id, name) => el('a', { href: `#lease/${id}` }, name || id8(id));
 
   // ---- Leases ----
+  let leasesAsked = 0;
   async function showLeases() {
+    const mine = ++leasesAsked;
     const st = document.getElementById('lease-filter-status').value;
     const project = document.getElementById('lease-filter-project').value.trim();
     const name = document.getElementById('lease-filter-name').value.trim().toLowerCase();
@@ -19,6 +21,7 @@
     if (project) q.set('project_id', project);
     const leases = (await api('GET', `/v1/leases?${q}`)).leases
       .filter((l) => !name || l.name.toLowerCase().includes(name));
+    if (mine !== leasesAsked) return; // a later filter's answer is drawn instead
     table(document.getElementById('lease-table'), [
       ['Name', (l) => leaseLink(l.id, l.name)],
       ['Status', (l) => status(l.status)],
