@@ -40,7 +40,7 @@ fn expected(method: &str, path: &str) -> Option<&'static str> {
         ("GET", "/" | "/healthz" | "/readyz" | "/openapi.json" | "/placement/") => ANYONE,
         ("GET", "/placement/usages") => "UAAFAA",
         (_, p) if p.starts_with("/placement/") => PLACEMENT,
-        ("GET", "/v1/leases" | "/v1/events") | ("POST", "/v1/availability") => "UAAAFA",
+        ("GET", "/v1/leases" | "/v1/events" | "/v1/events/stream") | ("POST", "/v1/availability") => "UAAAFA",
         ("POST", "/v1/leases") => "UFAAFA",
         ("GET", "/v1/leases/{id}" | "/v1/leases/{id}/extension" | "/v1/leases/{id}/events") => "UAANNA",
         ("PUT" | "DELETE", "/v1/leases/{id}") => "UFANNA",
