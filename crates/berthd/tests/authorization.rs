@@ -163,6 +163,21 @@ async fn fixture(s: &Server) -> Fixture {
     }
 }
 
+/// What `{id}` names in `template`: a host, a lease event or a lease.
+fn id_of<'f>(template: &str, f: &'f Fixture, deleting: bool) -> &'f str {
+    if template.starts_with("/v1/os-hosts") {
+        if deleting {
+            &f.spare_host
+        } else {
+            &f.host
+        }
+    } else if template.starts_with("/v1/events/") {
+        &f.event
+    } else {
+        &f.lease
+    }
+}
+
 /// The concrete request for a documented route on `f`.
 fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>) {
     let n = SEQ.fetch_add(1, Ordering::Relaxed);
@@ -173,7 +188,6 @@ fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>)
     } else {
         &f.provider
     };
-    let host = if deleting { &f.spare_host } else { &f.host };
     let name = if template.starts_with("/placement/traits") {
         &f.trait_name
     } else if template.starts_with("/v1/os-hosts/properties") {
@@ -181,13 +195,7 @@ fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>)
     } else {
         &f.class
     };
-    let id = if template.starts_with("/v1/os-hosts") {
-        host
-    } else if template.starts_with("/v1/events/") {
-        &f.event
-    } else {
-        &f.lease
-    };
+    let id = id_of(template, f, deleting);
     let mut path = template
         .replace("{uuid}", provider)
         .replace("{consumer_uuid}", &f.consumer)
