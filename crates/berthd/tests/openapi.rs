@@ -386,6 +386,13 @@ async fn read_the_rest(r: &mut Recorder<'_>, made: &Made) {
     for (template, path, token) in &reads {
         r.call("GET", template, path, token, "latest", None).await;
     }
+    // Operators' controls: the manager, and a lease event cancelled.
+    r.call("GET", "/v1/manager", "/v1/manager", ADMIN, "latest", None).await;
+    r.call("PUT", "/v1/manager", "/v1/manager", ADMIN, "latest", Some(json!({"paused": false}))).await;
+    let of_lease = format!("{lease_at}/events?event_type=before_end_lease");
+    let events = r.call("GET", "/v1/leases/{id}/events", &of_lease, ADMIN, "latest", None).await;
+    let event = events["events"][0]["id"].as_str().expect("a lease event");
+    r.call("POST", "/v1/events/{id}/cancel", &format!("/v1/events/{event}/cancel"), ADMIN, "latest", None).await;
 }
 
 /// Each answer matches the schema the document gives its route and status
