@@ -20,6 +20,7 @@ mod console;
 mod controls;
 pub mod error;
 mod events;
+mod events_stream;
 mod input;
 pub mod log;
 pub mod metrics;
@@ -87,6 +88,7 @@ pub fn router_with(state: AppState, config: ApiConfig) -> Router {
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout))
         // Live streams last as long as the client listens.
         .merge(log::stream_routes())
+        .merge(events_stream::routes())
         // The input check reads the body under the configured limit.
         .layer(DefaultBodyLimit::disable())
         .layer(axum::middleware::from_fn(input::check))

@@ -137,6 +137,7 @@ pub fn document() -> OpenApi {
     doc.merge(crate::blazar::openapi());
     doc.merge(crate::events::openapi());
     doc.merge(crate::controls::openapi());
+    doc.merge(crate::events_stream::openapi());
     doc.merge(crate::log::openapi());
     doc.merge(crate::quotas::openapi());
     doc.merge(crate::metrics::openapi());

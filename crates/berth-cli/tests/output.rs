@@ -146,7 +146,10 @@ fn completions_for_each_shell_need_no_server() {
     };
     let bash = run("bash");
     assert!(bash.contains("complete") && bash.contains("lease") && bash.contains("--format"), "{bash}");
-    let checked = Command::new("bash").args(["-n", "-c", &bash]).status().unwrap();
+    // From a file: the script is longer than one argument may be.
+    let script = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(script.path(), &bash).unwrap();
+    let checked = Command::new("bash").arg("-n").arg(script.path()).status().unwrap();
     assert!(checked.success(), "bash reads the script");
     assert!(run("zsh").starts_with("#compdef berth"));
     let fish = run("fish");

@@ -42,9 +42,10 @@ fn expected(method: &str, path: &str) -> Option<&'static str> {
         // A password login is Keystone's: noauth (this test) has none.
         ("POST", "/v1/login") => "NNNNNN",
         ("GET", "/v1/whoami") => "UAAAAA",
+        ("GET", "/v1/calendar") => "UAAAFA",
         ("GET", "/placement/usages") => "UAAFAA",
         (_, p) if p.starts_with("/placement/") => PLACEMENT,
-        ("GET", "/v1/leases" | "/v1/events" | "/v1/calendar") | ("POST", "/v1/availability") => "UAAAFA",
+        ("GET", "/v1/leases" | "/v1/events" | "/v1/events/stream") | ("POST", "/v1/availability") => "UAAAFA",
         ("POST", "/v1/leases") => "UFAAFA",
         ("GET", "/v1/leases/{id}" | "/v1/leases/{id}/extension" | "/v1/leases/{id}/events") => "UAANNA",
         ("PUT" | "DELETE", "/v1/leases/{id}") => "UFANNA",
@@ -167,18 +168,31 @@ async fn fixture(s: &Server) -> Fixture {
     }
 }
 
-/// The provider a route acts on: what a delete removes must be free of what holds it.
-fn provider_of<'f>(method: &str, template: &str, f: &'f Fixture) -> &'f String {
-    if method == "DELETE" && template.starts_with("/placement/resource_providers/{uuid}") {
-        &f.spare_provider
+/// What `{id}` names in `template`: a host, a lease event or a lease.
+fn id_of<'f>(template: &str, f: &'f Fixture, deleting: bool) -> &'f str {
+    if template.starts_with("/v1/os-hosts") {
+        if deleting {
+            &f.spare_host
+        } else {
+            &f.host
+        }
+    } else if template.starts_with("/v1/events/") {
+        &f.event
     } else {
-        &f.provider
+        &f.lease
     }
 }
 
-/// A documented route's template filled in with `f`'s data.
-fn path_of(method: &str, template: &str, f: &Fixture) -> String {
-    let host = if method == "DELETE" { &f.spare_host } else { &f.host };
+/// The concrete request for a documented route on `f`.
+fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>) {
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    let deleting = method == "DELETE";
+    // What a delete removes must be free of what holds it.
+    let provider = if deleting && template.starts_with("/placement/resource_providers/{uuid}") {
+        &f.spare_provider
+    } else {
+        &f.provider
+    };
     let name = if template.starts_with("/placement/traits") {
         &f.trait_name
     } else if template.starts_with("/v1/os-hosts/properties") {
@@ -186,15 +200,9 @@ fn path_of(method: &str, template: &str, f: &Fixture) -> String {
     } else {
         &f.class
     };
-    let id = if template.starts_with("/v1/os-hosts") {
-        host
-    } else if template.starts_with("/v1/events/") {
-        &f.event
-    } else {
-        &f.lease
-    };
+    let id = id_of(template, f, deleting);
     let mut path = template
-        .replace("{uuid}", provider_of(method, template, f))
+        .replace("{uuid}", provider)
         .replace("{consumer_uuid}", &f.consumer)
         .replace("{resource_class}", "VCPU")
         .replace("{name}", name)
@@ -207,14 +215,6 @@ fn path_of(method: &str, template: &str, f: &Fixture) -> String {
         "/placement/allocation_candidates" => path.push_str("?resources=VCPU:1"),
         _ => {}
     }
-    path
-}
-
-/// The concrete request for a documented route on `f`.
-fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>) {
-    let n = SEQ.fetch_add(1, Ordering::Relaxed);
-    let provider = provider_of(method, template, f);
-    let path = path_of(method, template, f);
     let g = f.generation;
     let allocations = json!({provider.clone(): {"resources": {"VCPU": 2}}});
     let body = match (method, template) {

@@ -90,6 +90,44 @@ async fn a_pause_holds_every_replica_and_a_resume_fires_what_waited() {
     a.replay_verify();
 }
 
+#[tokio::test]
+async fn busy_replicas_stop_claiming_within_a_second_of_a_pause() {
+    let (rx, base) = receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(&dir, &webhook_plugins(&base, "", "", ""));
+    let db = TestDatabase::new().await;
+    let db2 = TestDatabase { url: db.url.clone(), name: db.name.clone() };
+    let a = Server::launch(db, &[], Some(&cfg)).await;
+    let b = Server::launch(db2, &[], Some(&cfg)).await;
+    // Thirty starts falling due one every 200 ms, made through both replicas.
+    let first = Utc::now() + chrono::Duration::seconds(6);
+    let mut ids = Vec::new();
+    for i in 0..30 {
+        let s = if i % 2 == 0 { &a } else { &b };
+        let start = rfc(first + chrono::Duration::milliseconds(200 * i));
+        let l = create(s, ALICE, thing(&format!("b{i}"), &start, &in_secs(7200))).await;
+        ids.push(l["id"].as_str().unwrap().to_string());
+    }
+    assert!(Utc::now() < first, "creating the leases took too long for the test to mean anything");
+    // Mid-way, paused through one replica.
+    tokio::time::sleep((first - Utc::now() + chrono::Duration::seconds(2)).to_std().unwrap()).await;
+    let (st, _) = a.put("/v1/manager", ADMIN, json!({"paused": true})).await;
+    assert_eq!(st, StatusCode::OK);
+    let paused_at = Utc::now();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let calls = rx.calls_of("on_start");
+    let late: Vec<_> = calls.iter().filter(|c| c.received > paused_at + chrono::Duration::seconds(1)).collect();
+    assert!(late.is_empty(), "hooks called over a second after the pause: {late:?}");
+    assert!(!calls.is_empty() && calls.len() < 30, "{} of 30 started before the pause", calls.len());
+    println!("{} of 30 started before the pause; none after", calls.len());
+    b.put("/v1/manager", ADMIN, json!({"paused": false})).await;
+    for id in &ids {
+        wait_event(&b, id, "start_lease", "DONE", 20).await;
+    }
+    assert_eq!(rx.applied().len(), 30, "each start once");
+    a.replay_verify();
+}
+
 fn s_status((st, _): (StatusCode, Value)) -> StatusCode {
     st
 }

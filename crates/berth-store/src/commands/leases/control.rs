@@ -26,7 +26,8 @@ fn event_not_found(id: Uuid) -> Error {
 /// Refuses to end a lease that has not started, or whose end has run.
 fn check_endable(current: &LeaseRecord, at: DateTime<Utc>) -> Result<(), Error> {
     let id = current.id;
-    if !current.has_started(at) {
+    // A window not yet begun (its start cancelled, say) has nothing to end.
+    if !current.has_started(at) || current.start > at {
         return Err(Error::conflict(
             codes::LEASE_NOT_STARTED,
             format!("lease {id} has not started: delete it instead of ending it"),
