@@ -32,11 +32,13 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## deps: the PostgreSQL server binaries, libfaketime and jq (Debian/Ubuntu), when missing
+## deps: the PostgreSQL server binaries, libfaketime, jq and Chromium (Debian/Ubuntu), when
+## missing, and Playwright for Python in target/console-venv (the console's browser tests)
 deps:
 	@sh scripts/ensure-postgres.sh
 	@sh scripts/ensure-faketime.sh
 	@sh scripts/ensure-jq.sh
+	@sh scripts/ensure-chromium.sh
 
 ## bench: ratios against pgbench on the same throwaway server (not part of make test);
 ## Placement claims also with keystone auth against a throwaway Keystone

@@ -119,6 +119,13 @@ actions! {
     LeaseExtension => "berth:leases:extension", "rule:blazar:leases:get", "GET /v1/leases/{id}/extension";
     EventsList => "berth:events:list", "rule:admin_or_project_reader", "GET /v1/events and /v1/leases/{id}/events";
     EventsAllProjects => "berth:events:get_all_projects", "rule:admin", "GET /v1/events of every project (project_id of another, or none)";
+    EventsRetry => "berth:events:retry", "rule:admin", "POST /v1/events/{id}/retry: an ERROR lease event runs again (target: its lease's project)";
+    EventsCancel => "berth:events:cancel", "rule:admin", "POST /v1/events/{id}/cancel: a waiting lease event never fires";
+    EventsFire => "berth:events:fire", "rule:admin", "POST /v1/events/{id}/fire: a waiting lease event falls due now";
+    LeasesEnd => "berth:leases:end", "rule:admin", "POST /v1/leases/{id}/end: the lease ends now, through its plugins";
+    LeasesRecover => "berth:leases:recover", "rule:admin", "POST /v1/leases/{id}/recover: a lease out of ERROR";
+    ManagerGet => "berth:manager:get", "rule:admin", "GET /v1/manager";
+    ManagerUpdate => "berth:manager:update", "rule:admin", "PUT /v1/manager: pause or resume every manager";
     LogRead => "berth:log:read", "rule:admin", "GET /v1/log and /v1/log/stream";
     QuotasGet => "berth:quotas:get", "rule:admin_or_project_reader", "GET /v1/quotas/... (target: the project in the path; the defaults: the caller's)";
     QuotasSet => "berth:quotas:set", "rule:admin", "PUT /v1/quotas/...";
@@ -127,6 +134,11 @@ actions! {
     PluginsList => "blazar:plugins:get", "rule:admin_or_project_reader", "GET /v1/plugins";
     PluginsSchema => "berth:plugins:schema", "@", "GET /v1/plugins/schema (any authenticated caller: the protocol is public)";
     MetricsRead => "berth:metrics:read", "rule:admin", "GET /metrics (unless the configuration makes it anonymous)";
+    // The console: its files are public, what it shows is each route's rule.
+    ConsoleAssets => "berth:console:assets", "@", "GET /ui and its files (the console; every answer it shows has its own rule)";
+    Login => "berth:login", "@", "GET and POST /v1/login (a Keystone login on a user's behalf)";
+    Whoami => "berth:whoami", "@", "GET /v1/whoami (who the token is, and what the console may show)";
+    CalendarGet => "berth:calendar:get", "rule:admin_or_project_reader", "GET /v1/calendar (target: the caller's project; others' bars say only reserved unless blazar:leases:get_all_projects)";
 }
 
 /// Every rule with its default: the base rules, then one per action.

@@ -31,7 +31,7 @@ pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
 
 /// A lease event as [`event_json`] shows it.
 #[derive(serde::Serialize, utoipa::ToSchema)]
-struct LeaseEventDetail {
+pub(crate) struct LeaseEventDetail {
     id: Uuid,
     lease_id: Uuid,
     lease_name: String,
@@ -113,7 +113,7 @@ fn filter(
     let status = match q.get("status") {
         Some(s) => Some(
             LeaseEventStatus::parse(&s.to_ascii_uppercase())
-                .ok_or_else(|| bad(format!("status {s:?} is not UNDONE, IN_PROGRESS, DONE or ERROR")))?,
+                .ok_or_else(|| bad(format!("status {s:?} is not UNDONE, IN_PROGRESS, DONE, ERROR or CANCELLED")))?,
         ),
         None => None,
     };
@@ -144,7 +144,7 @@ fn filter(
     tag = tags::ADDITIONS,
     summary = "Lease events (status, event_type, lease_id; limit, marker); own project's",
     params(
-        ("status" = Option<String>, Query, description = "UNDONE, IN_PROGRESS, DONE or ERROR"),
+        ("status" = Option<String>, Query, description = "UNDONE, IN_PROGRESS, DONE, ERROR or CANCELLED"),
         ("event_type" = Option<String>, Query, description = "start_lease, before_end_lease or end_lease"),
         ("lease_id" = Option<String>, Query, description = "One lease's"),
         ("project_id" = Option<String>, Query, description = "One project's (admins)"),
@@ -168,7 +168,7 @@ async fn list(State(state): State<AppState>, ctx: Context, listing: Listing) -> 
     tag = tags::ADDITIONS,
     summary = "A lease's events: due time, status, attempts, last error, claimer",
     params(
-        ("status" = Option<String>, Query, description = "UNDONE, IN_PROGRESS, DONE or ERROR"),
+        ("status" = Option<String>, Query, description = "UNDONE, IN_PROGRESS, DONE, ERROR or CANCELLED"),
         ("event_type" = Option<String>, Query, description = "start_lease, before_end_lease or end_lease"),
         crate::paging::PageParams,
     ),

@@ -16,8 +16,11 @@ pub mod auth;
 mod blazar;
 pub mod clock;
 pub mod config;
+mod console;
+mod controls;
 pub mod error;
 mod events;
+mod events_stream;
 mod input;
 pub mod log;
 pub mod metrics;
@@ -78,12 +81,15 @@ pub fn router_with(state: AppState, config: ApiConfig) -> Router {
         .merge(placement::routes(&state))
         .merge(quotas::routes())
         .merge(events::routes())
+        .merge(controls::routes())
         .merge(log::routes())
         .merge(metrics::routes())
+        .merge(console::routes())
         .fallback(refusals::no_route)
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout))
         // Live streams last as long as the client listens.
         .merge(log::stream_routes())
+        .merge(events_stream::routes())
         // The input check reads the body under the configured limit.
         .layer(DefaultBodyLimit::disable())
         .layer(axum::middleware::from_fn(input::check))

@@ -38,7 +38,7 @@ const PAGE: i64 = 500;
 /// does not wait on them forever.
 static CLOSING: std::sync::OnceLock<tokio::sync::watch::Sender<bool>> = std::sync::OnceLock::new();
 
-fn closing() -> &'static tokio::sync::watch::Sender<bool> {
+pub(crate) fn closing() -> &'static tokio::sync::watch::Sender<bool> {
     CLOSING.get_or_init(|| tokio::sync::watch::channel(false).0)
 }
 

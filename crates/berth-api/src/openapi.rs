@@ -136,9 +136,12 @@ pub fn document() -> OpenApi {
     doc.merge(crate::placement::openapi());
     doc.merge(crate::blazar::openapi());
     doc.merge(crate::events::openapi());
+    doc.merge(crate::controls::openapi());
+    doc.merge(crate::events_stream::openapi());
     doc.merge(crate::log::openapi());
     doc.merge(crate::quotas::openapi());
     doc.merge(crate::metrics::openapi());
+    doc.merge(crate::console::openapi());
     for (path, item) in doc.paths.paths.iter_mut() {
         for (method, op) in operations(item) {
             op.responses.responses.insert("default".into(), refusal(path).into());

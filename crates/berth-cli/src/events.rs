@@ -1,12 +1,12 @@
 //! `berth events list|tail` (lease events) and `berth log tail` (the event
 //! log, live over Server-Sent Events).
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use clap::{Args, Subcommand};
+use reqwest::Method;
 use serde_json::Value;
 
 use crate::client::Client;
@@ -17,7 +17,7 @@ pub struct EventFilter {
     /// Only this lease's events (its id or name).
     #[arg(long)]
     lease: Option<String>,
-    /// UNDONE, IN_PROGRESS, DONE or ERROR.
+    /// UNDONE, IN_PROGRESS, DONE, ERROR or CANCELLED.
     #[arg(long)]
     status: Option<String>,
     /// start_lease, before_end_lease or end_lease.
@@ -62,18 +62,43 @@ pub enum EventsCommand {
         #[arg(long)]
         marker: Option<String>,
     },
-    /// Lease events as they change, one line each; with --follow, until
-    /// interrupted.
+    /// Lease events as they stand, one line each; with --follow, then each
+    /// change as it happens (a live stream, reconnecting after a drop),
+    /// until interrupted.
     Tail {
         #[command(flatten)]
         filter: EventFilter,
         /// Keep watching until interrupted.
         #[arg(long)]
         follow: bool,
-        /// How often to look, with --follow.
-        #[arg(long, default_value_t = 1000)]
-        interval_ms: u64,
     },
+    /// Run a lease event in ERROR again: attempts reset, due now (admin).
+    Retry {
+        /// The lease event's id.
+        id: String,
+    },
+    /// Cancel a waiting lease event: it never fires; the lease goes on (admin).
+    Cancel {
+        /// The lease event's id.
+        id: String,
+    },
+    /// Make a waiting lease event due now (admin).
+    Fire {
+        /// The lease event's id.
+        id: String,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ManagerCommand {
+    /// Whether the managers are paused, who said so, replicas, and how many
+    /// lease events are due, running and failed (admin).
+    Status,
+    /// Pause every manager: none claims another lease event until resumed
+    /// (admin).
+    Pause,
+    /// Resume the managers: what fell due meanwhile fires (admin).
+    Resume,
 }
 
 #[derive(Subcommand)]
@@ -164,8 +189,49 @@ fn event_line(client: &Client, e: &Value) -> String {
     line
 }
 
+/// `berth events retry|cancel|fire ID`: the control, then the event.
+fn control(client: &Client, id: &str, action: &str) -> Result<()> {
+    let out =
+        client.call(Method::POST, &format!("/v1/events/{}/{action}", encode(id)), Some(&serde_json::json!({})))?;
+    client.print_object(&out["event"])
+}
+
+/// `berth manager status|pause|resume`: the manager, its nested fields
+/// flattened so that `-c` can pick them.
+pub fn run_manager(client: &Client, c: ManagerCommand) -> Result<()> {
+    let doc = match c {
+        ManagerCommand::Status => client.get("/v1/manager")?,
+        ManagerCommand::Pause | ManagerCommand::Resume => {
+            let body = serde_json::json!({"paused": matches!(c, ManagerCommand::Pause)});
+            client.call(Method::PUT, "/v1/manager", Some(&body))?
+        }
+    };
+    let m = &doc["manager"];
+    let by = &m["changed_by"];
+    let replicas: Vec<String> = m["replicas"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|r| format!("{} ({} in progress)", r["id"].as_str().unwrap_or(""), r["in_progress"]))
+        .collect();
+    let flat = serde_json::json!({
+        "paused": m["paused"],
+        "changed_at": m["changed_at"],
+        "changed_by": by["user_id"].as_str().map(|u| format!("{u} ({})", by["project_id"].as_str().unwrap_or(""))),
+        "replicas": replicas.join(", "),
+        "due": m["counts"]["due"],
+        "in_progress": m["counts"]["in_progress"],
+        "error": m["counts"]["error"],
+    });
+    client.print_object(&flat)
+}
+
 pub fn run_events(client: &Client, c: EventsCommand) -> Result<()> {
     match c {
+        EventsCommand::Retry { id } => control(client, &id, "retry"),
+        EventsCommand::Cancel { id } => control(client, &id, "cancel"),
+        EventsCommand::Fire { id } => control(client, &id, "fire"),
         EventsCommand::List { filter, limit, marker } => {
             let mut q = filter.resolved(client)?.query();
             if let Some(l) = limit {
@@ -178,30 +244,101 @@ pub fn run_events(client: &Client, c: EventsCommand) -> Result<()> {
             client.print_list(body["events"].as_array().map(Vec::as_slice).unwrap_or(&[]), COLUMNS)?;
             Ok(())
         }
-        EventsCommand::Tail { filter, follow, interval_ms } => {
-            let filter = filter.resolved(client)?;
-            let mut seen: HashMap<String, String> = HashMap::new();
-            loop {
-                let mut changed: Vec<Value> = all_events(client, &filter)?
-                    .into_iter()
-                    .filter(|e| {
-                        let id = e["id"].as_str().unwrap_or_default().to_string();
-                        let updated = e["updated_at"].as_str().unwrap_or_default().to_string();
-                        seen.insert(id, updated.clone()).as_deref() != Some(updated.as_str())
-                    })
-                    .collect();
-                changed.sort_by(|a, b| a["updated_at"].as_str().cmp(&b["updated_at"].as_str()));
+        EventsCommand::Tail { filter, follow } => tail_events(client, filter.resolved(client)?, follow),
+    }
+}
+
+/// Prints the events the filter selects, oldest change first.
+fn print_snapshot(client: &Client, filter: &EventFilter) -> Result<()> {
+    let mut events = all_events(client, filter)?;
+    events.sort_by(|a, b| a["updated_at"].as_str().cmp(&b["updated_at"].as_str()));
+    let mut out = std::io::stdout().lock();
+    for e in &events {
+        writeln!(out, "{}", event_line(client, e))?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `berth events tail`: the events as they stand; with `follow`, then each
+/// change from the live stream. The stream is opened before the snapshot
+/// is read, so no change falls between them.
+fn tail_events(client: &Client, filter: EventFilter, follow: bool) -> Result<()> {
+    if !follow {
+        return print_snapshot(client, &filter);
+    }
+    let mut snapshot_taken = false;
+    let stream = path("/v1/events/stream", &filter.query());
+    follow_stream(
+        client,
+        &stream,
+        None,
+        &mut || {
+            if !snapshot_taken {
+                snapshot_taken = true;
+                print_snapshot(client, &filter)?;
+            }
+            Ok(())
+        },
+        &mut |kind, e| {
+            if kind != "start" {
                 let mut out = std::io::stdout().lock();
-                for e in &changed {
-                    writeln!(out, "{}", event_line(client, e))?;
-                }
+                writeln!(out, "{}", event_line(client, &e))?;
                 out.flush()?;
-                if !follow {
-                    return Ok(());
+            }
+            Ok(())
+        },
+    )
+}
+
+/// Follows the Server-Sent Events stream at `path` until interrupted:
+/// `connected` after each connection, `each` with every message's event
+/// name and data. After a drop (a server restarting, say) it reconnects,
+/// backing off while the server cannot be reached, and resumes after the
+/// last id seen (`Last-Event-ID`), so it skips nothing.
+fn follow_stream(
+    client: &Client,
+    path: &str,
+    mut last: Option<String>,
+    connected: &mut dyn FnMut() -> Result<()>,
+    each: &mut dyn FnMut(&str, Value) -> Result<()>,
+) -> Result<()> {
+    let mut backoff = RECONNECT_FIRST;
+    loop {
+        let resp = match client.stream(path, last.as_deref()) {
+            Ok(r) => r,
+            Err(e) if e.downcast_ref::<crate::client::Unavailable>().is_some() => {
+                eprintln!("berth: {e:#}; reconnecting in {} ms", backoff.as_millis());
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(RECONNECT_MAX);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        backoff = RECONNECT_FIRST;
+        connected()?;
+        let (mut data, mut kind, mut id) = (String::new(), String::new(), None::<String>);
+        for line in BufReader::new(resp).lines() {
+            let Ok(line) = line else { break };
+            if line.is_empty() {
+                if !data.is_empty() {
+                    let v: Value = serde_json::from_str(&data).map_err(|e| anyhow!("bad message {data:?}: {e}"))?;
+                    each(if kind.is_empty() { "message" } else { &kind }, v)?;
                 }
-                std::thread::sleep(Duration::from_millis(interval_ms.max(100)));
+                if id.is_some() {
+                    last = id.take();
+                }
+                data.clear();
+                kind.clear();
+            } else if let Some(v) = line.strip_prefix("data:") {
+                data.push_str(v.strip_prefix(' ').unwrap_or(v));
+            } else if let Some(v) = line.strip_prefix("id:") {
+                id = Some(v.trim().to_string());
+            } else if let Some(v) = line.strip_prefix("event:") {
+                kind = v.trim().to_string();
             }
         }
+        std::thread::sleep(RECONNECT_FIRST);
     }
 }
 
@@ -255,45 +392,14 @@ pub fn run_log(client: &Client, c: LogCommand) -> Result<()> {
             }
         }
     }
-    // Live: reconnect after a dropped connection (a server restarting, say),
-    // backing off while it cannot be reached, resuming where it stopped.
-    let mut last: Option<String> = if cursor.is_empty() { None } else { Some(cursor) };
-    let mut backoff = RECONNECT_FIRST;
-    loop {
-        let resp = match client.stream(&path("/v1/log/stream", &q), last.as_deref()) {
-            Ok(r) => r,
-            Err(e) if e.downcast_ref::<crate::client::Unavailable>().is_some() => {
-                eprintln!("berth: {e:#}; reconnecting in {} ms", backoff.as_millis());
-                std::thread::sleep(backoff);
-                backoff = (backoff * 2).min(RECONNECT_MAX);
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        backoff = RECONNECT_FIRST;
-        let mut data = String::new();
-        let mut id: Option<String> = None;
-        for line in BufReader::new(resp).lines() {
-            let Ok(line) = line else { break };
-            if line.is_empty() {
-                if !data.is_empty() {
-                    let entry: Value = serde_json::from_str(&data).map_err(|e| anyhow!("bad entry {data:?}: {e}"))?;
-                    let mut out = std::io::stdout().lock();
-                    writeln!(out, "{}", entry_line(client, &entry))?;
-                    out.flush()?;
-                    if id.is_some() {
-                        last = id.take();
-                    }
-                }
-                data.clear();
-            } else if let Some(v) = line.strip_prefix("data:") {
-                data.push_str(v.strip_prefix(' ').unwrap_or(v));
-            } else if let Some(v) = line.strip_prefix("id:") {
-                id = Some(v.trim().to_string());
-            }
-        }
-        std::thread::sleep(RECONNECT_FIRST);
-    }
+    // Live, resuming where it stopped after a drop.
+    let last: Option<String> = if cursor.is_empty() { None } else { Some(cursor) };
+    follow_stream(client, &path("/v1/log/stream", &q), last, &mut || Ok(()), &mut |_, entry| {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{}", entry_line(client, &entry))?;
+        out.flush()?;
+        Ok(())
+    })
 }
 
 /// The first wait before reconnecting a live tail, doubled up to [`RECONNECT_MAX`].

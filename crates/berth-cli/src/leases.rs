@@ -44,6 +44,16 @@ pub enum LeaseCommand {
         /// The lease's id or name.
         lease: String,
     },
+    /// End a started lease now; its end runs through the plugins (admin).
+    End {
+        /// The lease's id or name.
+        lease: String,
+    },
+    /// Take a lease out of ERROR once the world is fixed (admin).
+    Recover {
+        /// The lease's id or name.
+        lease: String,
+    },
 }
 
 #[derive(Args)]
@@ -231,12 +241,21 @@ pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
             }
             Ok(())
         }
+        LeaseCommand::End { lease } => control(client, &lease, "end"),
+        LeaseCommand::Recover { lease } => control(client, &lease, "recover"),
         LeaseCommand::Extension { lease } => {
             let out = client.get(&format!("/v1/leases/{}/extension", lease_id(client, &lease)?))?;
             client.print_object(&out["extension"])?;
             Ok(())
         }
     }
+}
+
+/// `berth lease end|recover`: the control, then the lease as it stands.
+fn control(client: &Client, lease: &str, action: &str) -> Result<()> {
+    let id = lease_id(client, lease)?;
+    let out = client.call(Method::POST, &format!("/v1/leases/{id}/{action}"), Some(&json!({})))?;
+    show_lease(client, &out["lease"])
 }
 
 /// `berth lease create`: one lease, a recurring series, or (dry run) the

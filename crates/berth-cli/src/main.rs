@@ -55,7 +55,7 @@ pub enum Format {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Leases: create, list, show, update, delete.
+    /// Leases: create, list, show, update, delete, end, recover.
     #[command(subcommand)]
     Lease(leases::LeaseCommand),
     /// Reservable hosts: create (enrol), list, show, update, delete, allocations.
@@ -68,9 +68,12 @@ enum Command {
     Quota(quotas::QuotaCommand),
     /// A project's (or user's) usage against its limits, over a window.
     Usage(quotas::UsageArgs),
-    /// Lease events: list, or tail them as they change (--follow).
+    /// Lease events: list, tail them as they change (--follow), retry, cancel, fire.
     #[command(subcommand)]
     Events(events::EventsCommand),
+    /// The manager (admin): status, pause, resume.
+    #[command(subcommand)]
+    Manager(events::ManagerCommand),
     /// The event log (admin): tail it, live with --follow.
     #[command(subcommand)]
     Log(events::LogCommand),
@@ -129,6 +132,7 @@ fn main() {
         Some(Command::Quota(c)) => quotas::run(&client, c),
         Some(Command::Usage(a)) => quotas::usage(&client, a),
         Some(Command::Events(c)) => events::run_events(&client, c),
+        Some(Command::Manager(c)) => events::run_manager(&client, c),
         Some(Command::Log(c)) => events::run_log(&client, c),
         Some(Command::Version) | None => client.get("/").and_then(|v| client.print_object(&v)),
         Some(Command::Completion { .. } | Command::Plugin(_)) => unreachable!("answered before authenticating"),

@@ -60,6 +60,20 @@ pub enum ErrorCode {
     UnknownInstance,
     /// A reservation names another project's instance.
     ForeignInstance,
+    /// No such lease event (404).
+    LeaseEventNotFound,
+    /// Only a lease event in ERROR can be retried.
+    LeaseEventNotInError,
+    /// Only a waiting (UNDONE) lease event can be cancelled or fired.
+    LeaseEventNotPending,
+    /// Only a lease in ERROR can be recovered.
+    LeaseNotInError,
+    /// A lease that has not started cannot be ended (delete it instead).
+    LeaseNotStarted,
+    /// One of the lease's events is running: wait for it.
+    LeaseEventRunning,
+    /// Password login where berthd does not use Keystone.
+    LoginUnavailable,
     /// An `Idempotency-Key` sent again with another request.
     IdempotencyKeyReused,
     /// An `Idempotency-Key` that is empty, too long, not printable or repeated.
@@ -155,6 +169,13 @@ impl ErrorCode {
             ErrorCode::InvalidParameter => "berth.lease.invalid_parameter",
             ErrorCode::UnknownInstance => "berth.lease.unknown_instance",
             ErrorCode::ForeignInstance => "berth.lease.foreign_instance",
+            ErrorCode::LeaseEventNotFound => "berth.lease_event.not_found",
+            ErrorCode::LeaseEventNotInError => "berth.lease_event.not_in_error",
+            ErrorCode::LeaseEventNotPending => "berth.lease_event.not_pending",
+            ErrorCode::LeaseNotInError => "berth.lease.not_in_error",
+            ErrorCode::LeaseNotStarted => "berth.lease.not_started",
+            ErrorCode::LeaseEventRunning => "berth.lease.event_in_progress",
+            ErrorCode::LoginUnavailable => "berth.login.unavailable",
             ErrorCode::IdempotencyKeyReused => "berth.lease.idempotency_key_reused",
             ErrorCode::IdempotencyKeyInvalid => "berth.lease.idempotency_key_invalid",
             ErrorCode::ReservationNotActive => "berth.reservation.not_active",

@@ -178,6 +178,46 @@ pub enum Event {
         hooks: Vec<HookResult>,
         at: DateTime<Utc>,
     },
+    // Operators' controls (who acted is in the entry's meta).
+    /// An ERROR lease event put back to run: UNDONE, attempts reset, due
+    /// at `at`.
+    LeaseEventRetried {
+        lease: Uuid,
+        event: Uuid,
+        at: DateTime<Utc>,
+    },
+    /// A waiting lease event cancelled: CANCELLED, it never fires.
+    LeaseEventCancelled {
+        lease: Uuid,
+        event: Uuid,
+        at: DateTime<Utc>,
+    },
+    /// A waiting lease event made due at `at`.
+    LeaseEventFired {
+        lease: Uuid,
+        event: Uuid,
+        at: DateTime<Utc>,
+    },
+    /// A lease taken out of ERROR by an operator who fixed the world: its
+    /// new status (not degraded) and its reservations' statuses.
+    LeaseRecovered {
+        id: Uuid,
+        status: LeaseStatus,
+        reservations: BTreeMap<Uuid, ReservationStatus>,
+        at: DateTime<Utc>,
+    },
+    /// Every manager of the deployment stops claiming lease events.
+    ManagerPaused {
+        user_id: String,
+        project_id: String,
+        at: DateTime<Utc>,
+    },
+    /// Managers claim again; what fell due meanwhile fires.
+    ManagerResumed {
+        user_id: String,
+        project_id: String,
+        at: DateTime<Utc>,
+    },
     /// A host held back at a lease's end (recycle or shared): in `pool`,
     /// until `until` (None: until an admin returns it).
     HostHeld {
@@ -282,7 +322,12 @@ impl Event {
             | Event::LeaseEventClaimed { lease, .. }
             | Event::LeaseEventClaimRenewed { lease, .. }
             | Event::LeaseEventRetrying { lease, .. }
-            | Event::LeaseEventFinished { lease, .. } => format!("lease:{lease}"),
+            | Event::LeaseEventFinished { lease, .. }
+            | Event::LeaseEventRetried { lease, .. }
+            | Event::LeaseEventCancelled { lease, .. }
+            | Event::LeaseEventFired { lease, .. } => format!("lease:{lease}"),
+            Event::LeaseRecovered { id, .. } => format!("lease:{id}"),
+            Event::ManagerPaused { .. } | Event::ManagerResumed { .. } => "manager".to_string(),
             Event::HostEnrolled { provider, .. }
             | Event::HostUpdated { provider, .. }
             | Event::HostRemoved { provider, .. }

@@ -6,7 +6,81 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::lease::{LeaseEventType, LeaseStatus, ReservationStatus};
+use crate::error::{Error, ErrorCode};
+use crate::lease::{LeaseEventStatus, LeaseEventType, LeaseRecord, LeaseStatus, ReservationStatus};
+
+/// What an operator does to one lease event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// ERROR → UNDONE, attempts reset, due now.
+    Retry,
+    /// UNDONE → CANCELLED: it never fires; the lease goes on.
+    Cancel,
+    /// UNDONE, due now.
+    Fire,
+}
+
+impl Control {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Control::Retry => "retry",
+            Control::Cancel => "cancel",
+            Control::Fire => "fire",
+        }
+    }
+
+    /// Whether a lease event in `status` may take this control.
+    pub fn check(self, event: Uuid, status: LeaseEventStatus) -> Result<(), Error> {
+        match (self, status) {
+            (Control::Retry, LeaseEventStatus::Error) => Ok(()),
+            (Control::Retry, s) => Err(Error::conflict(
+                ErrorCode::LeaseEventNotInError,
+                format!("lease event {event} is {}: only an event in ERROR can be retried", s.as_str()),
+            )),
+            (Control::Cancel | Control::Fire, LeaseEventStatus::Undone) => Ok(()),
+            (c, s) => Err(Error::conflict(
+                ErrorCode::LeaseEventNotPending,
+                format!("lease event {event} is {}: only an UNDONE event can be {}", s.as_str(), c.done()),
+            )),
+        }
+    }
+
+    fn done(self) -> &'static str {
+        match self {
+            Control::Retry => "retried",
+            Control::Cancel => "cancelled",
+            Control::Fire => "fired",
+        }
+    }
+}
+
+/// Where a lease in ERROR goes once an operator has fixed the world: as if
+/// its events that ran had succeeded. Its end ran (done, failed or
+/// cancelled): TERMINATED, reservations deleted; its start has not run:
+/// PENDING; else ACTIVE. Never degraded. Refused while the lease is not in
+/// ERROR or one of its events is running.
+pub fn recovered(lease: &LeaseRecord) -> Result<(LeaseStatus, ReservationStatus), Error> {
+    if lease.status != LeaseStatus::Error {
+        return Err(Error::conflict(
+            ErrorCode::LeaseNotInError,
+            format!("lease {} is {}: only a lease in ERROR can be recovered", lease.id, lease.status.as_str()),
+        ));
+    }
+    if lease.events.iter().any(|e| e.status == LeaseEventStatus::InProgress) {
+        return Err(Error::conflict(
+            ErrorCode::LeaseEventRunning,
+            format!("an event of lease {} is running; recover it once the event has finished", lease.id),
+        ));
+    }
+    let waiting = |t| lease.event(t).is_some_and(|e| e.status == LeaseEventStatus::Undone);
+    Ok(if !waiting(LeaseEventType::EndLease) {
+        (LeaseStatus::Terminated, ReservationStatus::Deleted)
+    } else if waiting(LeaseEventType::StartLease) {
+        (LeaseStatus::Pending, ReservationStatus::Pending)
+    } else {
+        (LeaseStatus::Active, ReservationStatus::Active)
+    })
+}
 
 /// Hosts returned with the `shared` end policy wait here, not reservable,
 /// until an admin returns them to the free pool.
@@ -135,6 +209,46 @@ mod tests {
             after_event(LeaseStatus::Pending, false, LeaseEventType::StartLease, true, &[]).0,
             LeaseStatus::Active
         );
+    }
+
+    #[test]
+    fn controls_take_only_the_states_they_are_for() {
+        let id = Uuid::nil();
+        assert!(Control::Retry.check(id, LeaseEventStatus::Error).is_ok());
+        assert_eq!(Control::Retry.check(id, LeaseEventStatus::Done).unwrap_err().code, ErrorCode::LeaseEventNotInError);
+        for c in [Control::Cancel, Control::Fire] {
+            assert!(c.check(id, LeaseEventStatus::Undone).is_ok());
+            for s in [LeaseEventStatus::InProgress, LeaseEventStatus::Done, LeaseEventStatus::Cancelled] {
+                assert_eq!(c.check(id, s).unwrap_err().code, ErrorCode::LeaseEventNotPending);
+            }
+        }
+    }
+
+    #[test]
+    fn a_recovered_lease_goes_where_its_events_say() {
+        let t = chrono::DateTime::<Utc>::UNIX_EPOCH;
+        let mut lease = LeaseRecord {
+            id: Uuid::nil(),
+            name: "l".into(),
+            project_id: "p".into(),
+            user_id: "u".into(),
+            start: t,
+            end: t,
+            status: LeaseStatus::Active,
+            degraded: false,
+            recurrence_id: None,
+            reservations: vec![],
+            events: crate::lease::new_events(t, t, t),
+        };
+        assert_eq!(recovered(&lease).unwrap_err().code, ErrorCode::LeaseNotInError);
+        lease.status = LeaseStatus::Error;
+        assert_eq!(recovered(&lease).unwrap(), (LeaseStatus::Pending, ReservationStatus::Pending));
+        lease.events[0].status = LeaseEventStatus::Error;
+        assert_eq!(recovered(&lease).unwrap(), (LeaseStatus::Active, ReservationStatus::Active));
+        lease.events[2].status = LeaseEventStatus::InProgress;
+        assert_eq!(recovered(&lease).unwrap_err().code, ErrorCode::LeaseEventRunning);
+        lease.events[2].status = LeaseEventStatus::Error;
+        assert_eq!(recovered(&lease).unwrap(), (LeaseStatus::Terminated, ReservationStatus::Deleted));
     }
 
     #[test]

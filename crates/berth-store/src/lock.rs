@@ -6,12 +6,16 @@
 //! - first, a keyed lease request's [`request_key`] (an advisory lock: the
 //!   key's row may not exist yet), so two requests with one key queue
 //!   instead of both creating;
-//! 0. [`leases`], then their [`lease_events`], by id: only the lease
+//! 0. [`manager_state`]: the one row saying whether managers are paused;
+//!    a pause takes it for update, and each claim key-share locks it
+//!    ([`manager_claiming`]) before its `SKIP LOCKED` statement, so a
+//!    pause waits for claims under way and no claim starts after it;
+//! 1. [`leases`], then their [`lease_events`], by id: only the lease
 //!    commands and the manager's record take them, before anything below;
-//! 1. [`guards`]: the projects' rows in `quota_guards` (only where some
+//! 2. [`guards`]: the projects' rows in `quota_guards` (only where some
 //!    limit bears on the project; see crate::quota);
-//! 2. [`consumers`], by uuid;
-//! 3. [`providers`], by uuid.
+//! 3. [`consumers`], by uuid;
+//! 4. [`providers`], by uuid.
 //!
 //! Nothing else in Berth writes `FOR UPDATE`. The one exception on purpose
 //! is the manager's claim of due lease events
@@ -75,7 +79,20 @@ pub(crate) async fn request_key(tx: &impl GenericClient, caller: &str, key: &str
 /// The first key of [`request_key`]'s advisory locks: "keyd".
 const REQUEST_KEY_CLASS: i32 = 0x6b65_7964;
 
-// 0. Leases and their lease events.
+// 0. The manager's state.
+
+/// Locks the manager's state for a change; whether managers are paused.
+pub(crate) async fn manager_state(tx: &impl GenericClient) -> Result<bool, StoreError> {
+    Ok(tx.query_one("SELECT paused FROM manager_state FOR UPDATE", &[]).await?.get(0))
+}
+
+/// Key-share locks the manager's state for a claim (claims do not wait on
+/// each other, only on a pause being made); whether managers are paused.
+pub(crate) async fn manager_claiming(tx: &impl GenericClient) -> Result<bool, StoreError> {
+    Ok(tx.query_one("SELECT paused FROM manager_state FOR KEY SHARE", &[]).await?.get(0))
+}
+
+// 1. Leases and their lease events.
 
 const LEASES: &str = "SELECT id FROM leases WHERE id = ANY($1) ORDER BY id FOR UPDATE";
 
@@ -105,6 +122,15 @@ pub(crate) fn lease_events(ids: &Sorted<Uuid>) -> (&'static str, [&(dyn ToSql + 
     (LEASE_EVENTS, [ids.param()])
 }
 
+/// Locks one lease event (its lease locked first): its status, if it
+/// belongs to `lease`.
+pub(crate) async fn lease_event(tx: &impl GenericClient, lease: Uuid, id: Uuid) -> Result<Option<String>, StoreError> {
+    let row = tx
+        .query_opt("SELECT status FROM lease_events WHERE id = $1 AND lease_id = $2 FOR UPDATE", &[&id, &lease])
+        .await?;
+    Ok(row.map(|r| r.get(0)))
+}
+
 /// Locks the lease events of `ids` that `claimer` holds in progress:
 /// (lease_id, id, attempts), sorted by id. For renewing a claim, which
 /// touches no lease row.
@@ -123,7 +149,7 @@ pub(crate) async fn claimed_events(
         .await?)
 }
 
-// 1. Quota guards.
+// 2. Quota guards.
 
 /// Makes the guard rows of the projects that any limit bears on. Sent first;
 /// a separate statement from the lock, so that the lock's snapshot sees a row
@@ -164,7 +190,7 @@ pub(crate) async fn all_guards(tx: &impl GenericClient, projects: &[String]) -> 
     Ok(())
 }
 
-// 2. Consumers.
+// 3. Consumers.
 
 const CONSUMERS: &str = "SELECT uuid, project_id, user_id, consumer_type FROM consumers
      WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE";
@@ -189,7 +215,7 @@ pub(crate) fn consumers_holding(ids: &Sorted<Uuid>) -> (&'static str, [&(dyn ToS
     (CONSUMERS_HOLDING, [ids.param()])
 }
 
-// 3. Providers.
+// 4. Providers.
 
 /// Locks providers with their inventories: those of `$1` and those the
 /// consumers of `$2` hold now. One array of keys (not `uuid = ANY($1) OR

@@ -217,6 +217,20 @@ impl Store {
         Ok(read_after(&**client, after, limit).await?)
     }
 
+    /// A cursor at the log's end as of now: reading after it gives every
+    /// event not yet final now (every transaction at or above the horizon)
+    /// and nothing older, so a live reader that starts here skips nothing.
+    pub async fn log_now(&self) -> Result<Cursor, Error> {
+        let client = self.client().await?;
+        let row = client
+            .query_one("SELECT pg_snapshot_xmin(pg_current_snapshot())::text", &[])
+            .await
+            .map_err(StoreError::from)?;
+        let horizon: u64 =
+            row.get::<_, String>(0).parse().map_err(|_| Error::internal("the horizon is not a number"))?;
+        Ok(Cursor { txid: horizon.saturating_sub(1), position: i64::MAX })
+    }
+
     /// Appends events as one transaction, applying them to the projections.
     /// For events whose commands need no reads (and for tests of the log).
     pub async fn append(

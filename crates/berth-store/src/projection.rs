@@ -37,6 +37,7 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
         | Event::LeaseStatusChanged { .. }
         | Event::ReservationStatusChanged { .. }
         | Event::LeaseEventChanged { .. }
+        | Event::LeaseRecovered { .. }
         | Event::HostEnrolled { .. }
         | Event::HostUpdated { .. }
         | Event::HostRemoved { .. }
@@ -51,7 +52,12 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
         | Event::LeaseEventRetrying { .. }
         | Event::LeaseEventFinished { .. }
         | Event::HostHeld { .. }
-        | Event::HostHoldReleased { .. }) => lease_events::apply(c, e).await?,
+        | Event::HostHoldReleased { .. }
+        | Event::LeaseEventRetried { .. }
+        | Event::LeaseEventCancelled { .. }
+        | Event::LeaseEventFired { .. }
+        | Event::ManagerPaused { .. }
+        | Event::ManagerResumed { .. }) => lease_events::apply(c, e).await?,
     }
     Ok(())
 }
@@ -150,4 +156,5 @@ pub const TABLES: &[&str] = &[
     "reservation_draws",
     "quota_limits",
     "host_holds",
+    "manager_state",
 ];

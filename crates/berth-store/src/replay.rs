@@ -91,6 +91,8 @@ async fn scratch(tx: &Transaction<'_>) -> Result<String, StoreError> {
     for t in ["resource_classes", "traits"] {
         tx.batch_execute(&format!("INSERT INTO {SCRATCH}.{t} SELECT * FROM {live}.{t} WHERE standard")).await?;
     }
+    // The manager's state starts as its migration seeds it: running.
+    tx.batch_execute(&format!("INSERT INTO {SCRATCH}.manager_state DEFAULT VALUES")).await?;
     // Projection tables resolve to the scratch copies; the log to the live one.
     // The sums are rebuilt at the end (projection::SUMS).
     tx.batch_execute(&format!("SET LOCAL search_path TO {SCRATCH}, {live}; SET LOCAL berth.replaying = 'on'")).await?;

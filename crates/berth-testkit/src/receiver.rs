@@ -6,6 +6,8 @@
 //! - `fail=N`: the first N calls of each key answer 503;
 //! - `fail=always`: every call answers 503 `{"error": "compute is down"}`;
 //! - `fail=permanent`: every call answers 400 `{"error": "no such instance"}`;
+//! - `fail=until_fixed`: every call answers 503 `{"error": "compute is
+//!   broken"}` until the test calls [`Receiver::fix`];
 //! - `hold=1`: the first call of each key is held until released;
 //! - `validate=nothing`: `validate` calls answer `{"kind": "nothing"}` (an
 //!   external resource type held entirely outside);
@@ -44,6 +46,7 @@ pub struct Receiver {
     tries: Mutex<HashMap<String, u32>>,
     held: tokio::sync::Notify,
     release: Mutex<bool>,
+    fixed: std::sync::atomic::AtomicBool,
 }
 
 impl Receiver {
@@ -60,6 +63,10 @@ impl Receiver {
     pub fn release(&self) {
         *self.release.lock().unwrap() = true;
         self.held.notify_waiters();
+    }
+    /// Calls with `fail=until_fixed` succeed from now on.
+    pub fn fix(&self) {
+        self.fixed.store(true, std::sync::atomic::Ordering::SeqCst);
     }
     /// Waits until `pred` holds over the calls seen, up to `secs`.
     pub async fn wait_for(&self, secs: u64, what: &str, pred: impl Fn(&[Call]) -> bool) {
@@ -119,6 +126,9 @@ async fn receive(
     match q.get("fail").map(String::as_str) {
         Some("always") => {
             return (StatusCode::SERVICE_UNAVAILABLE, json!({"error": "compute is down"}).to_string());
+        }
+        Some("until_fixed") if !r.fixed.load(std::sync::atomic::Ordering::SeqCst) => {
+            return (StatusCode::SERVICE_UNAVAILABLE, json!({"error": "compute is broken"}).to_string());
         }
         Some("permanent") => return (StatusCode::BAD_REQUEST, json!({"error": "no such instance"}).to_string()),
         Some(n) if tries <= n.parse::<u32>().unwrap_or(0) => {

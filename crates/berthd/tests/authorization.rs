@@ -2,7 +2,9 @@
 //! method `/openapi.json` lists, six callers (anonymous, a reader of p1, a
 //! member of p1, a member of p2, a service, an admin) each get the answer
 //! the default policy says, on real data of p1: allowed (2xx), 401, 403,
-//! or 404 where another project's lease is not even shown. A route the
+//! 404 where another project's lease is not even shown, or 409 where the
+//! policy lets an admin through and the state of the data refuses (an
+//! operator's control on a lease that is not in a state for it). A route the
 //! table below does not know fails the test. Each allowed write gets fresh
 //! data of its own, so every write can succeed.
 
@@ -28,19 +30,31 @@ fn headers(caller: usize) -> Vec<(&'static str, &'static str)> {
 }
 
 /// What the default policy says, per caller in [`CALLERS`] order:
-/// A allowed, U 401, F 403, N 404 (not visible).
+/// A allowed, U 401, F 403, N 404 (not visible), C 409 (allowed; the
+/// fixture's state refuses).
 fn expected(method: &str, path: &str) -> Option<&'static str> {
     const ANYONE: &str = "AAAAAA";
     const ADMIN: &str = "UFFFFA";
     const PLACEMENT: &str = "UFFFAA";
     Some(match (method, path) {
         ("GET", "/" | "/healthz" | "/readyz" | "/openapi.json" | "/placement/") => ANYONE,
+        ("GET", "/ui" | "/ui/{file}" | "/v1/login") => ANYONE,
+        // A password login is Keystone's: noauth (this test) has none.
+        ("POST", "/v1/login") => "NNNNNN",
+        ("GET", "/v1/whoami") => "UAAAAA",
+        ("GET", "/v1/calendar") => "UAAAFA",
         ("GET", "/placement/usages") => "UAAFAA",
         (_, p) if p.starts_with("/placement/") => PLACEMENT,
-        ("GET", "/v1/leases" | "/v1/events") | ("POST", "/v1/availability") => "UAAAFA",
+        ("GET", "/v1/leases" | "/v1/events" | "/v1/events/stream") | ("POST", "/v1/availability") => "UAAAFA",
         ("POST", "/v1/leases") => "UFAAFA",
         ("GET", "/v1/leases/{id}" | "/v1/leases/{id}/extension" | "/v1/leases/{id}/events") => "UAANNA",
         ("PUT" | "DELETE", "/v1/leases/{id}") => "UFANNA",
+        // Operators' controls: the fixture's lease waits to start, so its
+        // events can be cancelled or fired, but it cannot be ended or
+        // recovered, nor its events retried.
+        ("POST", "/v1/events/{id}/cancel" | "/v1/events/{id}/fire") => "UFFNNA",
+        ("POST", "/v1/events/{id}/retry" | "/v1/leases/{id}/end" | "/v1/leases/{id}/recover") => "UFFNNC",
+        ("GET" | "PUT", "/v1/manager") => ADMIN,
         (_, p) if p.starts_with("/v1/os-hosts") => ADMIN,
         ("GET", "/v1/log" | "/v1/log/stream" | "/metrics") => ADMIN,
         ("GET", "/v1/quotas/defaults" | "/v1/plugins") => "UAAAFA",
@@ -65,6 +79,8 @@ struct Fixture {
     host: String,
     spare_host: String,
     lease: String,
+    /// The lease's start event.
+    event: String,
     class: String,
     trait_name: String,
     property: String,
@@ -116,6 +132,8 @@ async fn fixture(s: &Server) -> Fixture {
     let provider = rps["resource_providers"][0]["uuid"].as_str().unwrap().to_string();
     let lease = ok(s, ALICE, Method::POST, "/v1/leases", Some(lease_body(&format!("lease-{n}")))).await;
     let lease = lease["lease"]["id"].as_str().unwrap().to_string();
+    let events = ok(s, ADMIN, Method::GET, &format!("/v1/leases/{lease}/events?event_type=start_lease"), None).await;
+    let event = events["events"][0]["id"].as_str().unwrap().to_string();
     let consumer = Uuid::new_v4().to_string();
     let alloc = json!({"allocations": {provider.clone(): {"resources": {"VCPU": 1}}},
                        "project_id": "p1", "user_id": "alice", "consumer_generation": null, "consumer_type": "INSTANCE"});
@@ -144,9 +162,25 @@ async fn fixture(s: &Server) -> Fixture {
         host: host_id,
         spare_host,
         lease,
+        event,
         class,
         trait_name,
         property: "gpu".into(),
+    }
+}
+
+/// What `{id}` names in `template`: a host, a lease event or a lease.
+fn id_of<'f>(template: &str, f: &'f Fixture, deleting: bool) -> &'f str {
+    if template.starts_with("/v1/os-hosts") {
+        if deleting {
+            &f.spare_host
+        } else {
+            &f.host
+        }
+    } else if template.starts_with("/v1/events/") {
+        &f.event
+    } else {
+        &f.lease
     }
 }
 
@@ -160,7 +194,6 @@ fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>)
     } else {
         &f.provider
     };
-    let host = if deleting { &f.spare_host } else { &f.host };
     let name = if template.starts_with("/placement/traits") {
         &f.trait_name
     } else if template.starts_with("/v1/os-hosts/properties") {
@@ -168,7 +201,7 @@ fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>)
     } else {
         &f.class
     };
-    let id = if template.starts_with("/v1/os-hosts") { host } else { &f.lease };
+    let id = id_of(template, f, deleting);
     let mut path = template
         .replace("{uuid}", provider)
         .replace("{consumer_uuid}", &f.consumer)
@@ -176,7 +209,8 @@ fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>)
         .replace("{name}", name)
         .replace("{id}", id)
         .replace("{project_id}", "p1")
-        .replace("{user_id}", "alice");
+        .replace("{user_id}", "alice")
+        .replace("{file}", "console.js");
     match template {
         "/placement/usages" => path.push_str("?project_id=p1"),
         "/placement/allocation_candidates" => path.push_str("?resources=VCPU:1"),
@@ -226,6 +260,9 @@ fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>)
             Some(json!({"reservations": lease_body("x")["reservations"], "duration": 3600}))
         }
         ("PUT", p) if p.starts_with("/v1/quotas/") => Some(json!({"quotas": {"VCPU": 1_000_000}})),
+        ("POST", "/v1/login") => Some(json!({"user": "alice", "password": "secret", "project": "p1"})),
+        ("POST", p) if p.starts_with("/v1/events/") || p.ends_with("/end") || p.ends_with("/recover") => None,
+        ("PUT", "/v1/manager") => Some(json!({"paused": false})),
         (m, p) => panic!("no request body known for {m} {p}: add one"),
     };
     (path, body)
@@ -267,6 +304,7 @@ async fn every_route_answers_each_caller_as_the_policy_says() {
                 'A' => status.is_success(),
                 'U' => status == StatusCode::UNAUTHORIZED,
                 'F' => status == StatusCode::FORBIDDEN,
+                'C' => status == StatusCode::CONFLICT,
                 _ => status == StatusCode::NOT_FOUND,
             };
             checked += 1;

@@ -368,3 +368,37 @@ async fn the_cli_authenticates_as_the_openstack_client_does() {
     let leases: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(leases.as_array().unwrap().len(), 1, "{out}");
 }
+
+/// The console's login: berthd asks Keystone on the user's behalf and hands
+/// back a token scoped to the project, never to be cached; wrong
+/// credentials are 401 and tell nothing more.
+#[tokio::test]
+async fn a_console_login_gets_a_keystone_token_for_the_project() {
+    let ks = Keystone::shared();
+    let s = ks.berthd(&[]).await;
+    let a = call(&s, Method::GET, "/v1/login", &[], None).await;
+    assert_eq!(a.body["login"], json!({"auth": "keystone", "methods": ["token", "password"]}), "{}", a.body);
+    let creds = json!({"user": "alice", "password": ks.get("KEYSTONE_PASSWORD"), "project": "p1"});
+    let a = call(&s, Method::POST, "/v1/login", &[], Some(creds.clone())).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.body);
+    assert_eq!(a.headers["cache-control"], "no-store");
+    let login = &a.body["login"];
+    assert_eq!(login["project_id"], json!(ks.get("KEYSTONE_P1_ID")));
+    assert_eq!(login["user_id"], json!(ks.get("KEYSTONE_USER_ALICE_ID")));
+    let token = login["token"].as_str().unwrap();
+    let me = as_token(&s, Method::GET, "/v1/whoami", token, None).await;
+    assert_eq!(me.status, StatusCode::OK, "{}", me.body);
+    assert_eq!(me.body["whoami"]["project_id"], json!(ks.get("KEYSTONE_P1_ID")));
+    assert_eq!(me.body["whoami"]["all_projects"], false);
+    let mut wrong = creds.clone();
+    wrong["password"] = json!("not-the-password");
+    let a = call(&s, Method::POST, "/v1/login", &[], Some(wrong)).await;
+    assert_eq!((a.status, a.body["code"].as_str()), (StatusCode::UNAUTHORIZED, Some("berth.unauthenticated")));
+    let mut elsewhere = creds;
+    elsewhere["project"] = json!("no-such-project");
+    let a = call(&s, Method::POST, "/v1/login", &[], Some(elsewhere)).await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED, "{}", a.body);
+    let a = call(&s, Method::POST, "/v1/login", &[], Some(json!({"user": "alice"}))).await;
+    assert_eq!((a.status, a.body["code"].as_str()), (StatusCode::BAD_REQUEST, Some("berth.invalid")), "{}", a.body);
+    assert!(!s.log().contains(ks.get("KEYSTONE_PASSWORD")), "the password reached the log");
+}

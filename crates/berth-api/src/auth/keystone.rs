@@ -192,8 +192,13 @@ impl Keystone {
         self.cfg.retry_after_s
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(super) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.cfg.auth_url.trim_end_matches('/'))
+    }
+
+    /// The HTTP client Berth talks to Keystone with (its timeouts).
+    pub(super) fn http(&self) -> &reqwest::Client {
+        &self.http
     }
 
     pub(super) async fn authenticate(&self, headers: &HeaderMap) -> Result<Context, Failure> {

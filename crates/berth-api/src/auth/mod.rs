@@ -11,6 +11,7 @@
 
 pub mod jwt;
 pub mod keystone;
+pub mod login;
 pub mod noauth;
 
 use axum::extract::FromRequestParts;
@@ -137,6 +138,15 @@ pub enum Authenticator {
 }
 
 impl Authenticator {
+    /// The mode, as the configuration names it.
+    pub fn mode(&self) -> AuthMode {
+        match self {
+            Authenticator::Noauth => AuthMode::Noauth,
+            Authenticator::Keystone(_) => AuthMode::Keystone,
+            Authenticator::Jwt(_) => AuthMode::Jwt,
+        }
+    }
+
     /// The caller of a request; `Failure::Missing` when it sent no token.
     pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Context, Failure> {
         let ctx = match self {

@@ -31,6 +31,8 @@ pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
         leases::show,
         leases::update,
         leases::delete,
+        leases::control::end,
+        leases::control::recover,
         hosts::list,
         hosts::create,
         hosts::show,
@@ -54,6 +56,8 @@ pub fn routes() -> Router<AppState> {
         .route("/leases", get(leases::list).post(leases::create))
         .route("/leases/{id}", get(leases::show).put(leases::update).delete(leases::delete))
         .route("/leases/{id}/extension", get(availability::extension))
+        .route("/leases/{id}/end", post(leases::control::end))
+        .route("/leases/{id}/recover", post(leases::control::recover))
         .route("/availability", post(availability::advise))
         .route("/os-hosts", get(hosts::list).post(hosts::create))
         .route("/os-hosts/allocations", get(hosts::allocations))

@@ -70,6 +70,8 @@ pub enum LeaseEventStatus {
     InProgress,
     Done,
     Error,
+    /// An operator cancelled it before it ran: it never fires.
+    Cancelled,
 }
 
 impl LeaseEventStatus {
@@ -79,6 +81,7 @@ impl LeaseEventStatus {
             LeaseEventStatus::InProgress => "IN_PROGRESS",
             LeaseEventStatus::Done => "DONE",
             LeaseEventStatus::Error => "ERROR",
+            LeaseEventStatus::Cancelled => "CANCELLED",
         }
     }
     pub fn parse(s: &str) -> Option<LeaseEventStatus> {
@@ -212,6 +215,7 @@ mod tests {
         assert_eq!(serde_json::to_value(LeaseStatus::Pending).unwrap(), "PENDING");
         assert_eq!(LeaseStatus::parse("active"), Some(LeaseStatus::Active));
         assert_eq!(serde_json::to_value(LeaseEventStatus::InProgress).unwrap(), "IN_PROGRESS");
+        assert_eq!(LeaseEventStatus::parse("CANCELLED"), Some(LeaseEventStatus::Cancelled));
         assert_eq!(serde_json::to_value(LeaseEventType::BeforeEndLease).unwrap(), "before_end_lease");
         assert_eq!(ReservationStatus::parse("pending"), Some(ReservationStatus::Pending));
     }

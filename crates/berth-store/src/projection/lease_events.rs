@@ -50,6 +50,39 @@ pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), S
             )
             .await?;
         }
+        Event::LeaseEventRetried { event, at, .. } => {
+            // Due at once, from its first attempt; the last error stays
+            // until an attempt says otherwise.
+            sql::execute(
+                c,
+                "UPDATE lease_events SET status = 'UNDONE', attempts = 0, retry_at = $2, claimed_by = NULL,
+                        claim_expires_at = NULL, updated_at = $2
+                 WHERE id = $1",
+                &[event, at],
+            )
+            .await?;
+        }
+        Event::LeaseEventCancelled { event, at, .. } => {
+            sql::execute(
+                c,
+                "UPDATE lease_events SET status = 'CANCELLED', retry_at = NULL, updated_at = $2 WHERE id = $1",
+                &[event, at],
+            )
+            .await?;
+        }
+        Event::LeaseEventFired { event, at, .. } => {
+            sql::execute(c, "UPDATE lease_events SET retry_at = $2, updated_at = $2 WHERE id = $1", &[event, at])
+                .await?;
+        }
+        Event::ManagerPaused { user_id, project_id, at } | Event::ManagerResumed { user_id, project_id, at } => {
+            let paused = matches!(event, Event::ManagerPaused { .. });
+            sql::execute(
+                c,
+                "UPDATE manager_state SET paused = $1, changed_at = $2, changed_by_user = $3, changed_by_project = $4",
+                &[&paused, at, user_id, project_id],
+            )
+            .await?;
+        }
         Event::HostHeld { provider, pool, until, lease, at } => {
             sql::execute(
                 c,

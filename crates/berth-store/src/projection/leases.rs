@@ -37,6 +37,20 @@ pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), S
             )
             .await?;
         }
+        Event::LeaseRecovered { id, status, reservations, at } => {
+            c.execute(
+                "UPDATE leases SET status = $2, degraded = false, updated_at = $3 WHERE id = $1",
+                &[id, &status.as_str(), at],
+            )
+            .await?;
+            for (reservation, status) in reservations {
+                c.execute(
+                    "UPDATE reservations SET status = $3, updated_at = $4 WHERE id = $2 AND lease_id = $1",
+                    &[id, reservation, &status.as_str(), at],
+                )
+                .await?;
+            }
+        }
         Event::HostEnrolled { provider, reservable, capabilities, at } => {
             c.execute(
                 "INSERT INTO hosts (provider_uuid, reservable, capabilities, created_at, updated_at)

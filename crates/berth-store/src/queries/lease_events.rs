@@ -111,6 +111,28 @@ fn row(r: &tokio_postgres::Row) -> LeaseEventRow {
 }
 
 impl Store {
+    /// One lease event: not found unless `project` (None: every project)
+    /// owns its lease.
+    pub async fn lease_event(&self, id: Uuid, project: Option<&str>) -> Result<LeaseEventRow, Error> {
+        let c = self.client().await?;
+        let r = c
+            .query_opt(
+                &format!(
+                    "SELECT {COLUMNS} FROM lease_events e JOIN leases l ON l.id = e.lease_id
+                     WHERE e.id = $1 AND ($2::text IS NULL OR l.project_id = $2)"
+                ),
+                &[&id, &project],
+            )
+            .await
+            .map_err(db)?;
+        r.as_ref().map(row).ok_or_else(|| {
+            Error::not_found(
+                berth_core::error::ErrorCode::LeaseEventNotFound,
+                format!("lease event {id} could not be found"),
+            )
+        })
+    }
+
     /// Lease events in due-time order, filtered.
     pub async fn lease_events(&self, filter: &LeaseEventFilter) -> Result<Vec<LeaseEventRow>, Error> {
         let c = self.client().await?;

@@ -11,10 +11,12 @@ use uuid::Uuid;
 use crate::Store;
 
 pub mod advice;
+pub mod calendar;
 pub mod candidates;
 pub(crate) mod fit;
 pub mod lease_events;
 pub mod leases;
+pub mod manager;
 pub mod placement;
 pub mod quotas;
 

@@ -5,6 +5,7 @@
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
 
+mod controls;
 mod lifecycle;
 mod log;
 mod replicas;

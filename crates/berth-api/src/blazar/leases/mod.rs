@@ -2,6 +2,7 @@
 //! [`parse`], recurrence and the dry run [`recurrence`], the check of the
 //! instances a reservation names [`instances`], and the answer [`shape`].
 
+pub(super) mod control;
 mod idempotency;
 mod instances;
 mod parse;

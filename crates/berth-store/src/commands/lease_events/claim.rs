@@ -9,6 +9,11 @@
 //! by one and must give the same rows). A claim that expired is taken back
 //! only while the row is still IN_PROGRESS with an expired claim, re-checked
 //! under the lock, so an event that finished meanwhile is never overwritten.
+//!
+//! While an operator has paused the managers (`manager_state`), nothing is
+//! claimed: the claim key-share locks that row first (a pause waits for
+//! claims under way, and a claim after it sees it), and the statement
+//! itself claims nothing from a paused state.
 
 use berth_core::lease::{LeaseEventStatus, LeaseEventType};
 use berth_core::lease_event;
@@ -79,6 +84,7 @@ fn claim_sql() -> String {
                     {priority} AS priority
              FROM lease_events e JOIN leases l ON l.id = e.lease_id
              WHERE e.status = 'UNDONE' AND coalesce(e.retry_at, e.time) <= $1
+               AND NOT (SELECT paused FROM manager_state)
                {rules}
              ORDER BY coalesce(e.retry_at, e.time)
              LIMIT $2
@@ -88,6 +94,7 @@ fn claim_sql() -> String {
                     {priority} AS priority
              FROM lease_events e JOIN leases l ON l.id = e.lease_id
              WHERE e.status = 'IN_PROGRESS' AND e.claim_expires_at <= $1
+               AND NOT (SELECT paused FROM manager_state)
                {rules}
              ORDER BY e.claim_expires_at
              LIMIT $2
@@ -116,6 +123,9 @@ impl Store {
     ) -> Result<Vec<Claim>, berth_core::Error> {
         let statement = claim_sql();
         crate::tx::command!(self, |tx| {
+            if lock::manager_claiming(tx).await? {
+                return Ok(Vec::new());
+            }
             let at = now(tx).await?;
             let expires = at.saturating_plus(ttl);
             let rows = sql::query(tx, &statement, &[&at, &limit, &claimer, &expires]).await?;

@@ -5,6 +5,7 @@
 //! the effects hooks ask for ([`effects`]), and hosts held back ([`held`]).
 
 mod claim;
+mod control;
 mod effects;
 mod finish;
 mod held;

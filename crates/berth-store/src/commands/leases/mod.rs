@@ -10,6 +10,7 @@
 //! ([`slots`]), written with `AllocationsReplaced` beside the lease's own
 //! event.
 
+mod control;
 mod create;
 mod delete;
 mod plan;

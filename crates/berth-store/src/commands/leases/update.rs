@@ -169,36 +169,48 @@ impl Store {
         crate::tx::command!(self, |tx| {
             let at = now(tx).await?;
             let current = lock_lease(tx, id, project).await?.record;
-            // Quota: the project's guard, before any consumer or provider.
-            let quota_guards = crate::quota::lock(tx, std::slice::from_ref(&current.project_id)).await?;
-            check_known(&current, &update)?;
-            let change = LeaseChange {
-                name: update.name.clone(),
-                start: update.start.map(|s| s.resolve(at)),
-                end: update.end.map(|e| e.resolve(at)),
-                before_end: update.before_end,
-                reservations: !update.reservations.is_empty(),
-            };
-            let (start, end) = lease::check_change(&current, &change, at)?;
-            let mut next = current.clone();
-            if let Some(name) = &update.name {
-                check_name_free(tx, &current.project_id, std::slice::from_ref(name), Some(id)).await?;
-                next.name = name.clone();
-            }
-            next.start = start;
-            next.end = end;
-            let window_moved = start != current.start || end != current.end;
-            // Lease events follow the window unless they already ran.
-            move_events(&mut next, &update, window_moved)?;
-            let mut events = Vec::new();
-            if window_moved || !update.reservations.is_empty() {
-                events = replace_slots(tx, &current, &mut next, &update, at).await?;
-            }
-            events.insert(0, Event::LeaseUpdated { lease: next, at });
-            // Quota: the slots' new holds against those they replace.
-            crate::quota::Check::for_events(at, &events).run(tx, &quota_guards).await?;
-            record(tx, meta, &events).await?;
-            Ok(())
+            update_locked(tx, meta, current, &update, at).await
         })
     }
+}
+
+/// Updates `current`, whose row the caller has locked, deciding at `at`.
+pub(super) async fn update_locked(
+    tx: &Transaction<'_>,
+    meta: &EventMeta,
+    current: LeaseRecord,
+    update: &LeaseUpdate,
+    at: DateTime<Utc>,
+) -> Result<(), StoreError> {
+    let id = current.id;
+    // Quota: the project's guard, before any consumer or provider.
+    let quota_guards = crate::quota::lock(tx, std::slice::from_ref(&current.project_id)).await?;
+    check_known(&current, update)?;
+    let change = LeaseChange {
+        name: update.name.clone(),
+        start: update.start.map(|s| s.resolve(at)),
+        end: update.end.map(|e| e.resolve(at)),
+        before_end: update.before_end,
+        reservations: !update.reservations.is_empty(),
+    };
+    let (start, end) = lease::check_change(&current, &change, at)?;
+    let mut next = current.clone();
+    if let Some(name) = &update.name {
+        check_name_free(tx, &current.project_id, std::slice::from_ref(name), Some(id)).await?;
+        next.name = name.clone();
+    }
+    next.start = start;
+    next.end = end;
+    let window_moved = start != current.start || end != current.end;
+    // Lease events follow the window unless they already ran.
+    move_events(&mut next, update, window_moved)?;
+    let mut events = Vec::new();
+    if window_moved || !update.reservations.is_empty() {
+        events = replace_slots(tx, &current, &mut next, update, at).await?;
+    }
+    events.insert(0, Event::LeaseUpdated { lease: next, at });
+    // Quota: the slots' new holds against those they replace.
+    crate::quota::Check::for_events(at, &events).run(tx, &quota_guards).await?;
+    record(tx, meta, &events).await?;
+    Ok(())
 }
