@@ -128,6 +128,26 @@ async fn busy_replicas_stop_claiming_within_a_second_of_a_pause() {
     a.replay_verify();
 }
 
+#[tokio::test]
+async fn a_resume_wakes_managers_that_would_sleep_a_minute() {
+    let (rx, base) = receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(&dir, &webhook_plugins(&base, "", "", ""));
+    // Polling once a minute: only the resume's notification can wake them in time.
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("poll_interval_ms = 250", "poll_interval_ms = 60000");
+    std::fs::write(&cfg, text).unwrap();
+    let s = Server::launch(TestDatabase::new().await, &[], Some(&cfg)).await;
+    s.put("/v1/manager", ADMIN, json!({"paused": true})).await;
+    let id = create(&s, ALICE, thing("woken", "now", &in_secs(7200))).await["id"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(rx.calls_of("on_start").is_empty());
+    let resumed = Instant::now();
+    s.put("/v1/manager", ADMIN, json!({"paused": false})).await;
+    wait_event(&s, &id, "start_lease", "DONE", 5).await;
+    println!("started {:?} after the resume", resumed.elapsed());
+    assert!(resumed.elapsed() < Duration::from_secs(3), "{:?}", resumed.elapsed());
+}
+
 fn s_status((st, _): (StatusCode, Value)) -> StatusCode {
     st
 }
