@@ -37,13 +37,13 @@ lint:
 deps:
 	@sh scripts/ensure-postgres.sh
 	@sh scripts/ensure-faketime.sh
-	@sh scripts/ensure-jq.sh
+	@sh scripts/ensure-command.sh jq jq "the README tour test needs it"
 	@sh scripts/ensure-chromium.sh
 
 ## bench: ratios against pgbench on the same throwaway server (not part of make test);
 ## Placement claims also with keystone auth against a throwaway Keystone
 bench: deps
-	@sh scripts/ensure-wrk.sh
+	@sh scripts/ensure-command.sh wrk wrk "make bench drives Placement claims over HTTP with it"
 	$(CARGO) build --release -p berthd -p berth-bench
 	$(KEYSTONE) $(RELEASE)/berthd with-postgres -- $(RELEASE)/berth-bench $(BENCH_ARGS)
 

@@ -24,7 +24,7 @@ const VCPU: i64 = 1 << 20;
 pub async fn run(report: &mut Report, clients: usize, seconds: u64) -> Result<()> {
     if which("wrk").is_none() {
         report.line(
-            "Placement claims with wrk: NOT MEASURED, wrk is missing (make bench installs it: scripts/ensure-wrk.sh)"
+            "Placement claims with wrk: NOT MEASURED, wrk is missing (make bench installs it: scripts/ensure-command.sh)"
                 .into(),
         );
         return Ok(());
