@@ -71,13 +71,13 @@
       const x0 = x(s), w = Math.max(2, x(e) - x0), y = TOP + i * ROW + 4;
       const cls = b.visible ? `bar st-${b.status}` : 'bar st-reserved';
       const g = el('g', {
-        class: cls, 'data-lease': b.lease_id, 'data-provider': b.provider_id,
+        class: cls, 'data-lease': b.lease_id, 'data-provider': b.provider_id, 'data-project': b.project_id,
         onclick: b.visible ? () => { location.hash = `#lease/${b.lease_id}`; } : null,
       },
       el('rect', { x: x0, y, width: w, height: ROW - 8, rx: 3 }),
       el('text', { x: x0 + 4, y: y + ROW / 2, class: 'label' }, fit(b.lease_name, w - 8)),
       el('title', {}, `${b.lease_name}\n${fmt(date(b.start))} – ${fmt(date(b.end))} UTC` +
-        (b.visible ? `\n${b.status}, ${b.resource_type}, ${b.slots} slot(s)` : '')));
+        (b.visible ? `\nproject ${b.project_id}\n${b.status}, ${b.resource_type}, ${b.slots} slot(s)` : '')));
       bars.append(g);
     }
     svg.append(bars);
