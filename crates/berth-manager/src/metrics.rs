@@ -4,6 +4,8 @@ use berth_store::commands::{Claim, Finish, Outcome, Recorded};
 use chrono::{DateTime, Utc};
 
 pub const DUE: &str = "berth_manager_events_due";
+/// 1 while an operator has paused the managers (every replica), else 0.
+pub const PAUSED: &str = "berth_manager_paused";
 pub const CLAIMED: &str = "berth_manager_events_claimed_total";
 pub const DONE: &str = "berth_manager_events_done_total";
 pub const FAILED: &str = "berth_manager_events_failed_total";
@@ -18,6 +20,7 @@ pub const LAG_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 
 /// Describes every metric (for the exporter's HELP lines) and creates it.
 pub fn describe() {
     metrics::describe_gauge!(DUE, "Lease events due and not yet claimed");
+    metrics::describe_gauge!(PAUSED, "1 while an operator has paused the managers, else 0");
     metrics::describe_counter!(CLAIMED, "Lease events claimed (each attempt)");
     metrics::describe_counter!(DONE, "Lease events done");
     metrics::describe_counter!(FAILED, "Lease events that ended ERROR");
@@ -27,6 +30,7 @@ pub fn describe() {
     metrics::describe_histogram!(LAG, metrics::Unit::Seconds, "From a lease event's due time to its hook starting");
     // Created at zero, so that a scrape before the first event shows them.
     metrics::gauge!(DUE).set(0.0);
+    metrics::gauge!(PAUSED).set(0.0);
     for name in [CLAIMED, DONE, FAILED, RETRIES, RESCUES, CLAIMS_LOST] {
         let _ = metrics::counter!(name);
     }
@@ -63,6 +67,7 @@ pub(crate) fn claim_lost() {
     metrics::counter!(CLAIMS_LOST).increment(1);
 }
 
-pub(crate) fn due(n: i64) {
+pub(crate) fn due(n: i64, paused: bool) {
     metrics::gauge!(DUE).set(n as f64);
+    metrics::gauge!(PAUSED).set(if paused { 1.0 } else { 0.0 });
 }

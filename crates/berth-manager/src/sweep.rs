@@ -1,5 +1,5 @@
 //! Periodic chores, run in the background at most once at a time: the
-//! gauge of due events, and recycled hosts whose time to return has come.
+//! gauges of due events and of the pause, and recycled hosts whose time to return has come.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -17,8 +17,8 @@ pub(crate) fn sweep(inner: &Arc<Inner>) {
     }
     let inner = inner.clone();
     tokio::spawn(async move {
-        if let Ok(n) = inner.store.lease_events_due().await {
-            metrics::due(n);
+        if let Ok(now) = inner.store.lease_events_due().await {
+            metrics::due(now.due, now.paused);
         }
         match inner.store.held_hosts_due().await {
             Ok(held) => {

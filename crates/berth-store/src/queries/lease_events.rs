@@ -110,6 +110,15 @@ fn row(r: &tokio_postgres::Row) -> LeaseEventRow {
     }
 }
 
+/// Lease events due now, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DueNow {
+    /// Due by the database's clock and not yet claimed.
+    pub due: i64,
+    /// Whether an operator has paused the managers.
+    pub paused: bool,
+}
+
 impl Store {
     /// One lease event: not found unless `project` (None: every project)
     /// owns its lease.
@@ -200,18 +209,21 @@ impl Store {
     }
 
     /// How many lease events are due by the database's clock and not yet
-    /// claimed (for metrics).
-    pub async fn lease_events_due(&self) -> Result<i64, Error> {
+    /// claimed, and whether an operator has paused the managers (for
+    /// metrics).
+    pub async fn lease_events_due(&self) -> Result<DueNow, Error> {
         let c = self.client().await?;
         let r = crate::sql::query(
             &c,
-            "SELECT count(*) FROM lease_events
-             WHERE status = 'UNDONE' AND coalesce(retry_at, time) <= statement_timestamp()",
+            "SELECT (SELECT count(*) FROM lease_events
+                     WHERE status = 'UNDONE' AND coalesce(retry_at, time) <= statement_timestamp()),
+                    (SELECT paused FROM manager_state)",
             &[],
         )
         .await
         .map_err(db)?;
-        Ok(r.first().map(|r| r.get(0)).unwrap_or(0))
+        let r = r.first().ok_or_else(|| Error::internal("due lease events: no row"))?;
+        Ok(DueNow { due: r.get(0), paused: r.get(1) })
     }
 
     /// What hooks on `leases` need, by lease (a lease that is gone is not

@@ -24,6 +24,20 @@ fn thing(name: &str, start: &str, end: &str) -> Value {
     json!({"name": name, "start_date": start, "end_date": end, "reservations": [{"resource_type": "virtual:thing"}]})
 }
 
+/// Whether `s` exports `berth_manager_paused` as `want` within 5 s: the
+/// manager refreshes it as it sweeps, every poll interval (250 ms here).
+async fn paused_gauge_becomes(s: &Server, want: f64) -> bool {
+    for _ in 0..20 {
+        let text = s.metrics().await;
+        let now = text.lines().find_map(|l| l.strip_prefix("berth_manager_paused ")?.trim().parse::<f64>().ok());
+        if now == Some(want) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    false
+}
+
 #[tokio::test]
 async fn a_pause_holds_every_replica_and_a_resume_fires_what_waited() {
     let (rx, base) = receiver::start().await;
@@ -60,6 +74,10 @@ async fn a_pause_holds_every_replica_and_a_resume_fires_what_waited() {
         assert_eq!(event_of(&a, id, "start_lease").await["status"], "UNDONE");
     }
     println!("paused for {:?} with 20 events due", paused_at.elapsed());
+    // Each replica says so in its metrics.
+    for s in [&a, &b] {
+        assert!(paused_gauge_becomes(s, 1.0).await, "{}", s.metrics().await);
+    }
     // Resumed through the other replica: every start fires, across both.
     let (st, m) = b.put("/v1/manager", ADMIN, json!({"manager": {"paused": false}})).await;
     assert_eq!(st, StatusCode::OK, "{m}");
@@ -70,6 +88,9 @@ async fn a_pause_holds_every_replica_and_a_resume_fires_what_waited() {
     }
     println!("all 20 started {:?} after the resume", resumed.elapsed());
     assert_eq!(rx.calls_of("on_start").len(), 20);
+    for s in [&a, &b] {
+        assert!(paused_gauge_becomes(s, 0.0).await, "{}", s.metrics().await);
+    }
     let (_, m) = a.get("/v1/manager", ADMIN).await;
     let replicas = m["manager"]["replicas"].as_array().unwrap();
     assert!(!replicas.is_empty() && replicas.len() <= 2, "{m}");
