@@ -26,6 +26,12 @@ pub enum HostCommand {
         /// An extra capability, `key=value`; repeatable.
         #[arg(long = "extra")]
         extra: Vec<String>,
+        /// The request's idempotency key (default: a new one for each
+        /// command). The command tries again with it when the request may
+        /// not have arrived; the same key with the same request within a day
+        /// answers the host first enrolled.
+        #[arg(long)]
+        idempotency_key: Option<String>,
     },
     /// List the reservable hosts.
     List,
@@ -109,7 +115,7 @@ fn print_allocations(client: &Client, list: &[Value]) -> Result<()> {
 
 pub fn run(client: &Client, cmd: HostCommand) -> Result<()> {
     match cmd {
-        HostCommand::Create { name, vcpus, memory_mb, local_gb, extra } => {
+        HostCommand::Create { name, vcpus, memory_mb, local_gb, extra, idempotency_key } => {
             let mut body = extras(&extra, false)?;
             body.insert("name".into(), json!(name));
             for (k, v) in [("vcpus", vcpus), ("memory_mb", memory_mb), ("local_gb", local_gb)] {
@@ -117,7 +123,8 @@ pub fn run(client: &Client, cmd: HostCommand) -> Result<()> {
                     body.insert(k.into(), json!(v));
                 }
             }
-            let out = client.call(Method::POST, "/v1/os-hosts", Some(&Value::Object(body)))?;
+            let key = idempotency_key.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+            let out = client.post_keyed("/v1/os-hosts", &Value::Object(body), &key)?;
             client.print_object(&out["host"])?;
         }
         HostCommand::List => {

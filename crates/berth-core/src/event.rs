@@ -285,16 +285,16 @@ pub enum Event {
         usage: i64,
         at: DateTime<Utc>,
     },
-    /// A lease request carrying an `Idempotency-Key` was answered with these
-    /// leases; the same key from the same caller within a day gets them
-    /// again instead of new ones. `fingerprint` is a hash of the request, so
-    /// the key sent with another request is refused.
-    LeaseRequestKeyed {
+    /// A create request carrying an `Idempotency-Key` made these (leases,
+    /// or a host); the same key from the same caller within a day gets them
+    /// again instead of new ones. `fingerprint` is a hash of the request
+    /// (its route and body), so the key sent with another request is refused.
+    RequestKeyed {
         /// Whose key: the caller's project and user.
         caller: String,
         key: String,
         fingerprint: String,
-        leases: Vec<Uuid>,
+        created: Vec<Uuid>,
         at: DateTime<Utc>,
     },
 }
@@ -338,7 +338,7 @@ impl Event {
             Event::QuotaSet { scope, .. } | Event::QuotaUnset { scope, .. } | Event::QuotaOverLimit { scope, .. } => {
                 scope.stream()
             }
-            Event::LeaseRequestKeyed { caller, key, .. } => format!("request:{caller}:{key}"),
+            Event::RequestKeyed { caller, key, .. } => format!("request:{caller}:{key}"),
         }
     }
 

@@ -46,7 +46,7 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
         e @ (Event::QuotaSet { .. } | Event::QuotaUnset { .. } | Event::QuotaOverLimit { .. }) => {
             quotas::apply(c, e).await?
         }
-        e @ Event::LeaseRequestKeyed { .. } => request_keys::apply(c, e).await?,
+        e @ Event::RequestKeyed { .. } => request_keys::apply(c, e).await?,
         e @ (Event::LeaseEventClaimed { .. }
         | Event::LeaseEventClaimRenewed { .. }
         | Event::LeaseEventRetrying { .. }
@@ -148,7 +148,7 @@ pub const TABLES: &[&str] = &[
     "project_open_usage",
     "hosts",
     "host_properties",
-    "lease_request_keys",
+    "request_keys",
     "leases",
     "reservations",
     "reservation_slots",

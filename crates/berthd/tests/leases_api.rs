@@ -344,8 +344,13 @@ async fn recurring_leases_book_every_occurrence() {
 /// `POST /v1/leases` with an `Idempotency-Key`: as `token`, the status, the
 /// `Idempotent-Replayed` header and the body.
 async fn create_keyed(s: &Server, token: &str, key: &str, body: &Value) -> (StatusCode, bool, Value) {
+    post_keyed(s, "/v1/leases", token, key, body).await
+}
+
+/// A POST to `path` with an `Idempotency-Key`, as [`create_keyed`].
+async fn post_keyed(s: &Server, path: &str, token: &str, key: &str, body: &Value) -> (StatusCode, bool, Value) {
     let resp = reqwest::Client::new()
-        .post(format!("{}/v1/leases", s.url))
+        .post(format!("{}{path}", s.url))
         .header("x-auth-token", token)
         .header("idempotency-key", key)
         .json(body)
@@ -397,6 +402,18 @@ async fn a_create_sent_again_with_its_key_makes_one_lease() {
         assert!(refusal.to_string().contains("berth.lease.idempotency_key_invalid"), "{refusal}");
     }
     assert_eq!(lease_count(&s).await, 3);
+
+    // A host enrolment: sent again with its key, the host first enrolled
+    // (without a key it would be a 409, already enrolled).
+    let host = json!({"name": "keyed-host", "vcpus": 4, "memory_mb": 4096, "local_gb": 10});
+    let (st, replayed, first) = post_keyed(&s, "/v1/os-hosts", ADMIN, "h-1", &host).await;
+    assert_eq!((st, replayed), (StatusCode::CREATED, false), "{first}");
+    let (st, replayed, again) = post_keyed(&s, "/v1/os-hosts", ADMIN, "h-1", &host).await;
+    assert_eq!((st, replayed), (StatusCode::CREATED, true), "{again}");
+    assert_eq!(again["host"]["id"], first["host"]["id"]);
+    // One key cannot stand for a host and a lease.
+    let (st, _, refusal) = post_keyed(&s, "/v1/leases", ADMIN, "h-1", &host_lease("x", 9, 10, 1, 1, "")).await;
+    assert_eq!(st, StatusCode::CONFLICT, "{refusal}");
     // The keys are a projection of the log like the rest.
     s.replay_verify();
 }

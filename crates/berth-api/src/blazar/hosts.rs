@@ -5,17 +5,18 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use berth_core::dates::format_date;
 use berth_core::error::ErrorCode;
-use berth_store::commands::{HostChange, NewHost, HOST_FIELDS};
+use berth_store::commands::{HostChange, Keyed, NewHost, HOST_FIELDS};
 use berth_store::queries::leases::{Host, HostAllocation};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 use super::bodies;
-use super::{meta, object_body, opt_str, path_id};
+use super::{idempotency, meta, object_body, opt_str, path_id};
 use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::error::ApiError;
@@ -146,6 +147,11 @@ pub(super) async fn show(
     path = "/v1/os-hosts",
     tag = tags::HOSTS,
     summary = "Enrol a host (an existing provider, or a new one with its sizes)",
+    params(
+        ("Idempotency-Key" = Option<String>, Header, description = "Up to 255 printable ASCII characters: the same \
+          key with the same body within 24 h answers the host first enrolled (with `Idempotent-Replayed: true`); \
+          with another request it is a 409"),
+    ),
     request_body = bodies::NewHost,
     responses(
         (status = 201, description = "The host", body = bodies::OneHost),
@@ -154,10 +160,12 @@ pub(super) async fn show(
 pub(super) async fn create(
     State(state): State<AppState>,
     ctx: Context,
+    headers: HeaderMap,
     body: Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<Response, ApiError> {
     state.rules.authorize(&ctx, Action::HostsCreate, &Target::own(&ctx))?;
     let obj = object_body(&body, "host")?;
+    let key = idempotency::request_key(&headers, &ctx, "POST /v1/os-hosts", &obj)?;
     let Some(name) = opt_str(&obj, "name")? else {
         return Err(bad("name (the provider's name) is required"));
     };
@@ -171,9 +179,19 @@ pub(super) async fn create(
         obj.iter().filter(|(k, _)| !HOST_FIELDS.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
     let new =
         NewHost { name: name.to_string(), resources, reservable: reservable(&obj)?.unwrap_or(true), capabilities };
-    let id = state.store.enrol_host(&meta(&ctx), new).await?;
+    let (id, replayed) = match key {
+        None => (state.store.enrol_host(&meta(&ctx), new).await?, false),
+        Some(key) => match state.store.enrol_host_keyed(&meta(&ctx), new, &key).await? {
+            Keyed::Made(id) => (id, false),
+            Keyed::Earlier(id) => (id, true),
+        },
+    };
     let host = state.store.host(id).await?;
-    Ok((StatusCode::CREATED, Json(json!({ "host": host_json(&host, &BTreeSet::new()) }))))
+    let mut resp = (StatusCode::CREATED, Json(json!({ "host": host_json(&host, &BTreeSet::new()) }))).into_response();
+    if replayed {
+        resp.headers_mut().insert(idempotency::REPLAYED, HeaderValue::from_static("true"));
+    }
+    Ok(resp)
 }
 
 #[utoipa::path(

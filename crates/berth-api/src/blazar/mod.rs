@@ -6,6 +6,7 @@
 mod availability;
 mod bodies;
 mod hosts;
+mod idempotency;
 mod leases;
 mod plugins;
 mod policy;

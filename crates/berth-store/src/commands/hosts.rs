@@ -6,10 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use berth_core::error::ErrorCode;
 use berth_core::lease::FREE_POOL;
 use berth_core::{Error, Event, EventMeta, Inventory};
+use chrono::{DateTime, Utc};
 use deadpool_postgres::Transaction;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::request_keys::{self, Keyed, RequestKey};
 use super::{now, record};
 use crate::{Store, StoreError};
 
@@ -86,72 +88,32 @@ async fn aggregates(tx: &Transaction<'_>, provider: Uuid) -> Result<BTreeSet<Uui
 impl Store {
     /// Enrols a host in the free pool; returns its id (the provider's uuid).
     pub async fn enrol_host(&self, meta: &EventMeta, new: NewHost) -> Result<Uuid, Error> {
-        check_capabilities(&new.capabilities, false)?;
-        if new.name.is_empty() || new.name.chars().count() > 200 {
-            return Err(Error::invalid(ErrorCode::HostInvalid, "a host name is 1 to 200 characters"));
-        }
-        if let Some((v, m, d)) = new.resources {
-            if v < 1 || m < 1 || d < 0 {
-                return Err(Error::invalid(
-                    ErrorCode::HostInvalid,
-                    "vcpus and memory_mb must be at least 1, local_gb at least 0",
-                ));
-            }
-        }
+        check_new_host(&new)?;
         crate::tx::command!(self, |tx| {
-            let at = now(tx).await?;
-            let mut events = Vec::new();
-            let provider = match crate::lock::provider_named(tx, &new.name).await? {
-                Some(uuid) => {
-                    if tx.query_opt("SELECT 1 FROM hosts WHERE provider_uuid = $1", &[&uuid]).await?.is_some() {
-                        return Err(Error::conflict(
-                            ErrorCode::HostExists,
-                            format!("host {} is already enrolled as {uuid}", new.name),
-                        )
-                        .into());
-                    }
-                    uuid
-                }
-                None => {
-                    let Some((vcpus, memory_mb, local_gb)) = new.resources else {
-                        return Err(Error::not_found(
-                            ErrorCode::HostNotFound,
-                            format!(
-                                "no resource provider named {:?}: register it through Placement first, \
-                                 or give vcpus, memory_mb and local_gb to create it",
-                                new.name
-                            ),
-                        )
-                        .into());
-                    };
-                    let uuid = Uuid::new_v4();
-                    let mut inventories = BTreeMap::from([
-                        ("VCPU".to_string(), Inventory { total: vcpus, ..Default::default() }),
-                        ("MEMORY_MB".to_string(), Inventory { total: memory_mb, ..Default::default() }),
-                    ]);
-                    if local_gb > 0 {
-                        inventories.insert("DISK_GB".into(), Inventory { total: local_gb, ..Default::default() });
-                    }
-                    for (class, inv) in &inventories {
-                        inv.validate(class)?;
-                    }
-                    events.push(Event::ProviderCreated { uuid, name: new.name.clone(), parent: None, at });
-                    events.push(Event::InventoriesReplaced { provider: uuid, inventories, at });
-                    uuid
-                }
-            };
-            let mut aggs = aggregates(tx, provider).await?;
-            if aggs.insert(FREE_POOL) {
-                events.push(Event::ProviderAggregatesReplaced { provider, aggregates: aggs, bump: true, at });
-            }
-            events.push(Event::HostEnrolled {
-                provider,
-                reservable: new.reservable,
-                capabilities: new.capabilities.clone(),
-                at,
-            });
+            let (provider, events, _) = enrol_in(tx, &new).await?;
             record(tx, meta, &events).await?;
             Ok(provider)
+        })
+    }
+
+    /// As [`Store::enrol_host`], under an idempotency key: the same request
+    /// again within a day answers the host it enrolled.
+    pub async fn enrol_host_keyed(
+        &self,
+        meta: &EventMeta,
+        new: NewHost,
+        key: &RequestKey,
+    ) -> Result<Keyed<Uuid>, Error> {
+        check_new_host(&new)?;
+        crate::tx::command!(self, |tx| {
+            if let Some(ids) = request_keys::earlier(tx, key).await? {
+                let host = ids.first().copied().ok_or_else(|| Error::internal("a host request key with no host"))?;
+                return Ok(Keyed::Earlier(host));
+            }
+            let (provider, mut events, at) = enrol_in(tx, &new).await?;
+            events.push(request_keys::made(key, vec![provider], at));
+            record(tx, meta, &events).await?;
+            Ok(Keyed::Made(provider))
         })
     }
 
@@ -233,4 +195,79 @@ impl Store {
             Ok(())
         })
     }
+}
+
+/// What can be refused before a transaction starts.
+fn check_new_host(new: &NewHost) -> Result<(), Error> {
+    check_capabilities(&new.capabilities, false)?;
+    if new.name.is_empty() || new.name.chars().count() > 200 {
+        return Err(Error::invalid(ErrorCode::HostInvalid, "a host name is 1 to 200 characters"));
+    }
+    if let Some((v, m, d)) = new.resources {
+        if v < 1 || m < 1 || d < 0 {
+            return Err(Error::invalid(
+                ErrorCode::HostInvalid,
+                "vcpus and memory_mb must be at least 1, local_gb at least 0",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Enrols `new` in `tx`: the host's provider (made when it is new), its
+/// place in the free pool, its enrolment; the events (not yet recorded) and
+/// the database's time.
+async fn enrol_in(tx: &Transaction<'_>, new: &NewHost) -> Result<(Uuid, Vec<Event>, DateTime<Utc>), StoreError> {
+    let at = now(tx).await?;
+    let mut events = Vec::new();
+    let provider = match crate::lock::provider_named(tx, &new.name).await? {
+        Some(uuid) => {
+            if tx.query_opt("SELECT 1 FROM hosts WHERE provider_uuid = $1", &[&uuid]).await?.is_some() {
+                return Err(Error::conflict(
+                    ErrorCode::HostExists,
+                    format!("host {} is already enrolled as {uuid}", new.name),
+                )
+                .into());
+            }
+            uuid
+        }
+        None => {
+            let Some((vcpus, memory_mb, local_gb)) = new.resources else {
+                return Err(Error::not_found(
+                    ErrorCode::HostNotFound,
+                    format!(
+                        "no resource provider named {:?}: register it through Placement first, \
+                         or give vcpus, memory_mb and local_gb to create it",
+                        new.name
+                    ),
+                )
+                .into());
+            };
+            let uuid = Uuid::new_v4();
+            let mut inventories = BTreeMap::from([
+                ("VCPU".to_string(), Inventory { total: vcpus, ..Default::default() }),
+                ("MEMORY_MB".to_string(), Inventory { total: memory_mb, ..Default::default() }),
+            ]);
+            if local_gb > 0 {
+                inventories.insert("DISK_GB".into(), Inventory { total: local_gb, ..Default::default() });
+            }
+            for (class, inv) in &inventories {
+                inv.validate(class)?;
+            }
+            events.push(Event::ProviderCreated { uuid, name: new.name.clone(), parent: None, at });
+            events.push(Event::InventoriesReplaced { provider: uuid, inventories, at });
+            uuid
+        }
+    };
+    let mut aggs = aggregates(tx, provider).await?;
+    if aggs.insert(FREE_POOL) {
+        events.push(Event::ProviderAggregatesReplaced { provider, aggregates: aggs, bump: true, at });
+    }
+    events.push(Event::HostEnrolled {
+        provider,
+        reservable: new.reservable,
+        capabilities: new.capabilities.clone(),
+        at,
+    });
+    Ok((provider, events, at))
 }

@@ -20,6 +20,7 @@ mod lease_events;
 mod leases;
 mod providers;
 mod quotas;
+mod request_keys;
 
 pub use allocations::{ConsumerAllocations, GenerationCheck, ReshapeInventory};
 /// Placement's codes for what a request names that does not exist.
@@ -27,11 +28,10 @@ pub(crate) use claims::Claims;
 pub use claims::DEFAULT_LANES as DEFAULT_CLAIM_LANES;
 pub use hosts::{check_capabilities, HostChange, NewHost, HOST_FIELDS};
 pub use lease_events::{Claim, Finish, HeldHost, Outcome, Recorded};
-pub use leases::{
-    Created, LeaseDates, LeaseUpdate, NewLease, NewReservation, RequestKey, ReservationUpdate, SLOT_CONSUMER_TYPE,
-};
+pub use leases::{LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate, SLOT_CONSUMER_TYPE};
 pub use providers::{InventoryChange, NewProvider, ProviderUpdate};
 pub use quotas::OverLimit;
+pub use request_keys::{Keyed, RequestKey};
 
 use berth_core::{Event, EventMeta};
 use deadpool_postgres::Transaction;

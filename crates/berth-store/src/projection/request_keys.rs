@@ -1,4 +1,4 @@
-//! The idempotency keys of lease requests (`lease_request_keys`).
+//! The idempotency keys of create requests (`request_keys`).
 
 use berth_core::Event;
 use deadpool_postgres::GenericClient;
@@ -6,15 +6,15 @@ use deadpool_postgres::GenericClient;
 use crate::StoreError;
 
 pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {
-    let Event::LeaseRequestKeyed { caller, key, fingerprint, leases, at } = event else {
+    let Event::RequestKeyed { caller, key, fingerprint, created, at } = event else {
         unreachable!("not a request key event")
     };
     // A key past its day may be taken over by a new request.
     c.execute(
-        "INSERT INTO lease_request_keys (caller, key, fingerprint, lease_ids, at) VALUES ($1, $2, $3, $4, $5)
+        "INSERT INTO request_keys (caller, key, fingerprint, created, at) VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (caller, key) DO UPDATE SET fingerprint = excluded.fingerprint,
-             lease_ids = excluded.lease_ids, at = excluded.at",
-        &[caller, key, fingerprint, leases, at],
+             created = excluded.created, at = excluded.at",
+        &[caller, key, fingerprint, created, at],
     )
     .await?;
     Ok(())

@@ -3,7 +3,6 @@
 //! instances a reservation names [`instances`], and the answer [`shape`].
 
 pub(super) mod control;
-mod idempotency;
 mod instances;
 mod parse;
 mod recurrence;
@@ -19,13 +18,13 @@ use axum::{Extension, Json};
 use berth_core::dates::DateSpec;
 use berth_core::error::ErrorCode;
 use berth_core::lease::LeaseStatus;
-use berth_store::commands::{Created, LeaseDates, LeaseUpdate, NewLease};
+use berth_store::commands::{Keyed, LeaseDates, LeaseUpdate, NewLease};
 use berth_store::queries::leases::{Lease, LeaseFilter};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::bodies;
-use super::{meta, object_body, opt_str, path_id};
+use super::{idempotency, meta, object_body, opt_str, path_id};
 use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::config::ApiConfig;
@@ -76,7 +75,7 @@ pub(super) async fn create(
 ) -> Result<Response, ApiError> {
     state.rules.authorize(&ctx, Action::LeasesCreate, &Target::own(&ctx))?;
     let obj = object_body(&body, "lease")?;
-    let key = idempotency::request_key(&headers, &ctx, &obj)?;
+    let key = idempotency::request_key(&headers, &ctx, "POST /v1/leases", &obj)?;
     let dry_run = match obj.get("dry_run") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -122,14 +121,14 @@ pub(super) async fn create(
     let (made, replayed) = match key {
         None => (state.store.create_lease(&meta(&ctx), new).await?, false),
         Some(key) => match state.store.create_lease_keyed(&meta(&ctx), new, &key).await? {
-            Created::Made(made) => (made, false),
-            Created::Earlier(made) if made.is_empty() => {
+            Keyed::Made(made) => (made, false),
+            Keyed::Earlier(made) if made.is_empty() => {
                 return Err(ApiError::from(berth_core::Error::not_found(
                     ErrorCode::LeaseNotFound,
                     format!("the leases made with Idempotency-Key {} have since been deleted", key.key),
                 )))
             }
-            Created::Earlier(made) => (made, true),
+            Keyed::Earlier(made) => (made, true),
         },
     };
     let mut out = lease_json(&made[0]);

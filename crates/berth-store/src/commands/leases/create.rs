@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::plan::{plan, unfit_error};
 use super::slots::slot_events;
 use super::{check_name_free, LeaseDates, NewLease};
+use crate::commands::request_keys::{self, Keyed, RequestKey};
 use crate::commands::{now, record};
 use crate::queries::fit::Item;
 use crate::queries::leases::{self as read, Lease};
@@ -77,70 +78,26 @@ fn created_events(record: LeaseRecord, at: DateTime<Utc>, events: &mut Vec<Event
     events.extend(slots);
 }
 
-/// A lease request's idempotency key: whose it is, the key, and a hash of
-/// the request it came with.
-#[derive(Debug, Clone)]
-pub struct RequestKey {
-    pub caller: String,
-    pub key: String,
-    pub fingerprint: String,
-}
-
-/// How long a request key holds.
-const KEY_HOURS: i64 = 24;
-
-/// What a keyed lease request got.
-#[derive(Debug)]
-pub enum Created {
-    /// New leases, made now.
-    Made(Vec<Lease>),
-    /// The leases an earlier request with the key made, as they are now
-    /// (those since deleted are missing).
-    Earlier(Vec<Lease>),
-}
-
 impl Store {
     /// As [`Store::create_lease`], under an idempotency key: the first
     /// request with `key` creates; the same request again within a day gets
-    /// the leases it made; another request with the key is refused (409).
+    /// the leases it made, as they are now (those since deleted are missing);
+    /// another request with the key is refused (409).
     pub async fn create_lease_keyed(
         &self,
         meta: &EventMeta,
         new: NewLease,
         key: &RequestKey,
-    ) -> Result<Created, Error> {
+    ) -> Result<Keyed<Vec<Lease>>, Error> {
         check_new(&new)?;
         crate::tx::command!(self, |tx| {
-            crate::lock::request_key(tx, &key.caller, &key.key).await?;
-            let earlier = tx
-                .query_opt(
-                    "SELECT fingerprint, lease_ids FROM lease_request_keys
-                     WHERE caller = $1 AND key = $2 AND at > now() - make_interval(hours => $3)",
-                    &[&key.caller, &key.key, &(KEY_HOURS as i32)],
-                )
-                .await?;
-            if let Some(row) = earlier {
-                let fingerprint: String = row.get(0);
-                if fingerprint != key.fingerprint {
-                    return Err(Error::conflict(
-                        ErrorCode::IdempotencyKeyReused,
-                        format!("Idempotency-Key {} was sent before with another request", key.key),
-                    )
-                    .into());
-                }
-                let ids: Vec<Uuid> = row.get(1);
-                return Ok(Created::Earlier(read::load_leases(tx, &ids).await?));
+            if let Some(ids) = request_keys::earlier(tx, key).await? {
+                return Ok(Keyed::Earlier(read::load_leases(tx, &ids).await?));
             }
             let (made, mut events, at) = create_in(tx, &new).await?;
-            events.push(Event::LeaseRequestKeyed {
-                caller: key.caller.clone(),
-                key: key.key.clone(),
-                fingerprint: key.fingerprint.clone(),
-                leases: made.iter().map(|l| l.record.id).collect(),
-                at,
-            });
+            events.push(request_keys::made(key, made.iter().map(|l| l.record.id).collect(), at));
             record(tx, meta, &events).await?;
-            Ok(Created::Made(made))
+            Ok(Keyed::Made(made))
         })
     }
 

@@ -17,8 +17,6 @@ mod plan;
 mod slots;
 mod update;
 
-pub use create::{Created, RequestKey};
-
 use berth_core::dates::DateSpec;
 use berth_core::error::ErrorCode;
 use berth_core::lease::Demand;

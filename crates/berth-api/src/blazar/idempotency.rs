@@ -1,7 +1,8 @@
-//! `Idempotency-Key` on `POST /v1/leases`: a client that retries a create
-//! (a timeout, a dropped connection) sends the same key and gets the leases
-//! of its first request instead of new ones. The key is the caller's own
-//! (project and user); the request is known again by a hash of its body.
+//! `Idempotency-Key` on `POST /v1/leases` and `POST /v1/os-hosts`: a client
+//! that retries a create (a timeout, a dropped connection) sends the same
+//! key and gets what its first request made instead of a second one. The
+//! key is the caller's own (project and user); the request is known again
+//! by a hash of its route and body.
 
 use axum::http::HeaderMap;
 use berth_core::error::ErrorCode;
@@ -18,11 +19,12 @@ pub const REPLAYED: &str = "idempotent-replayed";
 /// Longest key taken (a UUID is 36).
 const MAX_KEY: usize = 255;
 
-/// The request's key, when it sends one: printable ASCII, at most 255
-/// characters, once.
+/// The key of a request to `route`, when it sends one: printable ASCII, at
+/// most 255 characters, once.
 pub fn request_key(
     headers: &HeaderMap,
     ctx: &Context,
+    route: &str,
     body: &Map<String, Value>,
 ) -> Result<Option<RequestKey>, ApiError> {
     let mut sent = headers.get_all(HEADER).iter();
@@ -38,15 +40,19 @@ pub fn request_key(
     Ok(Some(RequestKey {
         caller: format!("{}:{}", ctx.project_id, ctx.user_id),
         key: key.to_string(),
-        fingerprint: fingerprint(body),
+        fingerprint: fingerprint(route, body),
     }))
 }
 
-/// A hash of the body as JSON with its object keys sorted (serde_json's
-/// map keeps them so): the same request however its keys were ordered.
-fn fingerprint(body: &Map<String, Value>) -> String {
-    let canonical = serde_json::to_vec(body).expect("a JSON value writes to memory");
-    Sha256::digest(&canonical).iter().map(|b| format!("{b:02x}")).collect()
+/// A hash of the route and of the body as JSON with its object keys sorted
+/// (serde_json's map keeps them so): the same request however its keys were
+/// ordered, and one key cannot stand for a lease and a host.
+fn fingerprint(route: &str, body: &Map<String, Value>) -> String {
+    let mut hash = Sha256::new();
+    hash.update(route.as_bytes());
+    hash.update([0]);
+    hash.update(serde_json::to_vec(body).expect("a JSON value writes to memory"));
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -58,7 +64,8 @@ mod tests {
         let a: Map<String, Value> = serde_json::from_str(r#"{"name": "l", "end_date": "x", "n": [1, 2]}"#).unwrap();
         let b: Map<String, Value> = serde_json::from_str(r#"{"n": [1, 2], "end_date": "x", "name": "l"}"#).unwrap();
         let c: Map<String, Value> = serde_json::from_str(r#"{"n": [2, 1], "end_date": "x", "name": "l"}"#).unwrap();
-        assert_eq!(fingerprint(&a), fingerprint(&b));
-        assert_ne!(fingerprint(&a), fingerprint(&c));
+        assert_eq!(fingerprint("leases", &a), fingerprint("leases", &b));
+        assert_ne!(fingerprint("leases", &a), fingerprint("leases", &c));
+        assert_ne!(fingerprint("leases", &a), fingerprint("hosts", &a));
     }
 }
