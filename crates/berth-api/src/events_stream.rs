@@ -186,7 +186,7 @@ fn watch(state: &AppState, ctx: &Context, q: &HashMap<String, String>) -> Result
         ("event_type" = Option<String>, Query, description = "start_lease, before_end_lease or end_lease"),
     ),
     responses(
-        (status = 200, description = "`start` with the cursor, then each changed lease event as `GET /v1/events` shows one; `Last-Event-ID` resumes", body = String, content_type = "text/event-stream"),
+        (status = 200, description = "`start` with the cursor, then each changed lease event as `GET /v1/events` shows one; `Last-Event-ID` resumes", body = crate::streams::StreamEvent, content_type = "text/event-stream"),
     ),
 )]
 async fn stream(

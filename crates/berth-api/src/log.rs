@@ -169,7 +169,7 @@ impl Filter {
         ("lease" = Option<String>, Query, description = "Only this lease's entries"),
     ),
     responses(
-        (status = 200, description = "Entries as they are written; `Last-Event-ID` resumes", body = String, content_type = "text/event-stream"),
+        (status = 200, description = "Entries as they are written; `Last-Event-ID` resumes", body = crate::streams::StreamEvent, content_type = "text/event-stream"),
     ),
 )]
 async fn stream(

@@ -10,6 +10,19 @@ use berth_core::error::ErrorCode;
 
 use crate::error::ApiError;
 
+/// One Server-Sent Event as a live stream sends it: the schema of a
+/// stream's answer, event by event (`data` is JSON text, or empty for a
+/// keep-alive).
+#[allow(dead_code)] // a schema: axum's `Sse` writes the events
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct StreamEvent {
+    /// The kind: `start`, or the entry's or lease event's kind.
+    event: Option<String>,
+    /// The cursor to resume after (`Last-Event-ID`).
+    id: Option<String>,
+    data: String,
+}
+
 #[derive(Debug, Default)]
 pub struct Streams {
     open: Mutex<Open>,
