@@ -7,6 +7,7 @@
 
 mod lifecycle;
 mod log;
+mod notifications;
 mod replicas;
 
 use std::collections::{HashMap, HashSet};
