@@ -28,6 +28,12 @@ type Stopped = tokio::sync::watch::Receiver<bool>;
 /// Log events read at once.
 const PAGE: i64 = 200;
 
+/// Everything that can be refused in `[notifications]` before anything runs.
+pub fn check(config: &NotificationsConfig) -> Result<(), String> {
+    config.check()?;
+    config.sinks.iter().try_for_each(|s| Sink::new(s).map(drop))
+}
+
 pub struct Notifier {
     store: Store,
     config: NotificationsConfig,
@@ -36,7 +42,7 @@ pub struct Notifier {
 
 impl Notifier {
     pub fn new(store: Store, config: NotificationsConfig) -> Result<Notifier, String> {
-        config.check()?;
+        check(&config)?;
         let sinks = config.sinks.iter().map(Sink::new).collect::<Result<_, _>>()?;
         Ok(Notifier { store, config, sinks })
     }

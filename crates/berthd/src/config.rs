@@ -212,7 +212,7 @@ mod tests {
         assert_eq!(cfg.keystone.cache_ttl_s, 300);
         assert_eq!(cfg.jwt.audience, ["berth"]);
         assert_eq!(cfg.notifications.sinks.len(), 2);
-        cfg.notifications.check().unwrap();
+        berth_notify::check(&cfg.notifications).unwrap();
         let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/policy.example.yaml");
         let rules = berth_api::Rules::with_file(&std::fs::read_to_string(policy).unwrap()).unwrap();
         assert_eq!(rules.overridden().len(), 3);

@@ -193,7 +193,7 @@ fn check(cfg: &Config) -> Result<berth_api::Rules> {
     cfg.check_programs().context("the [plugins] configuration")?;
     cfg.manager.check().map_err(anyhow::Error::msg).context("the [manager] configuration")?;
     cfg.api.check().map_err(anyhow::Error::msg).context("the [api] configuration")?;
-    cfg.notifications.check().map_err(anyhow::Error::msg).context("the [notifications] configuration")?;
+    berth_notify::check(&cfg.notifications).map_err(anyhow::Error::msg).context("the [notifications] configuration")?;
     rules(cfg.policy_file.as_deref())
 }
 

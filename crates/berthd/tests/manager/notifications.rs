@@ -201,3 +201,39 @@ async fn a_restarted_berthd_does_not_send_again_what_was_delivered() {
     assert_eq!(kinds, ["lease.create", "lease.update", "lease.delete"]);
     assert_eq!(rx.calls().len(), 3);
 }
+
+#[tokio::test]
+async fn two_replicas_send_each_notification_once_and_one_takes_over() {
+    let (rx, base) = receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = notifying(&dir, &base, "");
+    let db = TestDatabase::new().await;
+    let db2 = TestDatabase { url: db.url.clone(), name: db.name.clone() };
+    let mut a = Server::launch(db, &[], Some(&cfg)).await;
+    let b = Server::launch(db2, &[], Some(&cfg)).await;
+    let mut ids = Vec::new();
+    for (i, s) in [&a, &b, &a].into_iter().enumerate() {
+        enrol(s, &format!("h{i}")).await;
+        ids.push(create(s, ALICE, host_lease(&format!("r{i}"), &in_secs(3600), &in_secs(7200))).await["id"].clone());
+    }
+    rx.wait_for(10, "three notifications", |_| rx.accepted().len() >= 3).await;
+    // Delivered as the holder sees it, and its cursor moved (right after).
+    let delivered = r#"berth_notifications_delivered_total{sink="webhook"}"#;
+    while counter(&a.metrics().await, delivered) + counter(&b.metrics().await, delivered) < 3.0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Whichever held the role, the one left delivers what comes next.
+    a.kill();
+    for i in 3..5 {
+        enrol(&b, &format!("h{i}")).await;
+        ids.push(create(&b, ALICE, host_lease(&format!("r{i}"), &in_secs(3600), &in_secs(7200))).await["id"].clone());
+    }
+    rx.wait_for(15, "five notifications", |_| rx.accepted().len() >= 5).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got = each_once(&rx);
+    assert_eq!(rx.calls().len(), 5, "{:?}", rx.calls());
+    let expected: Vec<(String, String)> =
+        ids.iter().map(|id| ("lease.create".to_string(), id.as_str().unwrap().to_string())).collect();
+    assert_eq!(got, expected);
+}
