@@ -3,7 +3,8 @@
 //! One berthd at a time holds the notifier role: a session advisory lock on
 //! a connection taken out of the pool for as long as the role is held, so
 //! that the lock goes when the connection does (a crash, a network cut) and
-//! never travels back into the pool with it. The others try again later.
+//! never travels back into the pool with it (so the pool may have one
+//! connection more open than its size). The others try again later.
 //! The holder reads the log after its delivered cursor and moves the cursor
 //! once every sink has the notification.
 
@@ -25,11 +26,12 @@ pub struct NotifierRole {
 impl Store {
     /// Takes the notifier role if no other berthd holds it.
     pub async fn take_notifier_role(&self) -> Result<Option<NotifierRole>, Error> {
-        // Detached from the pool: the lock must end with this connection.
-        let client = deadpool_postgres::Object::take(self.client().await?);
+        let client = self.client().await?;
         let taken: bool =
             client.query_one("SELECT pg_try_advisory_lock($1)", &[&ROLE_LOCK]).await.map_err(StoreError::from)?.get(0);
-        Ok(taken.then_some(NotifierRole { client }))
+        // Taken, the connection leaves the pool: the lock must end with it.
+        // Not taken, it holds nothing and goes back.
+        Ok(taken.then(|| NotifierRole { client: deadpool_postgres::Object::take(client) }))
     }
 }
 
