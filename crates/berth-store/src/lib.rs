@@ -17,6 +17,7 @@ pub mod dev;
 pub mod launcher;
 pub mod log;
 pub mod migrate;
+pub mod notifier;
 pub mod notify;
 pub mod queries;
 pub mod replay;

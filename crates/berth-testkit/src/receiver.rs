@@ -12,6 +12,11 @@
 //! - `validate=nothing`: `validate` calls answer `{"kind": "nothing"}` (an
 //!   external resource type held entirely outside);
 //! - `delay_ms=N`: every hook call takes N ms to answer.
+//!
+//! Lease notifications (a body with `event_type` and `message_id` instead
+//! of `action` and `idempotency_key`) are received the same way: the event
+//! type stands for the action and the message id for the key. While
+//! [`Receiver::set_down`] holds, every call answers 503.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -36,6 +41,9 @@ pub struct Call {
     pub received: chrono::DateTime<chrono::Utc>,
     /// The Idempotency-Key header (must equal `key`).
     pub header_key: Option<String>,
+    /// The whole body as sent, and its X-Berth-Signature header.
+    pub body: Vec<u8>,
+    pub signature: Option<String>,
 }
 
 #[derive(Default)]
@@ -47,6 +55,9 @@ pub struct Receiver {
     held: tokio::sync::Notify,
     release: Mutex<bool>,
     fixed: std::sync::atomic::AtomicBool,
+    /// Calls answered 2xx, in the order they were answered.
+    accepted: Mutex<Vec<Call>>,
+    down: std::sync::atomic::AtomicBool,
 }
 
 impl Receiver {
@@ -58,6 +69,14 @@ impl Receiver {
     }
     pub fn applied(&self) -> HashMap<String, (String, Value)> {
         self.applied.lock().unwrap().clone()
+    }
+    /// The calls answered with success, in order.
+    pub fn accepted(&self) -> Vec<Call> {
+        self.accepted.lock().unwrap().clone()
+    }
+    /// While `down`, every call answers 503, as a far side that is down.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, std::sync::atomic::Ordering::SeqCst);
     }
     /// Lets held calls (and every later one) through.
     pub fn release(&self) {
@@ -88,17 +107,24 @@ async fn receive(
     body: Bytes,
 ) -> (StatusCode, String) {
     let envelope: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let action = envelope["action"].as_str().unwrap_or_default().to_string();
-    let key = envelope["idempotency_key"].as_str().unwrap_or_default().to_string();
-    let header_key = headers.get("idempotency-key").and_then(|v| v.to_str().ok()).map(str::to_string);
-    r.calls.lock().unwrap().push(Call {
+    let field = |a: &str, b: &str| envelope[a].as_str().or(envelope[b].as_str()).unwrap_or_default().to_string();
+    let action = field("action", "event_type");
+    let key = field("idempotency_key", "message_id");
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let call = Call {
         action: action.clone(),
         key: key.clone(),
         payload: envelope["payload"].clone(),
         at: Instant::now(),
         received: wall_clock(),
-        header_key,
-    });
+        header_key: header("idempotency-key"),
+        body: body.to_vec(),
+        signature: header("x-berth-signature"),
+    };
+    r.calls.lock().unwrap().push(call.clone());
+    if r.down.load(std::sync::atomic::Ordering::SeqCst) {
+        return (StatusCode::SERVICE_UNAVAILABLE, json!({"error": "down"}).to_string());
+    }
     if action == "validate" {
         return match q.get("validate").map(String::as_str) {
             Some("nothing") => (StatusCode::OK, json!({"kind": "nothing"}).to_string()),
@@ -136,6 +162,7 @@ async fn receive(
         }
         _ => {}
     }
+    r.accepted.lock().unwrap().push(call);
     let mut applied = r.applied.lock().unwrap();
     let answer = applied
         .entry(key.clone())

@@ -59,6 +59,10 @@ pub struct Config {
     /// `[manager]`: fires lease events (`BERTH_MANAGER__POLL_INTERVAL_MS`, ...).
     #[serde(default)]
     pub manager: berth_manager::ManagerConfig,
+    /// `[notifications]`: lease notifications in Blazar's shapes and the
+    /// sinks they go to (none by default).
+    #[serde(default)]
+    pub notifications: berth_notify::NotificationsConfig,
     /// `BERTH_CLOCK_SKEW_WARN_S`: warn when this host's clock is further
     /// than this from the database's (decisions use the database's clock
     /// either way).
@@ -84,6 +88,7 @@ impl Default for Config {
             plugins: berth_plugins::PluginsConfig::default(),
             policy: berth_plugins::PolicyConfig::default(),
             manager: berth_manager::ManagerConfig::default(),
+            notifications: berth_notify::NotificationsConfig::default(),
             clock_skew_warn_s: berth_api::clock::DEFAULT_WARN_S,
             api: berth_api::ApiConfig::default(),
         }
@@ -173,6 +178,7 @@ const KEYS: &[&str] = &[
     "policy",
     "api",
     "manager",
+    "notifications",
     "clock_skew_warn_s",
 ];
 
@@ -205,6 +211,8 @@ mod tests {
         berth_plugins::Policy::from_config(&cfg.policy).unwrap();
         assert_eq!(cfg.keystone.cache_ttl_s, 300);
         assert_eq!(cfg.jwt.audience, ["berth"]);
+        assert_eq!(cfg.notifications.sinks.len(), 2);
+        berth_notify::check(&cfg.notifications).unwrap();
         let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/policy.example.yaml");
         let rules = berth_api::Rules::with_file(&std::fs::read_to_string(policy).unwrap()).unwrap();
         assert_eq!(rules.overridden().len(), 3);

@@ -193,6 +193,7 @@ fn check(cfg: &Config) -> Result<berth_api::Rules> {
     cfg.check_programs().context("the [plugins] configuration")?;
     cfg.manager.check().map_err(anyhow::Error::msg).context("the [manager] configuration")?;
     cfg.api.check().map_err(anyhow::Error::msg).context("the [api] configuration")?;
+    berth_notify::check(&cfg.notifications).map_err(anyhow::Error::msg).context("the [notifications] configuration")?;
     rules(cfg.policy_file.as_deref())
 }
 
@@ -203,6 +204,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     tracing::info!(enabled = ?cfg.plugins.enabled, "resource types");
     berth_api::metrics::install(&[(berth_manager::metrics::LAG, berth_manager::metrics::LAG_BUCKETS)]);
     berth_manager::metrics::describe();
+    berth_notify::metrics::describe();
     berth_api::clock::ClockWatch::describe();
     let store =
         Store::connect_with(&cfg.database_url, &cfg.pool()).context("database URL")?.with_claim_lanes(cfg.claim_lanes);
@@ -236,6 +238,11 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
             .with_policy(policy.clone());
         tokio::spawn(m.run(stopped(stop_rx.clone())))
     });
+    // Apart from the manager, so that a slow sink never holds a lease event.
+    let notifier = berth_notify::Notifier::new(store.clone(), cfg.notifications.clone())
+        .map_err(anyhow::Error::msg)
+        .context("the [notifications] configuration")?;
+    let notifier = tokio::spawn(notifier.run(stopped(stop_rx.clone())));
     let signal = async move {
         shutdown_signal().await;
         let _ = stop_tx.send(true);
@@ -245,6 +252,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     if let Some(m) = manager {
         let _ = m.await;
     }
+    let _ = notifier.await;
     tracing::info!("berthd stopped");
     Ok(())
 }

@@ -60,6 +60,11 @@ fn unknown_keys_are_refused_at_every_level() {
     refused(&check_config(&write(dir.path(), "section.toml", "[manger]\nenabled = false\n")), "manger");
     let plugin = "[plugins.external.\"x:y\"]\ndriver = \"exec\"\nprogram = \"/bin/true\"\ntimeout = 5\n";
     refused(&check_config(&write(dir.path(), "plugin.toml", plugin)), "timeout");
+    refused(&check_config(&write(dir.path(), "n.toml", "[notifications]\nretries = 3\n")), "retries");
+    let sink = "[[notifications.sinks]]\nkind = \"webhook\"\nurl = \"http://x/\"\nsecrit = \"s\"\n";
+    refused(&check_config(&write(dir.path(), "sink.toml", sink)), "secrit");
+    let ftp = "[[notifications.sinks]]\nkind = \"webhook\"\nurl = \"ftp://x/\"\n";
+    refused(&check_config(&write(dir.path(), "ftp.toml", ftp)), "only http and https");
     // In a variable under a section too; a variable naming no key belongs
     // to someone else (the CLI's BERTH_URL above) and is left alone.
     refused(&berthd(&["check-config"], &[("BERTH_API__MAX_BODY_BYTE", "10")]), "max_body_byte");

@@ -26,7 +26,7 @@ use crate::plugin::HookError;
 
 pub use exec::ExecDriver;
 pub use noop::NoopDriver;
-pub use webhook::{sign, WebhookDriver, IDEMPOTENCY_KEY_HEADER, SIGNATURE_HEADER};
+pub use webhook::{sign, WebhookDriver, ACTION_HEADER, IDEMPOTENCY_KEY_HEADER, SIGNATURE_HEADER};
 
 /// Carries one action to the outside world.
 #[async_trait]

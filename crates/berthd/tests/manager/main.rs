@@ -8,6 +8,7 @@
 mod controls;
 mod lifecycle;
 mod log;
+mod notifications;
 mod replicas;
 
 use std::collections::{HashMap, HashSet};
