@@ -1,0 +1,440 @@
+//! The `openstack` driver against a Keystone and a Nova served here, on a
+//! loopback port. Nova's side follows its API reference for the calls the
+//! driver makes: host aggregates (list, create, `add_host`, `remove_host`,
+//! `set_metadata`, delete) and servers (show, `unshelve`, `os-start`,
+//! `shelve`, delete), with their error answers (409 for a host already in an
+//! aggregate or a server not in a state for the action, 404 for what does
+//! not exist, 400 for deleting an aggregate with hosts in it). Keystone's
+//! side issues a token whose catalog names that Nova: the real Keystone of
+//! `make test` has no compute service in its catalog.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use berth_plugins::driver::{Driver, DriverConfig};
+use serde_json::{json, Value};
+
+const TOKEN: &str = "gAAAA-berth-service-token";
+
+#[derive(Default)]
+struct Aggregate {
+    name: String,
+    hosts: Vec<String>,
+    metadata: BTreeMap<String, Value>,
+}
+
+#[derive(Default)]
+struct Cloud {
+    base: String,
+    compute_hosts: Vec<String>,
+    aggregates: BTreeMap<i64, Aggregate>,
+    next_id: i64,
+    /// Server id -> status.
+    servers: BTreeMap<String, String>,
+    /// The next this many Nova requests are answered 503.
+    busy: usize,
+    /// Every Nova request: method, path, status answered.
+    log: Vec<(String, String, u16)>,
+    tokens_issued: usize,
+}
+
+type Shared = Arc<Mutex<Cloud>>;
+
+fn fault(status: StatusCode, kind: &str, message: &str) -> Response {
+    (status, Json(json!({ kind: {"code": status.as_u16(), "message": message} }))).into_response()
+}
+
+fn aggregate_doc(id: i64, a: &Aggregate) -> Value {
+    json!({"id": id, "name": a.name, "hosts": a.hosts, "metadata": a.metadata, "availability_zone": null})
+}
+
+async fn keystone(State(cloud): State<Shared>, body: Bytes) -> Response {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let user = &body["auth"]["identity"]["password"]["user"];
+    if user["name"] != "berth" || user["password"] != "secret" || body["auth"]["scope"]["project"]["name"] != "service"
+    {
+        return (StatusCode::UNAUTHORIZED, Json(json!({"error": {"code": 401, "message": "bad credentials"}})))
+            .into_response();
+    }
+    let mut c = cloud.lock().unwrap();
+    c.tokens_issued += 1;
+    let doc = json!({"token": {
+        "expires_at": "2099-01-01T00:00:00.000000Z",
+        "catalog": [
+            {"type": "identity", "endpoints": [{"interface": "public", "region_id": "RegionOne", "url": format!("{}/identity/v3", c.base)}]},
+            {"type": "compute", "endpoints": [
+                {"interface": "internal", "region_id": "RegionOne", "url": "http://127.0.0.1:1/wrong"},
+                {"interface": "public", "region_id": "RegionOne", "url": format!("{}/compute/v2.1/", c.base)},
+            ]},
+        ],
+    }});
+    (StatusCode::CREATED, [("X-Subject-Token", TOKEN)], Json(doc)).into_response()
+}
+
+async fn nova(State(cloud): State<Shared>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let path = uri.path().strip_prefix("/compute/v2.1").unwrap_or("").to_string();
+    let mut c = cloud.lock().unwrap();
+    let answer = answer(&mut c, &method, &path, &headers, &body);
+    c.log.push((method.to_string(), path, answer.status().as_u16()));
+    answer
+}
+
+fn answer(c: &mut Cloud, method: &Method, path: &str, headers: &HeaderMap, body: &[u8]) -> Response {
+    if headers.get("x-auth-token").and_then(|v| v.to_str().ok()) != Some(TOKEN) {
+        return fault(StatusCode::UNAUTHORIZED, "unauthorized", "The request you have made requires authentication.");
+    }
+    let version = headers.get("openstack-api-version").and_then(|v| v.to_str().ok()).unwrap_or("");
+    if !version.starts_with("compute 2.") {
+        return fault(StatusCode::BAD_REQUEST, "badRequest", "no compute microversion");
+    }
+    if c.busy > 0 {
+        c.busy -= 1;
+        return fault(StatusCode::SERVICE_UNAVAILABLE, "serviceUnavailable", "nova-api is restarting");
+    }
+    let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match (method.as_str(), parts.as_slice()) {
+        ("GET", ["os-aggregates"]) => {
+            let list: Vec<Value> = c.aggregates.iter().map(|(id, a)| aggregate_doc(*id, a)).collect();
+            Json(json!({"aggregates": list})).into_response()
+        }
+        ("POST", ["os-aggregates"]) => {
+            let Some(name) = body["aggregate"]["name"].as_str() else {
+                return fault(StatusCode::BAD_REQUEST, "badRequest", "Invalid input for field/attribute aggregate.");
+            };
+            if c.aggregates.values().any(|a| a.name == name) {
+                return fault(StatusCode::CONFLICT, "conflictingRequest", &format!("Aggregate {name} already exists."));
+            }
+            c.next_id += 1;
+            let id = c.next_id;
+            c.aggregates.insert(id, Aggregate { name: name.into(), ..Default::default() });
+            Json(json!({"aggregate": aggregate_doc(id, &c.aggregates[&id])})).into_response()
+        }
+        ("DELETE", ["os-aggregates", id]) => {
+            let id: i64 = id.parse().unwrap_or(-1);
+            match c.aggregates.get(&id) {
+                None => fault(StatusCode::NOT_FOUND, "itemNotFound", &format!("Aggregate {id} could not be found.")),
+                Some(a) if !a.hosts.is_empty() => fault(
+                    StatusCode::BAD_REQUEST,
+                    "badRequest",
+                    &format!("Cannot remove aggregate {id}. Reason: Host aggregate is not empty."),
+                ),
+                Some(_) => {
+                    c.aggregates.remove(&id);
+                    StatusCode::OK.into_response()
+                }
+            }
+        }
+        ("POST", ["os-aggregates", id, "action"]) => {
+            let id: i64 = id.parse().unwrap_or(-1);
+            let known_host = |h: &str| c.compute_hosts.iter().any(|k| k == h);
+            let host = body["add_host"]["host"].as_str().or(body["remove_host"]["host"].as_str()).map(String::from);
+            if let Some(h) = &host {
+                if !known_host(h) {
+                    return fault(
+                        StatusCode::NOT_FOUND,
+                        "itemNotFound",
+                        &format!("Compute host {h} could not be found."),
+                    );
+                }
+            }
+            let Some(a) = c.aggregates.get_mut(&id) else {
+                return fault(StatusCode::NOT_FOUND, "itemNotFound", &format!("Aggregate {id} could not be found."));
+            };
+            if body.get("add_host").is_some() {
+                let h = host.unwrap();
+                if a.hosts.contains(&h) {
+                    return fault(
+                        StatusCode::CONFLICT,
+                        "conflictingRequest",
+                        &format!("Cannot add host {h} in aggregate {id}: host exists"),
+                    );
+                }
+                a.hosts.push(h);
+            } else if body.get("remove_host").is_some() {
+                let h = host.unwrap();
+                if !a.hosts.contains(&h) {
+                    return fault(
+                        StatusCode::NOT_FOUND,
+                        "itemNotFound",
+                        &format!("Cannot remove host {h} in aggregate {id}: not found"),
+                    );
+                }
+                a.hosts.retain(|x| *x != h);
+            } else if let Some(m) = body["set_metadata"]["metadata"].as_object() {
+                for (k, v) in m {
+                    if v.is_null() {
+                        a.metadata.remove(k);
+                    } else {
+                        a.metadata.insert(k.clone(), v.clone());
+                    }
+                }
+            } else {
+                return fault(StatusCode::BAD_REQUEST, "badRequest", "Invalid input for field/attribute action.");
+            }
+            Json(json!({"aggregate": aggregate_doc(id, a)})).into_response()
+        }
+        ("GET", ["servers", id]) => match c.servers.get(*id) {
+            Some(s) => Json(json!({"server": {"id": id, "status": s}})).into_response(),
+            None => fault(StatusCode::NOT_FOUND, "itemNotFound", "Instance could not be found."),
+        },
+        ("DELETE", ["servers", id]) => match c.servers.remove(*id) {
+            Some(_) => StatusCode::NO_CONTENT.into_response(),
+            None => fault(StatusCode::NOT_FOUND, "itemNotFound", "Instance could not be found."),
+        },
+        ("POST", ["servers", id, "action"]) => {
+            let Some(status) = c.servers.get_mut(*id) else {
+                return fault(StatusCode::NOT_FOUND, "itemNotFound", "Instance could not be found.");
+            };
+            let action = body.as_object().and_then(|o| o.keys().next().cloned()).unwrap_or_default();
+            let (from, to): (&[&str], &str) = match action.as_str() {
+                "unshelve" => (&["SHELVED", "SHELVED_OFFLOADED"], "ACTIVE"),
+                "os-start" => (&["SHUTOFF"], "ACTIVE"),
+                "shelve" => (&["ACTIVE", "SHUTOFF", "PAUSED", "SUSPENDED"], "SHELVED_OFFLOADED"),
+                _ => return fault(StatusCode::BAD_REQUEST, "badRequest", "Unsupported action."),
+            };
+            if !from.contains(&status.as_str()) {
+                return fault(
+                    StatusCode::CONFLICT,
+                    "conflictingRequest",
+                    &format!("Cannot '{action}' instance {id} while it is in vm_state {}", status.to_lowercase()),
+                );
+            }
+            *status = to.into();
+            StatusCode::ACCEPTED.into_response()
+        }
+        _ => fault(StatusCode::NOT_FOUND, "itemNotFound", "The resource could not be found."),
+    }
+}
+
+struct Fixture {
+    cloud: Shared,
+    driver: Arc<dyn Driver>,
+}
+
+impl Fixture {
+    async fn start(free_pool: bool) -> Fixture {
+        let cloud: Shared = Arc::new(Mutex::new(Cloud::default()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        {
+            let mut c = cloud.lock().unwrap();
+            c.base = base.clone();
+            c.compute_hosts = vec!["compute-1".into(), "compute-2".into(), "compute-3".into()];
+            if free_pool {
+                c.next_id = 1;
+                let hosts = c.compute_hosts.clone();
+                c.aggregates.insert(1, Aggregate { name: "freepool".into(), hosts, ..Default::default() });
+            }
+        }
+        let app = axum::Router::new()
+            .route("/identity/v3/auth/tokens", axum::routing::post(keystone))
+            .fallback(nova)
+            .with_state(cloud.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let mut config = json!({
+            "driver": "openstack",
+            "auth_url": format!("{base}/identity/v3"),
+            "username": "berth", "password": "secret", "project_name": "service",
+            "retries": 3, "retry_min_ms": 5,
+        });
+        if free_pool {
+            config["free_pool"] = json!("freepool");
+        }
+        let driver = serde_json::from_value::<DriverConfig>(config).unwrap().build().unwrap();
+        assert_eq!(driver.kind(), "openstack");
+        Fixture { cloud, driver }
+    }
+
+    fn hosts_of(&self, name: &str) -> Option<Vec<String>> {
+        self.cloud.lock().unwrap().aggregates.values().find(|a| a.name == name).map(|a| a.hosts.clone())
+    }
+
+    /// The Nova requests that changed something (a 2xx to anything but GET).
+    fn changes(&self) -> Vec<(String, String)> {
+        let c = self.cloud.lock().unwrap();
+        c.log
+            .iter()
+            .filter(|(m, _, s)| m != "GET" && (200..300).contains(s))
+            .map(|(m, p, _)| (m.clone(), p.clone()))
+            .collect()
+    }
+
+    fn status(&self, server: &str) -> Option<String> {
+        self.cloud.lock().unwrap().servers.get(server).cloned()
+    }
+}
+
+const POOL: &str = "5f0c1a52-4b8e-4d7a-9b55-0d7d1c2e3f40";
+const RESERVATION: &str = "8a1d4c33-9f20-4a55-b1e6-6a0f2c9d7e11";
+
+fn host_payload(event_type: &str, others: Value) -> Value {
+    json!({
+        "resource_type": "physical:host",
+        "event_type": event_type,
+        "lease": {"id": "l-1", "name": "workshop", "project_id": "demo"},
+        "reservation": {"id": RESERVATION, "resource_type": "physical:host", "resource_id": POOL},
+        "pool": POOL,
+        "hosts": [
+            {"resource_provider": {"uuid": "00000000-0000-0000-0000-000000000001", "name": "compute-1"}, "other_consumers": others},
+            {"resource_provider": {"uuid": "00000000-0000-0000-0000-000000000002", "name": "compute-2"}, "other_consumers": []},
+        ],
+    })
+}
+
+#[tokio::test]
+async fn a_host_lease_moves_hosts_through_its_aggregate_once() {
+    let f = Fixture::start(true).await;
+    let start = host_payload("start_lease", json!([]));
+    let answer = f.driver.call("on_start", &start, "start-key").await.unwrap();
+    assert_eq!(answer, json!({"aggregate": POOL, "hosts": ["compute-1", "compute-2"]}));
+    assert_eq!(f.hosts_of(POOL).unwrap(), ["compute-1", "compute-2"]);
+    assert_eq!(f.hosts_of("freepool").unwrap(), ["compute-3"]);
+    {
+        let c = f.cloud.lock().unwrap();
+        let a = c.aggregates.values().find(|a| a.name == POOL).unwrap();
+        assert_eq!(a.metadata.get("reservation"), Some(&json!(RESERVATION)), "the reservation id, as Blazar's");
+        assert_eq!(a.metadata.get("filter_tenant_id"), Some(&json!("demo")));
+    }
+    let done = f.changes();
+    assert_eq!(
+        done.iter().filter(|(m, p)| m == "POST" && p == "/os-aggregates").count(),
+        1,
+        "one aggregate created: {done:?}"
+    );
+
+    // The same key again (a retry, a second berthd): the same answer, and
+    // Nova's 409 for hosts already in the aggregate is success; nothing changes.
+    let again = f.driver.call("on_start", &start, "start-key").await.unwrap();
+    assert_eq!(again, answer);
+    assert_eq!(f.changes(), done, "a replay changes nothing on Nova");
+    assert!(f.cloud.lock().unwrap().log.iter().any(|(m, p, s)| m == "POST" && p.ends_with("/action") && *s == 409));
+    assert_eq!(f.hosts_of(POOL).unwrap(), ["compute-1", "compute-2"]);
+
+    // At the end (release): the other consumer's server is deleted, the
+    // hosts leave the lease's aggregate, it goes, and they are free again.
+    f.cloud.lock().unwrap().servers.insert("srv-other".into(), "ACTIVE".into());
+    let end = host_payload("end_lease", json!([{"consumer_id": "srv-other", "project_id": "other"}]));
+    let answer = f.driver.call("release", &end, "end-key").await.unwrap();
+    assert_eq!(
+        answer,
+        json!({"aggregate": POOL, "hosts": ["compute-1", "compute-2"], "deleted_servers": ["srv-other"]})
+    );
+    assert_eq!(f.hosts_of(POOL), None, "the lease's aggregate is deleted");
+    assert_eq!(f.status("srv-other"), None);
+    let mut free = f.hosts_of("freepool").unwrap();
+    free.sort();
+    assert_eq!(free, ["compute-1", "compute-2", "compute-3"]);
+    let done = f.changes();
+    assert_eq!(f.driver.call("release", &end, "end-key").await.unwrap(), answer);
+    assert_eq!(f.changes(), done, "a replayed end changes nothing on Nova");
+    assert_eq!(f.cloud.lock().unwrap().tokens_issued, 1, "one Keystone session serves every call");
+}
+
+#[tokio::test]
+async fn recycle_keeps_busy_hosts_out_of_the_free_pool() {
+    let f = Fixture::start(true).await;
+    f.driver.call("on_start", &host_payload("start_lease", json!([])), "k1").await.unwrap();
+    let end = host_payload("end_lease", json!([{"consumer_id": "srv-1"}]));
+    f.driver.call("recycle", &end, "k2").await.unwrap();
+    assert_eq!(f.hosts_of(POOL), None);
+    assert_eq!(f.hosts_of("freepool").unwrap(), ["compute-3", "compute-2"], "compute-1 still has srv-1 on it");
+}
+
+#[tokio::test]
+async fn nova_answering_503_is_retried_with_backoff() {
+    let f = Fixture::start(false).await;
+    f.cloud.lock().unwrap().busy = 2;
+    let answer = f.driver.call("on_start", &host_payload("start_lease", json!([])), "k").await.unwrap();
+    assert_eq!(answer["hosts"], json!(["compute-1", "compute-2"]));
+    assert_eq!(f.hosts_of(POOL).unwrap(), ["compute-1", "compute-2"]);
+    let c = f.cloud.lock().unwrap();
+    assert_eq!(c.log.iter().filter(|(_, _, s)| *s == 503).count(), 2);
+    drop(c);
+
+    // Busy past the retries: a failure the manager may retry later.
+    f.cloud.lock().unwrap().busy = 10;
+    let e = f.driver.call("release", &host_payload("end_lease", json!([])), "k2").await.unwrap_err();
+    assert!(!e.permanent, "{e:?}");
+    assert!(e.message.contains("503") && e.message.contains("nova-api is restarting"), "{}", e.message);
+    assert_eq!(f.cloud.lock().unwrap().busy, 6, "one attempt and three retries");
+}
+
+fn instance_payload(server: Option<&str>) -> Value {
+    json!({
+        "resource_type": "virtual:instance", "event_type": "start_lease",
+        "instance_id": server, "consumer_id": "c-1",
+        "resource_provider": {"uuid": "00000000-0000-0000-0000-000000000001", "name": "compute-1"},
+        "resources": {"VCPU": 1}, "lease": {"id": "l-2"}, "reservation": {"id": "r-2"},
+    })
+}
+
+#[tokio::test]
+async fn instances_wake_up_and_end_by_the_plugins_policy() {
+    let f = Fixture::start(false).await;
+    {
+        let mut c = f.cloud.lock().unwrap();
+        c.servers.insert("srv-shelved".into(), "SHELVED_OFFLOADED".into());
+        c.servers.insert("srv-stopped".into(), "SHUTOFF".into());
+    }
+    for server in ["srv-shelved", "srv-stopped"] {
+        let p = instance_payload(Some(server));
+        let answer = f.driver.call("wake_up", &p, &format!("start:{server}")).await.unwrap();
+        assert_eq!(answer, json!({"server": server, "state": "ACTIVE"}));
+        assert_eq!(f.status(server).as_deref(), Some("ACTIVE"));
+        let done = f.changes();
+        assert_eq!(f.driver.call("wake_up", &p, &format!("start:{server}")).await.unwrap(), answer);
+        assert_eq!(f.changes(), done, "a replayed wake-up changes nothing");
+    }
+    assert!(f.changes().iter().any(|(_, p)| p == "/servers/srv-shelved/action"));
+
+    // on_end = "shelve": a server already shelved (Nova's 409) is success.
+    let p = instance_payload(Some("srv-shelved"));
+    let answer = f.driver.call("shelve", &p, "end:1").await.unwrap();
+    assert_eq!(answer, json!({"server": "srv-shelved", "state": "SHELVED_OFFLOADED"}));
+    assert_eq!(f.status("srv-shelved").as_deref(), Some("SHELVED_OFFLOADED"));
+    let done = f.changes();
+    assert_eq!(f.driver.call("shelve", &p, "end:1").await.unwrap(), answer);
+    assert_eq!(f.changes(), done);
+
+    // on_end = "delete": a server already gone (404) is success.
+    let p = instance_payload(Some("srv-stopped"));
+    let answer = f.driver.call("delete", &p, "end:2").await.unwrap();
+    assert_eq!(f.status("srv-stopped"), None);
+    assert_eq!(f.driver.call("delete", &p, "end:2").await.unwrap(), answer);
+
+    // A slot no instance was named for: nothing to do on Nova.
+    assert_eq!(f.driver.call("wake_up", &instance_payload(None), "k").await.unwrap(), json!({"server": null}));
+}
+
+#[tokio::test]
+async fn nova_refusals_are_failures_that_say_why() {
+    let f = Fixture::start(false).await;
+    let e = f.driver.call("wake_up", &instance_payload(Some("srv-none")), "k").await.unwrap_err();
+    assert!(e.permanent && e.message.contains("no server srv-none"), "{e:?}");
+
+    // A host Nova does not know: its 404, with its message.
+    let mut p = host_payload("start_lease", json!([]));
+    p["hosts"][1]["resource_provider"]["name"] = json!("compute-9");
+    let e = f.driver.call("on_start", &p, "k").await.unwrap_err();
+    assert!(e.permanent, "{e:?}");
+    assert!(e.message.contains("404") && e.message.contains("Compute host compute-9 could not be found"), "{e:?}");
+
+    // Wrong credentials: Keystone's 401 is the operator's to mend.
+    let mut c = serde_json::from_value::<DriverConfig>(json!({
+        "driver": "openstack", "auth_url": format!("{}/identity/v3", f.cloud.lock().unwrap().base),
+        "username": "berth", "password": "wrong", "project_name": "service",
+    }))
+    .unwrap();
+    let e = c.build().unwrap().call("wake_up", &instance_payload(Some("x")), "k").await.unwrap_err();
+    assert!(e.permanent && e.message.contains("401"), "{e:?}");
+
+    // A configuration without credentials is refused when built.
+    c = serde_json::from_value(json!({"driver": "openstack", "auth_url": "http://127.0.0.1:1/v3"})).unwrap();
+    assert!(c.build().is_err());
+}
