@@ -38,7 +38,10 @@ use crate::plugin::HookError;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OpenStackConfig {
-    /// Keystone's v3 endpoint, e.g. `http://keystone:5000/v3`.
+    /// Keystone's v3 endpoint, e.g. `http://keystone:5000/v3`. When absent
+    /// berthd fills it, and every credential below, from `[keystone]` (the
+    /// service credentials Berth validates tokens with).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub auth_url: String,
     /// Password authentication (scoped to `project_name`)...
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -97,6 +100,11 @@ fn default_retry_min_ms() -> u64 {
 }
 
 impl OpenStackConfig {
+    /// Whether berthd should fill the credentials from `[keystone]`.
+    pub fn borrows_credentials(&self) -> bool {
+        self.auth_url.is_empty()
+    }
+
     /// The body of `POST /v3/auth/tokens`.
     fn auth_body(&self) -> Result<Value, String> {
         if let (Some(id), Some(secret)) = (&self.application_credential_id, &self.application_credential_secret) {
@@ -179,6 +187,9 @@ struct Answer {
 
 impl OpenStackDriver {
     pub fn new(config: OpenStackConfig) -> Result<Self, berth_core::Error> {
+        if config.auth_url.is_empty() {
+            return Err(config_error("openstack needs auth_url, or berthd's [keystone] credentials to use"));
+        }
         reqwest::Url::parse(&config.auth_url)
             .map_err(|e| config_error(format!("openstack auth_url {:?}: {e}", config.auth_url)))?;
         if config.timeout_ms == 0 {
