@@ -98,7 +98,16 @@ fn answer(c: &mut Cloud, method: &Method, path: &str, headers: &HeaderMap, body:
     }
     let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    match (method.as_str(), parts.as_slice()) {
+    match parts.first() {
+        Some(&"os-aggregates") => aggregates(c, method, &parts, &body),
+        Some(&"servers") => servers(c, method, &parts, &body),
+        _ => fault(StatusCode::NOT_FOUND, "itemNotFound", "The resource could not be found."),
+    }
+}
+
+/// Nova's host aggregates API.
+fn aggregates(c: &mut Cloud, method: &Method, parts: &[&str], body: &Value) -> Response {
+    match (method.as_str(), parts) {
         ("GET", ["os-aggregates"]) => {
             let list: Vec<Value> = c.aggregates.iter().map(|(id, a)| aggregate_doc(*id, a)).collect();
             Json(json!({"aggregates": list})).into_response()
@@ -130,55 +139,60 @@ fn answer(c: &mut Cloud, method: &Method, path: &str, headers: &HeaderMap, body:
                 }
             }
         }
-        ("POST", ["os-aggregates", id, "action"]) => {
-            let id: i64 = id.parse().unwrap_or(-1);
-            let known_host = |h: &str| c.compute_hosts.iter().any(|k| k == h);
-            let host = body["add_host"]["host"].as_str().or(body["remove_host"]["host"].as_str()).map(String::from);
-            if let Some(h) = &host {
-                if !known_host(h) {
-                    return fault(
-                        StatusCode::NOT_FOUND,
-                        "itemNotFound",
-                        &format!("Compute host {h} could not be found."),
-                    );
-                }
-            }
-            let Some(a) = c.aggregates.get_mut(&id) else {
-                return fault(StatusCode::NOT_FOUND, "itemNotFound", &format!("Aggregate {id} could not be found."));
-            };
-            if body.get("add_host").is_some() {
-                let h = host.unwrap();
-                if a.hosts.contains(&h) {
-                    return fault(
-                        StatusCode::CONFLICT,
-                        "conflictingRequest",
-                        &format!("Cannot add host {h} in aggregate {id}: host exists"),
-                    );
-                }
-                a.hosts.push(h);
-            } else if body.get("remove_host").is_some() {
-                let h = host.unwrap();
-                if !a.hosts.contains(&h) {
-                    return fault(
-                        StatusCode::NOT_FOUND,
-                        "itemNotFound",
-                        &format!("Cannot remove host {h} in aggregate {id}: not found"),
-                    );
-                }
-                a.hosts.retain(|x| *x != h);
-            } else if let Some(m) = body["set_metadata"]["metadata"].as_object() {
-                for (k, v) in m {
-                    if v.is_null() {
-                        a.metadata.remove(k);
-                    } else {
-                        a.metadata.insert(k.clone(), v.clone());
-                    }
-                }
-            } else {
-                return fault(StatusCode::BAD_REQUEST, "badRequest", "Invalid input for field/attribute action.");
-            }
-            Json(json!({"aggregate": aggregate_doc(id, a)})).into_response()
+        ("POST", ["os-aggregates", id, "action"]) => aggregate_action(c, id.parse().unwrap_or(-1), body),
+        _ => fault(StatusCode::NOT_FOUND, "itemNotFound", "The resource could not be found."),
+    }
+}
+
+/// `POST /os-aggregates/{id}/action`: add_host, remove_host, set_metadata.
+fn aggregate_action(c: &mut Cloud, id: i64, body: &Value) -> Response {
+    let known_host = |h: &str| c.compute_hosts.iter().any(|k| k == h);
+    let host = body["add_host"]["host"].as_str().or(body["remove_host"]["host"].as_str()).map(String::from);
+    if let Some(h) = &host {
+        if !known_host(h) {
+            return fault(StatusCode::NOT_FOUND, "itemNotFound", &format!("Compute host {h} could not be found."));
         }
+    }
+    let Some(a) = c.aggregates.get_mut(&id) else {
+        return fault(StatusCode::NOT_FOUND, "itemNotFound", &format!("Aggregate {id} could not be found."));
+    };
+    if body.get("add_host").is_some() {
+        let h = host.unwrap();
+        if a.hosts.contains(&h) {
+            return fault(
+                StatusCode::CONFLICT,
+                "conflictingRequest",
+                &format!("Cannot add host {h} in aggregate {id}: host exists"),
+            );
+        }
+        a.hosts.push(h);
+    } else if body.get("remove_host").is_some() {
+        let h = host.unwrap();
+        if !a.hosts.contains(&h) {
+            return fault(
+                StatusCode::NOT_FOUND,
+                "itemNotFound",
+                &format!("Cannot remove host {h} in aggregate {id}: not found"),
+            );
+        }
+        a.hosts.retain(|x| *x != h);
+    } else if let Some(m) = body["set_metadata"]["metadata"].as_object() {
+        for (k, v) in m {
+            if v.is_null() {
+                a.metadata.remove(k);
+            } else {
+                a.metadata.insert(k.clone(), v.clone());
+            }
+        }
+    } else {
+        return fault(StatusCode::BAD_REQUEST, "badRequest", "Invalid input for field/attribute action.");
+    }
+    Json(json!({"aggregate": aggregate_doc(id, a)})).into_response()
+}
+
+/// Nova's servers API: show, delete and the actions the driver uses.
+fn servers(c: &mut Cloud, method: &Method, parts: &[&str], body: &Value) -> Response {
+    match (method.as_str(), parts) {
         ("GET", ["servers", id]) => match c.servers.get(*id) {
             Some(s) => Json(json!({"server": {"id": id, "status": s}})).into_response(),
             None => fault(StatusCode::NOT_FOUND, "itemNotFound", "Instance could not be found."),
@@ -353,9 +367,8 @@ async fn nova_answering_503_is_retried_with_backoff() {
     let answer = f.driver.call("on_start", &host_payload("start_lease", json!([])), "k").await.unwrap();
     assert_eq!(answer["hosts"], json!(["compute-1", "compute-2"]));
     assert_eq!(f.hosts_of(POOL).unwrap(), ["compute-1", "compute-2"]);
-    let c = f.cloud.lock().unwrap();
-    assert_eq!(c.log.iter().filter(|(_, _, s)| *s == 503).count(), 2);
-    drop(c);
+    let busy_answers = f.cloud.lock().unwrap().log.iter().filter(|(_, _, s)| *s == 503).count();
+    assert_eq!(busy_answers, 2);
 
     // Busy past the retries: a failure the manager may retry later.
     f.cloud.lock().unwrap().busy = 10;

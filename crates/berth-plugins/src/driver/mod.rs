@@ -102,7 +102,7 @@ pub enum DriverConfig {
     Webhook(WebhookConfig),
     Exec(ExecConfig),
     /// Nova, for the built-in plugins (`driver/openstack.rs`).
-    Openstack(OpenStackConfig),
+    Openstack(Box<OpenStackConfig>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -148,7 +148,7 @@ impl DriverConfig {
             DriverConfig::Noop => Arc::new(NoopDriver::new()),
             DriverConfig::Webhook(c) => Arc::new(WebhookDriver::new(c.clone())?),
             DriverConfig::Exec(c) => Arc::new(ExecDriver::new(c.clone())?),
-            DriverConfig::Openstack(c) => Arc::new(OpenStackDriver::new(c.clone())?),
+            DriverConfig::Openstack(c) => Arc::new(OpenStackDriver::new((**c).clone())?),
         })
     }
 }

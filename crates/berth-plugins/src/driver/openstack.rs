@@ -214,7 +214,7 @@ impl OpenStackDriver {
         let mut held = self.session.lock().await;
         if let Some(s) = held.as_ref() {
             #[allow(clippy::disallowed_methods)] // when to renew our own token
-            let fresh = s.expires_at - RENEW_BEFORE > Utc::now();
+            let fresh = s.expires_at.checked_sub_signed(RENEW_BEFORE).is_some_and(|t| t > Utc::now());
             if fresh && !renew {
                 return Ok(s.clone());
             }
