@@ -17,6 +17,7 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use berth_plugins::driver::{Driver, DriverConfig};
+use berth_plugins::{Hook, PluginsConfig};
 use serde_json::{json, Value};
 
 const TOKEN: &str = "gAAAA-berth-service-token";
@@ -229,6 +230,8 @@ fn servers(c: &mut Cloud, method: &Method, parts: &[&str], body: &Value) -> Resp
 struct Fixture {
     cloud: Shared,
     driver: Arc<dyn Driver>,
+    /// The driver's `[plugins.drivers."…"]` settings.
+    config: Value,
 }
 
 impl Fixture {
@@ -260,9 +263,9 @@ impl Fixture {
         if free_pool {
             config["free_pool"] = json!("freepool");
         }
-        let driver = serde_json::from_value::<DriverConfig>(config).unwrap().build().unwrap();
+        let driver = serde_json::from_value::<DriverConfig>(config.clone()).unwrap().build().unwrap();
         assert_eq!(driver.kind(), "openstack");
-        Fixture { cloud, driver }
+        Fixture { cloud, driver, config }
     }
 
     fn hosts_of(&self, name: &str) -> Option<Vec<String>> {
@@ -450,4 +453,56 @@ async fn nova_refusals_are_failures_that_say_why() {
     // A configuration without credentials is refused when built.
     c = serde_json::from_value(json!({"driver": "openstack", "auth_url": "http://127.0.0.1:1/v3"})).unwrap();
     assert!(c.build().is_err());
+}
+
+fn hook(event_type: &str, key: &str, reservation: Value, allocations: Value) -> Hook {
+    Hook {
+        event_type: event_type.into(),
+        idempotency_key: key.into(),
+        attempt: 1,
+        lease: json!({"id": "l-3", "name": "workshop", "project_id": "demo", "user_id": "alice"}),
+        reservation,
+        allocations: serde_json::from_value(allocations).unwrap(),
+    }
+}
+
+/// The built-in plugins as berthd builds them from `[plugins]`, acting on
+/// Nova through the driver: the payloads they send are the ones the
+/// driver reads.
+#[tokio::test]
+async fn the_built_in_plugins_drive_nova_through_a_lease() {
+    let f = Fixture::start(true).await;
+    let plugins: PluginsConfig = serde_json::from_value(json!({
+        "drivers": {"physical:host": f.config, "virtual:instance": f.config},
+        "instance": {"on_end": "shelve"},
+    }))
+    .unwrap();
+    let builtins = plugins.builtins().unwrap();
+    let registry = plugins.registry(builtins).unwrap();
+    let host = registry.get("physical:host").unwrap();
+    let instance = registry.get("virtual:instance").unwrap();
+    assert_eq!(host.driver_kind(), Some("openstack"));
+
+    let reservation =
+        json!({"id": RESERVATION, "resource_type": "physical:host", "resource_id": POOL, "min": 1, "max": 1});
+    let held = json!([{"resource_provider": {"uuid": "00000000-0000-0000-0000-000000000003", "name": "compute-3"},
+                       "consumer_id": RESERVATION, "resources": {"VCPU": 8}}]);
+    let started = host.on_start(&hook("start_lease", "s", reservation.clone(), held.clone())).await.unwrap();
+    assert_eq!(started.detail, json!({"aggregate": POOL, "hosts": ["compute-3"]}));
+    assert_eq!(started.effects.len(), 1, "the pool move is recorded: {:?}", started.effects);
+    assert_eq!(f.hosts_of(POOL).unwrap(), ["compute-3"]);
+    assert_eq!(f.hosts_of("freepool").unwrap(), ["compute-1", "compute-2"]);
+    host.on_end(&hook("end_lease", "e", reservation, held)).await.unwrap();
+    assert_eq!(f.hosts_of(POOL), None);
+    assert_eq!(f.hosts_of("freepool").unwrap(), ["compute-1", "compute-2", "compute-3"]);
+
+    f.cloud.lock().unwrap().servers.insert("srv-a".into(), "SHELVED_OFFLOADED".into());
+    let reservation = json!({"id": "r-4", "resource_type": "virtual:instance", "amount": 1, "vcpus": 1,
+                             "memory_mb": 512, "instance_ids": ["srv-a"]});
+    let slot = json!([{"resource_provider": {"uuid": "00000000-0000-0000-0000-000000000001", "name": "compute-1"},
+                       "consumer_id": "6c9d0f43-7f1e-4f5e-9a4b-1b2c3d4e5f60", "resources": {"VCPU": 1, "MEMORY_MB": 512}}]);
+    instance.on_start(&hook("start_lease", "s2", reservation.clone(), slot.clone())).await.unwrap();
+    assert_eq!(f.status("srv-a").as_deref(), Some("ACTIVE"));
+    instance.on_end(&hook("end_lease", "e2", reservation, slot)).await.unwrap();
+    assert_eq!(f.status("srv-a").as_deref(), Some("SHELVED_OFFLOADED"), "on_end = shelve");
 }
