@@ -26,10 +26,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use backon::{ExponentialBuilder, Retryable};
-use chrono::{DateTime, Utc};
 use reqwest::{Method, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+
+mod keystone;
+
+use keystone::Keystone;
 
 use super::{config_error, default_timeout_ms, failure_text, Driver};
 use crate::plugin::HookError;
@@ -104,72 +107,12 @@ impl OpenStackConfig {
     pub fn borrows_credentials(&self) -> bool {
         self.auth_url.is_empty()
     }
-
-    /// The body of `POST /v3/auth/tokens`.
-    fn auth_body(&self) -> Result<Value, String> {
-        if let (Some(id), Some(secret)) = (&self.application_credential_id, &self.application_credential_secret) {
-            return Ok(json!({"auth": {"identity": {
-                "methods": ["application_credential"],
-                "application_credential": {"id": id, "secret": secret},
-            }}}));
-        }
-        let (Some(user), Some(password), Some(project)) = (&self.username, &self.password, &self.project_name) else {
-            return Err("openstack needs username, password and project_name, or application_credential_id and \
-                        application_credential_secret"
-                .into());
-        };
-        Ok(json!({"auth": {
-            "identity": {"methods": ["password"], "password": {"user": {
-                "name": user, "password": password, "domain": {"name": self.user_domain_name},
-            }}},
-            "scope": {"project": {"name": project, "domain": {"name": self.project_domain_name}}},
-        }}))
-    }
 }
-
-/// A token and the compute endpoint its catalog names.
-#[derive(Clone)]
-struct Session {
-    token: String,
-    compute: String,
-    expires_at: DateTime<Utc>,
-}
-
-#[derive(Deserialize)]
-struct TokenDoc {
-    token: TokenBody,
-}
-#[derive(Deserialize)]
-struct TokenBody {
-    expires_at: DateTime<Utc>,
-    #[serde(default)]
-    catalog: Vec<CatalogEntry>,
-}
-#[derive(Deserialize)]
-struct CatalogEntry {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default)]
-    endpoints: Vec<Endpoint>,
-}
-#[derive(Deserialize)]
-struct Endpoint {
-    interface: String,
-    url: String,
-    #[serde(default)]
-    region_id: Option<String>,
-    #[serde(default)]
-    region: Option<String>,
-}
-
-/// Renew the token this long before it expires.
-const RENEW_BEFORE: chrono::Duration = chrono::Duration::seconds(60);
 
 pub struct OpenStackDriver {
     config: OpenStackConfig,
-    auth_body: Value,
     http: reqwest::Client,
-    session: tokio::sync::Mutex<Option<Session>>,
+    keystone: Keystone,
 }
 
 /// Why a request to Nova failed: Nova busy (503, retried here) or not.
@@ -198,76 +141,14 @@ impl OpenStackDriver {
         if !matches!(config.interface.as_str(), "public" | "internal" | "admin") {
             return Err(config_error(format!("openstack interface {:?}: public, internal or admin", config.interface)));
         }
-        let auth_body = config.auth_body().map_err(config_error)?;
         let http = reqwest::Client::builder()
             .timeout(Duration::from_millis(config.timeout_ms))
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("berth/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| config_error(format!("openstack client: {e}")))?;
-        Ok(OpenStackDriver { config, auth_body, http, session: tokio::sync::Mutex::new(None) })
-    }
-
-    /// The held session unless it ends within a minute or `renew` says
-    /// Nova refused its token.
-    async fn session(&self, renew: bool) -> Result<Session, HookError> {
-        let mut held = self.session.lock().await;
-        if let Some(s) = held.as_ref() {
-            #[allow(clippy::disallowed_methods)] // when to renew our own token
-            let fresh = s.expires_at.checked_sub_signed(RENEW_BEFORE).is_some_and(|t| t > Utc::now());
-            if fresh && !renew {
-                return Ok(s.clone());
-            }
-        }
-        let url = format!("{}/auth/tokens", self.config.auth_url.trim_end_matches('/'));
-        let resp = self
-            .http
-            .post(&url)
-            .json(&self.auth_body)
-            .send()
-            .await
-            .map_err(|e| HookError::retryable(format!("Keystone {url}: {e}")))?;
-        let status = resp.status();
-        if status != StatusCode::CREATED {
-            let text = resp.text().await.unwrap_or_default();
-            let message =
-                format!("Keystone answered {status} to Berth's credentials: {}", failure_text(text.as_bytes()));
-            // Wrong credentials are the operator's to mend; an unwell Keystone may come back.
-            return Err(if status.is_server_error() {
-                HookError::retryable(message)
-            } else {
-                HookError::permanent(message)
-            });
-        }
-        let token = resp
-            .headers()
-            .get("x-subject-token")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-            .ok_or_else(|| HookError::retryable("Keystone gave no X-Subject-Token"))?;
-        let doc: TokenDoc =
-            resp.json().await.map_err(|e| HookError::retryable(format!("reading Keystone's token: {e}")))?;
-        let region_ok = |e: &Endpoint| {
-            self.config.region.as_ref().is_none_or(|r| e.region_id.as_ref().or(e.region.as_ref()) == Some(r))
-        };
-        let compute = doc
-            .token
-            .catalog
-            .iter()
-            .filter(|c| c.kind == "compute")
-            .flat_map(|c| &c.endpoints)
-            .find(|e| e.interface == self.config.interface && region_ok(e))
-            .map(|e| e.url.trim_end_matches('/').to_string())
-            .ok_or_else(|| {
-                HookError::permanent(format!(
-                    "Keystone's catalog has no {} compute endpoint{}",
-                    self.config.interface,
-                    self.config.region.as_ref().map(|r| format!(" in region {r}")).unwrap_or_default()
-                ))
-            })?;
-        let s = Session { token, compute, expires_at: doc.token.expires_at };
-        *held = Some(s.clone());
-        Ok(s)
+        let keystone = Keystone::new(&config, http.clone()).map_err(config_error)?;
+        Ok(OpenStackDriver { config, http, keystone })
     }
 
     /// One request to Nova, retried with backoff while Nova answers 503;
@@ -276,7 +157,7 @@ impl OpenStackDriver {
         let once = || async {
             let mut renew = false;
             loop {
-                let session = self.session(renew).await.map_err(Failed::Other)?;
+                let session = self.keystone.session(renew).await.map_err(Failed::Other)?;
                 let url = format!("{}{path}", session.compute);
                 let mut req = self
                     .http
@@ -584,10 +465,10 @@ impl Driver for OpenStackDriver {
 
     async fn call(&self, action: &str, payload: &Value, idempotency_key: &str) -> Result<Value, HookError> {
         tracing::debug!(driver = "openstack", action, idempotency_key, "calling Nova");
-        let is_host = payload["resource_type"] == crate::host::RESOURCE_TYPE;
+        // The host plugin's actions and the instance plugin's do not overlap.
         match action {
-            "on_start" if is_host => self.hosts_join(payload).await,
-            "release" | "recycle" | "share" if is_host => self.hosts_leave(action, payload).await,
+            "on_start" => self.hosts_join(payload).await,
+            "release" | "recycle" | "share" => self.hosts_leave(action, payload).await,
             // Nothing on Nova to do before the end; Blazar only notifies.
             "notify" => Ok(json!({"notified": true})),
             "snapshot" => Err(HookError::permanent("the openstack driver does not snapshot (before_end = \"notify\")")),
