@@ -11,7 +11,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-pub const TOKEN: &str = "gAAAA-berth-service-token";
+/// Tokens are `gAAAA-<n>`, the n-th issued; Nova takes only the latest.
+fn token(n: usize) -> String {
+    format!("gAAAA-{n}")
+}
 
 #[derive(Default)]
 pub struct Aggregate {
@@ -33,6 +36,9 @@ pub struct Cloud {
     /// Every Nova request: method, path, status answered.
     pub log: Vec<(String, String, u16)>,
     pub tokens_issued: usize,
+    /// Set to revoke the token issued last (as a Keystone restart, or a
+    /// token expired early, would): the next one is issued fresh.
+    pub revoke: bool,
 }
 
 pub type Shared = Arc<Mutex<Cloud>>;
@@ -55,6 +61,7 @@ pub async fn keystone(State(cloud): State<Shared>, body: Bytes) -> Response {
     }
     let mut c = cloud.lock().unwrap();
     c.tokens_issued += 1;
+    c.revoke = false;
     let doc = json!({"token": {
         "issued_at": "2026-01-01T00:00:00.000000Z",
         "expires_at": "2026-01-01T01:00:00.000000Z",
@@ -66,7 +73,7 @@ pub async fn keystone(State(cloud): State<Shared>, body: Bytes) -> Response {
             ]},
         ],
     }});
-    (StatusCode::CREATED, [("X-Subject-Token", TOKEN)], Json(doc)).into_response()
+    (StatusCode::CREATED, [("X-Subject-Token", token(c.tokens_issued))], Json(doc)).into_response()
 }
 
 pub async fn nova(State(cloud): State<Shared>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
@@ -78,7 +85,11 @@ pub async fn nova(State(cloud): State<Shared>, method: Method, uri: Uri, headers
 }
 
 fn answer(c: &mut Cloud, method: &Method, path: &str, headers: &HeaderMap, body: &[u8]) -> Response {
-    if headers.get("x-auth-token").and_then(|v| v.to_str().ok()) != Some(TOKEN) {
+    if c.revoke {
+        c.tokens_issued += 1;
+        c.revoke = false;
+    }
+    if headers.get("x-auth-token").and_then(|v| v.to_str().ok()) != Some(token(c.tokens_issued).as_str()) {
         return fault(StatusCode::UNAUTHORIZED, "unauthorized", "The request you have made requires authentication.");
     }
     let version = headers.get("openstack-api-version").and_then(|v| v.to_str().ok()).unwrap_or("");

@@ -297,3 +297,16 @@ async fn the_built_in_plugins_drive_nova_through_a_lease() {
     instance.on_end(&hook("end_lease", "e2", reservation, slot)).await.unwrap();
     assert_eq!(f.status("srv-a").as_deref(), Some("SHELVED_OFFLOADED"), "on_end = shelve");
 }
+
+#[tokio::test]
+async fn a_token_nova_refuses_is_renewed_once() {
+    let f = Fixture::start(false).await;
+    f.cloud.lock().unwrap().servers.insert("srv".into(), "SHUTOFF".into());
+    f.driver.call("wake_up", &instance_payload(Some("srv")), "k1").await.unwrap();
+    f.cloud.lock().unwrap().revoke = true;
+    f.driver.call("shelve", &instance_payload(Some("srv")), "k2").await.unwrap();
+    assert_eq!(f.status("srv").as_deref(), Some("SHELVED_OFFLOADED"));
+    let c = f.cloud.lock().unwrap();
+    assert_eq!(c.tokens_issued, 3, "the first token, the revoked one skipped, a fresh one");
+    assert_eq!(c.log.iter().filter(|(_, _, s)| *s == 401).count(), 1, "one 401, then the fresh token");
+}
