@@ -310,3 +310,22 @@ async fn a_token_nova_refuses_is_renewed_once() {
     assert_eq!(c.tokens_issued, 3, "the first token, the revoked one skipped, a fresh one");
     assert_eq!(c.log.iter().filter(|(_, _, s)| *s == 401).count(), 1, "one 401, then the fresh token");
 }
+
+/// A start cut off between creating the aggregate and setting its
+/// metadata: the retry finds the aggregate and sets what it lacks.
+#[tokio::test]
+async fn a_start_cut_off_after_creating_the_aggregate_completes_it() {
+    let f = Fixture::start(false).await;
+    {
+        let mut c = f.cloud.lock().unwrap();
+        c.next_id += 1;
+        let id = c.next_id;
+        c.aggregates.insert(id, Aggregate { name: POOL.into(), ..Default::default() });
+    }
+    f.driver.call("on_start", &host_payload("start_lease", json!([])), "k").await.unwrap();
+    let c = f.cloud.lock().unwrap();
+    assert_eq!(c.aggregates.len(), 1, "no second aggregate");
+    let a = c.aggregates.values().next().unwrap();
+    assert_eq!(a.metadata.get("reservation"), Some(&json!(RESERVATION)));
+    assert_eq!(a.hosts, ["compute-1", "compute-2"]);
+}

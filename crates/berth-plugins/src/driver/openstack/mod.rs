@@ -209,34 +209,26 @@ impl OpenStackDriver {
         }
     }
 
-    /// The aggregate named `name`, if there is one: `(id, hosts)`.
-    async fn find_aggregate(&self, name: &str) -> Result<Option<(i64, Vec<String>)>, HookError> {
+    /// The aggregate named `name`, if there is one: `(id, metadata)`.
+    async fn find_aggregate(&self, name: &str) -> Result<Option<(i64, Value)>, HookError> {
         let a = self.nova(Method::GET, "/os-aggregates", None).await?;
         if a.status != StatusCode::OK {
             return Err(self.unexpected("listing aggregates", &a));
         }
-        Ok(a.body["aggregates"].as_array().into_iter().flatten().find(|g| g["name"] == name).and_then(|g| {
-            let hosts = g["hosts"].as_array().into_iter().flatten().filter_map(Value::as_str).map(String::from);
-            Some((g["id"].as_i64()?, hosts.collect()))
-        }))
+        let found = a.body["aggregates"].as_array().into_iter().flatten().find(|g| g["name"] == name);
+        Ok(found.and_then(|g| Some((g["id"].as_i64()?, g["metadata"].clone()))))
     }
 
-    /// The aggregate named `name`, created with `metadata` when missing.
+    /// The aggregate named `name` with `metadata`: created when missing,
+    /// its metadata set when it lacks them (a call cut off between the two).
     async fn ensure_aggregate(&self, name: &str, metadata: &Value) -> Result<i64, HookError> {
-        if let Some((id, _)) = self.find_aggregate(name).await? {
-            return Ok(id);
-        }
-        let a = self.nova(Method::POST, "/os-aggregates", Some(json!({"aggregate": {"name": name}}))).await?;
-        let id = match a.status {
-            StatusCode::OK => a.body["aggregate"]["id"]
-                .as_i64()
-                .ok_or_else(|| HookError::retryable(format!("Nova created aggregate {name} but gave no id")))?,
-            // Made meanwhile (a second berthd on the same event): it is there.
-            StatusCode::CONFLICT => match self.find_aggregate(name).await? {
-                Some((id, _)) => id,
-                None => return Err(self.unexpected(&format!("creating aggregate {name}"), &a)),
-            },
-            _ => return Err(self.unexpected(&format!("creating aggregate {name}"), &a)),
+        let has_metadata = |found: &Value| {
+            metadata.as_object().into_iter().flatten().all(|(k, v)| v.is_null() || found.get(k) == Some(v))
+        };
+        let id = match self.find_aggregate(name).await? {
+            Some((id, found)) if has_metadata(&found) => return Ok(id),
+            Some((id, _)) => id,
+            None => self.create_aggregate(name).await?,
         };
         let a = self
             .nova(
@@ -249,6 +241,21 @@ impl OpenStackDriver {
             return Err(self.unexpected(&format!("setting aggregate {name}'s metadata"), &a));
         }
         Ok(id)
+    }
+
+    async fn create_aggregate(&self, name: &str) -> Result<i64, HookError> {
+        let a = self.nova(Method::POST, "/os-aggregates", Some(json!({"aggregate": {"name": name}}))).await?;
+        Ok(match a.status {
+            StatusCode::OK => a.body["aggregate"]["id"]
+                .as_i64()
+                .ok_or_else(|| HookError::retryable(format!("Nova created aggregate {name} but gave no id")))?,
+            // Made meanwhile (a second berthd on the same event): it is there.
+            StatusCode::CONFLICT => match self.find_aggregate(name).await? {
+                Some((id, _)) => id,
+                None => return Err(self.unexpected(&format!("creating aggregate {name}"), &a)),
+            },
+            _ => return Err(self.unexpected(&format!("creating aggregate {name}"), &a)),
+        })
     }
 
     /// `add_host`; a host already there (409) is the step done.
