@@ -129,7 +129,28 @@ impl Config {
         if let Some(dir) = file.and_then(Path::parent) {
             cfg.find_programs_from(dir);
         }
+        cfg.lend_keystone_credentials();
         Ok(cfg)
+    }
+
+    /// An `openstack` driver without `auth_url` acts with `[keystone]`'s
+    /// service credentials, so an operator configures them once.
+    fn lend_keystone_credentials(&mut self) {
+        let k = &self.keystone;
+        for driver in self.plugins.drivers.values_mut() {
+            if let berth_plugins::driver::DriverConfig::Openstack(os) = driver {
+                if os.borrows_credentials() {
+                    os.auth_url = k.auth_url.clone();
+                    os.username = k.username.clone();
+                    os.password = k.password.clone();
+                    os.user_domain_name = k.user_domain_name.clone();
+                    os.project_name = k.project_name.clone();
+                    os.project_domain_name = k.project_domain_name.clone();
+                    os.application_credential_id = k.application_credential_id.clone();
+                    os.application_credential_secret = k.application_credential_secret.clone();
+                }
+            }
+        }
     }
 
     /// Every exec driver's program given as a relative path (not a bare
@@ -216,5 +237,45 @@ mod tests {
         let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/policy.example.yaml");
         let rules = berth_api::Rules::with_file(&std::fs::read_to_string(policy).unwrap()).unwrap();
         assert_eq!(rules.overridden().len(), 3);
+    }
+
+    #[test]
+    fn an_openstack_driver_without_auth_url_uses_the_keystone_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("berth.toml");
+        std::fs::write(
+            &file,
+            r#"
+[keystone]
+auth_url = "http://keystone.test:5000/v3"
+username = "berth"
+password = "s3cret"
+project_name = "service"
+
+[plugins.drivers."physical:host"]
+driver = "openstack"
+free_pool = "freepool"
+
+[plugins.drivers."virtual:instance"]
+driver = "openstack"
+auth_url = "http://other.test:5000/v3"
+application_credential_id = "id"
+application_credential_secret = "secret"
+"#,
+        )
+        .unwrap();
+        let cfg = Config::load(Some(&file)).unwrap();
+        let os = |t: &str| match &cfg.plugins.drivers[t] {
+            berth_plugins::driver::DriverConfig::Openstack(c) => c.clone(),
+            other => panic!("{other:?}"),
+        };
+        let host = os("physical:host");
+        assert_eq!(host.auth_url, "http://keystone.test:5000/v3");
+        assert_eq!((host.username.as_deref(), host.password.as_deref()), (Some("berth"), Some("s3cret")));
+        assert_eq!(host.project_name.as_deref(), Some("service"));
+        let instance = os("virtual:instance");
+        assert_eq!(instance.auth_url, "http://other.test:5000/v3", "its own credentials stand");
+        assert_eq!(instance.username, None);
+        cfg.plugins.check().unwrap();
     }
 }

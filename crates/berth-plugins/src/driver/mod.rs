@@ -12,6 +12,7 @@
 
 mod exec;
 mod noop;
+mod openstack;
 mod webhook;
 
 use std::collections::BTreeMap;
@@ -26,6 +27,7 @@ use crate::plugin::HookError;
 
 pub use exec::ExecDriver;
 pub use noop::NoopDriver;
+pub use openstack::{OpenStackConfig, OpenStackDriver};
 pub use webhook::{sign, WebhookDriver, ACTION_HEADER, IDEMPOTENCY_KEY_HEADER, SIGNATURE_HEADER};
 
 /// Carries one action to the outside world.
@@ -99,6 +101,8 @@ pub enum DriverConfig {
     Noop,
     Webhook(WebhookConfig),
     Exec(ExecConfig),
+    /// Nova, for the built-in plugins (`driver/openstack.rs`).
+    Openstack(Box<OpenStackConfig>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -144,6 +148,7 @@ impl DriverConfig {
             DriverConfig::Noop => Arc::new(NoopDriver::new()),
             DriverConfig::Webhook(c) => Arc::new(WebhookDriver::new(c.clone())?),
             DriverConfig::Exec(c) => Arc::new(ExecDriver::new(c.clone())?),
+            DriverConfig::Openstack(c) => Arc::new(OpenStackDriver::new((**c).clone())?),
         })
     }
 }
