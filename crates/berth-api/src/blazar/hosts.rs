@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use axum::Json;
 use berth_core::dates::format_date;
 use berth_core::error::ErrorCode;
@@ -187,11 +187,7 @@ pub(super) async fn create(
         },
     };
     let host = state.store.host(id).await?;
-    let mut resp = (StatusCode::CREATED, Json(json!({ "host": host_json(&host, &BTreeSet::new()) }))).into_response();
-    if replayed {
-        resp.headers_mut().insert(idempotency::REPLAYED, HeaderValue::from_static("true"));
-    }
-    Ok(resp)
+    Ok(idempotency::created(json!({ "host": host_json(&host, &BTreeSet::new()) }), replayed))
 }
 
 #[utoipa::path(

@@ -4,7 +4,9 @@
 //! key is the caller's own (project and user); the request is known again
 //! by a hash of its route and body.
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
 use berth_core::error::ErrorCode;
 use berth_store::commands::RequestKey;
 use serde_json::{Map, Value};
@@ -16,6 +18,16 @@ use crate::error::ApiError;
 pub const HEADER: &str = "idempotency-key";
 /// Says an answer is the one an earlier request with the key got.
 pub const REPLAYED: &str = "idempotent-replayed";
+/// A create's 201 answer; marked [`REPLAYED`] when it is what an earlier
+/// request with the key made.
+pub fn created(body: Value, replayed: bool) -> Response {
+    let mut resp = (StatusCode::CREATED, Json(body)).into_response();
+    if replayed {
+        resp.headers_mut().insert(REPLAYED, HeaderValue::from_static("true"));
+    }
+    resp
+}
+
 /// Longest key taken (a UUID is 36).
 const MAX_KEY: usize = 255;
 

@@ -33,11 +33,7 @@ pub(in crate::blazar) async fn end(
     ctx: Context,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let id = path_id(&id, "lease", ErrorCode::LeaseNotFound)?;
-    let lease = state.store.lease(id, scope(&state, &ctx)).await?;
-    state.rules.authorize(&ctx, Action::LeasesEnd, &lease_target(&lease))?;
-    state.store.end_lease(&control_meta(&ctx, Action::LeasesEnd), id, scope(&state, &ctx)).await?;
-    Ok(Json(json!({ "lease": lease_json(&state.store.lease(id, None).await?) })))
+    control(state, ctx, &id, LeaseControl::End).await
 }
 
 #[utoipa::path(
@@ -55,9 +51,32 @@ pub(in crate::blazar) async fn recover(
     ctx: Context,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let id = path_id(&id, "lease", ErrorCode::LeaseNotFound)?;
-    let lease = state.store.lease(id, scope(&state, &ctx)).await?;
-    state.rules.authorize(&ctx, Action::LeasesRecover, &lease_target(&lease))?;
-    state.store.recover_lease(&control_meta(&ctx, Action::LeasesRecover), id, scope(&state, &ctx)).await?;
+    control(state, ctx, &id, LeaseControl::Recover).await
+}
+
+/// The controls over a whole lease.
+#[derive(Clone, Copy)]
+enum LeaseControl {
+    End,
+    Recover,
+}
+
+/// One control over lease `id`: not found unless the caller may see the
+/// lease, then the control's rule on the lease, then the command; the lease
+/// as it is after.
+async fn control(state: AppState, ctx: Context, id: &str, which: LeaseControl) -> Result<Json<Value>, ApiError> {
+    let action = match which {
+        LeaseControl::End => Action::LeasesEnd,
+        LeaseControl::Recover => Action::LeasesRecover,
+    };
+    let id = path_id(id, "lease", ErrorCode::LeaseNotFound)?;
+    let scope = scope(&state, &ctx);
+    let lease = state.store.lease(id, scope).await?;
+    state.rules.authorize(&ctx, action, &lease_target(&lease))?;
+    let meta = control_meta(&ctx, action);
+    match which {
+        LeaseControl::End => state.store.end_lease(&meta, id, scope).await?,
+        LeaseControl::Recover => state.store.recover_lease(&meta, id, scope).await?,
+    }
     Ok(Json(json!({ "lease": lease_json(&state.store.lease(id, None).await?) })))
 }

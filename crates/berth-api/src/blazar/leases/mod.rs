@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use berth_core::dates::DateSpec;
@@ -136,11 +136,7 @@ pub(super) async fn create(
         let ids: Vec<_> = made.iter().map(|l| l.record.id).collect();
         out["recurrence"] = json!({"id": made[0].record.recurrence_id, "leases": ids});
     }
-    let mut resp = (StatusCode::CREATED, Json(json!({ "lease": out }))).into_response();
-    if replayed {
-        resp.headers_mut().insert(idempotency::REPLAYED, HeaderValue::from_static("true"));
-    }
-    Ok(resp)
+    Ok(idempotency::created(json!({ "lease": out }), replayed))
 }
 
 #[utoipa::path(
