@@ -8,10 +8,18 @@
 //! Once the first chunk is out the status is 200: a failure after it (the
 //! summaries' read) ends the body early, which the client sees as a broken
 //! answer, never as a well-formed partial one.
+//!
+//! The request timeout ends with the handler, before the body is written,
+//! so the answer carries its own deadline: a walk that runs past it, or a
+//! client that stops reading, is cut short there, and the blocking thread
+//! is freed rather than held for as long as a slow client likes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use berth_store::queries::candidates::{Candidate, CandidateSearch, ProviderSummary};
@@ -19,7 +27,9 @@ use berth_store::Store;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
+use tokio::runtime::Handle;
 use tokio::sync::mpsc;
+use tokio::time::{timeout_at, Instant};
 use uuid::Uuid;
 
 use super::microversion::Version;
@@ -31,37 +41,84 @@ const QUEUED: usize = 4;
 
 type Chunk = Result<Bytes, std::io::Error>;
 
-/// The answer's body: the walk of `search`, then its summaries.
-pub fn body(store: Store, search: CandidateSearch, v: Version) -> Body {
+/// The answer's body: the walk of `search`, then its summaries, all
+/// written within `limit` of now.
+pub fn body(store: Store, search: CandidateSearch, v: Version, limit: Duration) -> Body {
     let (tx, mut rx) = mpsc::channel::<Chunk>(QUEUED);
-    tokio::spawn(write(store, Arc::new(search), v, tx));
-    Body::from_stream(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)))
+    let cut = Arc::new(AtomicBool::new(false));
+    let out = Out { tx, deadline: Instant::now() + limit, cut: cut.clone() };
+    tokio::spawn(write(store, Arc::new(search), v, out));
+    Body::from_stream(futures::stream::poll_fn(move |cx| {
+        // A cut answer breaks off at once, ahead of the chunks still queued
+        // (their client is not reading them anyway).
+        if cut.swap(false, Ordering::AcqRel) {
+            return Poll::Ready(Some(Err(std::io::Error::other("the answer was cut short"))));
+        }
+        rx.poll_recv(cx)
+    }))
 }
 
-async fn write(store: Store, search: Arc<CandidateSearch>, v: Version, tx: mpsc::Sender<Chunk>) {
+/// Where the chunks go, and by when.
+#[derive(Clone)]
+struct Out {
+    tx: mpsc::Sender<Chunk>,
+    deadline: Instant,
+    /// Set when the answer is cut short.
+    cut: Arc<AtomicBool>,
+}
+
+impl Out {
+    /// Sends `chunk` unless the client has gone or the deadline passes
+    /// first; `false` then, and the answer ends there.
+    async fn send(&self, chunk: Vec<u8>) -> bool {
+        match timeout_at(self.deadline, self.tx.send(Ok(chunk.into()))).await {
+            Ok(sent) => sent.is_ok(),
+            Err(_) => {
+                self.cut("the answer ran past the request timeout").await;
+                false
+            }
+        }
+    }
+
+    /// Ends the body as broken, so the client cannot take it for whole.
+    async fn cut(&self, why: &str) {
+        tracing::warn!(why, "allocation candidates' answer cut short");
+        self.cut.store(true, Ordering::Release);
+        // Wakes the body's reader if it waits on an empty queue; a full
+        // queue's reader wakes on its own when it next reads.
+        let _ = self.tx.try_send(Err(std::io::Error::other(why.to_owned())));
+    }
+
+    fn past_deadline(&self) -> bool {
+        Instant::now() >= self.deadline
+    }
+}
+
+async fn write(store: Store, search: Arc<CandidateSearch>, v: Version, out: Out) {
     let walking = {
-        let (search, tx) = (search.clone(), tx.clone());
-        tokio::task::spawn_blocking(move || walk(&search, v, &tx))
+        let (search, out) = (search.clone(), out.clone());
+        let handle = Handle::current();
+        tokio::task::spawn_blocking(move || walk(&search, v, &out, &handle))
     };
     let Ok(Some((used, mut buf))) = walking.await else { return };
-    let summaries = match store.candidate_summaries(&search, &used).await {
-        Ok(s) => s,
-        Err(e) => {
+    let summaries = match timeout_at(out.deadline, store.candidate_summaries(&search, &used)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
             tracing::error!(error = %e, "reading provider summaries mid-answer; the answer is cut short");
-            let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
-            return;
+            return out.cut("the provider summaries could not be read").await;
         }
+        Err(_) => return out.cut("the answer ran past the request timeout").await,
     };
     buf.extend_from_slice(b"],\"provider_summaries\":");
     serde_json::to_writer(&mut buf, &summaries_json(v, &summaries)).expect("a JSON value writes to memory");
     buf.push(b'}');
-    let _ = tx.send(Ok(buf.into())).await;
+    out.send(buf).await;
 }
 
 /// The walk, on a blocking thread: the allocation requests in chunks; the
 /// providers used and what is left to send, or `None` once the client has
-/// gone.
-fn walk(search: &CandidateSearch, v: Version, tx: &mpsc::Sender<Chunk>) -> Option<(BTreeSet<Uuid>, Vec<u8>)> {
+/// gone or the deadline has passed.
+fn walk(search: &CandidateSearch, v: Version, out: &Out, handle: &Handle) -> Option<(BTreeSet<Uuid>, Vec<u8>)> {
     let mut buf = Vec::with_capacity(CHUNK + 4096);
     buf.extend_from_slice(b"{\"allocation_requests\":[");
     let mut first = true;
@@ -74,8 +131,15 @@ fn walk(search: &CandidateSearch, v: Version, tx: &mpsc::Sender<Chunk>) -> Optio
         write_request(&mut buf, v, c);
         if buf.len() >= CHUNK {
             let chunk = std::mem::replace(&mut buf, Vec::with_capacity(CHUNK + 4096));
-            if tx.blocking_send(Ok(chunk.into())).is_err() {
+            // A search that yields few candidates slowly is caught here too:
+            // the deadline is looked at once a chunk, not once a candidate.
+            if out.past_deadline() {
+                handle.block_on(out.cut("the answer ran past the request timeout"));
                 gone = true;
+            } else if !handle.block_on(out.send(chunk)) {
+                gone = true;
+            }
+            if gone {
                 return ControlFlow::Break(());
             }
         }

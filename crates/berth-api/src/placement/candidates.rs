@@ -59,7 +59,8 @@ pub async fn list(
         ErrorCode::ResourceClassNotFound => domain(e, "Invalid resource class in resources parameter: "),
         _ => ApiError::from(e),
     })?;
-    let body = candidate_stream::body(s.store.clone(), search, p.mv);
+    let limit = std::time::Duration::from_secs(config.request_timeout_s);
+    let body = candidate_stream::body(s.store.clone(), search, p.mv, limit);
     Ok(p.json_stream(StatusCode::OK, body, served_now()))
 }
 

@@ -41,3 +41,43 @@ async fn a_large_candidates_answer_is_whole_and_bounded_by_the_setting() {
     let c = bounded.admin(Method::GET, &format!("{q}&limit=7"), None).await;
     assert_eq!(c.body["allocation_requests"].as_array().unwrap().len(), 7);
 }
+
+/// The request timeout ends with the handler, so the streamed answer keeps
+/// its own deadline: a client that stops reading a large answer does not
+/// hold the walk (a blocking thread) past it, and gets a broken body, never
+/// a well-formed partial one. Without the deadline, the body arrives whole
+/// once the client reads again.
+#[tokio::test]
+async fn a_client_that_stops_reading_is_cut_off_at_the_request_timeout() {
+    let api = Api::start_with(ApiConfig { request_timeout_s: 1, ..ApiConfig::default() }).await;
+    let cn = api.provider("cn", None).await;
+    for i in 0..8 {
+        let pf = api.provider(&format!("cn-pf{i}"), Some(cn)).await;
+        api.inventory(pf, json!({"SRIOV_NET_VF": {"total": 8}})).await;
+    }
+    // 8·7·6·5·4·3·2 = 40,320 candidates, some 28 MB: more than loopback's
+    // socket buffers hold, so the walk must wait for the reader.
+    let groups: Vec<String> = (1..=7).map(|g| format!("resources{g}=SRIOV_NET_VF:1")).collect();
+    let q = format!("/allocation_candidates?{}&group_policy=isolate", groups.join("&"));
+    let resp = api
+        .http
+        .get(format!("{}{q}", api.base))
+        .header("openstack-api-version", "placement 1.39")
+        .header("x-auth-token", "admin")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK, "the answer starts within the timeout");
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    match resp.bytes().await {
+        Err(_) => {}
+        Ok(body) => {
+            let parsed = serde_json::from_slice::<serde_json::Value>(&body);
+            assert!(
+                parsed.is_err(),
+                "a stalled client must not get the whole answer ({} bytes) after the timeout",
+                body.len()
+            );
+        }
+    }
+}
