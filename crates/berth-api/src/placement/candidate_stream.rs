@@ -46,7 +46,10 @@ type Chunk = Result<Bytes, std::io::Error>;
 pub fn body(store: Store, search: CandidateSearch, v: Version, limit: Duration) -> Body {
     let (tx, mut rx) = mpsc::channel::<Chunk>(QUEUED);
     let cut = Arc::new(AtomicBool::new(false));
-    let out = Out { tx, deadline: Instant::now() + limit, cut: cut.clone() };
+    // Config bounds the timeout; a year caps it here so the sum cannot overflow.
+    let limit = limit.min(Duration::from_secs(365 * 86_400));
+    let deadline = Instant::now().checked_add(limit).expect("a year from now is a time");
+    let out = Out { tx, deadline, cut: cut.clone() };
     tokio::spawn(write(store, Arc::new(search), v, out));
     Body::from_stream(futures::stream::poll_fn(move |cx| {
         // A cut answer breaks off at once, ahead of the chunks still queued
