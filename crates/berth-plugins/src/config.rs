@@ -30,7 +30,7 @@ use crate::plugin::ResourcePlugin;
 use crate::registry::Registry;
 
 /// The resource types compiled into Berth.
-pub const BUILTIN_TYPES: [&str; 2] = ["physical:host", "virtual:instance"];
+pub const BUILTIN_TYPES: [&str; 3] = ["physical:host", "virtual:instance", "flavor:instance"];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -45,6 +45,9 @@ pub struct PluginsConfig {
     pub host: crate::host::HostOptions,
     /// `[plugins.instance]`: what `virtual:instance` does at a lease's end.
     pub instance: crate::instance::InstanceOptions,
+    /// `[plugins.flavor]`: the flavors `flavor:instance` reserves, and
+    /// what it does at a lease's end.
+    pub flavor: crate::flavor::FlavorOptions,
 }
 
 impl Default for PluginsConfig {
@@ -55,6 +58,7 @@ impl Default for PluginsConfig {
             external: BTreeMap::new(),
             host: Default::default(),
             instance: Default::default(),
+            flavor: Default::default(),
         }
     }
 }
@@ -78,6 +82,10 @@ impl PluginsConfig {
                 driver(crate::instance::RESOURCE_TYPE)?,
                 self.instance.clone(),
             )),
+            Arc::new(
+                crate::flavor::FlavorPlugin::new(driver(crate::flavor::RESOURCE_TYPE)?, self.flavor.clone())
+                    .map_err(|e| invalid(format!("flavor.{}", e.detail)))?,
+            ),
         ])
     }
 

@@ -60,6 +60,7 @@ fn slots(amount: u32, vcpus: i64, affinity: Option<bool>) -> NewReservation {
             resources: BTreeMap::from([("VCPU".to_string(), vcpus)]),
             affinity,
             resource_properties: None,
+            traits: Default::default(),
         },
     }
 }
