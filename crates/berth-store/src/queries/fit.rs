@@ -124,8 +124,8 @@ pub(crate) async fn candidate_ids(
 /// other than `own` hold on them: the holds overlapping `span`, plus the
 /// nearest hold on either side of `near` (for best fit). Each host keeps
 /// its cleaning time (`cleaning` unless it names its own) after every
-/// lease: the holds are read from that much before `span` and lengthened
-/// by it (`Candidate::clean_after`).
+/// lease: the holds are read over `span` widened by it on both sides and
+/// lengthened by it (`Candidate::clean_after`).
 pub(crate) async fn gather(
     c: &impl GenericClient,
     ids: &[Uuid],
@@ -138,7 +138,12 @@ pub(crate) async fn gather(
     let cleanings: HashMap<Uuid, Duration> =
         hosts.iter().map(|(id, h)| (*id, host::cleaning_time(h, cleaning))).collect();
     let longest = cleanings.values().copied().max().unwrap_or(Duration::zero());
-    let read = Window { start: span.start.checked_sub_signed(longest).unwrap_or(span.start), end: span.end };
+    let read = Window {
+        start: span.start.checked_sub_signed(longest).unwrap_or(span.start),
+        end: span
+            .end
+            .map(|e| schedule::with_cleaning(&Window { start: span.start, end: Some(e) }, longest).end.unwrap_or(e)),
+    };
     let mut holds = holds_over(c, &hosts, read, own).await?;
     let ids: Vec<Uuid> = hosts.keys().copied().collect();
     let gaps = gaps_around(c, &ids, near, own).await?;

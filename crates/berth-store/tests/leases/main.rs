@@ -397,4 +397,6 @@ async fn recurring_leases_book_every_occurrence_or_none() {
     assert!(l.recurrence_id.is_some());
 }
 
+mod cleaning;
 mod draws;
+mod flavors;
