@@ -31,7 +31,7 @@ pub const RESOURCE_TYPE: &str = "flavor:instance";
 
 /// The parameters a reservation of this type takes.
 const FLAVOR_PARAMETERS: &[Param] = &[
-    param("flavor_id", ParamType::String),
+    param("flavor_id", ParamType::Id),
     param("amount", ParamType::Integer),
     param("affinity", ParamType::OptionalBoolean),
     param("resource_properties", ParamType::Query),
