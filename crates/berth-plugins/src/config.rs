@@ -174,7 +174,7 @@ mod tests {
     }
 
     fn builtins() -> Vec<Arc<dyn ResourcePlugin>> {
-        vec![Arc::new(Builtin("physical:host")), Arc::new(Builtin("virtual:instance"))]
+        BUILTIN_TYPES.iter().map(|t| Arc::new(Builtin(t)) as Arc<dyn ResourcePlugin>).collect()
     }
 
     fn parse(v: serde_json::Value) -> PluginsConfig {
@@ -185,7 +185,7 @@ mod tests {
     fn the_default_enables_the_built_in_types_with_noop() {
         let c = PluginsConfig::default();
         let r = c.registry(builtins()).unwrap();
-        assert_eq!(r.names().collect::<Vec<_>>(), ["physical:host", "virtual:instance"]);
+        assert_eq!(r.names().collect::<Vec<_>>(), ["flavor:instance", "physical:host", "virtual:instance"]);
         assert_eq!(c.driver("physical:host").unwrap().kind(), "noop");
     }
 
