@@ -94,6 +94,7 @@ impl PluginsConfig {
     /// or declared. What [`registry`](Self::registry) refuses, except a
     /// built-in type missing from the given plugins.
     pub fn check(&self) -> Result<(), Error> {
+        self.flavor.check().map_err(|e| invalid(format!("flavor.{}", e.detail)))?;
         let builtins: Vec<Arc<dyn ResourcePlugin>> = BUILTIN_TYPES
             .iter()
             .map(|t| Arc::new(ExternalPlugin::new(*t, Arc::new(crate::driver::NoopDriver::new()))) as _)
@@ -210,6 +211,9 @@ mod tests {
     #[test]
     fn check_knows_the_built_in_names() {
         PluginsConfig::default().check().unwrap();
+        let bad =
+            parse(serde_json::json!({"flavor": {"flavors": {"f": {"vcpus": 1, "extra_specs": {"trait:X": "maybe"}}}}}));
+        assert!(bad.check().unwrap_err().detail.contains("flavor.flavors.\"f\""));
         let c = parse(serde_json::json!({"enabled": ["virtual:instance", "virtual:nothing"]}));
         assert!(c.check().is_err());
     }

@@ -48,6 +48,16 @@ pub struct FlavorOptions {
     pub on_end: InstanceEnd,
 }
 
+impl FlavorOptions {
+    /// Every flavor asks for something and has good extra specs.
+    pub fn check(&self) -> Result<(), Error> {
+        for (id, f) in &self.flavors {
+            f.demand().map_err(|e| Error::invalid(ErrorCode::Invalid, format!("flavors.{id:?}: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
 pub struct FlavorPlugin {
     flavors: BTreeMap<String, Flavor>,
     /// The slots' hooks: those of `virtual:instance`, told this type.
@@ -58,9 +68,7 @@ impl FlavorPlugin {
     /// The plugin over the configured flavors; a flavor that asks for
     /// nothing or has a bad extra spec is refused here, at start.
     pub fn new(driver: Arc<dyn Driver>, options: FlavorOptions) -> Result<Self, Error> {
-        for (id, f) in &options.flavors {
-            f.demand().map_err(|e| Error::invalid(ErrorCode::Invalid, format!("flavors.{id:?}: {e}")))?;
-        }
+        options.check()?;
         let slots = InstancePlugin::acting_for(RESOURCE_TYPE, driver, InstanceOptions { on_end: options.on_end });
         Ok(FlavorPlugin { flavors: options.flavors, slots })
     }
