@@ -69,7 +69,8 @@ pub struct CreateArgs {
     /// When the before-end event fires, as --start.
     #[arg(long, alias = "before-end-date")]
     pub before_end: Option<String>,
-    /// A reservation, as `resource_type=physical:host,min=1,max=2,...`; repeatable.
+    /// A reservation, as `resource_type=physical:host,min=1,max=2,...` or
+    /// `resource_type=flavor:instance,flavor_id=1,amount=2`; repeatable.
     #[arg(long = "reservation")]
     pub reservations: Vec<String>,
     /// A host reservation as python-blazarclient takes it: `min=1,max=2,...`

@@ -1,8 +1,9 @@
 //! Which hosts a reservation may use: enrolled, reservable, and matching the
 //! reservation's hypervisor and resource property queries.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use chrono::Duration;
 use serde_json::Value;
 
 use crate::inventory::Inventory;
@@ -17,6 +18,8 @@ pub struct Host {
     /// `None`: a provider that is not enrolled as a host.
     pub enrolment: Option<Enrolment>,
     pub inventories: BTreeMap<String, Inventory>,
+    /// Its Placement traits: what a flavor's `trait:` extra specs read.
+    pub traits: BTreeSet<String>,
 }
 
 /// What enrolling a provider as a host says of it.
@@ -62,9 +65,29 @@ pub fn eligible(host: &Host, demand: &Demand, project: &str) -> bool {
                 hypervisor_properties.as_ref().is_none_or(|q| q.matches(&|k| host.hypervisor(k)))
                     && caps_match(resource_properties)
             }
-            Demand::Slots { resource_properties, .. } => caps_match(resource_properties),
+            Demand::Slots { resource_properties, traits, .. } => {
+                caps_match(resource_properties) && traits.matches(&host.traits)
+            }
             Demand::Nothing => false,
         }
+}
+
+/// The capability that gives a host a cleaning time of its own, in minutes
+/// (a host whose disks take longer to wipe): it overrides the configured
+/// `cleaning_time` for that host.
+pub const CLEANING_TIME: &str = "cleaning_time";
+
+/// How long `host` stays unreservable after a lease on it ends: its own
+/// `cleaning_time` capability (whole minutes, a number or a string of
+/// digits), else `default`. A value that is no count of minutes is
+/// passed over for the default.
+pub fn cleaning_time(host: &Host, default: Duration) -> Duration {
+    let own = host.enrolment.as_ref().and_then(|e| e.capabilities.get(CLEANING_TIME)).and_then(|v| match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.trim().parse::<u64>().ok(),
+        _ => None,
+    });
+    own.and_then(|m| i64::try_from(m).ok()).and_then(Duration::try_minutes).unwrap_or(default)
 }
 
 /// Whether a host with these capabilities may be reserved by `project`:
@@ -93,6 +116,7 @@ mod tests {
                 ("VCPU".into(), Inventory { total: 8, ..Default::default() }),
                 ("MEMORY_MB".into(), Inventory { total: 4096, ..Default::default() }),
             ]),
+            traits: BTreeSet::from(["CUSTOM_GPU".to_string()]),
         }
     }
     fn query(v: Value) -> Option<Query> {
@@ -107,6 +131,7 @@ mod tests {
             resources: BTreeMap::from([("VCPU".into(), 1)]),
             affinity: None,
             resource_properties: query(resource),
+            traits: Default::default(),
         }
     }
 
@@ -159,5 +184,36 @@ mod tests {
         assert!(!eligible(&host(true, json!({"authorized_projects": 7})), &any, "p1"), "a typo keeps it closed");
         assert!(!eligible(&host(true, json!({"authorized_projects": ""})), &any, "p1"));
         assert!(eligible(&host(true, json!({})), &any, "anyone"));
+    }
+
+    #[test]
+    fn a_host_may_have_a_cleaning_time_of_its_own() {
+        let ten = Duration::minutes(10);
+        assert_eq!(cleaning_time(&host(true, json!({})), ten), ten);
+        assert_eq!(cleaning_time(&host(true, json!({"cleaning_time": 45})), ten), Duration::minutes(45));
+        assert_eq!(cleaning_time(&host(true, json!({"cleaning_time": "0"})), ten), Duration::zero());
+        assert_eq!(cleaning_time(&host(true, json!({"cleaning_time": "soon"})), ten), ten);
+        assert_eq!(cleaning_time(&host(true, json!({"cleaning_time": -5})), ten), ten);
+    }
+
+    #[test]
+    fn slots_read_the_hosts_traits() {
+        let h = host(true, json!({}));
+        let with = |t: crate::flavor::Traits| match slots(json!([])) {
+            Demand::Slots { amount, resources, affinity, resource_properties, .. } => {
+                Demand::Slots { amount, resources, affinity, resource_properties, traits: t }
+            }
+            _ => unreachable!(),
+        };
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        let required = crate::flavor::Traits { required: names(&["CUSTOM_GPU"]), ..Default::default() };
+        assert!(eligible(&h, &with(required), "p1"));
+        let forbidden = crate::flavor::Traits { forbidden: names(&["CUSTOM_GPU"]), ..Default::default() };
+        assert!(!eligible(&h, &with(forbidden), "p1"));
+        let any_of =
+            crate::flavor::Traits { any_of: vec![names(&["CUSTOM_FPGA", "CUSTOM_GPU"])], ..Default::default() };
+        assert!(eligible(&h, &with(any_of), "p1"));
+        let none_of = crate::flavor::Traits { any_of: vec![names(&["CUSTOM_FPGA"])], ..Default::default() };
+        assert!(!eligible(&h, &with(none_of), "p1"));
     }
 }

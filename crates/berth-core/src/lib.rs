@@ -14,6 +14,7 @@ pub mod dates;
 pub mod draw;
 pub mod error;
 pub mod event;
+pub mod flavor;
 pub mod host;
 pub mod inventory;
 pub mod lease;

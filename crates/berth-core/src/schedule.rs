@@ -35,6 +35,10 @@ pub struct Candidate {
     pub next_start: Option<DateTime<Utc>>,
     /// Held by the reservation being re-placed (an update): kept if it can be.
     pub preferred: bool,
+    /// How long the host stays unreservable after a lease on it ends
+    /// (`cleaning_time`): every bounded hold, and every window decided,
+    /// counts as lasting this much longer ([`Candidate::clean_after`]).
+    pub cleaning: Duration,
 }
 
 /// What one reservation asks of the hosts.
@@ -51,7 +55,30 @@ pub struct Placed {
     pub resources: BTreeMap<String, i64>,
 }
 
+/// `window` followed by `cleaning`: its end moved later (an open end stays
+/// open; an end past the last date stays where it is).
+pub fn with_cleaning(window: &Window, cleaning: Duration) -> Window {
+    let end = window.end.map(|e| e.checked_add_signed(cleaning).filter(|t| crate::time::in_range(*t)).unwrap_or(e));
+    Window { start: window.start, end }
+}
+
 impl Candidate {
+    /// Sets the host's cleaning time and lengthens the holds already read
+    /// by it. A hold with an end is a lease's (Placement's claims hold from
+    /// now on, with no end), so the host is not free again until it has
+    /// been cleaned; the windows decided are lengthened alike by
+    /// [`fits`](Self::fits) and [`is_free`](Self::is_free), so a lease
+    /// also keeps the next one `cleaning` away. The holds must have been
+    /// read over the windows at stake widened by `cleaning` before them.
+    pub fn clean_after(&mut self, cleaning: Duration) {
+        self.cleaning = cleaning.max(Duration::zero());
+        for holds in self.holds.values_mut() {
+            for (w, _) in holds.iter_mut() {
+                *w = with_cleaning(w, self.cleaning);
+            }
+        }
+    }
+
     /// The whole host: the capacity of every class it has.
     pub fn whole(&self) -> BTreeMap<String, i64> {
         self.inventories.iter().filter(|(_, i)| i.capacity() > 0).map(|(c, i)| (c.clone(), i.capacity())).collect()
@@ -59,11 +86,13 @@ impl Candidate {
 
     /// Free over the whole window: nothing of anyone else overlaps it.
     pub fn is_free(&self, window: &Window) -> bool {
-        !self.whole().is_empty() && self.holds.values().all(|hs| timeline::peak(hs, window) == 0)
+        let window = with_cleaning(window, self.cleaning);
+        !self.whole().is_empty() && self.holds.values().all(|hs| timeline::peak(hs, &window) == 0)
     }
 
     /// Whether `count` slots of `resources` fit at every instant of `window`.
     pub fn fits(&self, resources: &BTreeMap<String, i64>, count: i64, window: &Window) -> bool {
+        let window = &with_cleaning(window, self.cleaning);
         resources.iter().all(|(class, used)| {
             let Some(inv) = self.inventories.get(class) else {
                 return false;
@@ -102,9 +131,11 @@ impl Candidate {
             .unwrap_or(1000)
     }
 
-    fn hold(&mut self, resources: &BTreeMap<String, i64>, window: &Window) {
+    /// Records `resources` held over `window` (and its cleaning after).
+    pub fn hold(&mut self, resources: &BTreeMap<String, i64>, window: &Window) {
+        let window = with_cleaning(window, self.cleaning);
         for (class, used) in resources {
-            self.holds.entry(class.clone()).or_default().push((*window, *used));
+            self.holds.entry(class.clone()).or_default().push((window, *used));
         }
     }
 }
@@ -273,6 +304,7 @@ mod tests {
             previous_end: None,
             next_start: None,
             preferred: false,
+            cleaning: Duration::zero(),
         }
     }
     fn vcpus(n: i64) -> BTreeMap<String, i64> {
@@ -338,6 +370,30 @@ mod tests {
         assert!(place(&one, &[0], &mut hs.clone(), &w(0, 2)).is_ok());
         assert!(place(&one, &[0], &mut hs.clone(), &w(1, 3)).is_err());
         assert!(place(&one, &[0], &mut hs, &w(4, 6)).is_ok());
+    }
+
+    #[test]
+    fn cleaning_time_keeps_leases_on_a_host_apart() {
+        // A lease held a..3; two hours of cleaning: free again from 5.
+        let mut hs = vec![host("a", 4)];
+        hs[0].holds.insert("VCPU".into(), vec![(w(1, 3), 4)]);
+        hs[0].clean_after(Duration::hours(2));
+        let whole = Shape::Hosts { min: 1, max: 1 };
+        let slot = Shape::Slots { amount: 1, resources: vcpus(1), affinity: None };
+        for shape in [&whole, &slot] {
+            assert!(place(shape, &[0], &mut hs.clone(), &w(3, 4)).is_err(), "back to back");
+            assert!(place(shape, &[0], &mut hs.clone(), &w(4, 6)).is_err(), "within the cleaning");
+            assert!(place(shape, &[0], &mut hs.clone(), &w(5, 6)).is_ok(), "after the gap");
+            // Before it: our own end needs its cleaning before a's start at 1.
+            assert!(place(shape, &[0], &mut hs.clone(), &w(0, 1)).is_err());
+        }
+        let mut early = vec![host("a", 4)];
+        early[0].clean_after(Duration::hours(2));
+        assert!(place(&whole, &[0], &mut early, &w(0, 1)).is_ok());
+        assert!(place(&whole, &[0], &mut early, &w(2, 3)).is_err(), "what was placed is followed by cleaning too");
+        assert!(place(&whole, &[0], &mut early, &w(3, 4)).is_ok());
+        // Open-ended holds (Placement's claims) have no end to clean after.
+        assert_eq!(with_cleaning(&Window::from(t(1)), Duration::hours(2)), Window::from(t(1)));
     }
 
     #[test]

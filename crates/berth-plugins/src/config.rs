@@ -30,7 +30,7 @@ use crate::plugin::ResourcePlugin;
 use crate::registry::Registry;
 
 /// The resource types compiled into Berth.
-pub const BUILTIN_TYPES: [&str; 2] = ["physical:host", "virtual:instance"];
+pub const BUILTIN_TYPES: [&str; 3] = ["physical:host", "virtual:instance", "flavor:instance"];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -45,6 +45,9 @@ pub struct PluginsConfig {
     pub host: crate::host::HostOptions,
     /// `[plugins.instance]`: what `virtual:instance` does at a lease's end.
     pub instance: crate::instance::InstanceOptions,
+    /// `[plugins.flavor]`: the flavors `flavor:instance` reserves, and
+    /// what it does at a lease's end.
+    pub flavor: crate::flavor::FlavorOptions,
 }
 
 impl Default for PluginsConfig {
@@ -55,6 +58,7 @@ impl Default for PluginsConfig {
             external: BTreeMap::new(),
             host: Default::default(),
             instance: Default::default(),
+            flavor: Default::default(),
         }
     }
 }
@@ -78,6 +82,10 @@ impl PluginsConfig {
                 driver(crate::instance::RESOURCE_TYPE)?,
                 self.instance.clone(),
             )),
+            Arc::new(
+                crate::flavor::FlavorPlugin::new(driver(crate::flavor::RESOURCE_TYPE)?, self.flavor.clone())
+                    .map_err(|e| invalid(format!("flavor.{}", e.detail)))?,
+            ),
         ])
     }
 
@@ -86,6 +94,7 @@ impl PluginsConfig {
     /// or declared. What [`registry`](Self::registry) refuses, except a
     /// built-in type missing from the given plugins.
     pub fn check(&self) -> Result<(), Error> {
+        self.flavor.check().map_err(|e| invalid(format!("flavor.{}", e.detail)))?;
         let builtins: Vec<Arc<dyn ResourcePlugin>> = BUILTIN_TYPES
             .iter()
             .map(|t| Arc::new(ExternalPlugin::new(*t, Arc::new(crate::driver::NoopDriver::new()))) as _)
@@ -166,7 +175,7 @@ mod tests {
     }
 
     fn builtins() -> Vec<Arc<dyn ResourcePlugin>> {
-        vec![Arc::new(Builtin("physical:host")), Arc::new(Builtin("virtual:instance"))]
+        BUILTIN_TYPES.iter().map(|t| Arc::new(Builtin(t)) as Arc<dyn ResourcePlugin>).collect()
     }
 
     fn parse(v: serde_json::Value) -> PluginsConfig {
@@ -177,7 +186,7 @@ mod tests {
     fn the_default_enables_the_built_in_types_with_noop() {
         let c = PluginsConfig::default();
         let r = c.registry(builtins()).unwrap();
-        assert_eq!(r.names().collect::<Vec<_>>(), ["physical:host", "virtual:instance"]);
+        assert_eq!(r.names().collect::<Vec<_>>(), ["flavor:instance", "physical:host", "virtual:instance"]);
         assert_eq!(c.driver("physical:host").unwrap().kind(), "noop");
     }
 
@@ -202,6 +211,9 @@ mod tests {
     #[test]
     fn check_knows_the_built_in_names() {
         PluginsConfig::default().check().unwrap();
+        let bad =
+            parse(serde_json::json!({"flavor": {"flavors": {"f": {"vcpus": 1, "extra_specs": {"trait:X": "maybe"}}}}}));
+        assert!(bad.check().unwrap_err().detail.contains("flavor.flavors.\"f\""));
         let c = parse(serde_json::json!({"enabled": ["virtual:instance", "virtual:nothing"]}));
         assert!(c.check().is_err());
     }

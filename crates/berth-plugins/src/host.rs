@@ -203,11 +203,12 @@ pub fn demand(request: &ResourceRequest) -> Result<Demand, Error> {
             hypervisor_properties: parsed("hypervisor_properties", hypervisor_properties)?,
             resource_properties: parsed("resource_properties", resource_properties)?,
         },
-        ResourceRequest::Slots { amount, resources, affinity, resource_properties } => Demand::Slots {
+        ResourceRequest::Slots { amount, resources, affinity, resource_properties, traits } => Demand::Slots {
             amount: *amount,
             resources: resources.clone(),
             affinity: *affinity,
             resource_properties: parsed("resource_properties", resource_properties)?,
+            traits: traits.clone(),
         },
         ResourceRequest::Nothing => Demand::Nothing,
     })

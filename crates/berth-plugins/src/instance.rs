@@ -57,11 +57,19 @@ pub struct InstanceOptions {
 pub struct InstancePlugin {
     driver: Arc<dyn Driver>,
     options: InstanceOptions,
+    /// What the driver is told the slots are (`flavor:instance` slots act
+    /// as these do).
+    resource_type: &'static str,
 }
 
 impl InstancePlugin {
     pub fn new(driver: Arc<dyn Driver>, options: InstanceOptions) -> Self {
-        InstancePlugin { driver, options }
+        InstancePlugin { driver, options, resource_type: RESOURCE_TYPE }
+    }
+
+    /// The slots' hooks for another resource type whose slots are instances.
+    pub(crate) fn acting_for(resource_type: &'static str, driver: Arc<dyn Driver>, options: InstanceOptions) -> Self {
+        InstancePlugin { driver, options, resource_type }
     }
 
     /// One driver call per slot, in order; the first failure stops the
@@ -72,7 +80,7 @@ impl InstancePlugin {
         for (i, a) in hook.allocations.iter().enumerate() {
             let consumer = a.get("consumer_id").and_then(Value::as_str).unwrap_or_default();
             let payload = json!({
-                "resource_type": RESOURCE_TYPE,
+                "resource_type": self.resource_type,
                 "event_type": hook.event_type,
                 "instance_id": ids.get(i),
                 "consumer_id": consumer,
@@ -98,7 +106,7 @@ fn instance_ids(reservation: &Value) -> Vec<String> {
     }
 }
 
-fn affinity(reservation: &Value) -> Result<Option<bool>, Error> {
+pub(crate) fn affinity(reservation: &Value) -> Result<Option<bool>, Error> {
     match reservation.get("affinity") {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
@@ -146,23 +154,13 @@ impl ResourcePlugin for InstancePlugin {
         if disk > 0 {
             resources.insert("DISK_GB".into(), disk);
         }
-        let ids_ok = match (reservation.get("instance_ids"), reservation.get("instance_id")) {
-            (Some(Value::Array(a)), None) => a.len() as i64 <= amount && a.iter().all(|v| v.is_string()),
-            (None | Some(Value::Null), Some(Value::String(_))) => amount == 1,
-            (None | Some(Value::Null), None | Some(Value::Null)) => true,
-            _ => false,
-        };
-        if !ids_ok {
-            return Err(Error::invalid(
-                ErrorCode::InvalidLease,
-                "instance_ids is a list of at most `amount` instance ids (or instance_id, one, when amount is 1)",
-            ));
-        }
+        check_instance_ids(reservation, amount)?;
         Ok(ResourceRequest::Slots {
             amount: amount as u32,
             resources,
             affinity: affinity(reservation)?,
             resource_properties: query_param(reservation, "resource_properties")?,
+            traits: Default::default(),
         })
     }
 
@@ -189,6 +187,23 @@ impl ResourcePlugin for InstancePlugin {
         };
         self.each_slot(action, hook).await
     }
+}
+
+/// A reservation's `instance_ids` (or `instance_id`) fit its `amount`.
+pub(crate) fn check_instance_ids(reservation: &Value, amount: i64) -> Result<(), Error> {
+    let ids_ok = match (reservation.get("instance_ids"), reservation.get("instance_id")) {
+        (Some(Value::Array(a)), None) => a.len() as i64 <= amount && a.iter().all(|v| v.is_string()),
+        (None | Some(Value::Null), Some(Value::String(_))) => amount == 1,
+        (None | Some(Value::Null), None | Some(Value::Null)) => true,
+        _ => false,
+    };
+    if !ids_ok {
+        return Err(Error::invalid(
+            ErrorCode::InvalidLease,
+            "instance_ids is a list of at most `amount` instance ids (or instance_id, one, when amount is 1)",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub mod check;
 pub mod config;
 pub mod driver;
 pub mod external;
+pub mod flavor;
 pub mod host;
 pub mod instance;
 pub mod params;

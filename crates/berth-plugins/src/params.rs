@@ -22,6 +22,9 @@ pub enum ParamType {
     Query,
     /// `true`, `false` or `null`; also those words as strings.
     OptionalBoolean,
+    /// An identifier: text, or a whole number read as its digits (Nova's
+    /// flavor ids are often numbers, and Blazar's CLI sends "1" as 1).
+    Id,
 }
 
 /// One declared parameter.
@@ -41,6 +44,7 @@ impl ParamType {
             ParamType::StringList => "string_list",
             ParamType::Query => "query",
             ParamType::OptionalBoolean => "optional_boolean",
+            ParamType::Id => "id",
         }
     }
 }
@@ -122,6 +126,9 @@ fn read(resource_type: &str, p: &Param, v: &Value) -> Result<Value, Error> {
         (ParamType::Boolean | ParamType::OptionalBoolean, _) => return Err(bad("true or false")),
         (ParamType::String, Value::String(_)) => v.clone(),
         (ParamType::String, _) => return Err(bad("a string")),
+        (ParamType::Id, Value::String(_)) => v.clone(),
+        (ParamType::Id, Value::Number(n)) if n.is_i64() || n.is_u64() => Value::String(n.to_string()),
+        (ParamType::Id, _) => return Err(bad("an identifier (a string or a whole number)")),
         (ParamType::StringList, Value::Array(items)) if items.iter().all(Value::is_string) => v.clone(),
         (ParamType::StringList, _) => return Err(bad("a list of strings")),
         (ParamType::Query, Value::String(_) | Value::Array(_)) => v.clone(),

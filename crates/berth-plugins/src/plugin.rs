@@ -19,12 +19,15 @@ pub enum ResourceRequest {
         resource_properties: Option<serde_json::Value>,
     },
     /// `amount` slots of `resources` each on enrolled hosts; `affinity`
-    /// true: all on one host, false: all on different hosts, None: any.
+    /// true: all on one host, false: all on different hosts, None: any;
+    /// on hosts whose Placement traits match `traits` (a flavor's).
     Slots {
         amount: u32,
         resources: BTreeMap<String, i64>,
         affinity: Option<bool>,
         resource_properties: Option<serde_json::Value>,
+        #[serde(default, skip_serializing_if = "berth_core::flavor::Traits::is_empty")]
+        traits: berth_core::flavor::Traits,
     },
     /// Nothing held in Berth's inventory: the plugin's effects are all outside.
     Nothing,

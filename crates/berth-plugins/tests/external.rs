@@ -55,7 +55,8 @@ async fn validate_turns_the_answer_into_a_resource_request() {
             amount: 2,
             resources: [("CUSTOM_GPU".to_string(), 1)].into(),
             affinity: None,
-            resource_properties: None
+            resource_properties: None,
+            traits: Default::default(),
         }
     );
     let calls = s.calls.lock().unwrap();

@@ -75,6 +75,9 @@ pub struct Store {
     claims: std::sync::Arc<commands::Claims>,
     /// The database's clock between readings (clock::Carried).
     carried: std::sync::Arc<clock::Carried>,
+    /// How long a host stays unreservable after a lease on it ends, unless
+    /// it says otherwise (`cleaning_time`; `queries::fit`).
+    cleaning: chrono::Duration,
 }
 
 impl Store {
@@ -109,7 +112,13 @@ impl Store {
             .runtime(Runtime::Tokio1)
             .build()
             .map_err(|e| StoreError::Pool(e.to_string()))?;
-        Ok(Store { pool, url: url.to_string(), claims: Default::default(), carried: Default::default() })
+        Ok(Store {
+            pool,
+            url: url.to_string(),
+            claims: Default::default(),
+            carried: Default::default(),
+            cleaning: chrono::Duration::zero(),
+        })
     }
 
     /// Decides claims in at most `lanes` transactions at once (see
@@ -117,6 +126,19 @@ impl Store {
     pub fn with_claim_lanes(mut self, lanes: usize) -> Store {
         self.claims = std::sync::Arc::new(commands::Claims::with_lanes(lanes));
         self
+    }
+
+    /// Keeps every host unreservable for `cleaning` after a lease on it
+    /// ends (Blazar's `cleaning_time`), unless the host has a
+    /// `cleaning_time` capability of its own.
+    pub fn with_cleaning_time(mut self, cleaning: std::time::Duration) -> Store {
+        self.cleaning = chrono::Duration::from_std(cleaning).unwrap_or(chrono::Duration::MAX);
+        self
+    }
+
+    /// The cleaning time of hosts that name none.
+    pub fn cleaning_time(&self) -> chrono::Duration {
+        self.cleaning
     }
 
     pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {

@@ -291,6 +291,7 @@ fn slots(amount: u32, vcpus: i64) -> NewReservation {
             resources: BTreeMap::from([("VCPU".to_string(), vcpus)]),
             affinity: None,
             resource_properties: None,
+            traits: Default::default(),
         },
     }
 }

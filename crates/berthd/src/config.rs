@@ -46,6 +46,11 @@ pub struct Config {
     /// waiting meanwhile are decided together in the next one. About the
     /// database server's cores.
     pub claim_lanes: usize,
+    /// `BERTH_CLEANING_TIME`: minutes a host stays unreservable after a
+    /// lease on it ends (Blazar's `cleaning_time`); a host's own
+    /// `cleaning_time` capability overrides it. Every replica must be
+    /// given the same.
+    pub cleaning_time: u32,
     /// `[plugins]`: enabled resource types, drivers, external types.
     #[serde(default)]
     pub plugins: berth_plugins::PluginsConfig,
@@ -85,6 +90,7 @@ impl Default for Config {
             connect_timeout_ms: 5_000,
             statement_timeout_ms: 30_000,
             claim_lanes: berth_store::commands::DEFAULT_CLAIM_LANES,
+            cleaning_time: 0,
             plugins: berth_plugins::PluginsConfig::default(),
             policy: berth_plugins::PolicyConfig::default(),
             manager: berth_manager::ManagerConfig::default(),
@@ -195,6 +201,7 @@ const KEYS: &[&str] = &[
     "connect_timeout_ms",
     "statement_timeout_ms",
     "claim_lanes",
+    "cleaning_time",
     "plugins",
     "policy",
     "api",

@@ -1,11 +1,14 @@
 //! The real python-blazarclient library, from PyPI in a venv under the
 //! target directory, driven against berthd's /v1 (crates/berthd/tests/blazarclient/drive.py).
-//! Skips, loudly, only when the package index cannot be reached.
+//! Skips, loudly, only when the package index cannot be reached. Its
+//! command line makes flavor:instance leases (drive_flavor.py).
 
 use std::path::Path;
 use std::process::Command;
 
-use berth_testkit::Server;
+use berth_testkit::{Server, ADMIN, ALICE};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
 
 /// pip failed for want of a network, not for anything of ours.
 fn unreachable(output: &str) -> bool {
@@ -72,4 +75,89 @@ async fn python_blazarclient_drives_leases_and_hosts() {
     assert!(out.status.success(), "python-blazarclient run failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("python-blazarclient: all good"));
     server.replay_verify();
+}
+
+/// Flavors with the traits' rules, for `flavor_instances_through_blazars_cli_and_placement`.
+const FLAVORS: &str = r#"
+[plugins.flavor.flavors."1"]
+name = "gpu.small"
+vcpus = 2
+ram = 1024
+disk = 10
+extra_specs = { "trait:CUSTOM_GPU" = "required", "trait:CUSTOM_SLOW" = "forbidden", "trait:in:CUSTOM_A100,CUSTOM_H100" = "required" }
+"#;
+
+/// Enrols host `name` (8 VCPU) with Placement traits `traits`; its id.
+async fn host_with_traits(s: &Server, name: &str, traits: &[&str]) -> String {
+    let body = json!({"name": name, "vcpus": 8, "memory_mb": 16384, "local_gb": 100});
+    let (st, host) = s.post("/v1/os-hosts", ADMIN, body).await;
+    assert_eq!(st, StatusCode::CREATED, "{host}");
+    let id = host["host"]["id"].as_str().unwrap().to_string();
+    for t in traits {
+        let (st, _) = placement(s, Method::PUT, &format!("/placement/traits/{t}"), None).await;
+        assert!(st.is_success(), "{t}: {st}");
+    }
+    let path = format!("/placement/resource_providers/{id}/traits");
+    let (_, now) = placement(s, Method::GET, &path, None).await;
+    let body = json!({"traits": traits, "resource_provider_generation": now["resource_provider_generation"]});
+    let (st, answer) = placement(s, Method::PUT, &path, Some(body)).await;
+    assert_eq!(st, StatusCode::OK, "{answer}");
+    id
+}
+
+/// A Placement call as Nova makes it (microversion 1.39), by the admin.
+async fn placement(s: &Server, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+    let mut req = reqwest::Client::new()
+        .request(method, format!("{}{path}", s.url))
+        .header("x-auth-token", ADMIN)
+        .header("openstack-api-version", "placement 1.39");
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status();
+    (status, serde_json::from_str(&resp.text().await.unwrap()).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn flavor_instances_through_blazars_cli_and_placement() {
+    let Some(python) = tokio::task::spawn_blocking(venv).await.unwrap() else {
+        return;
+    };
+    let s = Server::start_with_config(Some(FLAVORS)).await;
+    let fast = host_with_traits(&s, "gpu-fast", &["CUSTOM_GPU", "CUSTOM_A100"]).await;
+    host_with_traits(&s, "gpu-slow", &["CUSTOM_GPU", "CUSTOM_SLOW", "CUSTOM_H100"]).await;
+    host_with_traits(&s, "gpu-old", &["CUSTOM_GPU"]).await;
+    host_with_traits(&s, "plain", &[]).await;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/blazarclient/drive_flavor.py");
+    let cli = python.with_file_name("blazar");
+    let url = format!("{}/v1", s.url);
+    let out = tokio::task::spawn_blocking(move || {
+        let mut cmd = Command::new(python);
+        cmd.arg(script).env("BLAZAR_URL", url).env("BLAZAR_TOKEN", ALICE).env("BLAZAR_CLI", cli);
+        cmd.output().unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(out.status.success(), "blazar flavor run failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let lease = stdout.lines().find_map(|l| l.strip_prefix("LEASE ")).unwrap().trim();
+    // Both instances on the one host with the flavor's traits (affinity).
+    let record = s.db.store(2).lease(lease.parse().unwrap(), None).await.unwrap().record;
+    let reservation = &record.reservations[0];
+    assert_eq!(reservation.slots.len(), 2);
+    assert!(reservation.slots.iter().all(|slot| slot.provider.to_string() == fast), "{reservation:?}");
+    // Nova's claim for an instance of the reserved flavor draws from the slots.
+    let class = berth_core::lease::reservation_class(reservation.id);
+    let claim = json!({
+        "allocations": {&fast: {"resources": {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 10, &class: 1}}},
+        "project_id": "p1", "user_id": "alice", "consumer_generation": null, "consumer_type": "INSTANCE",
+    });
+    let path = format!("/placement/allocations/{}", uuid::Uuid::new_v4());
+    let (st, answer) = placement(&s, Method::PUT, &path, Some(claim)).await;
+    assert_eq!(st, StatusCode::NO_CONTENT, "{answer}");
+    let (_, usages) = placement(&s, Method::GET, &format!("/placement/resource_providers/{fast}/usages"), None).await;
+    assert_eq!(usages["usages"]["VCPU"], 4, "drawn from the reservation, not on top of it: {usages}");
+    s.replay_verify();
 }

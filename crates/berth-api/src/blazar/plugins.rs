@@ -35,7 +35,7 @@ pub struct Plugin {
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub struct Parameter {
     name: String,
-    /// `integer`, `boolean`, `optional_boolean`, `string`, `string_list` or `query`.
+    /// `integer`, `boolean`, `optional_boolean`, `string`, `string_list`, `query` or `id`.
     #[serde(rename = "type")]
     kind: String,
 }

@@ -166,8 +166,15 @@ pub enum Demand {
     /// Between `min` and `max` whole hosts free over the whole window.
     Hosts { min: u32, max: u32, hypervisor_properties: Option<Query>, resource_properties: Option<Query> },
     /// `amount` slots of `resources`; `affinity` true: one host, false:
-    /// distinct hosts, None: any.
-    Slots { amount: u32, resources: BTreeMap<String, i64>, affinity: Option<bool>, resource_properties: Option<Query> },
+    /// distinct hosts, None: any; on hosts whose traits match `traits`
+    /// (a flavor's; empty for `virtual:instance`).
+    Slots {
+        amount: u32,
+        resources: BTreeMap<String, i64>,
+        affinity: Option<bool>,
+        resource_properties: Option<Query>,
+        traits: crate::flavor::Traits,
+    },
     /// Nothing held in Berth's inventory.
     Nothing,
 }

@@ -54,7 +54,7 @@ impl Store {
             let items: Vec<Item> = reservations.iter().map(|r| Item::Place(r.as_ref(), Vec::new())).collect();
             let span = Window { start: from, end: Some(until) };
             let ids = candidate_ids(tx, project, &items).await?;
-            let g = gather(tx, &ids, span, span, &[]).await?;
+            let g = gather(tx, &ids, span, span, &[], self.cleaning_time()).await?;
             let ends = g.candidates.iter().flat_map(|c| c.holds.values().flatten().map(|h| h.0));
             let mut out = Vec::new();
             for start in schedule::start_times(ends, from, last_start).into_iter().take(MAX_TRIES) {
@@ -80,7 +80,7 @@ impl Store {
             let items: Vec<Item> = lease.reservations.iter().map(|r| Item::Fixed(&r.slots)).collect();
             let span = Window { start: lease.end, end: Some(horizon.max(lease.end)) };
             let ids = candidate_ids(tx, &lease.project_id, &items).await?;
-            let g = gather(tx, &ids, span, span, &own).await?;
+            let g = gather(tx, &ids, span, span, &own, self.cleaning_time()).await?;
             let mut latest: Option<DateTime<Utc>> = None;
             for s in lease.reservations.iter().flat_map(|r| r.slots.iter()) {
                 let Some(c) = g.index.get(&s.provider).map(|&i| &g.candidates[i]) else {
@@ -89,7 +89,9 @@ impl Store {
                 for (class, used) in &s.resources {
                     let capacity = c.inventories.get(class).map(|i| i.capacity()).unwrap_or(0);
                     let holds = c.holds.get(class).map(Vec::as_slice).unwrap_or(&[]);
+                    // The lease's own end needs its cleaning before the next one.
                     let first = schedule::first_conflict(holds, *used, capacity, lease.end, horizon)
+                        .map(|t| t.checked_sub_signed(c.cleaning).unwrap_or(t).max(lease.end))
                         .or((*used > capacity).then_some(lease.end));
                     if let Some(t) = first {
                         latest = Some(latest.map_or(t, |l| l.min(t)));

@@ -13,7 +13,7 @@ use berth_core::host::{self, Enrolment, Host};
 use berth_core::lease::{Demand, Slot};
 use berth_core::schedule::{self, Candidate, Placed, Shape};
 use berth_core::Window;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
 use uuid::Uuid;
@@ -52,7 +52,8 @@ pub(crate) type Plan = Vec<Vec<Vec<Placed>>>;
 async fn load_hosts(c: &impl GenericClient, only: Option<&[Uuid]>) -> Result<BTreeMap<Uuid, Host>, StoreError> {
     let rows = c
         .query(
-            "SELECT p.uuid, p.name, h.reservable, h.capabilities
+            "SELECT p.uuid, p.name, h.reservable, h.capabilities,
+                    ARRAY(SELECT t.trait FROM provider_traits t WHERE t.provider_uuid = p.uuid)
              FROM providers p LEFT JOIN hosts h ON h.provider_uuid = p.uuid
              WHERE CASE WHEN $1::uuid[] IS NULL THEN h.provider_uuid IS NOT NULL ELSE p.uuid = ANY($1) END",
             &[&only],
@@ -66,7 +67,11 @@ async fn load_hosts(c: &impl GenericClient, only: Option<&[Uuid]>) -> Result<BTr
             reservable,
             capabilities: caps.and_then(|c| serde_json::from_value(c).ok()).unwrap_or_default(),
         });
-        out.insert(r.get(0), Host { name: r.get(1), enrolment, inventories: BTreeMap::new() });
+        let traits: Vec<String> = r.get(4);
+        out.insert(
+            r.get(0),
+            Host { name: r.get(1), enrolment, inventories: BTreeMap::new(), traits: traits.into_iter().collect() },
+        );
     }
     let ids: Vec<Uuid> = out.keys().copied().collect();
     for r in c
@@ -117,16 +122,29 @@ pub(crate) async fn candidate_ids(
 
 /// Reads the candidates `ids` (those that still exist) and what consumers
 /// other than `own` hold on them: the holds overlapping `span`, plus the
-/// nearest hold on either side of `near` (for best fit).
+/// nearest hold on either side of `near` (for best fit). Each host keeps
+/// its cleaning time (`cleaning` unless it names its own) after every
+/// lease: the holds are read over `span` widened by it on both sides and
+/// lengthened by it (`Candidate::clean_after`).
 pub(crate) async fn gather(
     c: &impl GenericClient,
     ids: &[Uuid],
     span: Window,
     near: Window,
     own: &[Uuid],
+    cleaning: Duration,
 ) -> Result<Gathered, StoreError> {
     let hosts = load_hosts(c, Some(ids)).await?;
-    let mut holds = holds_over(c, &hosts, span, own).await?;
+    let cleanings: HashMap<Uuid, Duration> =
+        hosts.iter().map(|(id, h)| (*id, host::cleaning_time(h, cleaning))).collect();
+    let longest = cleanings.values().copied().max().unwrap_or(Duration::zero());
+    let read = Window {
+        start: span.start.checked_sub_signed(longest).unwrap_or(span.start),
+        end: span
+            .end
+            .map(|e| schedule::with_cleaning(&Window { start: span.start, end: Some(e) }, longest).end.unwrap_or(e)),
+    };
+    let mut holds = holds_over(c, &hosts, read, own).await?;
     let ids: Vec<Uuid> = hosts.keys().copied().collect();
     let gaps = gaps_around(c, &ids, near, own).await?;
     let mut candidates: Vec<Candidate> = Vec::new();
@@ -142,7 +160,11 @@ pub(crate) async fn gather(
             previous_end,
             next_start,
             preferred: false,
+            cleaning: Duration::zero(),
         });
+        if let Some(c) = candidates.last_mut() {
+            c.clean_after(cleanings[id]);
+        }
     }
     Ok(Gathered { hosts, candidates, index })
 }
@@ -244,9 +266,7 @@ fn keep(g: &mut Gathered, slots: &[Slot], window: &Window) -> Result<Vec<Placed>
         if !c.fits(&s.resources, 1, window) {
             return Err(format!("its slot on {} has no room over the new window", c.name));
         }
-        for (class, used) in &s.resources {
-            c.holds.entry(class.clone()).or_default().push((*window, *used));
-        }
+        c.hold(&s.resources, window);
         placed.push(Placed { provider: s.provider, resources: s.resources.clone() });
     }
     Ok(placed)

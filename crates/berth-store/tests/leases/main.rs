@@ -60,6 +60,7 @@ fn slots(amount: u32, vcpus: i64, affinity: Option<bool>) -> NewReservation {
             resources: BTreeMap::from([("VCPU".to_string(), vcpus)]),
             affinity,
             resource_properties: None,
+            traits: Default::default(),
         },
     }
 }
@@ -396,4 +397,6 @@ async fn recurring_leases_book_every_occurrence_or_none() {
     assert!(l.recurrence_id.is_some());
 }
 
+mod cleaning;
 mod draws;
+mod flavors;

@@ -48,6 +48,7 @@ async fn fire_window(
     current: LeaseRecord,
     event_type: LeaseEventType,
     at: DateTime<Utc>,
+    cleaning: chrono::Duration,
 ) -> Result<(), StoreError> {
     let update = match event_type {
         LeaseEventType::StartLease if current.start > at => {
@@ -59,7 +60,7 @@ async fn fire_window(
         }
         _ => return Ok(()),
     };
-    update_locked(tx, meta, current, &update, at).await
+    update_locked(tx, meta, current, &update, at, cleaning).await
 }
 
 impl Store {
@@ -83,7 +84,7 @@ impl Store {
                 Control::Fire => {
                     let event_type = current.events.iter().find(|e| e.id == id).map(|e| e.event_type);
                     if let Some(t) = event_type {
-                        fire_window(tx, meta, current, t, at).await?;
+                        fire_window(tx, meta, current, t, at, self.cleaning_time()).await?;
                     }
                     Event::LeaseEventFired { lease, event: id, at }
                 }
@@ -102,7 +103,7 @@ impl Store {
             let current = lock_lease(tx, id, project).await?.record;
             check_endable(&current, at)?;
             let update = LeaseUpdate { end: Some(DateSpec::At(at)), ..LeaseUpdate::default() };
-            update_locked(tx, meta, current, &update, at).await
+            update_locked(tx, meta, current, &update, at, self.cleaning_time()).await
         })
     }
 

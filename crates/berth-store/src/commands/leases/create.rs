@@ -94,7 +94,7 @@ impl Store {
             if let Some(ids) = request_keys::earlier(tx, key).await? {
                 return Ok(Keyed::Earlier(read::load_leases(tx, &ids).await?));
             }
-            let (made, mut events, at) = create_in(tx, &new).await?;
+            let (made, mut events, at) = create_in(tx, &new, self.cleaning_time()).await?;
             events.push(request_keys::made(key, made.iter().map(|l| l.record.id).collect(), at));
             record(tx, meta, &events).await?;
             Ok(Keyed::Made(made))
@@ -106,7 +106,7 @@ impl Store {
     pub async fn create_lease(&self, meta: &EventMeta, new: NewLease) -> Result<Vec<Lease>, Error> {
         check_new(&new)?;
         crate::tx::command!(self, |tx| {
-            let (made, events, _) = create_in(tx, &new).await?;
+            let (made, events, _) = create_in(tx, &new, self.cleaning_time()).await?;
             record(tx, meta, &events).await?;
             Ok(made)
         })
@@ -130,6 +130,7 @@ fn check_new(new: &NewLease) -> Result<(), Error> {
 async fn create_in(
     tx: &deadpool_postgres::Transaction<'_>,
     new: &NewLease,
+    cleaning: chrono::Duration,
 ) -> Result<(Vec<Lease>, Vec<Event>, DateTime<Utc>), crate::StoreError> {
     let at = now(tx).await?;
     // Quota: the project's guard first.
@@ -144,7 +145,9 @@ async fn create_in(
     let items: Vec<Item> = new.reservations.iter().map(|r| Item::Place(&r.demand, Vec::new())).collect();
     let wins: Vec<Window> = windows.iter().map(|(s, e)| Window { start: *s, end: Some(*e) }).collect();
     let types: Vec<&str> = new.reservations.iter().map(|r| r.resource_type.as_str()).collect();
-    let placed = plan(tx, &new.project_id, &items, &wins, &[]).await?.map_err(|u| unfit_error(u, &types, recurring))?;
+    let placed = plan(tx, &new.project_id, &items, &wins, &[], cleaning)
+        .await?
+        .map_err(|u| unfit_error(u, &types, recurring))?;
     let recurrence_id = recurring.then(Uuid::new_v4);
     let mut events = Vec::new();
     let mut made = Vec::new();

@@ -14,13 +14,15 @@ use crate::StoreError;
 
 /// Places every item of a lease of `project` over every window, in one
 /// consistent read under the provider locks. Holds of `own` consumers are
-/// not counted (an update's own slots and what draws from them).
+/// not counted (an update's own slots and what draws from them). Hosts stay
+/// unreservable for `cleaning` after each lease (unless they name their own).
 pub(super) async fn plan(
     tx: &Transaction<'_>,
     project: &str,
     items: &[Item<'_>],
     windows: &[Window],
     own: &[Uuid],
+    cleaning: chrono::Duration,
 ) -> Result<Result<Plan, Unfit>, StoreError> {
     let span = Window {
         start: windows.iter().map(|w| w.start).min().expect("a window"),
@@ -36,7 +38,7 @@ pub(super) async fn plan(
     }
     let ids = candidate_ids(tx, project, items).await?;
     lock::providers(tx, &ids).await?;
-    let mut g = gather(tx, &ids, span, windows[0], own).await?;
+    let mut g = gather(tx, &ids, span, windows[0], own, cleaning).await?;
     Ok(decide(&mut g, project, items, windows))
 }
 

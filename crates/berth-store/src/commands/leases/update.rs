@@ -116,6 +116,7 @@ async fn replace_slots(
     next: &mut LeaseRecord,
     update: &LeaseUpdate,
     at: DateTime<Utc>,
+    cleaning: chrono::Duration,
 ) -> Result<Vec<Event>, StoreError> {
     let Locked { slots, drawers, draws } = lock_slots(tx, current).await?;
     let mut drawn: Drawn = HashMap::new();
@@ -136,8 +137,9 @@ async fn replace_slots(
     let own: Vec<Uuid> = slots.iter().chain(draws.iter().map(|d| &d.1)).copied().collect();
     let types: Vec<&str> = current.reservations.iter().map(|r| r.resource_type.as_str()).collect();
     let window = Window { start: next.start, end: Some(next.end) };
-    let mut placed =
-        plan(tx, &current.project_id, &items, &[window], &own).await?.map_err(|u| unfit_error(u, &types, false))?;
+    let mut placed = plan(tx, &current.project_id, &items, &[window], &own, cleaning)
+        .await?
+        .map_err(|u| unfit_error(u, &types, false))?;
     let per_item = placed.pop().expect("one window");
     let mut events = Vec::new();
     for (r, placed) in next.reservations.iter_mut().zip(per_item) {
@@ -169,7 +171,7 @@ impl Store {
         crate::tx::command!(self, |tx| {
             let at = now(tx).await?;
             let current = lock_lease(tx, id, project).await?.record;
-            update_locked(tx, meta, current, &update, at).await
+            update_locked(tx, meta, current, &update, at, self.cleaning_time()).await
         })
     }
 }
@@ -181,6 +183,7 @@ pub(super) async fn update_locked(
     current: LeaseRecord,
     update: &LeaseUpdate,
     at: DateTime<Utc>,
+    cleaning: chrono::Duration,
 ) -> Result<(), StoreError> {
     let id = current.id;
     // Quota: the project's guard, before any consumer or provider.
@@ -206,7 +209,7 @@ pub(super) async fn update_locked(
     move_events(&mut next, update, window_moved)?;
     let mut events = Vec::new();
     if window_moved || !update.reservations.is_empty() {
-        events = replace_slots(tx, &current, &mut next, update, at).await?;
+        events = replace_slots(tx, &current, &mut next, update, at, cleaning).await?;
     }
     events.insert(0, Event::LeaseUpdated { lease: next, at });
     // Quota: the slots' new holds against those they replace.
