@@ -60,7 +60,7 @@ impl Store {
                 return Err(Error::not_found(ErrorCode::HostNotFound, format!("no host {id}")).into());
             };
             let was: bool = row.get(0);
-            let first = if was == disabled && disabled {
+            let first = if was == disabled {
                 Vec::new()
             } else {
                 vec![Event::HostDisabled { provider: id, disabled, reason: reason.clone().filter(|_| disabled), at }]
