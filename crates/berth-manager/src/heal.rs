@@ -78,13 +78,16 @@ async fn call(inner: &Inner, h: HealHook) {
         Err(e) => Err(berth_plugins::HookError::permanent(e.detail)),
     };
     let result = match outcome {
-        Ok(o) => HookResult {
-            reservation: r.id,
-            resource_type: r.resource_type.clone(),
-            ok: true,
-            detail: o.detail,
-            effects: o.effects,
-        },
+        Ok(mut o) => {
+            o.effects.extend(berth_core::lease_event::reported_failures(&o.detail));
+            HookResult {
+                reservation: r.id,
+                resource_type: r.resource_type.clone(),
+                ok: true,
+                detail: o.detail,
+                effects: o.effects,
+            }
+        }
         Err(e) if !e.permanent => {
             return tracing::info!(heal = %h.id, error = %e.message, "on_heal failed; will try again");
         }

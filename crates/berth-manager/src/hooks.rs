@@ -101,13 +101,17 @@ pub async fn attempt(registry: &Registry, claim: &Claim, ctx: &HookContext) -> A
             },
         };
         match result {
-            Ok(o) => out.hooks.push(HookResult {
-                reservation: r.id,
-                resource_type: r.resource_type.clone(),
-                ok: true,
-                detail: o.detail,
-                effects: o.effects,
-            }),
+            Ok(mut o) => {
+                // A plugin reports failed hosts in its answer.
+                o.effects.extend(berth_core::lease_event::reported_failures(&o.detail));
+                out.hooks.push(HookResult {
+                    reservation: r.id,
+                    resource_type: r.resource_type.clone(),
+                    ok: true,
+                    detail: o.detail,
+                    effects: o.effects,
+                })
+            }
             Err(e) => {
                 let message = format!("{} ({}): {}", r.resource_type, r.id, e.message);
                 if e.permanent && out.permanent.is_none() {

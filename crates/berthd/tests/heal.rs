@@ -256,3 +256,37 @@ async fn nova_disabling_a_compute_service_through_placement_heals() {
     assert_eq!(h["host"]["disabled_reason"], "COMPUTE_STATUS_DISABLED");
     s.replay_verify();
 }
+
+#[tokio::test]
+async fn a_host_a_plugin_reports_failed_is_disabled_and_healed() {
+    let (rx, base) = receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::launch(TestDatabase::new().await, &[], Some(&config(&dir, &base))).await;
+    let a = enrol(&s, "a", json!({"kind": "w"})).await;
+    let b = enrol(&s, "b", json!({"kind": "w"})).await;
+    let l = lease(&s, "reported", 1, "w", 2, json!({})).await;
+    let id = l["id"].as_str().unwrap().to_string();
+    let held = hosts_of(&l)[0].clone();
+    let other = if held == a { b } else { a };
+    // The compute service answers the start: this host's disk is gone.
+    let start = l["events"].as_array().unwrap().iter().find(|e| e["event_type"] == "start_lease").unwrap();
+    let key = format!("{}:{}", start["id"].as_str().unwrap(), l["reservations"][0]["id"].as_str().unwrap());
+    rx.applied
+        .lock()
+        .unwrap()
+        .insert(key, ("on_start".into(), json!({"failed_hosts": [{"uuid": held, "reason": "disk gone"}]})));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let now = show(&s, &id).await;
+        if hosts_of(&now) == vec![other.clone()] {
+            assert_eq!(now["degraded"], true);
+            break;
+        }
+        assert!(Instant::now() < deadline, "never healed: {now}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, h) = s.get(&format!("/v1/os-hosts/{held}"), ADMIN).await;
+    assert_eq!(h["host"]["disabled"], true);
+    assert_eq!(h["host"]["disabled_reason"], "plugin: disk gone");
+    s.replay_verify();
+}
