@@ -297,6 +297,21 @@ pub enum Event {
         reason: String,
         at: DateTime<Utc>,
     },
+    /// Hosts reserved for maintenance over `window` (Slurm's MAINT): placed
+    /// nowhere over it; the leases it hits are healed beside this (`heal`)
+    /// or only flagged.
+    MaintenanceScheduled {
+        id: Uuid,
+        hosts: Vec<Uuid>,
+        window: Window,
+        heal: bool,
+        reason: Option<String>,
+        at: DateTime<Utc>,
+    },
+    MaintenanceCancelled {
+        id: Uuid,
+        at: DateTime<Utc>,
+    },
     /// The manager made the `on_heal` call `id` of a lease's reservation;
     /// `hooks` says how it went (its effects are recorded beside this).
     HealHookFinished {
@@ -386,6 +401,9 @@ impl Event {
             | Event::HostHoldReleased { provider, .. } => format!("host:{provider}"),
             Event::HostPropertyChanged { name, .. } => format!("host_property:{name}"),
             Event::HostDisabled { provider, .. } => format!("host:{provider}"),
+            Event::MaintenanceScheduled { id, .. } | Event::MaintenanceCancelled { id, .. } => {
+                format!("maintenance:{id}")
+            }
             Event::ReservationHealed { lease, .. }
             | Event::ReservationUnhealed { lease, .. }
             | Event::HealHookFinished { lease, .. } => format!("lease:{lease}"),

@@ -51,7 +51,9 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
         e @ (Event::HostDisabled { .. }
         | Event::ReservationHealed { .. }
         | Event::ReservationUnhealed { .. }
-        | Event::HealHookFinished { .. }) => heal::apply(c, e).await?,
+        | Event::HealHookFinished { .. }
+        | Event::MaintenanceScheduled { .. }
+        | Event::MaintenanceCancelled { .. }) => heal::apply(c, e).await?,
         e @ (Event::LeaseEventClaimed { .. }
         | Event::LeaseEventClaimRenewed { .. }
         | Event::LeaseEventRetrying { .. }
@@ -163,4 +165,5 @@ pub const TABLES: &[&str] = &[
     "host_holds",
     "manager_state",
     "heal_hooks",
+    "maintenance_windows",
 ];

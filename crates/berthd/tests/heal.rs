@@ -290,3 +290,74 @@ async fn a_host_a_plugin_reports_failed_is_disabled_and_healed() {
     assert_eq!(h["host"]["disabled_reason"], "plugin: disk gone");
     s.replay_verify();
 }
+
+/// Two leases on two hosts, two spare hosts; a maintenance window over the
+/// leases' hosts, with `heal` as given: the answer.
+async fn maintenance_over_two_leases(s: &Server, heal: bool) -> (Vec<String>, Vec<String>, Value) {
+    for h in ["m1", "m2", "m3", "m4"] {
+        enrol(s, h, json!({"kind": "m"})).await;
+    }
+    let (l1, l2) = (lease(s, "one", 1, "m", 60, json!({})).await, lease(s, "two", 1, "m", 60, json!({})).await);
+    let ids = vec![l1["id"].as_str().unwrap().to_string(), l2["id"].as_str().unwrap().to_string()];
+    let held = vec![hosts_of(&l1)[0].clone(), hosts_of(&l2)[0].clone()];
+    let body = json!({"hosts": held, "start_date": in_secs(120), "end_date": in_secs(300), "heal": heal,
+                      "reason": "firmware"});
+    let (st, made) = s.post("/v1/maintenance", ADMIN, body).await;
+    assert_eq!(st, StatusCode::CREATED, "{made}");
+    let mut hit: Vec<String> =
+        made["leases"].as_array().unwrap().iter().map(|l| l["lease_id"].as_str().unwrap().to_string()).collect();
+    hit.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(hit, want, "the answer lists both leases: {made}");
+    (ids, held, made)
+}
+
+#[tokio::test]
+async fn a_maintenance_window_over_two_leases_lists_and_flags_both() {
+    let s = Server::start().await;
+    let (ids, held, made) = maintenance_over_two_leases(&s, false).await;
+    assert!(made["leases"].as_array().unwrap().iter().all(|l| l["missing"] == 1 && l["moved"] == 0), "{made}");
+    for (id, host) in ids.iter().zip(&held) {
+        let l = show(&s, id).await;
+        assert_eq!(l["degraded"], true);
+        assert_eq!(l["reservations"][0]["missing_resources"], true);
+        assert_eq!(hosts_of(&l), vec![host.clone()], "only flagged, not moved");
+    }
+    // Members may not; the window is listed; the two spares are all that
+    // can be placed over it.
+    let (st, _) = s.post("/v1/maintenance", ALICE, json!({"hosts": held})).await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    let (_, list) = s.get("/v1/maintenance", ADMIN).await;
+    assert_eq!(list["maintenance"][0]["reason"], "firmware");
+    let (st, three) = s
+        .post(
+            "/v1/leases",
+            ALICE,
+            json!({"name": "three", "start_date": in_secs(150), "end_date": in_secs(200),
+              "reservations": [{"resource_type": "physical:host", "min": 3, "max": 3}]}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CONFLICT, "{three}");
+    lease(&s, "two-more", 2, "m", 150, json!({})).await;
+    s.replay_verify();
+}
+
+#[tokio::test]
+async fn a_maintenance_window_with_heal_moves_the_leases_it_hits() {
+    let s = Server::start().await;
+    let (ids, held, made) = maintenance_over_two_leases(&s, true).await;
+    assert!(made["leases"].as_array().unwrap().iter().all(|l| l["moved"] == 1 && l["missing"] == 0), "{made}");
+    for id in &ids {
+        let l = show(&s, id).await;
+        assert!(!held.contains(&hosts_of(&l)[0]), "moved off the hosts under maintenance: {l}");
+        assert_eq!(l["reservations"][0]["missing_resources"], false);
+        assert_eq!(l["degraded"], true);
+    }
+    // Cancelled: the hosts can be placed again.
+    let id = made["maintenance"]["id"].as_str().unwrap();
+    let (st, _) = s.delete(&format!("/v1/maintenance/{id}"), ADMIN).await;
+    assert_eq!(st, StatusCode::NO_CONTENT);
+    lease(&s, "after", 2, "m", 150, json!({})).await;
+    s.replay_verify();
+}

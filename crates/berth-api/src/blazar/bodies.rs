@@ -358,3 +358,39 @@ pub struct PropertyShown {
 pub struct OneProperty {
     resource_property: PropertyShown,
 }
+
+/// `POST /v1/maintenance` (also wrapped as `{"maintenance": {...}}`).
+#[derive(Serialize, ToSchema)]
+pub struct NewMaintenance {
+    /// Host ids.
+    hosts: Vec<Uuid>,
+    start_date: String,
+    end_date: String,
+    /// Move the leases hit to other hosts at once (default false: only flag them).
+    heal: Option<bool>,
+    reason: Option<String>,
+}
+
+/// A maintenance window.
+#[derive(Serialize, ToSchema)]
+pub struct Maintenance {
+    id: Uuid,
+    hosts: Vec<Uuid>,
+    start_date: String,
+    end_date: String,
+    heal: bool,
+    reason: Option<String>,
+    created_at: String,
+}
+
+/// A window made, and what it did to each reservation it hit.
+#[derive(Serialize, ToSchema)]
+pub struct MaintenanceMade {
+    maintenance: Maintenance,
+    leases: Vec<Healed>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct MaintenanceWindows {
+    maintenance: Vec<Maintenance>,
+}

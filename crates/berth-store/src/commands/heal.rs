@@ -35,7 +35,7 @@ impl Store {
     pub async fn reservations_to_heal(&self, down: &[Uuid]) -> Result<Vec<ToHeal>, Error> {
         let c = self.client().await?;
         let at = now(&c).await?;
-        Ok(to_heal(&c, down, at)
+        Ok(to_heal(&c, Changed { down, ..Default::default() }, at)
             .await?
             .into_iter()
             .map(|(reservation, resource_type, params)| ToHeal { reservation, resource_type, params })
@@ -66,7 +66,11 @@ impl Store {
                 vec![Event::HostDisabled { provider: id, disabled, reason: reason.clone().filter(|_| disabled), at }]
             };
             let one = [id];
-            let changed = if disabled { Changed { down: &one, up: &[] } } else { Changed { down: &[], up: &one } };
+            let changed = if disabled {
+                Changed { down: &one, ..Default::default() }
+            } else {
+                Changed { up: &one, ..Default::default() }
+            };
             Ok(heal_locked(tx, meta, first, changed, demands, at).await?)
         })
     }
@@ -112,7 +116,11 @@ impl Store {
             }
             let at = now(tx).await?;
             let one = [uuid];
-            let changed = if disabled { Changed { down: &one, up: &[] } } else { Changed { down: &[], up: &one } };
+            let changed = if disabled {
+                Changed { down: &one, ..Default::default() }
+            } else {
+                Changed { up: &one, ..Default::default() }
+            };
             let locked = lock_all(tx, changed, demands, at).await?;
             let generation = replace_traits_in(tx, meta, uuid, expected_generation, &traits).await?;
             Ok((generation, heal_in(tx, meta, &locked, demands, at).await?))

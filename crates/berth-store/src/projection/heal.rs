@@ -1,5 +1,5 @@
 //! Applying healing's events: unusable hosts, reservations' slots moved and
-//! their flags, and the `on_heal` calls owed.
+//! their flags, the `on_heal` calls owed, and maintenance windows.
 
 use berth_core::Event;
 use deadpool_postgres::GenericClient;
@@ -48,6 +48,17 @@ pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), S
                 &[lease, reservation, at],
             )
             .await?;
+        }
+        Event::MaintenanceScheduled { id, hosts, window, heal, reason, at } => {
+            c.execute(
+                "INSERT INTO maintenance_windows (id, provider_uuid, during, heal, reason, created_at)
+                 SELECT $1, h, tstzrange($3, $4, '[)'), $5, $6, $7 FROM unnest($2::uuid[]) AS h",
+                &[id, hosts, &window.start, &window.end, heal, reason, at],
+            )
+            .await?;
+        }
+        Event::MaintenanceCancelled { id, .. } => {
+            c.execute("DELETE FROM maintenance_windows WHERE id = $1", &[id]).await?;
         }
         Event::HealHookFinished { id, .. } => {
             c.execute("DELETE FROM heal_hooks WHERE id = $1", &[id]).await?;

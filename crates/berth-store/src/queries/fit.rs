@@ -180,6 +180,10 @@ async fn holds_over(
                  SELECT during, used FROM allocations
                  WHERE provider_uuid = q.p AND resource_class = q.rc AND during && tstzrange($3, $4, '[)')
                    AND consumer_uuid <> ALL($5)
+                 UNION ALL
+                 -- A maintenance window holds more than any host has.
+                 SELECT during, 1::int8 << 40 FROM maintenance_windows
+                 WHERE provider_uuid = q.p AND during && tstzrange($3, $4, '[)')
              ) a",
             &[&keys_p, &keys_c, &span.start, &span.end, &own],
         )

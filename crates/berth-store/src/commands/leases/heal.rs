@@ -50,6 +50,9 @@ pub struct HealOutcome {
 
 /// The leases (not ended at `at`) with a reservation on an unusable host or
 /// one of `down`, or marked as missing resources.
+/// The leases (not ended at `$2`) with a reservation on an unusable host or
+/// one of `$1`, marked as missing resources, or under a maintenance window
+/// (those scheduled, and one over hosts `$3` from `$4` to `$5`).
 const AFFECTED: &str = "SELECT r.lease_id FROM reservations r JOIN leases l ON l.id = r.lease_id
      WHERE r.missing_resources AND l.end_at > $2
      UNION
@@ -59,7 +62,54 @@ const AFFECTED: &str = "SELECT r.lease_id FROM reservations r JOIN leases l ON l
          SELECT unnest($1::uuid[])
          UNION SELECT provider_uuid FROM hosts WHERE disabled
          UNION SELECT provider_uuid FROM provider_traits WHERE trait = 'COMPUTE_STATUS_DISABLED')
+     UNION
+     SELECT r.lease_id FROM reservation_slots s
+     JOIN reservations r ON r.id = s.reservation_id JOIN leases l ON l.id = r.lease_id
+     WHERE l.end_at > $2 AND (
+         (s.provider_uuid = ANY($3) AND tstzrange(l.start_at, l.end_at) && tstzrange($4, $5, '[)'))
+         OR EXISTS (SELECT 1 FROM maintenance_windows m WHERE m.provider_uuid = s.provider_uuid
+                    AND upper(m.during) > $2 AND m.during && tstzrange(l.start_at, l.end_at)))
      ORDER BY 1";
+
+/// Hosts reserved for maintenance over `window`, by a command that has not
+/// recorded it yet; `heal`: whether the leases it hits move.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Maintenance<'a> {
+    pub hosts: &'a [Uuid],
+    pub window: Window,
+    pub heal: bool,
+}
+
+/// The parameters of [`AFFECTED`] after `$2`.
+fn maintenance_params(m: Option<Maintenance<'_>>) -> (Vec<Uuid>, Option<DateTime<Utc>>, Option<DateTime<Utc>>) {
+    match m {
+        Some(m) => (m.hosts.to_vec(), Some(m.window.start), m.window.end),
+        None => (Vec::new(), None, None),
+    }
+}
+
+/// The maintenance windows on `providers` not over at `at`, with those of
+/// `m`: (host, window, heal).
+async fn windows_on(
+    tx: &Transaction<'_>,
+    providers: &[Uuid],
+    m: Option<Maintenance<'_>>,
+    at: DateTime<Utc>,
+) -> Result<Vec<(Uuid, Window, bool)>, StoreError> {
+    let rows = tx
+        .query(
+            "SELECT provider_uuid, lower(during), upper(during), heal FROM maintenance_windows
+             WHERE provider_uuid = ANY($1) AND upper(during) > $2",
+            &[&providers, &at],
+        )
+        .await?;
+    let mut out: Vec<(Uuid, Window, bool)> =
+        rows.iter().map(|r| (r.get(0), Window { start: r.get(1), end: r.get(2) }, r.get(3))).collect();
+    if let Some(m) = m {
+        out.extend(m.hosts.iter().map(|h| (*h, m.window, m.heal)));
+    }
+    Ok(out)
+}
 
 /// Of `providers`, those unusable now: disabled, or with Nova's trait.
 async fn unusable(tx: &Transaction<'_>, providers: &[Uuid]) -> Result<HashSet<Uuid>, StoreError> {
@@ -78,8 +128,25 @@ async fn unusable(tx: &Transaction<'_>, providers: &[Uuid]) -> Result<HashSet<Uu
 pub(crate) struct Locked {
     leases: Vec<LeaseRecord>,
     down: HashSet<Uuid>,
+    /// Maintenance windows on the hosts they hold: (host, window, heal).
+    windows: Vec<(Uuid, Window, bool)>,
     /// Slot consumers something draws from.
     drawn: HashSet<Uuid>,
+}
+
+impl Locked {
+    /// Whether `slot` of `lease` must move (or be marked): its host is
+    /// unusable, or under maintenance during the lease; and whether a
+    /// maintenance window there says not to move it.
+    fn hit(&self, lease: &LeaseRecord, slot: &Slot) -> Option<bool> {
+        if self.down.contains(&slot.provider) {
+            return Some(true);
+        }
+        let span = Window { start: lease.start, end: Some(lease.end) };
+        let over: Vec<bool> =
+            self.windows.iter().filter(|(h, w, _)| *h == slot.provider && w.overlaps(&span)).map(|w| w.2).collect();
+        (!over.is_empty()).then(|| over.iter().all(|heal| *heal))
+    }
 }
 
 /// The hosts a command changes: made unusable (`down`) or usable again
@@ -88,6 +155,7 @@ pub(crate) struct Locked {
 pub(crate) struct Changed<'a> {
     pub down: &'a [Uuid],
     pub up: &'a [Uuid],
+    pub maintenance: Option<Maintenance<'a>>,
 }
 
 /// Locks the leases concerned, their slots on unusable hosts and the
@@ -99,12 +167,15 @@ pub(crate) async fn lock_all(
     at: DateTime<Utc>,
 ) -> Result<Locked, StoreError> {
     let down = changed.down;
-    let mut out = Locked { leases: Vec::new(), down: down.iter().copied().collect(), drawn: HashSet::new() };
+    let mut out =
+        Locked { leases: Vec::new(), down: down.iter().copied().collect(), windows: Vec::new(), drawn: HashSet::new() };
+    let (m_hosts, m_start, m_end) = maintenance_params(changed.maintenance);
     let mut seen: HashSet<Uuid> = HashSet::new();
     // Twice at most in practice: a lease that took one of these hosts
     // between the read and the provider locks is seen on the second pass.
     loop {
-        let ids: Vec<Uuid> = tx.query(AFFECTED, &[&down, &at]).await?.iter().map(|r| r.get(0)).collect();
+        let ids: Vec<Uuid> =
+            tx.query(AFFECTED, &[&down, &at, &m_hosts, &m_start, &m_end]).await?.iter().map(|r| r.get(0)).collect();
         let new: Vec<Uuid> = ids.into_iter().filter(|id| seen.insert(*id)).collect();
         if new.is_empty() {
             return Ok(out);
@@ -117,15 +188,16 @@ pub(crate) async fn lock_all(
             .collect();
         out.down.extend(unusable(tx, &held).await?);
         out.down.retain(|h| !changed.up.contains(h));
+        out.windows = windows_on(tx, &held, changed.maintenance, at).await?;
         let bad: Vec<Uuid> = leases
             .iter()
-            .flat_map(|l| l.reservations.iter().flat_map(|r| r.slots.iter()))
-            .filter(|s| out.down.contains(&s.provider))
-            .map(|s| s.consumer)
+            .flat_map(|l| l.reservations.iter().flat_map(move |r| r.slots.iter().map(move |s| (l, s))))
+            .filter(|(l, s)| out.hit(l, s).is_some())
+            .map(|(_, s)| s.consumer)
             .collect();
         lock::consumers(tx, &bad).await?;
         out.drawn.extend(draws_of(tx, &bad).await?.iter().map(|d| d.0));
-        let mut providers: Vec<Uuid> = out.down.iter().chain(changed.up).copied().collect();
+        let mut providers: Vec<Uuid> = out.down.iter().chain(changed.up).chain(&m_hosts).copied().collect();
         for l in &leases {
             let wanted: Vec<Demand> = l
                 .reservations
@@ -197,7 +269,8 @@ async fn heal_reservation(
     at: DateTime<Utc>,
     events: &mut Vec<Event>,
 ) -> Result<Option<HealOutcome>, StoreError> {
-    let bad: Vec<&Slot> = r.slots.iter().filter(|s| locked.down.contains(&s.provider)).collect();
+    let hits: Vec<(&Slot, bool)> = r.slots.iter().filter_map(|s| locked.hit(lease, s).map(|heal| (s, heal))).collect();
+    let bad: Vec<&Slot> = hits.iter().map(|h| h.0).collect();
     let outcome = |moved, missing| HealOutcome { lease: lease.id, reservation: r.id, moved, missing };
     if bad.is_empty() {
         if r.missing_resources {
@@ -210,6 +283,8 @@ async fn heal_reservation(
     let hosts: Vec<Uuid> = bad.iter().map(|s| s.provider).collect();
     let why = if !wants_heal(&r.params) {
         Some("the reservation says heal: false".to_string())
+    } else if hits.iter().any(|h| !h.1) {
+        Some("its host is reserved for maintenance, without heal".to_string())
     } else if bad.iter().any(|s| locked.drawn.contains(&s.consumer)) {
         Some("a consumer draws from a slot on it".to_string())
     } else {
@@ -345,10 +420,12 @@ async fn move_events(
 /// plugins what they need.
 pub(crate) async fn to_heal(
     c: &impl deadpool_postgres::GenericClient,
-    down: &[Uuid],
+    changed: Changed<'_>,
     at: DateTime<Utc>,
 ) -> Result<Vec<(Uuid, String, serde_json::Value)>, StoreError> {
-    let ids: Vec<Uuid> = c.query(AFFECTED, &[&down, &at]).await?.iter().map(|r| r.get(0)).collect();
+    let (m_hosts, m_start, m_end) = maintenance_params(changed.maintenance);
+    let ids: Vec<Uuid> =
+        c.query(AFFECTED, &[&changed.down, &at, &m_hosts, &m_start, &m_end]).await?.iter().map(|r| r.get(0)).collect();
     let rows = c
         .query("SELECT id, resource_type, params FROM reservations WHERE lease_id = ANY($1) ORDER BY id", &[&ids])
         .await?;
