@@ -65,10 +65,13 @@ const AFFECTED: &str = "SELECT r.lease_id FROM reservations r JOIN leases l ON l
      UNION
      SELECT r.lease_id FROM reservation_slots s
      JOIN reservations r ON r.id = s.reservation_id JOIN leases l ON l.id = r.lease_id
-     WHERE l.end_at > $2 AND (
-         (s.provider_uuid = ANY($3) AND tstzrange(l.start_at, l.end_at) && tstzrange($4, $5, '[)'))
-         OR EXISTS (SELECT 1 FROM maintenance_windows m WHERE m.provider_uuid = s.provider_uuid
-                    AND upper(m.during) > $2 AND m.during && tstzrange(l.start_at, l.end_at)))
+     WHERE l.end_at > $2 AND s.provider_uuid = ANY($3)
+       AND tstzrange(l.start_at, l.end_at) && tstzrange($4, $5, '[)')
+     UNION
+     SELECT r.lease_id FROM maintenance_windows m
+     JOIN reservation_slots s ON s.provider_uuid = m.provider_uuid
+     JOIN reservations r ON r.id = s.reservation_id JOIN leases l ON l.id = r.lease_id
+     WHERE upper(m.during) > $2 AND l.end_at > $2 AND m.during && tstzrange(l.start_at, l.end_at)
      ORDER BY 1";
 
 /// Hosts reserved for maintenance over `window`, by a command that has not
@@ -88,12 +91,11 @@ fn maintenance_params(m: Option<Maintenance<'_>>) -> (Vec<Uuid>, Option<DateTime
     }
 }
 
-/// The maintenance windows on `providers` not over at `at`, with those of
-/// `m`: (host, window, heal).
+/// The maintenance windows on `providers` not over at `at`: (host,
+/// window, heal).
 async fn windows_on(
     tx: &Transaction<'_>,
     providers: &[Uuid],
-    m: Option<Maintenance<'_>>,
     at: DateTime<Utc>,
 ) -> Result<Vec<(Uuid, Window, bool)>, StoreError> {
     let rows = tx
@@ -103,12 +105,7 @@ async fn windows_on(
             &[&providers, &at],
         )
         .await?;
-    let mut out: Vec<(Uuid, Window, bool)> =
-        rows.iter().map(|r| (r.get(0), Window { start: r.get(1), end: r.get(2) }, r.get(3))).collect();
-    if let Some(m) = m {
-        out.extend(m.hosts.iter().map(|h| (*h, m.window, m.heal)));
-    }
-    Ok(out)
+    Ok(rows.iter().map(|r| (r.get(0), Window { start: r.get(1), end: r.get(2) }, r.get(3))).collect())
 }
 
 /// Of `providers`, those unusable now: disabled, or with Nova's trait.
@@ -170,6 +167,9 @@ pub(crate) async fn lock_all(
     let mut out =
         Locked { leases: Vec::new(), down: down.iter().copied().collect(), windows: Vec::new(), drawn: HashSet::new() };
     let (m_hosts, m_start, m_end) = maintenance_params(changed.maintenance);
+    if let Some(m) = changed.maintenance {
+        out.windows.extend(m.hosts.iter().map(|h| (*h, m.window, m.heal)));
+    }
     let mut seen: HashSet<Uuid> = HashSet::new();
     // Twice at most in practice: a lease that took one of these hosts
     // between the read and the provider locks is seen on the second pass.
@@ -188,7 +188,7 @@ pub(crate) async fn lock_all(
             .collect();
         out.down.extend(unusable(tx, &held).await?);
         out.down.retain(|h| !changed.up.contains(h));
-        out.windows = windows_on(tx, &held, changed.maintenance, at).await?;
+        out.windows.extend(windows_on(tx, &held, at).await?);
         let bad: Vec<Uuid> = leases
             .iter()
             .flat_map(|l| l.reservations.iter().flat_map(move |r| r.slots.iter().map(move |s| (l, s))))
