@@ -126,6 +126,9 @@ actions! {
     LeasesRecover => "berth:leases:recover", "rule:admin", "POST /v1/leases/{id}/recover: a lease out of ERROR";
     ManagerGet => "berth:manager:get", "rule:admin", "GET /v1/manager";
     ManagerUpdate => "berth:manager:update", "rule:admin", "PUT /v1/manager: pause or resume every manager";
+    MaintenanceList => "berth:maintenance:list", "rule:admin", "GET /v1/maintenance";
+    MaintenanceCreate => "berth:maintenance:create", "rule:admin", "POST /v1/maintenance: hosts reserved for maintenance over a window; the leases hit are flagged, and moved with heal";
+    MaintenanceDelete => "berth:maintenance:delete", "rule:admin", "DELETE /v1/maintenance/{id}";
     LogRead => "berth:log:read", "rule:admin", "GET /v1/log and /v1/log/stream";
     QuotasGet => "berth:quotas:get", "rule:admin_or_project_reader", "GET /v1/quotas/... (target: the project in the path; the defaults: the caller's)";
     QuotasSet => "berth:quotas:set", "rule:admin", "PUT /v1/quotas/...";

@@ -94,6 +94,8 @@ async fn book(store: &Store, hosts: &[Uuid], base: DateTime<Utc>, n: usize) -> R
                 params: json!({"min": 1, "max": 1}),
                 slots: vec![slot.clone()],
                 created_at: at,
+                missing_resources: false,
+                resources_changed: false,
             }],
             events: lease::new_events(start, end - chrono::Duration::minutes(30), end),
         };

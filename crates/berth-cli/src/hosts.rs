@@ -40,7 +40,9 @@ pub enum HostCommand {
         /// The host's id or name.
         host: String,
     },
-    /// Set extra capabilities (`key=value`; an empty value removes one) or reservability.
+    /// Set extra capabilities (`key=value`; an empty value removes one) or
+    /// reservability; disable a host (the reservations holding it move to
+    /// other hosts) or enable it again.
     Update {
         /// The host's id or name.
         host: String,
@@ -50,6 +52,12 @@ pub enum HostCommand {
         /// Whether leases may take the host.
         #[arg(long)]
         reservable: Option<bool>,
+        /// Make the host unusable: placed nowhere, its reservations healed.
+        #[arg(long, conflicts_with = "enable")]
+        disable: bool,
+        /// Make a disabled host usable again (nothing moves back).
+        #[arg(long)]
+        enable: bool,
     },
     /// Take a host out of the pool (refused while a lease holds it).
     Delete {
@@ -69,7 +77,7 @@ pub enum HostCommand {
     },
 }
 
-const COLUMNS: &[&str] = &["id", "hypervisor_hostname", "vcpus", "memory_mb", "local_gb", "reservable"];
+const COLUMNS: &[&str] = &["id", "hypervisor_hostname", "vcpus", "memory_mb", "local_gb", "reservable", "disabled"];
 
 fn host_id(client: &Client, given: &str) -> Result<String> {
     if uuid::Uuid::parse_str(given).is_ok() {
@@ -134,14 +142,23 @@ pub fn run(client: &Client, cmd: HostCommand) -> Result<()> {
             let out = client.get(&format!("/v1/os-hosts/{}", host_id(client, &host)?))?;
             client.print_object(&out["host"])?;
         }
-        HostCommand::Update { host, extra, reservable } => {
+        HostCommand::Update { host, extra, reservable, disable, enable } => {
             let id = host_id(client, &host)?;
             let mut body = extras(&extra, true)?;
             if let Some(r) = reservable {
                 body.insert("reservable".into(), json!(r));
             }
+            if disable || enable {
+                body.insert("disabled".into(), json!(disable));
+            }
             let out = client.call(Method::PUT, &format!("/v1/os-hosts/{id}"), Some(&Value::Object(body)))?;
             client.print_object(&out["host"])?;
+            for h in out["healed"].as_array().into_iter().flatten().filter(|_| client.format == crate::Format::Table) {
+                println!(
+                    "lease {} reservation {}: {} moved, {} missing",
+                    h["lease_id"], h["reservation_id"], h["moved"], h["missing"]
+                );
+            }
         }
         HostCommand::Delete { host } => {
             let id = host_id(client, &host)?;

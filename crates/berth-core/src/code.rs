@@ -45,6 +45,10 @@ pub enum ErrorCode {
     HostInUse,
     HostInvalid,
     PropertyNotFound,
+    /// No maintenance window with that id.
+    MaintenanceNotFound,
+    /// A maintenance window without hosts, or not ending after it starts and after now.
+    MaintenanceInvalid,
     /// A reservation past the first `lease::MAX_RESERVATIONS` (never reached: leases are refused before that).
     NoCapacity,
     /// Reservation `.0` (0-based, in request order) of a lease did not fit:
@@ -160,6 +164,8 @@ impl ErrorCode {
             ErrorCode::HostInUse => "berth.host.in_use",
             ErrorCode::HostInvalid => "berth.host.invalid",
             ErrorCode::PropertyNotFound => "berth.host.property_not_found",
+            ErrorCode::MaintenanceNotFound => "berth.maintenance.not_found",
+            ErrorCode::MaintenanceInvalid => "berth.maintenance.invalid",
             ErrorCode::NoCapacity => "berth.lease.no_capacity",
             ErrorCode::ReservationNoCapacity(i) => {
                 NO_CAPACITY_CODES.get(i).copied().unwrap_or("berth.lease.no_capacity")

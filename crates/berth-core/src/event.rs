@@ -26,6 +26,17 @@ pub struct Allocation {
     pub window: Window,
 }
 
+/// A reservation slot moved off a host that became unusable: its consumer
+/// now holds on `to` what it held on `from`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlotMove {
+    pub consumer: Uuid,
+    pub from: Uuid,
+    pub to: Uuid,
+    /// What the slot holds on `to` (a whole host's inventory for a host).
+    pub resources: BTreeMap<String, i64>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "data")]
 pub enum Event {
@@ -254,6 +265,61 @@ pub enum Event {
         private: bool,
         at: DateTime<Utc>,
     },
+    /// A host made unusable (an admin disabled it, or a plugin reported it
+    /// failed: `reason` says which), or usable again. An unusable host is
+    /// placed nowhere; the reservations holding it are healed beside this.
+    HostDisabled {
+        provider: Uuid,
+        disabled: bool,
+        reason: Option<String>,
+        at: DateTime<Utc>,
+    },
+    /// A reservation healed: its slots in `moves` left unusable hosts for
+    /// others (their allocations are replaced beside this), and its flags
+    /// as they now stand. `hook`: the id of the `on_heal` call its plugin
+    /// is owed (its lease has started), which the manager makes.
+    ReservationHealed {
+        lease: Uuid,
+        reservation: Uuid,
+        moves: Vec<SlotMove>,
+        missing_resources: bool,
+        resources_changed: bool,
+        hook: Option<Uuid>,
+        at: DateTime<Utc>,
+    },
+    /// A reservation keeps slots on unusable `hosts`: no other host fits
+    /// it, or it said `"heal": false`, or a consumer draws from the slot
+    /// (`reason`). It is missing resources until it is healed.
+    ReservationUnhealed {
+        lease: Uuid,
+        reservation: Uuid,
+        hosts: Vec<Uuid>,
+        reason: String,
+        at: DateTime<Utc>,
+    },
+    /// Hosts reserved for maintenance over `window` (Slurm's MAINT): placed
+    /// nowhere over it; the leases it hits are healed beside this (`heal`)
+    /// or only flagged.
+    MaintenanceScheduled {
+        id: Uuid,
+        hosts: Vec<Uuid>,
+        window: Window,
+        heal: bool,
+        reason: Option<String>,
+        at: DateTime<Utc>,
+    },
+    MaintenanceCancelled {
+        id: Uuid,
+        at: DateTime<Utc>,
+    },
+    /// The manager made the `on_heal` call `id` of a lease's reservation;
+    /// `hooks` says how it went (its effects are recorded beside this).
+    HealHookFinished {
+        id: Uuid,
+        lease: Uuid,
+        hooks: Vec<HookResult>,
+        at: DateTime<Utc>,
+    },
     /// What `consumer` now draws from the hold of reservation slot `slot`
     /// (empty: nothing; the slot's hold grew back).
     ReservationDrawn {
@@ -334,6 +400,13 @@ impl Event {
             | Event::HostHeld { provider, .. }
             | Event::HostHoldReleased { provider, .. } => format!("host:{provider}"),
             Event::HostPropertyChanged { name, .. } => format!("host_property:{name}"),
+            Event::HostDisabled { provider, .. } => format!("host:{provider}"),
+            Event::MaintenanceScheduled { id, .. } | Event::MaintenanceCancelled { id, .. } => {
+                format!("maintenance:{id}")
+            }
+            Event::ReservationHealed { lease, .. }
+            | Event::ReservationUnhealed { lease, .. }
+            | Event::HealHookFinished { lease, .. } => format!("lease:{lease}"),
             Event::ReservationDrawn { slot, .. } => format!("slot:{slot}"),
             Event::QuotaSet { scope, .. } | Event::QuotaUnset { scope, .. } | Event::QuotaOverLimit { scope, .. } => {
                 scope.stream()

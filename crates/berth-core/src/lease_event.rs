@@ -116,6 +116,29 @@ pub enum Effect {
     },
     /// Hosts no longer held back.
     ReleaseHolds { hosts: Vec<Uuid> },
+    /// The plugin found these hosts failed: they become unusable (as an
+    /// admin's disable) and the manager heals what they hold.
+    FailHosts { hosts: Vec<Uuid>, reason: String },
+}
+
+/// The hosts a hook's answer reports failed: `"failed_hosts"`, a list of
+/// host ids or of `{"uuid", "reason"}`; any hook of any plugin may carry it.
+pub fn reported_failures(answer: &serde_json::Value) -> Option<Effect> {
+    let list = answer.get("failed_hosts")?.as_array()?;
+    let mut hosts = Vec::new();
+    let mut reasons = Vec::new();
+    for h in list {
+        let (id, reason) = match h {
+            serde_json::Value::String(s) => (s.as_str(), None),
+            o => (o.get("uuid").and_then(serde_json::Value::as_str).unwrap_or_default(), o.get("reason")),
+        };
+        if let Ok(id) = Uuid::parse_str(id) {
+            hosts.push(id);
+            reasons.extend(reason.and_then(serde_json::Value::as_str).map(String::from));
+        }
+    }
+    let reason = if reasons.is_empty() { "failed".to_string() } else { reasons.join("; ") };
+    (!hosts.is_empty()).then_some(Effect::FailHosts { hosts, reason: format!("plugin: {reason}") })
 }
 
 /// One reservation's hook in one attempt, as the log keeps it.

@@ -15,7 +15,7 @@ pub fn idempotency_key(claim: &Claim, reservation: &ReservationRecord) -> String
 }
 
 /// The lease as hooks see it.
-fn lease_json(ctx: &HookContext) -> Value {
+pub(crate) fn lease_json(ctx: &HookContext) -> Value {
     let r = &ctx.lease.record;
     json!({
         "id": r.id,
@@ -31,7 +31,7 @@ fn lease_json(ctx: &HookContext) -> Value {
 
 /// The reservation as hooks see it: its parameters as given, with its id,
 /// type, pool (`resource_id`) and status.
-fn reservation_json(lease: uuid::Uuid, r: &ReservationRecord) -> Value {
+pub(crate) fn reservation_json(lease: uuid::Uuid, r: &ReservationRecord) -> Value {
     let mut o = r.params.as_object().cloned().unwrap_or_default();
     o.insert("id".into(), json!(r.id));
     o.insert("lease_id".into(), json!(lease));
@@ -101,13 +101,17 @@ pub async fn attempt(registry: &Registry, claim: &Claim, ctx: &HookContext) -> A
             },
         };
         match result {
-            Ok(o) => out.hooks.push(HookResult {
-                reservation: r.id,
-                resource_type: r.resource_type.clone(),
-                ok: true,
-                detail: o.detail,
-                effects: o.effects,
-            }),
+            Ok(mut o) => {
+                // A plugin reports failed hosts in its answer.
+                o.effects.extend(berth_core::lease_event::reported_failures(&o.detail));
+                out.hooks.push(HookResult {
+                    reservation: r.id,
+                    resource_type: r.resource_type.clone(),
+                    ok: true,
+                    detail: o.detail,
+                    effects: o.effects,
+                })
+            }
             Err(e) => {
                 let message = format!("{} ({}): {}", r.resource_type, r.id, e.message);
                 if e.permanent && out.permanent.is_none() {

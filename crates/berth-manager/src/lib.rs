@@ -24,7 +24,7 @@
 //! down), `claim` (claiming due events, rescues included), `fire` (one
 //! attempt at a claimed event), `retry` (what a failed attempt becomes),
 //! `record` (writing outcomes in batches), `renew` (keeping claims alive),
-//! `sweep` (periodic chores), `clock` (database time against the local
+//! `sweep` (periodic chores), `heal` (on_heal calls, heals retried), `clock` (database time against the local
 //! monotonic clock), `state` (what a running manager holds).
 
 pub mod config;
@@ -34,6 +34,7 @@ pub mod metrics;
 mod claim;
 mod clock;
 mod fire;
+mod heal;
 mod record;
 mod renew;
 mod retry;

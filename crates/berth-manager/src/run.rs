@@ -75,6 +75,7 @@ async fn schedule(
             _ = tokio::time::sleep_until(next) => {}
         }
         claim_due(inner, finish_tx, tasks).await;
+        crate::heal::kick(inner);
         if Instant::now() >= next_sweep {
             next_sweep = Instant::now() + poll;
             sweep(inner);

@@ -43,6 +43,8 @@ pub(crate) struct Inner {
     pub(crate) permits: Arc<Semaphore>,
     pub(crate) running: Mutex<HashMap<Uuid, Running>>,
     pub(crate) sweeping: AtomicBool,
+    /// A pass over the `on_heal` calls owed is under way.
+    pub(crate) healing: AtomicBool,
 }
 
 impl Inner {
@@ -60,6 +62,7 @@ impl Inner {
             permits,
             running: Mutex::new(HashMap::new()),
             sweeping: AtomicBool::new(false),
+            healing: AtomicBool::new(false),
         }
     }
 }

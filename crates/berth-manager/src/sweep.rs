@@ -1,5 +1,6 @@
 //! Periodic chores, run in the background at most once at a time: the
-//! gauges of due events and of the pause, and recycled hosts whose time to return has come.
+//! gauges of due events and of the pause, recycled hosts whose time to return has come,
+//! and heals retried.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ pub(crate) fn sweep(inner: &Arc<Inner>) {
             }
             Err(e) => tracing::warn!(error = %e, "reading held hosts"),
         }
+        crate::heal::retry(&inner).await;
         inner.sweeping.store(false, Ordering::SeqCst);
     });
 }

@@ -4,7 +4,7 @@
 //!
 //! Calls (the `action` of the driver envelope; payloads in `docs/plugins.md`):
 //! `validate` answers a [`ResourceRequest`] or rejects the reservation with a
-//! permanent failure; `on_start`, `before_end`, `on_end` and `on_update` get
+//! permanent failure; `on_start`, `before_end`, `on_end`, `on_update` and `on_heal` get
 //! the [`Hook`] and answer anything JSON, recorded as the hook's outcome.
 
 use std::sync::Arc;
@@ -136,5 +136,9 @@ impl ResourcePlugin for ExternalPlugin {
 
     async fn on_update(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
         self.hook("on_update", hook).await
+    }
+
+    async fn on_heal(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
+        self.hook("on_heal", hook).await
     }
 }

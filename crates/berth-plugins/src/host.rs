@@ -8,7 +8,9 @@
 //! Hooks: at start the hosts leave the free pool for the lease's pool (the
 //! reservation's `resource_id`, a Placement aggregate); before the end the
 //! driver is told (`notify`) or asked to `snapshot` the instances on them;
-//! at the end they go back by the end policy. The driver acts outside; the
+//! at the end they go back by the end policy; at a heal (`on_heal`) the
+//! hosts that replace failed ones join the pool and the failed ones leave
+//! it. The driver acts outside; the
 //! pool moves, deleted consumers and held-back hosts are effects the manager
 //! records.
 
@@ -37,6 +39,8 @@ const HOST_PARAMETERS: &[Param] = &[
     param("resource_properties", ParamType::Query),
     param("before_end", ParamType::String),
     param("end_policy", ParamType::String),
+    // false: keep its hosts when one becomes unusable (only marked).
+    param("heal", ParamType::Boolean),
 ];
 
 /// How hosts go back at a lease's end.
@@ -323,6 +327,29 @@ impl ResourcePlugin for HostPlugin {
             ),
         };
         let detail = self.call(action, hook, &hosts, json!({"pool": pool})).await?;
+        Ok(HookOutcome { detail, effects })
+    }
+
+    /// A heal: the new hosts leave the free pool for the lease's pool, the
+    /// failed ones they replace leave it for the free pool.
+    async fn on_heal(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
+        let hosts = held_hosts(hook);
+        let pool = pool_of(hook)?;
+        let replaced: Vec<Value> = hook.allocations.iter().filter_map(|a| a.get("replaces").cloned()).collect();
+        let left: Vec<Uuid> = replaced
+            .iter()
+            .filter_map(|r| r.get("uuid").and_then(Value::as_str).and_then(|u| Uuid::parse_str(u).ok()))
+            .collect();
+        let leave: Vec<Value> = replaced.iter().map(|r| json!({"resource_provider": r})).collect();
+        let detail = self.call("heal", hook, &hosts, json!({"pool": pool, "leave": leave})).await?;
+        let effects = vec![
+            Effect::MoveHosts { hosts: left, leave: vec![pool], join: Some(FREE_POOL) },
+            Effect::MoveHosts {
+                hosts: hosts.iter().map(|h| h.uuid).collect(),
+                leave: vec![FREE_POOL],
+                join: Some(pool),
+            },
+        ];
         Ok(HookOutcome { detail, effects })
     }
 

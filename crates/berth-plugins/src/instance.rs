@@ -36,6 +36,8 @@ const INSTANCE_PARAMETERS: &[Param] = &[
     param("resource_properties", ParamType::Query),
     param("instance_ids", ParamType::StringList),
     param("instance_id", ParamType::String),
+    // false: keep its slots when a host becomes unusable (only marked).
+    param("heal", ParamType::Boolean),
 ];
 
 /// What happens to the instances at a lease's end.

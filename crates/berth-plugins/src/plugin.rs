@@ -37,7 +37,8 @@ pub enum ResourceRequest {
 /// attempt of the same lease event, so the far side can apply it once.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Hook {
-    /// `start_lease`, `before_end_lease`, `end_lease` or `update_lease`.
+    /// `start_lease`, `before_end_lease`, `end_lease`, `update_lease` or
+    /// `heal_lease`.
     pub event_type: String,
     pub idempotency_key: String,
     pub attempt: u32,
@@ -124,6 +125,15 @@ pub trait ResourcePlugin: Send + Sync {
 
     /// A lease changed (dates or parameters) while the reservation stands.
     async fn on_update(&self, _hook: &Hook) -> Result<HookOutcome, HookError> {
+        Ok(HookOutcome::default())
+    }
+
+    /// Slots of a started lease moved off hosts that became unusable
+    /// (healing). `event_type` is `heal_lease`; `allocations` lists each
+    /// moved slot on its new host, with the host it left as `replaces`
+    /// (`{"uuid", "name"}`). The host plugin moves the new hosts into the
+    /// lease's pool and the failed ones out (as effects).
+    async fn on_heal(&self, _hook: &Hook) -> Result<HookOutcome, HookError> {
         Ok(HookOutcome::default())
     }
 

@@ -29,7 +29,7 @@ pub fn schema() -> &'static Value {
 }
 
 /// The actions Berth sends an external plugin.
-pub const ACTIONS: [&str; 5] = ["validate", "on_start", "before_end", "on_end", "on_update"];
+pub const ACTIONS: [&str; 6] = ["validate", "on_start", "before_end", "on_end", "on_update", "on_heal"];
 
 /// Each hook action with the `event_type` its payload carries, in a lease's order.
 pub const HOOKS: [(&str, &str); 4] = [

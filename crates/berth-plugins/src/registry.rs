@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use berth_core::error::ErrorCode;
+use berth_core::lease::Demand;
 use berth_core::Error;
 
 use crate::plugin::ResourcePlugin;
@@ -50,5 +51,19 @@ impl Registry {
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.plugins.keys().map(String::as_str)
+    }
+
+    /// What a stored reservation needs, asked of its plugin again (for
+    /// healing); `None` when its type is no longer enabled or its plugin no
+    /// longer accepts it.
+    pub async fn demand_of(&self, resource_type: &str, params: &serde_json::Value) -> Option<Demand> {
+        let plugin = self.get(resource_type).ok()?;
+        match plugin.validate(params).await.and_then(|r| crate::host::demand(&r)) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                tracing::warn!(resource_type, error = %e.detail, "a reservation to heal no longer validates");
+                None
+            }
+        }
     }
 }

@@ -63,6 +63,7 @@ impl Driver for PluginDriver {
             "before_end" => self.plugin.before_end(&hook).await,
             "on_end" => self.plugin.on_end(&hook).await,
             "on_update" => self.plugin.on_update(&hook).await,
+            "on_heal" => self.plugin.on_heal(&hook).await,
             other => return Err(HookError::permanent(format!("unknown action {other:?}"))),
         }?;
         serde_json::to_value(outcome).map_err(|e| HookError::permanent(format!("encoding: {e}")))

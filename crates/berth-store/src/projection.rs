@@ -11,6 +11,7 @@ use deadpool_postgres::GenericClient;
 
 use crate::StoreError;
 
+mod heal;
 pub(crate) mod lease_events;
 mod leases;
 mod placement;
@@ -47,6 +48,12 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
             quotas::apply(c, e).await?
         }
         e @ Event::RequestKeyed { .. } => request_keys::apply(c, e).await?,
+        e @ (Event::HostDisabled { .. }
+        | Event::ReservationHealed { .. }
+        | Event::ReservationUnhealed { .. }
+        | Event::HealHookFinished { .. }
+        | Event::MaintenanceScheduled { .. }
+        | Event::MaintenanceCancelled { .. }) => heal::apply(c, e).await?,
         e @ (Event::LeaseEventClaimed { .. }
         | Event::LeaseEventClaimRenewed { .. }
         | Event::LeaseEventRetrying { .. }
@@ -157,4 +164,6 @@ pub const TABLES: &[&str] = &[
     "quota_limits",
     "host_holds",
     "manager_state",
+    "heal_hooks",
+    "maintenance_windows",
 ];

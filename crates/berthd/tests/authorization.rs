@@ -57,6 +57,9 @@ fn expected(method: &str, path: &str) -> Option<&'static str> {
         ("GET" | "PUT", "/v1/manager") => ADMIN,
         (_, p) if p.starts_with("/v1/os-hosts") => ADMIN,
         ("GET", "/v1/log" | "/v1/log/stream" | "/metrics") => ADMIN,
+        ("GET" | "POST", "/v1/maintenance") => ADMIN,
+        // The fixture has no maintenance window: the admin's cancel names none.
+        ("DELETE", "/v1/maintenance/{id}") => "UFFFFN",
         ("GET", "/v1/quotas/defaults" | "/v1/plugins") => "UAAAFA",
         ("GET", "/v1/plugins/schema") => "UAAAAA",
         ("GET", p) if p.starts_with("/v1/quotas/") => "UAAFFA",
@@ -185,6 +188,11 @@ fn id_of<'f>(template: &str, f: &'f Fixture, deleting: bool) -> &'f str {
 }
 
 /// The concrete request for a documented route on `f`.
+/// A maintenance window over the spare host, far ahead.
+fn maintenance_body(f: &Fixture) -> Value {
+    json!({"hosts": [f.spare_host], "start_date": "2040-01-01 00:00", "end_date": "2040-01-02 00:00", "reason": "matrix"})
+}
+
 fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>) {
     let n = SEQ.fetch_add(1, Ordering::Relaxed);
     let deleting = method == "DELETE";
@@ -263,6 +271,7 @@ fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>)
         ("POST", "/v1/login") => Some(json!({"user": "alice", "password": "secret", "project": "p1"})),
         ("POST", p) if p.starts_with("/v1/events/") || p.ends_with("/end") || p.ends_with("/recover") => None,
         ("PUT", "/v1/manager") => Some(json!({"paused": false})),
+        ("POST", "/v1/maintenance") => Some(maintenance_body(f)),
         (m, p) => panic!("no request body known for {m} {p}: add one"),
     };
     (path, body)

@@ -235,6 +235,11 @@ pub struct Host {
     memory_mb: i64,
     local_gb: i64,
     reservable: bool,
+    /// Unusable: placed nowhere, its reservations healed onto other hosts.
+    disabled: bool,
+    /// Why: `admin`, a plugin's report, or `COMPUTE_STATUS_DISABLED` (its
+    /// provider's trait, as Nova sets it).
+    disabled_reason: Option<String>,
     trust_id: Option<String>,
     created_at: String,
     updated_at: String,
@@ -265,10 +270,31 @@ pub struct NewHost {
 }
 
 /// `PUT /v1/os-hosts/{id}` (also wrapped as `{"host": {...}}` or
-/// `{"values": {...}}`): extra capabilities to set, and `reservable`.
+/// `{"values": {...}}`): extra capabilities to set, `reservable`, and
+/// `disabled` (true: the host is unusable and the reservations holding it
+/// move to other hosts in the same transaction; false: usable again).
 #[derive(Serialize, ToSchema)]
 pub struct HostChange {
     reservable: Option<bool>,
+    disabled: Option<bool>,
+}
+
+/// What a heal did to one reservation.
+#[derive(Serialize, ToSchema)]
+pub struct Healed {
+    lease_id: Uuid,
+    reservation_id: Uuid,
+    /// Slots moved to other hosts.
+    moved: i64,
+    /// Slots left on unusable hosts (no host fits, or `heal: false`).
+    missing: i64,
+}
+
+/// A changed host, with what healing did.
+#[derive(Serialize, ToSchema)]
+pub struct ChangedHost {
+    host: Host,
+    healed: Vec<Healed>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -331,4 +357,40 @@ pub struct PropertyShown {
 #[derive(Serialize, ToSchema)]
 pub struct OneProperty {
     resource_property: PropertyShown,
+}
+
+/// `POST /v1/maintenance` (also wrapped as `{"maintenance": {...}}`).
+#[derive(Serialize, ToSchema)]
+pub struct NewMaintenance {
+    /// Host ids.
+    hosts: Vec<Uuid>,
+    start_date: String,
+    end_date: String,
+    /// Move the leases hit to other hosts at once (default false: only flag them).
+    heal: Option<bool>,
+    reason: Option<String>,
+}
+
+/// A maintenance window.
+#[derive(Serialize, ToSchema)]
+pub struct Maintenance {
+    id: Uuid,
+    hosts: Vec<Uuid>,
+    start_date: String,
+    end_date: String,
+    heal: bool,
+    reason: Option<String>,
+    created_at: String,
+}
+
+/// A window made, and what it did to each reservation it hit.
+#[derive(Serialize, ToSchema)]
+pub struct MaintenanceMade {
+    maintenance: Maintenance,
+    leases: Vec<Healed>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct MaintenanceWindows {
+    maintenance: Vec<Maintenance>,
 }

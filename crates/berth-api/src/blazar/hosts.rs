@@ -38,6 +38,8 @@ fn host_json(h: &Host, hidden: &BTreeSet<String>) -> Value {
         "memory_mb": h.memory_mb,
         "local_gb": h.local_gb,
         "reservable": h.reservable,
+        "disabled": h.disabled.is_some(),
+        "disabled_reason": h.disabled,
         "trust_id": null,
         "created_at": format_date(h.created_at),
         "updated_at": format_date(h.updated_at),
@@ -69,12 +71,16 @@ fn whole(obj: &Map<String, Value>, key: &str) -> Result<Option<i64>, ApiError> {
 }
 
 fn reservable(obj: &Map<String, Value>) -> Result<Option<bool>, ApiError> {
-    match obj.get("reservable") {
+    flag(obj, "reservable")
+}
+
+fn flag(obj: &Map<String, Value>, key: &str) -> Result<Option<bool>, ApiError> {
+    match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
         Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => Ok(Some(true)),
         Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => Ok(Some(false)),
-        Some(v) => Err(bad(format!("reservable must be true or false, not {v}"))),
+        Some(v) => Err(bad(format!("{key} must be true or false, not {v}"))),
     }
 }
 
@@ -194,10 +200,10 @@ pub(super) async fn create(
     put,
     path = "/v1/os-hosts/{id}",
     tag = tags::HOSTS,
-    summary = "Update a host's extra capabilities",
+    summary = "Update a host's extra capabilities; disable it (its reservations heal) or enable it",
     request_body = bodies::HostChange,
     responses(
-        (status = 200, description = "The host", body = bodies::OneHost),
+        (status = 200, description = "The host", body = bodies::ChangedHost),
     ),
 )]
 pub(super) async fn update(
@@ -215,8 +221,9 @@ pub(super) async fn update(
         }
     }
     let mut change = HostChange { reservable: reservable(&obj)?, capabilities: BTreeMap::new() };
+    let disabled = flag(&obj, "disabled")?;
     for (k, v) in &obj {
-        if k == "reservable" {
+        if k == "reservable" || k == "disabled" {
             continue;
         }
         if HOST_FIELDS.contains(&k.as_str()) {
@@ -224,12 +231,22 @@ pub(super) async fn update(
         }
         change.capabilities.insert(k.clone(), v.clone());
     }
-    if change.reservable.is_none() && change.capabilities.is_empty() {
+    if change.reservable.is_none() && change.capabilities.is_empty() && disabled.is_none() {
         return Err(bad("nothing to update"));
     }
-    state.store.update_host(&meta(&ctx), id, change).await?;
+    if change.reservable.is_some() || !change.capabilities.is_empty() {
+        state.store.update_host(&meta(&ctx), id, change).await?;
+    }
+    let mut healed = Vec::new();
+    if let Some(disabled) = disabled {
+        // Disabling (or enabling) heals in the same transaction.
+        let demands = crate::heal::demands(&state, &[id]).await?;
+        let reason = Some("admin".to_string());
+        healed = state.store.set_host_disabled(&meta(&ctx), id, disabled, reason, &demands).await?;
+    }
     let host = state.store.host(id).await?;
-    Ok(Json(json!({ "host": host_json(&host, &BTreeSet::new()) })))
+    let healed: Vec<Value> = healed.iter().map(crate::heal::outcome_json).collect();
+    Ok(Json(json!({ "host": host_json(&host, &BTreeSet::new()), "healed": healed })))
 }
 
 #[utoipa::path(

@@ -8,6 +8,7 @@ mod bodies;
 mod hosts;
 mod idempotency;
 mod leases;
+mod maintenance;
 mod plugins;
 mod policy;
 
@@ -47,6 +48,9 @@ pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
         availability::extension,
         plugins::list,
         plugins::schema,
+        maintenance::create,
+        maintenance::list,
+        maintenance::delete,
     ))]
     struct Doc;
     <Doc as utoipa::OpenApi>::openapi()
@@ -66,6 +70,8 @@ pub fn routes() -> Router<AppState> {
         .route("/os-hosts/properties/{name}", patch(hosts::set_property))
         .route("/os-hosts/{id}", get(hosts::show).put(hosts::update).delete(hosts::delete))
         .route("/os-hosts/{id}/allocation", get(hosts::allocation))
+        .route("/maintenance", get(maintenance::list).post(maintenance::create))
+        .route("/maintenance/{id}", axum::routing::delete(maintenance::delete))
         .route("/plugins", get(plugins::list))
         .route("/plugins/schema", get(plugins::schema))
 }

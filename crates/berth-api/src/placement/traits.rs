@@ -182,10 +182,13 @@ pub async fn replace(
         return Err(generation_conflict());
     }
     let traits: BTreeSet<String> = req.traits.into_iter().collect();
-    let generation =
-        s.store.replace_traits(&p.meta(), uuid, Some(req.resource_provider_generation), traits.clone()).await.map_err(
-            |e| if e.code == ErrorCode::ConcurrentUpdate { generation_conflict() } else { ApiError::from(e) },
-        )?;
+    // Nova's COMPUTE_STATUS_DISABLED on a host heals what it holds.
+    let demands = crate::heal::demands(&s, &[uuid]).await?;
+    let (generation, _) = s
+        .store
+        .replace_traits_healing(&p.meta(), uuid, Some(req.resource_provider_generation), traits.clone(), &demands)
+        .await
+        .map_err(|e| if e.code == ErrorCode::ConcurrentUpdate { generation_conflict() } else { ApiError::from(e) })?;
     let body = json!({"resource_provider_generation": generation, "traits": traits});
     Ok(p.json(StatusCode::OK, &body, served_now()))
 }
@@ -203,6 +206,7 @@ pub async fn clear(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) ->
     p.since(p.mv.traits())?;
     p.authorize(Action::ProviderTraitsDelete)?;
     let uuid = provider_uuid(&raw)?;
-    s.store.replace_traits(&p.meta(), uuid, None, BTreeSet::new()).await?;
+    let demands = crate::heal::demands(&s, &[uuid]).await?;
+    s.store.replace_traits_healing(&p.meta(), uuid, None, BTreeSet::new(), &demands).await?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }

@@ -11,6 +11,7 @@
 //! - `rules`: the checks a new lease and an update pass (window, name).
 //! - `recurrence`: the occurrences a recurring lease books.
 //! - `class`: the resource class a reservation's flavor requests.
+//! - `heal`: what replaces the unusable hosts a reservation holds.
 
 use chrono::Duration;
 use uuid::Uuid;
@@ -18,6 +19,7 @@ use uuid::Uuid;
 use crate::error::{Error, ErrorCode};
 
 mod class;
+pub mod heal;
 mod record;
 mod recurrence;
 mod rules;

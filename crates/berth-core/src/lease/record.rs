@@ -133,6 +133,14 @@ pub struct ReservationRecord {
     pub params: serde_json::Value,
     pub slots: Vec<Slot>,
     pub created_at: DateTime<Utc>,
+    /// Blazar's flag: some of its slots are on hosts that became unusable
+    /// and could not be (or, with `"heal": false`, were not) moved.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub missing_resources: bool,
+    /// Blazar's flag: a slot was moved to another host after the lease
+    /// started.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resources_changed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

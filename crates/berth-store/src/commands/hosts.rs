@@ -32,6 +32,8 @@ pub const HOST_FIELDS: &[&str] = &[
     "service_name",
     "status",
     "trust_id",
+    "disabled",
+    "disabled_reason",
 ];
 
 /// A host to enrol: an existing provider named `name`, or a new one when

@@ -15,9 +15,11 @@
 mod allocations;
 mod catalog;
 mod claims;
+mod heal;
 mod hosts;
 mod lease_events;
 mod leases;
+mod maintenance;
 mod providers;
 mod quotas;
 mod request_keys;
@@ -26,9 +28,11 @@ pub use allocations::{ConsumerAllocations, GenerationCheck, ReshapeInventory};
 /// Placement's codes for what a request names that does not exist.
 pub(crate) use claims::Claims;
 pub use claims::DEFAULT_LANES as DEFAULT_CLAIM_LANES;
+pub use heal::{Demands, HealOutcome, ToHeal};
 pub use hosts::{check_capabilities, HostChange, NewHost, HOST_FIELDS};
-pub use lease_events::{Claim, Finish, HeldHost, Outcome, Recorded};
+pub use lease_events::{Claim, Finish, HealHook, HeldHost, Outcome, Recorded};
 pub use leases::{LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate, SLOT_CONSUMER_TYPE};
+pub use maintenance::{MaintenanceWindow, NewMaintenance};
 pub use providers::{InventoryChange, NewProvider, ProviderUpdate};
 pub use quotas::OverLimit;
 pub use request_keys::{Keyed, RequestKey};

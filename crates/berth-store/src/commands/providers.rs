@@ -244,29 +244,7 @@ impl Store {
         expected_generation: Option<i64>,
         traits: BTreeSet<String>,
     ) -> Result<i64, Error> {
-        crate::tx::command!(self, |tx| {
-            let generation = lock_provider(tx, uuid).await?;
-            check_generation(uuid, expected_generation, generation)?;
-            let names: Vec<&str> = traits.iter().map(String::as_str).collect();
-            let found = crate::lock::traits_in_use(tx, &names).await?;
-            if found.len() != traits.len() {
-                let missing: Vec<&str> = names.iter().filter(|n| !found.iter().any(|f| f == *n)).copied().collect();
-                let names = missing.into_iter().map(str::to_string).collect();
-                return Err(Error::refused(
-                    ErrorKind::Invalid,
-                    ErrorCode::TraitNotFound,
-                    Refusal::NoTraitsToSet { names },
-                )
-                .into());
-            }
-            record(
-                tx,
-                meta,
-                &[Event::ProviderTraitsReplaced { provider: uuid, traits: traits.clone(), at: now(tx).await? }],
-            )
-            .await?;
-            Ok(generation + 1)
-        })
+        crate::tx::command!(self, |tx| { replace_traits_in(tx, meta, uuid, expected_generation, &traits).await })
     }
 
     /// Replaces the provider's aggregates; returns the generation after.
@@ -324,4 +302,28 @@ pub(crate) async fn check_inventory_change(
         return Err(refuse::inventory_in_use(uuid, in_use).into());
     }
     Ok(())
+}
+
+/// Replaces the provider's traits in `tx`; returns the new generation.
+pub(super) async fn replace_traits_in(
+    tx: &Transaction<'_>,
+    meta: &EventMeta,
+    uuid: Uuid,
+    expected_generation: Option<i64>,
+    traits: &BTreeSet<String>,
+) -> Result<i64, StoreError> {
+    let generation = lock_provider(tx, uuid).await?;
+    check_generation(uuid, expected_generation, generation)?;
+    let names: Vec<&str> = traits.iter().map(String::as_str).collect();
+    let found = crate::lock::traits_in_use(tx, &names).await?;
+    if found.len() != traits.len() {
+        let missing: Vec<&str> = names.iter().filter(|n| !found.iter().any(|f| f == *n)).copied().collect();
+        let names = missing.into_iter().map(str::to_string).collect();
+        return Err(
+            Error::refused(ErrorKind::Invalid, ErrorCode::TraitNotFound, Refusal::NoTraitsToSet { names }).into()
+        );
+    }
+    record(tx, meta, &[Event::ProviderTraitsReplaced { provider: uuid, traits: traits.clone(), at: now(tx).await? }])
+        .await?;
+    Ok(generation + 1)
 }

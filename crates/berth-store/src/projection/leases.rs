@@ -147,6 +147,8 @@ async fn lease_deleted(c: &impl GenericClient, id: &Uuid) -> Result<(), StoreErr
     .await?;
     delete_reservations(c, id).await?;
     c.execute("DELETE FROM lease_events WHERE lease_id = $1", &[id]).await?;
+    // An on_heal call owed to a lease that is gone is owed no more.
+    c.execute("DELETE FROM heal_hooks WHERE lease_id = $1", &[id]).await?;
     c.execute("DELETE FROM leases WHERE id = $1", &[id]).await?;
     Ok(())
 }
@@ -202,9 +204,22 @@ async fn insert_reservation(
     at: &DateTime<Utc>,
 ) -> Result<(), StoreError> {
     c.execute(
-        "INSERT INTO reservations (id, lease_id, position, resource_type, resource_id, status, params, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        &[&r.id, &lease.id, &position, &r.resource_type, &r.resource_id, &r.status.as_str(), &r.params, &r.created_at, at],
+        "INSERT INTO reservations (id, lease_id, position, resource_type, resource_id, status, params, created_at, updated_at,
+                                   missing_resources, resources_changed)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        &[
+            &r.id,
+            &lease.id,
+            &position,
+            &r.resource_type,
+            &r.resource_id,
+            &r.status.as_str(),
+            &r.params,
+            &r.created_at,
+            at,
+            &r.missing_resources,
+            &r.resources_changed,
+        ],
     )
     .await?;
     if !r.slots.is_empty() {

@@ -50,9 +50,15 @@ pub(crate) type Plan = Vec<Vec<Vec<Placed>>>;
 /// Providers (named, with inventories), and host data where enrolled:
 /// `only` these, or every enrolled host.
 async fn load_hosts(c: &impl GenericClient, only: Option<&[Uuid]>) -> Result<BTreeMap<Uuid, Host>, StoreError> {
+    // An unusable host (disabled, or its provider has Nova's
+    // COMPUTE_STATUS_DISABLED trait: commands::heal) is placed nowhere.
     let rows = c
         .query(
-            "SELECT p.uuid, p.name, h.reservable, h.capabilities,
+            "SELECT p.uuid, p.name,
+                    CASE WHEN h.provider_uuid IS NOT NULL THEN h.reservable AND NOT h.disabled AND NOT EXISTS (
+                        SELECT 1 FROM provider_traits t
+                        WHERE t.provider_uuid = p.uuid AND t.trait = 'COMPUTE_STATUS_DISABLED') END,
+                    h.capabilities,
                     ARRAY(SELECT t.trait FROM provider_traits t WHERE t.provider_uuid = p.uuid)
              FROM providers p LEFT JOIN hosts h ON h.provider_uuid = p.uuid
              WHERE CASE WHEN $1::uuid[] IS NULL THEN h.provider_uuid IS NOT NULL ELSE p.uuid = ANY($1) END",
@@ -196,6 +202,10 @@ async fn holds_over(
                  SELECT during, used FROM allocations
                  WHERE provider_uuid = q.p AND resource_class = q.rc AND during && tstzrange($3, $4, '[)')
                    AND consumer_uuid <> ALL($5)
+                 UNION ALL
+                 -- A maintenance window holds more than any host has.
+                 SELECT during, 1::int8 << 40 FROM maintenance_windows
+                 WHERE provider_uuid = q.p AND during && tstzrange($3, $4, '[)')
              ) a",
             &[&keys_p, &keys_c, &span.start, &span.end, &own],
         )

@@ -57,6 +57,9 @@ pub struct Host {
     pub memory_mb: i64,
     pub local_gb: i64,
     pub reservable: bool,
+    /// Unusable: disabled by an admin or a plugin's report (why), or its
+    /// provider has Nova's `COMPUTE_STATUS_DISABLED` trait.
+    pub disabled: Option<String>,
     pub capabilities: BTreeMap<String, Value>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -156,7 +159,8 @@ async fn load_reservations(
 ) -> Result<(), StoreError> {
     for r in c
         .query(
-            "SELECT lease_id, id, resource_type, resource_id, status, params, created_at, updated_at
+            "SELECT lease_id, id, resource_type, resource_id, status, params, created_at, updated_at,
+                    missing_resources, resources_changed
              FROM reservations WHERE lease_id = ANY($1) ORDER BY lease_id, position",
             &[&ids],
         )
@@ -174,6 +178,8 @@ async fn load_reservations(
                 params: r.get(5),
                 slots: slots.remove(&id).unwrap_or_default(),
                 created_at: r.get(6),
+                missing_resources: r.get(8),
+                resources_changed: r.get(9),
             });
             l.reservation_updated_at.push(r.get(7));
         }
@@ -260,7 +266,11 @@ const HOST_SELECT: &str = "SELECT p.uuid, p.name,
         coalesce((SELECT total FROM inventories i WHERE i.provider_uuid = p.uuid AND i.resource_class = 'VCPU'), 0),
         coalesce((SELECT total FROM inventories i WHERE i.provider_uuid = p.uuid AND i.resource_class = 'MEMORY_MB'), 0),
         coalesce((SELECT total FROM inventories i WHERE i.provider_uuid = p.uuid AND i.resource_class = 'DISK_GB'), 0),
-        h.reservable, h.capabilities, h.created_at, h.updated_at
+        h.reservable, h.capabilities, h.created_at, h.updated_at,
+        CASE WHEN h.disabled THEN coalesce(h.disabled_reason, 'admin')
+             WHEN EXISTS (SELECT 1 FROM provider_traits t
+                          WHERE t.provider_uuid = p.uuid AND t.trait = 'COMPUTE_STATUS_DISABLED')
+             THEN 'COMPUTE_STATUS_DISABLED' END
     FROM hosts h JOIN providers p ON p.uuid = h.provider_uuid";
 
 fn host(r: &tokio_postgres::Row) -> Host {
@@ -272,6 +282,7 @@ fn host(r: &tokio_postgres::Row) -> Host {
         memory_mb: r.get(3),
         local_gb: r.get(4),
         reservable: r.get(5),
+        disabled: r.get(9),
         capabilities: serde_json::from_value(caps).unwrap_or_default(),
         created_at: r.get(7),
         updated_at: r.get(8),

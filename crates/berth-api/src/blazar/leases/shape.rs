@@ -19,8 +19,8 @@ pub(super) fn lease_json(l: &Lease) -> Value {
             o.insert("resource_type".into(), json!(res.resource_type));
             o.insert("resource_id".into(), json!(res.resource_id));
             o.insert("status".into(), json!(res.status.as_str()));
-            o.insert("missing_resources".into(), json!(false));
-            o.insert("resources_changed".into(), json!(false));
+            o.insert("missing_resources".into(), json!(res.missing_resources));
+            o.insert("resources_changed".into(), json!(res.resources_changed));
             o.insert("created_at".into(), json!(format_date(res.created_at)));
             o.insert("updated_at".into(), json!(format_date(*updated)));
             o.insert(

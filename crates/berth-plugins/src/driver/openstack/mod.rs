@@ -279,6 +279,24 @@ impl OpenStackDriver {
         Ok(json!({"aggregate": name, "hosts": hosts, "deleted_servers": deleted}))
     }
 
+    /// A heal: the hosts replacing failed ones join the lease's aggregate
+    /// (as at a start), the failed ones (`leave`) leave it for the free pool.
+    async fn hosts_heal(&self, payload: &Value) -> Result<Value, HookError> {
+        let joined = self.hosts_join(payload).await?;
+        let name = pool_name(payload)?;
+        let left = host_names(&json!({"hosts": payload["leave"]}));
+        let free = self.free_pool().await?;
+        if let Some((id, _)) = self.find_aggregate(&name).await? {
+            for h in &left {
+                self.remove_host(id, h).await?;
+                if let Some(free) = free {
+                    self.add_host(free, h).await?;
+                }
+            }
+        }
+        Ok(json!({"aggregate": name, "joined": joined["hosts"], "left": left}))
+    }
+
     /// `DELETE /servers/{id}`; a server already gone (404) is the step done.
     async fn delete_server(&self, id: &str) -> Result<(), HookError> {
         let a = self.nova(Method::DELETE, &format!("/servers/{id}"), None).await?;
@@ -404,6 +422,7 @@ impl Driver for OpenStackDriver {
         // The host plugin's actions and the instance plugin's do not overlap.
         match action {
             "on_start" => self.hosts_join(payload).await,
+            "heal" => self.hosts_heal(payload).await,
             "release" | "recycle" | "share" => self.hosts_leave(action, payload).await,
             // Nothing on Nova to do before the end; Blazar only notifies.
             "notify" => Ok(json!({"notified": true})),

@@ -30,7 +30,8 @@ fn effect_hosts(e: &Effect) -> &[Uuid] {
         Effect::MoveHosts { hosts, .. }
         | Effect::SetReservable { hosts, .. }
         | Effect::HoldHosts { hosts, .. }
-        | Effect::ReleaseHolds { hosts } => hosts,
+        | Effect::ReleaseHolds { hosts }
+        | Effect::FailHosts { hosts, .. } => hosts,
         Effect::DeleteConsumers { .. } => &[],
     }
 }
@@ -175,6 +176,12 @@ pub(super) fn effect_events(
                 if state.holds.remove(h) {
                     out.push(Event::HostHoldReleased { provider: *h, at });
                 }
+            }
+        }
+        // Unusable from now on; the manager's next heal moves what they hold.
+        Effect::FailHosts { hosts, reason } => {
+            for h in hosts.iter().filter(|h| state.hosts.contains_key(h)) {
+                out.push(Event::HostDisabled { provider: *h, disabled: true, reason: Some(reason.clone()), at });
             }
         }
     }

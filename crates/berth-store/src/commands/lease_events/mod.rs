@@ -2,16 +2,19 @@
 //! their hooks did, and return hosts held back at a lease's end.
 //!
 //! Claiming ([`claim`]), recording outcomes ([`finish`]) and carrying out
-//! the effects hooks ask for ([`effects`]), and hosts held back ([`held`]).
+//! the effects hooks ask for ([`effects`]), hosts held back ([`held`]), and
+//! the `on_heal` calls owed after a heal ([`heal_hooks`]).
 
 mod claim;
 mod control;
 mod effects;
 mod finish;
+mod heal_hooks;
 mod held;
 
 pub use claim::Claim;
 pub use finish::{Finish, Outcome, Recorded};
+pub use heal_hooks::HealHook;
 pub use held::HeldHost;
 
 use berth_core::EventMeta;

@@ -62,6 +62,8 @@ fn reservation_records(new: &NewLease, per_item: Vec<Vec<Placed>>, at: DateTime<
                     .map(|p| Slot { consumer: Uuid::new_v4(), provider: p.provider, resources: p.resources })
                     .collect(),
                 created_at: at,
+                missing_resources: false,
+                resources_changed: false,
             }
         })
         .collect()

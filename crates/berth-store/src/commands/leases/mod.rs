@@ -9,10 +9,14 @@
 //! slot) becomes a consumer whose allocations hold over the window
 //! ([`slots`]), written with `AllocationsReplaced` beside the lease's own
 //! event.
+//!
+//! Healing ([`heal`]) re-places reservations off unusable hosts with the
+//! same `plan`.
 
 mod control;
 mod create;
 mod delete;
+pub(crate) mod heal;
 mod plan;
 mod slots;
 mod update;

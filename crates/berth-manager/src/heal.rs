@@ -1,0 +1,137 @@
+//! Healing's chores: the `on_heal` calls owed to plugins after a heal moved
+//! slots of a started lease (made as soon as the manager wakes: a new one
+//! notifies it), and the retry of heals that found no host, on every sweep
+//! while some reservation is missing resources (a host may have freed: a
+//! lease ended or was deleted, a host was enabled or enrolled).
+//!
+//! An `on_heal` call carries the key `heal:<id>` on every attempt; a
+//! retryable failure is tried again at the next wake, a permanent one is
+//! recorded as failed. Two managers may both make one call before either
+//! records it (as with returned hosts): the far side applies a key once.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use berth_core::lease::heal::wants_heal;
+use berth_core::lease_event::HookResult;
+use berth_core::EventMeta;
+use berth_plugins::Hook;
+use berth_store::commands::{Demands, HealHook};
+use serde_json::json;
+
+use crate::hooks::{lease_json, reservation_json};
+use crate::state::Inner;
+
+/// Makes the `on_heal` calls owed, in the background, one pass at a time.
+pub(crate) fn kick(inner: &Arc<Inner>) {
+    if inner.healing.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let inner = inner.clone();
+    tokio::spawn(async move {
+        match inner.store.heal_hooks_due().await {
+            Ok(due) => {
+                for h in due {
+                    call(&inner, h).await;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "reading the on_heal calls owed"),
+        }
+        inner.healing.store(false, Ordering::SeqCst);
+    });
+}
+
+/// One `on_heal` call, and its outcome recorded.
+async fn call(inner: &Inner, h: HealHook) {
+    let ctx = match inner.store.hook_contexts(&[h.lease]).await {
+        Ok(mut c) => match c.remove(&h.lease) {
+            Some(ctx) => ctx,
+            None => return,
+        },
+        Err(e) => return tracing::warn!(error = %e, heal = %h.id, "reading the healed lease"),
+    };
+    let Some(r) = ctx.lease.record.reservations.iter().find(|r| r.id == h.reservation) else {
+        return;
+    };
+    let name = |p: &uuid::Uuid| h.names.get(p).cloned();
+    let hook = Hook {
+        event_type: "heal_lease".into(),
+        idempotency_key: format!("heal:{}", h.id),
+        attempt: 1,
+        lease: lease_json(&ctx),
+        reservation: reservation_json(ctx.lease.record.id, r),
+        allocations: h
+            .moves
+            .iter()
+            .map(|m| {
+                json!({
+                    "resource_provider": {"uuid": m.to, "name": name(&m.to)},
+                    "consumer_id": m.consumer,
+                    "resources": m.resources,
+                    "replaces": {"uuid": m.from, "name": name(&m.from)},
+                })
+            })
+            .collect(),
+    };
+    let outcome = match inner.registry.get(&r.resource_type) {
+        Ok(plugin) => plugin.on_heal(&hook).await,
+        Err(e) => Err(berth_plugins::HookError::permanent(e.detail)),
+    };
+    let result = match outcome {
+        Ok(mut o) => {
+            o.effects.extend(berth_core::lease_event::reported_failures(&o.detail));
+            HookResult {
+                reservation: r.id,
+                resource_type: r.resource_type.clone(),
+                ok: true,
+                detail: o.detail,
+                effects: o.effects,
+            }
+        }
+        Err(e) if !e.permanent => {
+            return tracing::info!(heal = %h.id, error = %e.message, "on_heal failed; will try again");
+        }
+        Err(e) => HookResult {
+            reservation: r.id,
+            resource_type: r.resource_type.clone(),
+            ok: false,
+            detail: json!({"error": e.message, "permanent": true}),
+            effects: Vec::new(),
+        },
+    };
+    match inner.store.finish_heal_hook(&format!("manager:{}", inner.id), h.id, vec![result]).await {
+        Ok(_) => tracing::info!(heal = %h.id, lease = %h.lease, "on_heal made"),
+        Err(e) => tracing::warn!(heal = %h.id, error = %e, "recording on_heal"),
+    }
+}
+
+/// Heals again what is still on unusable hosts or missing resources, when
+/// some such reservation may be healed.
+pub(crate) async fn retry(inner: &Inner) {
+    let waiting = match inner.store.reservations_to_heal(&[]).await {
+        Ok(w) => w,
+        Err(e) => return tracing::warn!(error = %e, "reading reservations to heal"),
+    };
+    if !waiting.iter().any(|r| wants_heal(&r.params)) {
+        return;
+    }
+    let mut demands = Demands::new();
+    for r in &waiting {
+        if let Some(d) = inner.registry.demand_of(&r.resource_type, &r.params).await {
+            demands.insert(r.reservation, d);
+        }
+    }
+    let meta = EventMeta {
+        actor: Some(format!("manager:{}", inner.id)),
+        causation: Some("heal".into()),
+        ..Default::default()
+    };
+    match inner.store.heal(&meta, &demands).await {
+        Ok(done) => {
+            for o in done.iter().filter(|o| o.moved > 0) {
+                tracing::info!(lease = %o.lease, reservation = %o.reservation, moved = o.moved, "healed");
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "healing"),
+    }
+}
