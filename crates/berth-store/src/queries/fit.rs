@@ -146,9 +146,7 @@ pub(crate) async fn gather(
     let longest = cleanings.values().copied().max().unwrap_or(Duration::zero());
     let read = Window {
         start: span.start.checked_sub_signed(longest).unwrap_or(span.start),
-        end: span
-            .end
-            .map(|e| schedule::with_cleaning(&Window { start: span.start, end: Some(e) }, longest).end.unwrap_or(e)),
+        end: span.end.map(|e| e.checked_add_signed(longest).unwrap_or(e)),
     };
     let mut holds = holds_over(c, &hosts, read, own).await?;
     let ids: Vec<Uuid> = hosts.keys().copied().collect();
