@@ -21,6 +21,7 @@ pub mod notifier;
 pub mod notify;
 pub mod queries;
 pub mod replay;
+pub mod replicas;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
@@ -76,6 +77,8 @@ pub struct Store {
     claims: std::sync::Arc<commands::Claims>,
     /// The database's clock between readings (clock::Carried).
     carried: std::sync::Arc<clock::Carried>,
+    /// Hot standbys for reads that may be stale (replicas).
+    replicas: Option<std::sync::Arc<replicas::Replicas>>,
 }
 
 impl Store {
@@ -89,36 +92,8 @@ impl Store {
     /// then fails as unavailable instead of waiting on a database that does
     /// not answer.
     pub fn connect_with(url: &str, settings: &PoolSettings) -> Result<Store, StoreError> {
-        let mut config: tokio_postgres::Config = url.parse().map_err(StoreError::Db)?;
-        if let Some(t) = settings.connect_timeout {
-            config.connect_timeout(t);
-            // A host that vanishes without closing its connections (a cut
-            // network, a powered-off machine) would otherwise keep a sent
-            // statement waiting for the kernel's retransmissions, minutes,
-            // instead of failing over.
-            if config.get_tcp_user_timeout().is_none() {
-                config.tcp_user_timeout(t);
-            }
-        }
-        if let Some(t) = settings.statement_timeout {
-            let mut options = config.get_options().map(|o| format!("{o} ")).unwrap_or_default();
-            options.push_str(&format!("-c statement_timeout={}", t.as_millis()));
-            config.options(&options);
-        }
-        let manager =
-            Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-        let timeouts = Timeouts {
-            wait: settings.wait_timeout,
-            create: settings.connect_timeout,
-            recycle: settings.connect_timeout,
-        };
-        let pool = Pool::builder(manager)
-            .max_size(settings.max_size)
-            .timeouts(timeouts)
-            .runtime(Runtime::Tokio1)
-            .build()
-            .map_err(|e| StoreError::Pool(e.to_string()))?;
-        Ok(Store { pool, config, claims: Default::default(), carried: Default::default() })
+        let (pool, config) = open_pool(url, settings, settings.wait_timeout)?;
+        Ok(Store { pool, config, claims: Default::default(), carried: Default::default(), replicas: None })
     }
 
     /// Decides claims in at most `lanes` transactions at once (see
@@ -183,4 +158,39 @@ impl Store {
         c.simple_query("SELECT 1").await?;
         Ok(())
     }
+}
+
+/// A pool on `url` under `settings`, waiting at most `wait` for a free
+/// connection; the connection settings it opens connections with.
+pub(crate) fn open_pool(
+    url: &str,
+    settings: &PoolSettings,
+    wait: Option<Duration>,
+) -> Result<(Pool, tokio_postgres::Config), StoreError> {
+    let mut config: tokio_postgres::Config = url.parse().map_err(StoreError::Db)?;
+    if let Some(t) = settings.connect_timeout {
+        config.connect_timeout(t);
+        // A host that vanishes without closing its connections (a cut
+        // network, a powered-off machine) would otherwise keep a sent
+        // statement waiting for the kernel's retransmissions, minutes,
+        // instead of failing over.
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(t);
+        }
+    }
+    if let Some(t) = settings.statement_timeout {
+        let mut options = config.get_options().map(|o| format!("{o} ")).unwrap_or_default();
+        options.push_str(&format!("-c statement_timeout={}", t.as_millis()));
+        config.options(&options);
+    }
+    let manager =
+        Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let timeouts = Timeouts { wait, create: settings.connect_timeout, recycle: settings.connect_timeout };
+    let pool = Pool::builder(manager)
+        .max_size(settings.max_size)
+        .timeouts(timeouts)
+        .runtime(Runtime::Tokio1)
+        .build()
+        .map_err(|e| StoreError::Pool(e.to_string()))?;
+    Ok((pool, config))
 }

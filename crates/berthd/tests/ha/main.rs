@@ -16,6 +16,7 @@
 
 mod checks;
 mod load;
+mod reads;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
