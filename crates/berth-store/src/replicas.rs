@@ -154,6 +154,17 @@ impl Replica {
     }
 }
 
+/// Who served the reads a standby may serve.
+const READS: &str = "berth_db_reads_total";
+
+/// Describes the reads' counter, at zero from the start.
+pub fn describe() {
+    metrics::describe_counter!(READS, "Reads that a standby may serve, by who served them (standby, primary)");
+    for by in ["standby", "primary"] {
+        let _ = metrics::counter!(READS, "served_by" => by);
+    }
+}
+
 impl Store {
     /// Serves the reads that may be stale from these standbys too (see the
     /// module's documentation).
@@ -174,10 +185,10 @@ impl Store {
     pub(crate) async fn read_client(&self) -> Result<Object, StoreError> {
         if let (Some(replicas), Ok(after)) = (&self.replicas, STALE_OK.try_with(|a| *a)) {
             if let Some(c) = replicas.pick(after).await {
-                metrics::counter!("berth_db_reads_total", "served_by" => "standby").increment(1);
+                metrics::counter!(READS, "served_by" => "standby").increment(1);
                 return Ok(c);
             }
-            metrics::counter!("berth_db_reads_total", "served_by" => "primary").increment(1);
+            metrics::counter!(READS, "served_by" => "primary").increment(1);
         }
         self.client().await
     }

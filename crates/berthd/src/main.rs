@@ -206,6 +206,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     berth_manager::metrics::describe();
     berth_notify::metrics::describe();
     berth_api::clock::ClockWatch::describe();
+    berth_store::replicas::describe();
     let store = Store::connect_with(&cfg.database_url, &cfg.pool())
         .context("database URL")?
         .with_claim_lanes(cfg.claim_lanes)
