@@ -33,6 +33,9 @@ impl Switch {
             assert!(o.finished - o.started < Duration::from_secs(12), "hung: {o:?}");
             match status {
                 200 | 201 | 204 | 409 => {}
+                // A consumer whose claim had no clear answer, deleted
+                // (nothing_acknowledged_lost checks the claim was unclear).
+                404 if o.op == Op::Delete => {}
                 503 => {
                     unavailable += 1;
                     assert!(o.retry_after, "503 without Retry-After: {o:?}");
@@ -56,9 +59,11 @@ impl Switch {
         );
         assert!(first <= back, "first request served {:?} after the promotion", first - self.promoted);
         for op in [Op::Claim, Op::Delete, Op::Lease] {
+            let after: Vec<_> = outcomes.iter().filter(|o| o.op == op && o.started >= self.promoted).collect();
             assert!(
-                outcomes.iter().any(|o| o.op == op && o.ok() && o.finished > back),
-                "no {op:?} served after the switch"
+                after.iter().any(|o| o.ok()),
+                "no {op:?} served by the new primary: {:?}",
+                after.iter().map(|o| (o.status, o.body.to_string())).take(5).collect::<Vec<_>>()
             );
         }
     }
@@ -71,10 +76,14 @@ pub async fn nothing_acknowledged_lost(s: &Server, outcomes: &[Outcome], provide
     // request without a clear answer; either is right).
     let mut consumers: HashMap<&str, Option<bool>> = HashMap::new();
     for o in outcomes.iter().filter(|o| o.op != Op::Lease) {
+        let before = consumers.get(o.id.as_str()).copied().flatten();
+        if o.op == Op::Delete && o.status == Some(404) {
+            assert_eq!(before, None, "a delete found no consumer {}, whose claim was acknowledged", o.id);
+        }
         let present = match (o.op, o.status) {
             (Op::Claim, Some(s)) if (200..300).contains(&s) => Some(true),
-            (Op::Claim, Some(409)) => consumers.get(o.id.as_str()).copied().flatten().or(Some(false)),
-            (Op::Delete, Some(s)) if (200..300).contains(&s) => Some(false),
+            (Op::Claim, Some(409)) => before.or(Some(false)),
+            (Op::Delete, Some(s)) if (200..300).contains(&s) || s == 404 => Some(false),
             _ => None,
         };
         consumers.insert(&o.id, present);

@@ -149,7 +149,10 @@ impl Client {
                                "consumer_type": "INSTANCE"});
             let path = format!("/placement/allocations/{consumer}");
             let o = self.send(Op::Claim, &consumer, Method::PUT, &path, ADMIN, Some(claim)).await;
-            let refused = !o.ok();
+            let refused = o.status == Some(409);
+            // A claim without a clear answer (a 503 during the switch) may
+            // have been made: it is deleted in its turn too (404 if not),
+            // or it would hold its VCPU to the end.
             if !refused {
                 kept.push(consumer);
             }

@@ -150,7 +150,7 @@ async fn a_failover_mid_run_loses_nothing_acknowledged_and_serves_again_within_5
     let promoted = Instant::now();
     println!("switch: primary stopped, standby promoted {:?} later", promoted - stopped);
     rx.release();
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
     let outcomes = run.stop().await;
 
     let switch = checks::Switch { stopped, promoted };
