@@ -5,7 +5,7 @@ RELEASE = target/release
 # One throwaway Keystone for the test run (the Keystone tests need it).
 KEYSTONE = scripts/keystone/with-keystone.sh
 
-.PHONY: run test lint bench conformance deps fuzz
+.PHONY: run test test-ha lint bench conformance deps fuzz
 
 ## run: berthd dev — a local PostgreSQL under ./.data, demo inventory, http://127.0.0.1:8778
 run: deps
@@ -18,6 +18,17 @@ test: deps
 	  $(KEYSTONE) $(DEBUG)/berthd with-postgres -- $(CARGO) nextest run --workspace --no-fail-fast; \
 	else \
 	  $(KEYSTONE) $(DEBUG)/berthd with-postgres -- $(CARGO) test --workspace --no-fail-fast; \
+	fi
+
+## test-ha: failover on PostgreSQL's own streaming replication: a primary and a
+## synchronous standby of the test's own, claims and lease creations driven against
+## two berthd while the primary stops and the standby is promoted (docs/ha.md)
+test-ha: deps
+	$(CARGO) build -p berthd
+	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+	  $(CARGO) nextest run -p berthd --test ha --run-ignored only --no-capture; \
+	else \
+	  $(CARGO) test -p berthd --test ha -- --ignored --nocapture; \
 	fi
 
 ## conformance: Placement's own API tests (and the osc-placement client) against a

@@ -29,6 +29,7 @@ pub mod openapi;
 mod paging;
 pub mod placement;
 mod quotas;
+pub mod reads;
 mod refusals;
 mod root;
 mod serve;
@@ -88,6 +89,8 @@ pub fn router_with(state: AppState, config: ApiConfig) -> Router {
         .merge(console::routes())
         .fallback(refusals::no_route)
         .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout))
+        // Live streams follow the primary.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), reads::route))
         // Live streams last as long as the client listens.
         .merge(log::stream_routes())
         .merge(events_stream::routes())

@@ -25,6 +25,11 @@ impl Daemon {
     /// `berthd serve` on a free loopback port against `database_url`, noauth,
     /// manager off (nothing here is a lease), with `pool_size` connections.
     pub async fn start(database_url: &str, pool_size: usize) -> Result<Daemon> {
+        Daemon::start_with(database_url, pool_size, &[]).await
+    }
+
+    /// As [`Daemon::start`], with more settings (`BERTH_*` variables).
+    pub async fn start_with(database_url: &str, pool_size: usize, env: &[(&str, &str)]) -> Result<Daemon> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let listen = format!("127.0.0.1:{port}");
         let child = Command::new(berthd()?)
@@ -37,6 +42,7 @@ impl Daemon {
             .env("BERTH_LOG", "error")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
+            .envs(env.iter().copied())
             .spawn()
             .context("start berthd")?;
         let daemon = Daemon { url: format!("http://{listen}"), child };

@@ -15,6 +15,7 @@ mod manager;
 mod pgbench;
 mod placement_claims;
 mod quota_claims;
+mod read_candidates;
 mod report;
 mod setup;
 mod store_claims;
@@ -37,7 +38,7 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_values_t = [1_000usize, 100_000])]
     booked: Vec<usize>,
     /// Only these scenarios (comma-separated): store-claims, replay, placement-claims, wrk-claims,
-    /// quota-claims, manager, leases, candidates-memory.
+    /// quota-claims, manager, leases, candidates-memory, read-candidates.
     #[arg(long)]
     only: Option<String>,
 }
@@ -75,6 +76,9 @@ async fn main() -> Result<()> {
     if wants("leases") {
         store_leases::run(&mut report, args.clients, args.seconds, &args.booked).await?;
         in_process_memory(&mut report, "leases")?;
+    }
+    if wants("read-candidates") {
+        read_candidates::run(&mut report, args.clients, args.seconds).await?;
     }
     if wants("candidates-memory") {
         candidates_memory::run(&mut report).await?;

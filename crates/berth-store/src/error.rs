@@ -54,9 +54,14 @@ impl From<StoreError> for Error {
 fn is_unavailable(e: &tokio_postgres::Error) -> bool {
     match e.code().map(|c| c.code()) {
         // Connection exceptions, too many connections, shutdown and
-        // start-up, a statement timeout or a cancel.
-        Some(code) => code.starts_with("08") || matches!(code, "53300" | "57P01" | "57P02" | "57P03" | "57014"),
-        // No answer from the server at all: an I/O error or a closed connection.
+        // start-up, a statement timeout or a cancel; a write refused because
+        // the server is (or has just become) a standby: a failover under way.
+        Some(code) => {
+            code.starts_with("08") || matches!(code, "53300" | "57P01" | "57P02" | "57P03" | "57014" | "25006")
+        }
+        // No answer from the server at all: an I/O error, a closed
+        // connection, or no host of several that takes writes (none is the
+        // primary yet, `target_session_attrs=read-write`).
         None => e.as_db_error().is_none(),
     }
 }

@@ -151,6 +151,51 @@ impl LocalPostgres {
         self.run("pg_ctl", &["stop", "-w", "-m", "fast", "-D", &self.data_dir.to_string_lossy()])
     }
 
+    /// Stops the server at once, as a crash would (`-m immediate`): no
+    /// shutdown checkpoint, and a standby gets only what it already had.
+    pub fn stop_now(&self) -> Result<()> {
+        self.run("pg_ctl", &["stop", "-w", "-m", "immediate", "-D", &self.data_dir.to_string_lossy()])
+    }
+
+    /// Makes `data_dir` (which must not exist yet) a streaming standby of
+    /// this server: a base backup with the WAL streamed alongside and
+    /// `standby.signal` and `primary_conninfo` written (`pg_basebackup -R`).
+    /// [`LocalPostgres::start`] then starts it; its `cluster_name` is the
+    /// name `synchronous_standby_names` knows it by.
+    pub fn base_backup(&self, data_dir: &Path) -> Result<()> {
+        let parent = data_dir.parent().ok_or_else(|| anyhow!("{} has no parent", data_dir.display()))?;
+        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        if let Some(user) = &self.run_as {
+            chown(parent, user)?;
+        }
+        let port = self.port.to_string();
+        self.run(
+            "pg_basebackup",
+            &[
+                "-D",
+                &data_dir.to_string_lossy(),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "postgres",
+                "-X",
+                "stream",
+                "-c",
+                "fast",
+                "-R",
+            ],
+        )
+        .context("pg_basebackup")
+    }
+
+    /// Promotes this standby to a primary and waits until it takes writes
+    /// (what a failover manager does on the standby it elects).
+    pub fn promote(&self) -> Result<()> {
+        self.run("pg_ctl", &["promote", "-w", "-t", "60", "-D", &self.data_dir.to_string_lossy()])
+    }
+
     fn stop_quietly(&self) {
         if self.data_dir.join("postmaster.pid").exists() {
             let _ = self.run("pg_ctl", &["stop", "-w", "-m", "immediate", "-D", &self.data_dir.to_string_lossy()]);

@@ -21,6 +21,7 @@ pub mod notifier;
 pub mod notify;
 pub mod queries;
 pub mod replay;
+pub mod replicas;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
@@ -69,8 +70,9 @@ pub struct PoolStatus {
 #[derive(Clone)]
 pub struct Store {
     pool: Pool,
-    /// For connections of their own (notifications).
-    url: String,
+    /// For connections of their own (notifications): the pool's settings,
+    /// its host list and timeouts included.
+    config: tokio_postgres::Config,
     /// Claims waiting to be decided together (commands::claims).
     claims: std::sync::Arc<commands::Claims>,
     /// The database's clock between readings (clock::Carried).
@@ -78,6 +80,8 @@ pub struct Store {
     /// How long a host stays unreservable after a lease on it ends, unless
     /// it says otherwise (`cleaning_time`; `queries::fit`).
     cleaning: chrono::Duration,
+    /// Hot standbys for reads that may be stale (replicas).
+    replicas: Option<std::sync::Arc<replicas::Replicas>>,
 }
 
 impl Store {
@@ -91,32 +95,9 @@ impl Store {
     /// then fails as unavailable instead of waiting on a database that does
     /// not answer.
     pub fn connect_with(url: &str, settings: &PoolSettings) -> Result<Store, StoreError> {
-        let mut config: tokio_postgres::Config = url.parse().map_err(StoreError::Db)?;
-        if let Some(t) = settings.connect_timeout {
-            config.connect_timeout(t);
-        }
-        if let Some(t) = settings.statement_timeout {
-            let mut options = config.get_options().map(|o| format!("{o} ")).unwrap_or_default();
-            options.push_str(&format!("-c statement_timeout={}", t.as_millis()));
-            config.options(&options);
-        }
-        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-        let timeouts = Timeouts {
-            wait: settings.wait_timeout,
-            create: settings.connect_timeout,
-            recycle: settings.connect_timeout,
-        };
-        let pool = Pool::builder(manager)
-            .max_size(settings.max_size)
-            .timeouts(timeouts)
-            .runtime(Runtime::Tokio1)
-            .build()
-            .map_err(|e| StoreError::Pool(e.to_string()))?;
+        let (pool, config) = open_pool(url, settings, settings.wait_timeout)?;
         Ok(Store {
-            pool,
-            url: url.to_string(),
-            claims: Default::default(),
-            carried: Default::default(),
+            pool, config, claims: Default::default(), carried: Default::default(), replicas: None,
             cleaning: chrono::Duration::zero(),
         })
     }
@@ -161,17 +142,22 @@ impl Store {
     /// reached, the database is not there, or the credentials are refused.
     pub async fn reach(&self) -> anyhow::Result<()> {
         let Err(e) = self.ping().await else { return Ok(()) };
-        let target = self.url.parse::<tokio_postgres::Config>().map_or_else(
-            |_| "the database_url".to_string(),
-            |c| {
-                let host = c.get_hosts().first().map_or_else(String::new, |h| match h {
+        let c = &self.config;
+        let hosts: Vec<String> = c
+            .get_hosts()
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let host = match h {
                     tokio_postgres::config::Host::Tcp(h) => h.clone(),
                     tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
-                });
-                let port = c.get_ports().first().copied().unwrap_or(5432);
-                format!("database {:?} on {host}:{port}", c.get_dbname().unwrap_or("postgres"))
-            },
-        );
+                };
+                // One port for every host, or one per host.
+                let port = c.get_ports().get(i).or(c.get_ports().first()).copied().unwrap_or(5432);
+                format!("{host}:{port}")
+            })
+            .collect();
+        let target = format!("database {:?} on {}", c.get_dbname().unwrap_or("postgres"), hosts.join(","));
         let code = match &e {
             StoreError::Db(db) => db.code().map(|c| c.code().to_owned()),
             _ => None,
@@ -191,4 +177,39 @@ impl Store {
         c.simple_query("SELECT 1").await?;
         Ok(())
     }
+}
+
+/// A pool on `url` under `settings`, waiting at most `wait` for a free
+/// connection; the connection settings it opens connections with.
+pub(crate) fn open_pool(
+    url: &str,
+    settings: &PoolSettings,
+    wait: Option<Duration>,
+) -> Result<(Pool, tokio_postgres::Config), StoreError> {
+    let mut config: tokio_postgres::Config = url.parse().map_err(StoreError::Db)?;
+    if let Some(t) = settings.connect_timeout {
+        config.connect_timeout(t);
+        // A host that vanishes without closing its connections (a cut
+        // network, a powered-off machine) would otherwise keep a sent
+        // statement waiting for the kernel's retransmissions, minutes,
+        // instead of failing over.
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(t);
+        }
+    }
+    if let Some(t) = settings.statement_timeout {
+        let mut options = config.get_options().map(|o| format!("{o} ")).unwrap_or_default();
+        options.push_str(&format!("-c statement_timeout={}", t.as_millis()));
+        config.options(&options);
+    }
+    let manager =
+        Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let timeouts = Timeouts { wait, create: settings.connect_timeout, recycle: settings.connect_timeout };
+    let pool = Pool::builder(manager)
+        .max_size(settings.max_size)
+        .timeouts(timeouts)
+        .runtime(Runtime::Tokio1)
+        .build()
+        .map_err(|e| StoreError::Pool(e.to_string()))?;
+    Ok((pool, config))
 }

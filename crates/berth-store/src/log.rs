@@ -220,15 +220,28 @@ impl Store {
     /// A cursor at the log's end as of now: reading after it gives every
     /// event not yet final now (every transaction at or above the horizon)
     /// and nothing older, so a live reader that starts here skips nothing.
+    ///
+    /// It names the last transaction below the horizon that wrote to the
+    /// log, not the horizon itself: that transaction's commit reached every
+    /// synchronous standby before it left the horizon, so a standby promoted
+    /// later has counted transaction ids past it and gives none of its own
+    /// new transactions an id at or below the cursor. An id between it and
+    /// the horizon may have been spent by a transaction that aborted or
+    /// wrote nothing, which a standby need not have seen, and reused there.
     pub async fn log_now(&self) -> Result<Cursor, Error> {
         let client = self.client().await?;
         let row = client
-            .query_one("SELECT pg_snapshot_xmin(pg_current_snapshot())::text", &[])
+            .query_one(
+                "SELECT coalesce((SELECT txid FROM log_events
+                                  WHERE txid < pg_snapshot_xmin(pg_current_snapshot())
+                                  ORDER BY txid DESC LIMIT 1)::text, '0')",
+                &[],
+            )
             .await
             .map_err(StoreError::from)?;
-        let horizon: u64 =
-            row.get::<_, String>(0).parse().map_err(|_| Error::internal("the horizon is not a number"))?;
-        Ok(Cursor { txid: horizon.saturating_sub(1), position: i64::MAX })
+        let last: u64 =
+            row.get::<_, String>(0).parse().map_err(|_| Error::internal("the transaction id is not a number"))?;
+        Ok(Cursor { txid: last, position: i64::MAX })
     }
 
     /// Appends events as one transaction, applying them to the projections.

@@ -26,11 +26,14 @@ impl Store {
     /// (with a pause) whenever the connection fails.
     pub fn listen(&self, channel: &'static str) -> mpsc::Receiver<Notification> {
         let (tx, rx) = mpsc::channel(1024);
-        let url = self.url.clone();
+        // The pool's settings: with several hosts and
+        // `target_session_attrs=read-write`, a reconnection finds whichever
+        // host is the primary now (LISTEN is refused on a standby).
+        let config = self.config.clone();
         tokio::spawn(async move {
             let mut pause = Duration::from_millis(100);
             while !tx.is_closed() {
-                match listen_once(&url, channel, &tx).await {
+                match listen_once(&config, channel, &tx).await {
                     Ok(()) => return,
                     Err(e) => {
                         tracing::warn!(channel, error = %e, ?pause, "notification connection lost; reconnecting");
@@ -46,8 +49,12 @@ impl Store {
 
 /// One connection's life: Ok when the receiver went away, Err when the
 /// connection failed.
-async fn listen_once(url: &str, channel: &str, tx: &mpsc::Sender<Notification>) -> Result<(), tokio_postgres::Error> {
-    let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
+async fn listen_once(
+    config: &tokio_postgres::Config,
+    channel: &str,
+    tx: &mpsc::Sender<Notification>,
+) -> Result<(), tokio_postgres::Error> {
+    let (client, mut connection) = config.connect(NoTls).await?;
     let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
     let statement = format!("LISTEN {channel}");
     let listen = client.batch_execute(&statement);

@@ -187,3 +187,34 @@ async fn the_log_refuses_updates_and_deletes() {
     assert!(c.execute("UPDATE log_events SET type = 'x'", &[]).await.is_err());
     assert!(c.execute("DELETE FROM log_events", &[]).await.is_err());
 }
+
+/// A cursor at the end "now" names the last transaction that wrote to the
+/// log, never a transaction id above it: ids spent since by transactions
+/// that rolled back or wrote nothing may never reach a standby, which then
+/// hands them out again once promoted, and events under such ids would
+/// sort below the cursor (`make test-ha` reads on across a failover).
+#[tokio::test]
+async fn the_cursor_at_the_end_names_the_last_transaction_that_wrote() {
+    let db = TestDatabase::new().await;
+    let store = db.store(2);
+    store.append(&EventMeta::default(), &[trait_created("CUSTOM_LAST".into())], None).await.unwrap();
+    let c = raw(&db.url).await;
+    let mut cursor = Cursor::START;
+    let mut seen = Vec::new();
+    drain_until(&c, &mut cursor, &mut seen, 1).await;
+    assert_eq!(seen.len(), 1);
+    for _ in 0..3 {
+        c.batch_execute("BEGIN; SELECT pg_current_xact_id(); ROLLBACK").await.unwrap();
+    }
+    // Other tests' transactions hold the horizon back for a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let now = store.log_now().await.unwrap();
+        assert!(now.txid <= cursor.txid, "{now} is past the last writer {cursor}");
+        if now.txid == cursor.txid || std::time::Instant::now() > deadline {
+            assert_eq!(now, Cursor { txid: cursor.txid, position: i64::MAX });
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -13,6 +13,13 @@ use serde::{Deserialize, Serialize};
 pub struct Config {
     /// `BERTH_DATABASE_URL`
     pub database_url: String,
+    /// `BERTH_READ_DATABASE_URLS`: hot standbys that may serve reads that
+    /// may be slightly stale (lists, usages, allocation candidates, the
+    /// calendar); writes and every decision stay on `database_url`.
+    pub read_database_urls: Vec<String>,
+    /// `BERTH_MAX_REPLICA_LAG_MS`: a standby further behind than this is
+    /// skipped until it catches up.
+    pub max_replica_lag_ms: u64,
     /// `BERTH_LISTEN`
     pub listen: String,
     /// `BERTH_AUTH`: `noauth` (local use), `keystone` or `jwt`.
@@ -78,6 +85,8 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             database_url: "postgresql://postgres@127.0.0.1:5432/berth".into(),
+            read_database_urls: Vec::new(),
+            max_replica_lag_ms: 1_000,
             listen: "127.0.0.1:8778".into(),
             auth: AuthMode::Noauth,
             allow_insecure_noauth: false,
@@ -189,6 +198,8 @@ impl Config {
 /// The top-level keys (a test keeps this in step with [`Config`]).
 const KEYS: &[&str] = &[
     "database_url",
+    "read_database_urls",
+    "max_replica_lag_ms",
     "listen",
     "auth",
     "allow_insecure_noauth",

@@ -206,10 +206,13 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     berth_manager::metrics::describe();
     berth_notify::metrics::describe();
     berth_api::clock::ClockWatch::describe();
+    berth_store::replicas::describe();
     let store = Store::connect_with(&cfg.database_url, &cfg.pool())
         .context("database URL")?
         .with_claim_lanes(cfg.claim_lanes)
-        .with_cleaning_time(std::time::Duration::from_secs(u64::from(cfg.cleaning_time) * 60));
+        .with_cleaning_time(std::time::Duration::from_secs(u64::from(cfg.cleaning_time) * 60))
+        .with_replicas(&cfg.read_database_urls, std::time::Duration::from_millis(cfg.max_replica_lag_ms), &cfg.pool())
+        .context("read_database_urls")?;
     store.reach().await?;
     let applied = store.migrate().await.context("migrating the database")?;
     if applied > 0 {

@@ -46,7 +46,7 @@ impl Store {
     /// name; and the bars of the leases whose window overlaps it, by
     /// provider then start.
     pub async fn calendar(&self, start: DateTime<Utc>, end: DateTime<Utc>) -> Result<Calendar, Error> {
-        let c = self.client().await.map_err(Error::from)?;
+        let c = self.read_client().await.map_err(Error::from)?;
         let db = |e: tokio_postgres::Error| Error::from(StoreError::from(e));
         let bars: Vec<CalendarBar> = c
             .query(

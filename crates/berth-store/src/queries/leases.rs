@@ -299,7 +299,7 @@ impl Store {
 
     /// Leases in creation order, filtered.
     pub async fn leases(&self, filter: &LeaseFilter) -> Result<Vec<Lease>, Error> {
-        let c = self.client().await?;
+        let c = self.read_client().await?;
         let status = filter.status.map(|s| s.as_str());
         let limit = filter.limit.unwrap_or(i64::MAX).clamp(0, i64::MAX);
         if let Some(m) = filter.marker {
@@ -334,7 +334,7 @@ impl Store {
     /// At most `limit` hosts by name, after the host `marker` if given (a
     /// marker that names no host is refused).
     pub async fn hosts(&self, marker: Option<Uuid>, limit: i64) -> Result<Vec<Host>, Error> {
-        let c = self.client().await?;
+        let c = self.read_client().await?;
         if let Some(m) = marker {
             let known = c.query_opt("SELECT 1 FROM hosts WHERE provider_uuid = $1", &[&m]).await.map_err(db)?;
             if known.is_none() {

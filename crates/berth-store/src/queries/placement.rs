@@ -184,7 +184,7 @@ impl Store {
 
     /// The providers every filter admits, oldest first.
     pub async fn placement_providers(&self, f: &ProviderFilter) -> Result<Vec<Provider>, Error> {
-        let c = self.client().await?;
+        let c = self.read_client().await?;
         let classes: Vec<&str> = f.resources.keys().map(String::as_str).collect();
         let unknown = unknown_classes(&c, &classes).await?;
         if let Some(u) = unknown.first() {
@@ -258,7 +258,7 @@ impl Store {
     /// What is held on a provider now, for each class it has inventory of
     /// (zero when nothing is held).
     pub async fn provider_usages_now(&self, uuid: Uuid) -> Result<BTreeMap<String, i64>, Error> {
-        let c = self.client().await?;
+        let c = self.read_client().await?;
         let rows = c
             .query(
                 "SELECT i.resource_class, coalesce(sum(a.used), 0)::int8 FROM inventories i
@@ -338,7 +338,7 @@ impl Store {
         user_id: Option<&str>,
         types: Option<&ConsumerTypeFilter>,
     ) -> Result<Vec<UsageRow>, Error> {
-        let c = self.client().await?;
+        let c = self.read_client().await?;
         let rows = c
             .query(
                 "SELECT c.uuid, c.consumer_type, a.resource_class, sum(a.used)::int8

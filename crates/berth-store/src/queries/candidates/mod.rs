@@ -112,7 +112,7 @@ pub struct CandidateSearch {
 impl Store {
     /// Loads what a search for `req` reads; refuses unknown classes and traits.
     pub async fn candidate_search(&self, req: CandidateRequest) -> Result<CandidateSearch, Error> {
-        let c = self.client().await?;
+        let c = self.read_client().await?;
         let classes: BTreeSet<&str> = req.groups.iter().flat_map(|g| g.resources.keys().map(String::as_str)).collect();
         let classes: Vec<&str> = classes.into_iter().collect();
         let known: BTreeSet<String> = c
@@ -145,7 +145,7 @@ impl Store {
         search: &CandidateSearch,
         used: &BTreeSet<Uuid>,
     ) -> Result<BTreeMap<Uuid, ProviderSummary>, Error> {
-        let c = self.client().await?;
+        let c = self.read_client().await?;
         Ok(summaries(&c, search, used).await?)
     }
 }
