@@ -97,7 +97,11 @@ impl Store {
     pub fn connect_with(url: &str, settings: &PoolSettings) -> Result<Store, StoreError> {
         let (pool, config) = open_pool(url, settings, settings.wait_timeout)?;
         Ok(Store {
-            pool, config, claims: Default::default(), carried: Default::default(), replicas: None,
+            pool,
+            config,
+            claims: Default::default(),
+            carried: Default::default(),
+            replicas: None,
             cleaning: chrono::Duration::zero(),
         })
     }

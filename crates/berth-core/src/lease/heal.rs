@@ -25,11 +25,12 @@ pub fn replacement(demand: &Demand, lost: usize, all: usize) -> Demand {
             hypervisor_properties: hypervisor_properties.clone(),
             resource_properties: resource_properties.clone(),
         },
-        Demand::Slots { resources, affinity, resource_properties, .. } => Demand::Slots {
+        Demand::Slots { resources, affinity, resource_properties, traits, .. } => Demand::Slots {
             amount: n,
             resources: resources.clone(),
             affinity: if lost == all || *affinity == Some(false) { *affinity } else { None },
             resource_properties: resource_properties.clone(),
+            traits: traits.clone(),
         },
         Demand::Nothing => Demand::Nothing,
     }

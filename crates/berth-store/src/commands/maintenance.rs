@@ -100,7 +100,7 @@ impl Store {
                 reason: new.reason.clone(),
                 at,
             }];
-            Ok((id, heal_locked(tx, meta, first, new.changed(), demands, at).await?))
+            Ok((id, heal_locked(tx, meta, first, new.changed(), demands, at, self.cleaning_time()).await?))
         })
     }
 

@@ -129,6 +129,8 @@ pub(crate) struct Locked {
     windows: Vec<(Uuid, Window, bool)>,
     /// Slot consumers something draws from.
     drawn: HashSet<Uuid>,
+    /// The cleaning time replacements keep from other leases (`cleaning_time`).
+    cleaning: chrono::Duration,
 }
 
 impl Locked {
@@ -162,10 +164,16 @@ pub(crate) async fn lock_all(
     changed: Changed<'_>,
     demands: &Demands,
     at: DateTime<Utc>,
+    cleaning: chrono::Duration,
 ) -> Result<Locked, StoreError> {
     let down = changed.down;
-    let mut out =
-        Locked { leases: Vec::new(), down: down.iter().copied().collect(), windows: Vec::new(), drawn: HashSet::new() };
+    let mut out = Locked {
+        leases: Vec::new(),
+        down: down.iter().copied().collect(),
+        windows: Vec::new(),
+        drawn: HashSet::new(),
+        cleaning,
+    };
     let (m_hosts, m_start, m_end) = maintenance_params(changed.maintenance);
     if let Some(m) = changed.maintenance {
         out.windows.extend(m.hosts.iter().map(|h| (*h, m.window, m.heal)));
@@ -222,8 +230,9 @@ pub(crate) async fn heal_locked(
     changed: Changed<'_>,
     demands: &Demands,
     at: DateTime<Utc>,
+    cleaning: chrono::Duration,
 ) -> Result<Vec<HealOutcome>, StoreError> {
-    let locked = lock_all(tx, changed, demands, at).await?;
+    let locked = lock_all(tx, changed, demands, at, cleaning).await?;
     if !first.is_empty() {
         record(tx, meta, &first).await?;
     }
@@ -290,7 +299,7 @@ async fn heal_reservation(
     } else {
         match demands.get(&r.id) {
             None => Some("its plugin did not say what it needs".to_string()),
-            Some(d) => match place(tx, lease, r, d, &bad, at).await? {
+            Some(d) => match place(tx, lease, r, d, &bad, at, locked.cleaning).await? {
                 Ok(moves) => {
                     events.extend(move_events(tx, lease, &moves, at).await?);
                     let n = moves.len();
@@ -337,13 +346,15 @@ async fn place(
     demand: &Demand,
     bad: &[&Slot],
     at: DateTime<Utc>,
+    cleaning: chrono::Duration,
 ) -> Result<Result<Vec<SlotMove>, String>, StoreError> {
     let wanted = replacement(demand, bad.len(), r.slots.len());
     let window = Window { start: at.max(lease.start), end: Some(lease.end) };
-    let placed = match plan(tx, &lease.project_id, &[Item::Place(&wanted, Vec::new())], &[window], &[]).await? {
-        Ok(mut p) => p.pop().and_then(|mut w| w.pop()).unwrap_or_default(),
-        Err(u) => return Ok(Err(format!("no other host fits it: {}", u.why))),
-    };
+    let placed =
+        match plan(tx, &lease.project_id, &[Item::Place(&wanted, Vec::new())], &[window], &[], cleaning).await? {
+            Ok(mut p) => p.pop().and_then(|mut w| w.pop()).unwrap_or_default(),
+            Err(u) => return Ok(Err(format!("no other host fits it: {}", u.why))),
+        };
     if placed.len() != bad.len() {
         return Ok(Err(format!("only {} of {} hosts fit", placed.len(), bad.len())));
     }
