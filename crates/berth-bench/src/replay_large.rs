@@ -36,7 +36,7 @@ pub async fn run(report: &mut Report, events: usize) -> Result<()> {
     let db = TestDatabase::new().await;
     let store = db.store(WRITERS as usize + 1);
     let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
-    let providers = crate::setup::providers(&store, &meta, PROVIDERS, "large-", 10_000_000, 10_000_000_000).await?;
+    let providers = crate::setup::providers(&store, &meta, PROVIDERS, "large-", 1_000_000, 1_000_000_000).await?;
     let built = Instant::now();
     let mut writers = Vec::new();
     for seed in 0..WRITERS {

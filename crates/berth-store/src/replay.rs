@@ -154,7 +154,7 @@ impl Store {
             let page: Vec<Event> = page?;
             let started = Instant::now();
             crate::projection::apply_all(tx, &page.iter().collect::<Vec<&Event>>()).await?;
-            applying += started.elapsed();
+            applying = applying.saturating_add(started.elapsed());
             events += page.len() as u64;
         }
         reader.await.map_err(|e| Error::internal(format!("the log reader failed: {e}")))?;
