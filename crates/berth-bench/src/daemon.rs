@@ -70,7 +70,7 @@ pub fn own_memory_mb() -> Result<(f64, f64)> {
     memory_mb(std::process::id())
 }
 
-fn memory_mb(pid: u32) -> Result<(f64, f64)> {
+pub(crate) fn memory_mb(pid: u32) -> Result<(f64, f64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).context("read /proc status")?;
     let kb = |key: &str| -> Result<f64> {
         let line = status.lines().find(|l| l.starts_with(key)).with_context(|| format!("{key} missing"))?;

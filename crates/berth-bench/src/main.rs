@@ -16,6 +16,7 @@ mod pgbench;
 mod placement_claims;
 mod quota_claims;
 mod read_candidates;
+mod replay_large;
 mod report;
 mod setup;
 mod store_claims;
@@ -37,8 +38,11 @@ struct Args {
     /// Leases booked before timing lease creation: the small and the large case.
     #[arg(long, value_delimiter = ',', default_values_t = [1_000usize, 100_000])]
     booked: Vec<usize>,
-    /// Only these scenarios (comma-separated): store-claims, replay, placement-claims, wrk-claims,
-    /// quota-claims, manager, leases, candidates-memory, read-candidates.
+    /// Events in the log that `replay-large` makes and replays.
+    #[arg(long, default_value_t = 1_000_000)]
+    replay_events: usize,
+    /// Only these scenarios (comma-separated): store-claims, replay, replay-large, placement-claims,
+    /// wrk-claims, quota-claims, manager, leases, candidates-memory, read-candidates.
     #[arg(long)]
     only: Option<String>,
 }
@@ -57,6 +61,9 @@ async fn main() -> Result<()> {
     if wants("store-claims") || wants("replay") {
         store_claims::run(&mut report, args.clients, args.seconds, wants("replay")).await?;
         in_process_memory(&mut report, "store-claims")?;
+    }
+    if wants("replay-large") {
+        replay_large::run(&mut report, args.replay_events).await?;
     }
     if wants("placement-claims") {
         placement_claims::run(&mut report, args.clients, args.seconds).await?;
