@@ -37,10 +37,11 @@ macro_rules! command {
             loop {
                 let attempt: ::std::result::Result<_, $crate::StoreError> = async {
                     let transaction = client.transaction().await?;
-                    let out: ::std::result::Result<_, $crate::StoreError> = {
-                        let $tx: &::deadpool_postgres::Transaction<'_> = &transaction;
-                        $body
-                    };
+                    // The body is an async block of its own, so a `return`
+                    // in it (Ok or Err) ends the body, never this attempt:
+                    // an early `return Ok` still reaches the commit below.
+                    let $tx: &::deadpool_postgres::Transaction<'_> = &transaction;
+                    let out: ::std::result::Result<_, $crate::StoreError> = async { $body }.await;
                     let out = out?;
                     transaction.commit().await?;
                     Ok(out)

@@ -203,9 +203,16 @@ async fn a_lease_with_no_fitting_host_stays_degraded_until_one_frees() {
     let now = show(&s, id).await;
     assert_eq!(now["degraded"], true);
     assert_eq!(now["reservations"][0]["missing_resources"], true);
-    // The log says why.
-    let (_, log) = s.get("/v1/log?limit=10000", ADMIN).await;
-    assert!(log.to_string().contains("ReservationUnhealed"), "{log}");
+    // The log says why (a reader sees it once no older transaction runs).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, log) = s.get("/v1/log?limit=10000", ADMIN).await;
+        if log.to_string().contains("ReservationUnhealed") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no ReservationUnhealed in the log: {log}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     // The other lease goes: its host frees, and the manager heals.
     let (st, _) = s.delete(&format!("/v1/leases/{}", blocker["id"].as_str().unwrap()), ALICE).await;
     assert_eq!(st, StatusCode::NO_CONTENT);

@@ -112,18 +112,19 @@ impl Store {
                 .await?;
             let disabled = traits.contains(COMPUTE_STATUS_DISABLED);
             if row.is_none_or(|r| r.get::<_, bool>(0) == disabled) {
-                return Ok((replace_traits_in(tx, meta, uuid, expected_generation, &traits).await?, Vec::new()));
-            }
-            let at = now(tx).await?;
-            let one = [uuid];
-            let changed = if disabled {
-                Changed { down: &one, ..Default::default() }
+                Ok((replace_traits_in(tx, meta, uuid, expected_generation, &traits).await?, Vec::new()))
             } else {
-                Changed { up: &one, ..Default::default() }
-            };
-            let locked = lock_all(tx, changed, demands, at, self.cleaning_time()).await?;
-            let generation = replace_traits_in(tx, meta, uuid, expected_generation, &traits).await?;
-            Ok((generation, heal_in(tx, meta, &locked, demands, at).await?))
+                let at = now(tx).await?;
+                let one = [uuid];
+                let changed = if disabled {
+                    Changed { down: &one, ..Default::default() }
+                } else {
+                    Changed { up: &one, ..Default::default() }
+                };
+                let locked = lock_all(tx, changed, demands, at, self.cleaning_time()).await?;
+                let generation = replace_traits_in(tx, meta, uuid, expected_generation, &traits).await?;
+                Ok((generation, heal_in(tx, meta, &locked, demands, at).await?))
+            }
         })
     }
 }
