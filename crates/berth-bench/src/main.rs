@@ -10,6 +10,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod candidates_memory;
+mod claim_lanes;
 mod daemon;
 mod manager;
 mod pgbench;
@@ -37,7 +38,8 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_values_t = [1_000usize, 100_000])]
     booked: Vec<usize>,
     /// Only these scenarios (comma-separated): store-claims, replay, placement-claims, wrk-claims,
-    /// quota-claims, manager, leases, candidates-memory.
+    /// quota-claims, claim-lanes, manager, leases, candidates-memory. claim-lanes (1, 2 and 4
+    /// lanes against 1 and 64 projects, with lock waits sampled) runs only when named.
     #[arg(long)]
     only: Option<String>,
 }
@@ -50,7 +52,12 @@ async fn main() -> Result<()> {
     let mut report = report::Report::default();
 
     let tps = pgbench::run(&server, args.clients, args.seconds)?;
-    report.line(format!("pgbench tpcb-like, {} clients, {} s: {tps:.0} TPS", args.clients, args.seconds));
+    report.line(format!(
+        "pgbench tpcb-like, {} clients, {} s: {tps:.0} TPS on {} cores",
+        args.clients,
+        args.seconds,
+        report.cores()
+    ));
     report.set_baseline(tps);
 
     if wants("store-claims") || wants("replay") {
@@ -67,6 +74,9 @@ async fn main() -> Result<()> {
     if wants("quota-claims") {
         quota_claims::run(&mut report, args.clients, args.seconds).await?;
         in_process_memory(&mut report, "quota-claims")?;
+    }
+    if args.only.as_deref().is_some_and(|o| o.split(',').any(|s| s == "claim-lanes")) {
+        claim_lanes::run(&mut report, args.clients, args.seconds).await?;
     }
     if wants("manager") {
         manager::run(&mut report, args.seconds.min(10)).await?;
