@@ -5,7 +5,7 @@ RELEASE = target/release
 # One throwaway Keystone for the test run (the Keystone tests need it).
 KEYSTONE = scripts/keystone/with-keystone.sh
 
-.PHONY: run test test-ha lint bench conformance deps fuzz
+.PHONY: run test test-ha lint bench bench-pack conformance deps fuzz
 
 ## run: berthd dev — a local PostgreSQL under ./.data, demo inventory, http://127.0.0.1:8778
 run: deps
@@ -57,6 +57,14 @@ bench: deps
 	@sh scripts/ensure-command.sh wrk wrk "make bench drives Placement claims over HTTP with it"
 	$(CARGO) build --release -p berthd -p berth-bench
 	$(KEYSTONE) $(RELEASE)/berthd with-postgres -- $(RELEASE)/berth-bench $(BENCH_ARGS)
+
+## bench-pack: the bench for another x86-64 Linux machine without PostgreSQL or Rust
+## (a bigger one, to see how Berth grows with cores): PostgreSQL, pgbench, wrk and the
+## release binaries in .bigger-machine/berthpkg.tar.xz; how to run it there: scripts/bench-pack.sh.
+## Every ratio the bench prints names the cores it ran on.
+bench-pack: deps
+	$(CARGO) build --release -p berthd -p berth-bench -p berth-cli
+	bash scripts/bench-pack.sh
 
 ## fuzz: schemathesis against /openapi.json of a berthd with data in it, every
 ## operation as admin, member and anonymous; fails on any 5xx, schema mismatch,

@@ -10,6 +10,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod candidates_memory;
+mod claim_lanes;
 mod daemon;
 mod manager;
 mod pgbench;
@@ -42,7 +43,9 @@ struct Args {
     #[arg(long, default_value_t = 1_000_000)]
     replay_events: usize,
     /// Only these scenarios (comma-separated): store-claims, replay, replay-large, placement-claims,
-    /// wrk-claims, quota-claims, manager, leases, candidates-memory, read-candidates.
+    /// wrk-claims, quota-claims, claim-lanes, manager, leases, candidates-memory, read-candidates.
+    /// claim-lanes (1, 2 and 4 lanes against 1 and 64 projects, with lock waits sampled) runs only
+    /// when named.
     #[arg(long)]
     only: Option<String>,
 }
@@ -55,7 +58,12 @@ async fn main() -> Result<()> {
     let mut report = report::Report::default();
 
     let tps = pgbench::run(&server, args.clients, args.seconds)?;
-    report.line(format!("pgbench tpcb-like, {} clients, {} s: {tps:.0} TPS", args.clients, args.seconds));
+    report.line(format!(
+        "pgbench tpcb-like, {} clients, {} s: {tps:.0} TPS on {} cores",
+        args.clients,
+        args.seconds,
+        report.cores()
+    ));
     report.set_baseline(tps);
 
     if wants("store-claims") || wants("replay") {
@@ -75,6 +83,9 @@ async fn main() -> Result<()> {
     if wants("quota-claims") {
         quota_claims::run(&mut report, args.clients, args.seconds).await?;
         in_process_memory(&mut report, "quota-claims")?;
+    }
+    if args.only.as_deref().is_some_and(|o| o.split(',').any(|s| s == "claim-lanes")) {
+        claim_lanes::run(&mut report, args.clients, args.seconds).await?;
     }
     if wants("manager") {
         manager::run(&mut report, args.seconds.min(10)).await?;

@@ -2,13 +2,30 @@
 
 use std::time::Duration;
 
-#[derive(Default)]
 pub struct Report {
     lines: Vec<String>,
     pgbench_tps: f64,
+    /// The cores this machine gives the run (database, Berth and load
+    /// generator share them): every ratio is printed with it, as ratios
+    /// move with the machine.
+    cores: usize,
+}
+
+impl Default for Report {
+    fn default() -> Report {
+        Report {
+            lines: Vec::new(),
+            pgbench_tps: 0.0,
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
 }
 
 impl Report {
+    pub fn cores(&self) -> usize {
+        self.cores
+    }
+
     pub fn set_baseline(&mut self, tps: f64) {
         self.pgbench_tps = tps;
     }
@@ -21,14 +38,17 @@ impl Report {
     /// A rate, with its ratio to pgbench's TPS.
     pub fn rate(&mut self, what: &str, per_second: f64) {
         let ratio = if self.pgbench_tps > 0.0 { per_second / self.pgbench_tps } else { f64::NAN };
-        self.line(format!("{what}: {per_second:.0}/s, ratio to pgbench TPS {ratio:.2}"));
+        self.line(format!("{what}: {per_second:.0}/s, ratio to pgbench TPS {ratio:.2} on {} cores", self.cores));
     }
 
     /// A rate, with its ratio to pgbench's TPS and the ratio the issue
     /// asks for beside it.
     pub fn rate_against(&mut self, what: &str, per_second: f64, target_ratio: f64) {
         let ratio = if self.pgbench_tps > 0.0 { per_second / self.pgbench_tps } else { f64::NAN };
-        self.line(format!("{what}: {per_second:.0}/s, ratio to pgbench TPS {ratio:.2} (target {target_ratio:.2})"));
+        self.line(format!(
+            "{what}: {per_second:.0}/s, ratio to pgbench TPS {ratio:.2} on {} cores (target {target_ratio:.2})",
+            self.cores
+        ));
     }
 
     /// A process's resident memory `(now, peak)` in MB, with the bound the

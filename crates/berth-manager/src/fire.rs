@@ -2,7 +2,6 @@
 //! that outcome handed to the recorder. Runs as its own task, outside any
 //! transaction, holding one hook slot.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use berth_core::lease::LeaseEventType;
@@ -48,9 +47,7 @@ pub(crate) async fn run_event(
     log_outcome(&claim, &finish.outcome);
     let _ = finish_tx.send(finish);
     drop(permit);
-    if inner.starved.swap(false, Ordering::SeqCst) {
-        inner.wake.notify_one();
-    }
+    inner.slot_freed();
 }
 
 /// Runs the event's hooks and decides its outcome; an end event done keeps

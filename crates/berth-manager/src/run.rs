@@ -72,6 +72,7 @@ async fn schedule(
                 next = next.min(Instant::now() + debounce);
                 continue;
             }
+            _ = inner.refill.notified() => {}
             _ = tokio::time::sleep_until(next) => {}
         }
         claim_due(inner, finish_tx, tasks).await;

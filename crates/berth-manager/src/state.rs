@@ -3,7 +3,7 @@
 //! and the renewer.
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use berth_plugins::policy::LeaseValues;
@@ -40,6 +40,9 @@ pub(crate) struct Inner {
     pub(crate) wake: Notify,
     /// The scheduler stopped claiming for lack of hook slots.
     pub(crate) starved: AtomicBool,
+    /// Wakes the scheduler at once (no debounce): it starved, and enough
+    /// hook slots for a batch are free again.
+    pub(crate) refill: Notify,
     pub(crate) permits: Arc<Semaphore>,
     pub(crate) running: Mutex<HashMap<Uuid, Running>>,
     pub(crate) sweeping: AtomicBool,
@@ -59,10 +62,26 @@ impl Inner {
             id,
             wake: Notify::new(),
             starved: AtomicBool::new(false),
+            refill: Notify::new(),
             permits,
             running: Mutex::new(HashMap::new()),
             sweeping: AtomicBool::new(false),
             healing: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Inner {
+    /// A hook slot was given back: a starved scheduler claims again once
+    /// half a batch of slots is free (all of them, when fewer), not on
+    /// every slot (batches of one).
+    pub(crate) fn slot_freed(&self) {
+        let refill_at = (self.cfg.batch_size.max(1) as usize / 2).clamp(1, self.cfg.max_in_flight);
+        if self.starved.load(Ordering::SeqCst)
+            && self.permits.available_permits() >= refill_at
+            && self.starved.swap(false, Ordering::SeqCst)
+        {
+            self.refill.notify_one();
         }
     }
 }

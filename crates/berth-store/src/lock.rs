@@ -8,7 +8,7 @@
 //!   instead of both creating;
 //! 0. [`manager_state`]: the one row saying whether managers are paused;
 //!    a pause takes it for update, and each claim key-share locks it
-//!    ([`manager_claiming`]) before its `SKIP LOCKED` statement, so a
+//!    ([`MANAGER_CLAIMING`]) first in its `SKIP LOCKED` statement, so a
 //!    pause waits for claims under way and no claim starts after it;
 //! 1. [`leases`], then their [`lease_events`], by id: only the lease
 //!    commands and the manager's record take them, before anything below;
@@ -87,10 +87,11 @@ pub(crate) async fn manager_state(tx: &impl GenericClient) -> Result<bool, Store
 }
 
 /// Key-share locks the manager's state for a claim (claims do not wait on
-/// each other, only on a pause being made); whether managers are paused.
-pub(crate) async fn manager_claiming(tx: &impl GenericClient) -> Result<bool, StoreError> {
-    Ok(tx.query_one("SELECT paused FROM manager_state FOR KEY SHARE", &[]).await?.get(0))
-}
+/// each other, only on a pause being made), as the first step of the claim
+/// statement itself (a CTE it reads before anything else): one round trip
+/// less per claim than a statement of its own. Under READ COMMITTED a
+/// claim that waited for a pause reads the row as the pause left it.
+pub(crate) const MANAGER_CLAIMING: &str = "SELECT paused FROM manager_state FOR KEY SHARE";
 
 // 1. Leases and their lease events.
 

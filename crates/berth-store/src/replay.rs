@@ -148,7 +148,7 @@ impl Store {
     async fn apply_log(&self, tx: &Transaction<'_>) -> Result<u64, StoreError> {
         let snapshot: String = tx.query_one("SELECT pg_export_snapshot()", &[]).await?.get(0);
         let (sender, mut pages) = tokio::sync::mpsc::channel(2);
-        let reader = tokio::spawn(read_log(self.url.clone(), snapshot, sender));
+        let reader = tokio::spawn(read_log(self.config.clone(), snapshot, sender));
         let (mut events, mut applying) = (0u64, Duration::ZERO);
         while let Some(page) = pages.recv().await {
             let page: Vec<Event> = page?;
@@ -166,9 +166,9 @@ impl Store {
 /// Reads the log in position order, in the exporting transaction's
 /// `snapshot`, on a connection of its own, and sends it page by page,
 /// decoded; a failure is sent as the last page.
-async fn read_log(url: String, snapshot: String, pages: Sender<Result<Vec<Event>, StoreError>>) {
+async fn read_log(config: tokio_postgres::Config, snapshot: String, pages: Sender<Result<Vec<Event>, StoreError>>) {
     let read = async {
-        let (mut client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
+        let (mut client, connection) = config.connect(tokio_postgres::NoTls).await?;
         tokio::spawn(connection);
         let tx = client
             .build_transaction()

@@ -116,3 +116,40 @@ async fn every_control_is_recorded_and_replays() {
     let report = store.replay_verify().await.unwrap();
     assert!(report.is_clean(), "{:?}", report.differences);
 }
+
+/// The claim statement takes the manager's state itself: a claim made while
+/// a pause is being made waits for it and, once it commits, claims nothing;
+/// the claim's time and expiry are the database's, the expiry its time plus
+/// the time to live.
+#[tokio::test]
+async fn a_claim_waits_for_a_pause_under_way_and_then_claims_nothing() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    lease(&store, "due", DateSpec::Now, 5).await;
+    let (pauser, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    // A pause under way, as the pause command takes it: the row locked for
+    // update, then changed.
+    pauser
+        .batch_execute("BEGIN; SELECT paused FROM manager_state FOR UPDATE; UPDATE manager_state SET paused = true")
+        .await
+        .unwrap();
+    let claiming = tokio::spawn({
+        let store = store.clone();
+        async move { store.claim_lease_events("m1", 10, Duration::seconds(30)).await.unwrap() }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!claiming.is_finished(), "a claim must wait for a pause under way");
+    pauser.batch_execute("COMMIT").await.unwrap();
+    assert!(claiming.await.unwrap().is_empty(), "a claim after a pause claims nothing");
+    // Resumed: the due event is claimed, with the database's times.
+    pauser.batch_execute("UPDATE manager_state SET paused = false").await.unwrap();
+    let before: chrono::DateTime<Utc> = pauser.query_one("SELECT statement_timestamp()", &[]).await.unwrap().get(0);
+    let claims = store.claim_lease_events("m1", 10, Duration::seconds(30)).await.unwrap();
+    assert_eq!(claims.len(), 1);
+    let c = &claims[0];
+    assert!(c.claimed_at >= before);
+    assert_eq!(c.claim_expires_at, c.claimed_at + Duration::seconds(30));
+    let row = event_of(&store, c.lease, LeaseEventType::StartLease).await;
+    assert_eq!(row.claim_expires_at, Some(c.claim_expires_at));
+}

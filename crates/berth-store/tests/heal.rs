@@ -48,6 +48,7 @@ fn demand_of(resource_type: &str, params: &Value) -> Demand {
             resources: BTreeMap::from([("VCPU".to_string(), params["vcpus"].as_i64().unwrap())]),
             affinity: None,
             resource_properties: None,
+            traits: Default::default(),
         }
     }
 }

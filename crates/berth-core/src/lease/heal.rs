@@ -62,6 +62,7 @@ mod tests {
             resources: BTreeMap::from([("VCPU".into(), 2)]),
             affinity: Some(true),
             resource_properties: None,
+            traits: Default::default(),
         };
         match replacement(&slots, 3, 3) {
             Demand::Slots { amount: 3, affinity: Some(true), .. } => {}

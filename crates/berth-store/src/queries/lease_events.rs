@@ -233,11 +233,11 @@ impl Store {
     /// the database's.
     pub async fn hook_contexts(&self, leases: &[Uuid]) -> Result<HashMap<Uuid, HookContext>, Error> {
         let c = self.client().await?;
-        let at = crate::clock::now(&c).await?;
         let mut ids = leases.to_vec();
         ids.sort();
         ids.dedup();
-        let loaded = load_leases(&c, &ids).await?;
+        // Sent together: one round trip for the clock and the leases.
+        let (at, loaded) = tokio::try_join!(crate::clock::now(&c), load_leases(&c, &ids))?;
         let (names, others) = names_and_others(&c, &loaded, at).await?;
         Ok(loaded.into_iter().map(|lease| (lease.record.id, hook_context(lease, &names, &others))).collect())
     }

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
 use serde_json::Value;
+use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::{Store, StoreError};
@@ -83,18 +84,45 @@ fn db(e: tokio_postgres::Error) -> Error {
     StoreError::from(e).into()
 }
 
-/// Loads whole leases by id, in the order given.
+/// Loads whole leases by id, in the order given: the leases, their slots,
+/// reservations and lease events read in one pipelined round trip (the
+/// server runs them in order, in the caller's transaction when there is one).
 pub(crate) async fn load_leases(c: &impl GenericClient, ids: &[Uuid]) -> Result<Vec<Lease>, StoreError> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let rows = c
-        .query(
-            "SELECT id, name, project_id, user_id, start_at, end_at, status, degraded, recurrence_id, created_at, updated_at
-             FROM leases WHERE id = ANY($1)",
-            &[&ids],
-        )
-        .await?;
+    let [rows, slot_rows, reservation_rows, event_rows] = crate::sql::pipeline(
+        c,
+        [
+            (
+                "SELECT id, name, project_id, user_id, start_at, end_at, status, degraded, recurrence_id, created_at,
+                        updated_at
+                 FROM leases WHERE id = ANY($1)",
+                &[&ids],
+            ),
+            (
+                "SELECT s.reservation_id, s.consumer_uuid, s.provider_uuid, s.resources
+                 FROM reservation_slots s JOIN reservations r ON r.id = s.reservation_id
+                 WHERE r.lease_id = ANY($1) ORDER BY s.reservation_id, s.provider_uuid, s.consumer_uuid",
+                &[&ids],
+            ),
+            (
+                "SELECT lease_id, id, resource_type, resource_id, status, params, created_at, updated_at,
+                        missing_resources, resources_changed
+                 FROM reservations WHERE lease_id = ANY($1) ORDER BY lease_id, position",
+                &[&ids],
+            ),
+            (
+                "SELECT lease_id, id, event_type, time, status, attempts, last_error, claimed_by, claim_expires_at,
+                        created_at, updated_at
+                 FROM lease_events WHERE lease_id = ANY($1)
+                 ORDER BY lease_id,
+                          CASE event_type WHEN 'start_lease' THEN 0 WHEN 'before_end_lease' THEN 1 ELSE 2 END, time",
+                &[&ids],
+            ),
+        ],
+    )
+    .await?;
     let mut leases: HashMap<Uuid, Lease> = HashMap::new();
     for r in rows {
         let status: String = r.get(6);
@@ -122,24 +150,15 @@ pub(crate) async fn load_leases(c: &impl GenericClient, ids: &[Uuid]) -> Result<
             },
         );
     }
-    let slots = load_slots(c, ids).await?;
-    load_reservations(c, ids, slots, &mut leases).await?;
-    load_events(c, ids, &mut leases).await?;
+    add_reservations(&reservation_rows, slots_of(&slot_rows), &mut leases);
+    add_events(&event_rows, &mut leases);
     Ok(ids.iter().filter_map(|id| leases.remove(id)).collect())
 }
 
 /// The slots of the leases' reservations, by reservation.
-async fn load_slots(c: &impl GenericClient, ids: &[Uuid]) -> Result<HashMap<Uuid, Vec<Slot>>, StoreError> {
+fn slots_of(rows: &[Row]) -> HashMap<Uuid, Vec<Slot>> {
     let mut slots: HashMap<Uuid, Vec<Slot>> = HashMap::new();
-    for r in c
-        .query(
-            "SELECT s.reservation_id, s.consumer_uuid, s.provider_uuid, s.resources
-             FROM reservation_slots s JOIN reservations r ON r.id = s.reservation_id
-             WHERE r.lease_id = ANY($1) ORDER BY s.reservation_id, s.provider_uuid, s.consumer_uuid",
-            &[&ids],
-        )
-        .await?
-    {
+    for r in rows {
         let resources: Value = r.get(3);
         slots.entry(r.get(0)).or_default().push(Slot {
             consumer: r.get(1),
@@ -147,25 +166,12 @@ async fn load_slots(c: &impl GenericClient, ids: &[Uuid]) -> Result<HashMap<Uuid
             resources: serde_json::from_value(resources).unwrap_or_default(),
         });
     }
-    Ok(slots)
+    slots
 }
 
 /// Adds their reservations, in order, with `slots`, to `leases`.
-async fn load_reservations(
-    c: &impl GenericClient,
-    ids: &[Uuid],
-    mut slots: HashMap<Uuid, Vec<Slot>>,
-    leases: &mut HashMap<Uuid, Lease>,
-) -> Result<(), StoreError> {
-    for r in c
-        .query(
-            "SELECT lease_id, id, resource_type, resource_id, status, params, created_at, updated_at,
-                    missing_resources, resources_changed
-             FROM reservations WHERE lease_id = ANY($1) ORDER BY lease_id, position",
-            &[&ids],
-        )
-        .await?
-    {
+fn add_reservations(rows: &[Row], mut slots: HashMap<Uuid, Vec<Slot>>, leases: &mut HashMap<Uuid, Lease>) {
+    for r in rows {
         let lease: Uuid = r.get(0);
         let id: Uuid = r.get(1);
         let status: String = r.get(4);
@@ -184,25 +190,11 @@ async fn load_reservations(
             l.reservation_updated_at.push(r.get(7));
         }
     }
-    Ok(())
 }
 
 /// Adds their lease events, in firing order, to `leases`.
-async fn load_events(
-    c: &impl GenericClient,
-    ids: &[Uuid],
-    leases: &mut HashMap<Uuid, Lease>,
-) -> Result<(), StoreError> {
-    for r in c
-        .query(
-            "SELECT lease_id, id, event_type, time, status, attempts, last_error, claimed_by, claim_expires_at,
-                    created_at, updated_at
-             FROM lease_events WHERE lease_id = ANY($1)
-             ORDER BY lease_id, CASE event_type WHEN 'start_lease' THEN 0 WHEN 'before_end_lease' THEN 1 ELSE 2 END, time",
-            &[&ids],
-        )
-        .await?
-    {
+fn add_events(rows: &[Row], leases: &mut HashMap<Uuid, Lease>) {
+    for r in rows {
         let lease: Uuid = r.get(0);
         let event_type: String = r.get(2);
         let status: String = r.get(4);
@@ -223,7 +215,6 @@ async fn load_events(
             });
         }
     }
-    Ok(())
 }
 
 /// A lease as [`load_leases`] reads it right after the command that made

@@ -11,9 +11,11 @@
 //! under the lock, so an event that finished meanwhile is never overwritten.
 //!
 //! While an operator has paused the managers (`manager_state`), nothing is
-//! claimed: the claim key-share locks that row first (a pause waits for
-//! claims under way, and a claim after it sees it), and the statement
-//! itself claims nothing from a paused state.
+//! claimed: the claim statement key-share locks that row first (a pause
+//! waits for claims under way, and a claim after it sees it) and claims
+//! nothing from a paused state. The statement also reads the database's
+//! clock itself, so a claim is one statement and one append: no round trip
+//! of its own for the lock or the time.
 
 use berth_core::lease::{LeaseEventStatus, LeaseEventType};
 use berth_core::lease_event;
@@ -25,6 +27,10 @@ use uuid::Uuid;
 use super::manager_meta;
 use crate::commands::{now, record};
 use crate::{lock, sql, Store};
+
+/// The claim statement's parameters: the most events, the claimer, the
+/// claim's time to live in microseconds.
+type Params<'a> = [&'a (dyn tokio_postgres::types::ToSql + Sync); 3];
 
 /// A lease event a manager now works on.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,36 +84,42 @@ fn claim_sql() -> String {
     // claims that expired. A lease being updated or deleted is skipped (its
     // row is locked); an update waits for the claim, then sees its event
     // started. The id list lets the update find its rows by index.
+    // The gate (the manager's state, key-share locked) is read before any
+    // scan starts: each scan's `NOT paused` is a one-time filter.
+    let gate = lock::MANAGER_CLAIMING;
     format!(
-        "WITH waiting AS (
+        "WITH gate AS MATERIALIZED ({gate}), waiting AS (
              SELECT e.id, e.status AS was, e.claimed_by AS was_by, coalesce(e.retry_at, e.time) AS due,
                     {priority} AS priority
              FROM lease_events e JOIN leases l ON l.id = e.lease_id
-             WHERE e.status = 'UNDONE' AND coalesce(e.retry_at, e.time) <= $1
-               AND NOT (SELECT paused FROM manager_state)
+             WHERE e.status = 'UNDONE' AND coalesce(e.retry_at, e.time) <= statement_timestamp()
+               AND NOT (SELECT paused FROM gate)
                {rules}
              ORDER BY coalesce(e.retry_at, e.time)
-             LIMIT $2
+             LIMIT $1
              FOR UPDATE OF e SKIP LOCKED FOR SHARE OF l SKIP LOCKED
          ), expired AS (
              SELECT e.id, e.status AS was, e.claimed_by AS was_by, coalesce(e.retry_at, e.time) AS due,
                     {priority} AS priority
              FROM lease_events e JOIN leases l ON l.id = e.lease_id
-             WHERE e.status = 'IN_PROGRESS' AND e.claim_expires_at <= $1
-               AND NOT (SELECT paused FROM manager_state)
+             WHERE e.status = 'IN_PROGRESS' AND e.claim_expires_at <= statement_timestamp()
+               AND NOT (SELECT paused FROM gate)
                {rules}
              ORDER BY e.claim_expires_at
-             LIMIT $2
+             LIMIT $1
              FOR UPDATE OF e SKIP LOCKED FOR SHARE OF l SKIP LOCKED
          ), picked AS (
              SELECT * FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired) AS both_kinds
              ORDER BY due, priority, id
-             LIMIT $2
+             LIMIT $1
          )
          UPDATE lease_events e
-         SET status = 'IN_PROGRESS', attempts = e.attempts + 1, claimed_by = $3, claim_expires_at = $4, updated_at = $1
+         SET status = 'IN_PROGRESS', attempts = e.attempts + 1, claimed_by = $2,
+             claim_expires_at = statement_timestamp() + $3::int8 * interval '1 microsecond',
+             updated_at = statement_timestamp()
          FROM picked WHERE e.id = picked.id AND e.id = ANY (ARRAY(SELECT id FROM picked))
-         RETURNING e.lease_id, e.id, e.event_type, e.time, picked.due, e.attempts, picked.was, picked.was_by"
+         RETURNING e.lease_id, e.id, e.event_type, e.time, picked.due, e.attempts, picked.was, picked.was_by,
+                   statement_timestamp(), e.claim_expires_at"
     )
 }
 
@@ -122,13 +134,16 @@ impl Store {
         ttl: chrono::Duration,
     ) -> Result<Vec<Claim>, berth_core::Error> {
         let statement = claim_sql();
+        // At most a year: a claim's expiry stays a time the database can write.
+        let ttl_us = ttl.num_microseconds().unwrap_or(i64::MAX).clamp(0, 365 * 86_400 * 1_000_000);
+        let params: Params<'_> = [&limit, &claimer, &ttl_us];
         crate::tx::command!(self, |tx| {
-            if lock::manager_claiming(tx).await? {
+            let rows = sql::query(tx, &statement, &params).await?;
+            let Some(first) = rows.first() else {
                 return Ok(Vec::new());
-            }
-            let at = now(tx).await?;
-            let expires = at.saturating_plus(ttl);
-            let rows = sql::query(tx, &statement, &[&at, &limit, &claimer, &expires]).await?;
+            };
+            // One statement: one time for all of them.
+            let (at, expires): (DateTime<Utc>, DateTime<Utc>) = (first.get(8), first.get(9));
             let mut claims = Vec::with_capacity(rows.len());
             for r in rows {
                 let event_type: String = r.get(2);

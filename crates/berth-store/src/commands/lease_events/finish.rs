@@ -224,8 +224,9 @@ impl Store {
         leases.dedup();
         let ids: Vec<Uuid> = finishes.iter().map(|f| f.event).collect();
         crate::tx::command!(self, |tx| {
-            let at = now(tx).await?;
-            let mut current = lock_current(tx, &leases, &ids).await?;
+            // The clock and the locks in one round trip (the clock read as
+            // before: no later than the locks).
+            let (mut current, at) = tokio::try_join!(lock_current(tx, &leases, &ids), now(tx))?;
             let recorded = still_claimed(finishes, &current, claimer);
             let effects: Vec<&Effect> = finishes
                 .iter()

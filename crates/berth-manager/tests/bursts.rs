@@ -1,0 +1,111 @@
+//! Many lease events due at once, more than the hook slots: the manager
+//! claims the next batch while the last one's leases are read, and a
+//! starved manager claims again as slots come back. Each event still fires
+//! once, and the log replays to the same rows.
+
+// Tests pick times relative to the real clock, which is the database's
+// (one machine); the code under test reads only the database's.
+#![allow(clippy::disallowed_methods)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use berth_core::dates::DateSpec;
+use berth_core::lease::{Demand, LeaseEventStatus, LeaseEventType};
+use berth_core::EventMeta;
+use berth_manager::{Manager, ManagerConfig};
+use berth_plugins::{Hook, HookError, HookOutcome, Registry, ResourcePlugin, ResourceRequest};
+use berth_store::commands::{LeaseDates, NewLease, NewReservation};
+use berth_store::queries::lease_events::LeaseEventFilter;
+use berth_store::testing::TestDatabase;
+use chrono::Utc;
+
+/// Counts the start hooks by idempotency key; each takes a little while,
+/// so that hook slots run out.
+#[derive(Default)]
+struct Counting {
+    starts: Mutex<HashMap<String, usize>>,
+}
+
+#[async_trait]
+impl ResourcePlugin for Counting {
+    fn resource_type(&self) -> &str {
+        "test:counting"
+    }
+    async fn validate(&self, _: &serde_json::Value) -> Result<ResourceRequest, berth_core::Error> {
+        Ok(ResourceRequest::Nothing)
+    }
+    async fn on_start(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
+        *self.starts.lock().unwrap().entry(hook.idempotency_key.clone()).or_default() += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        Ok(HookOutcome { detail: serde_json::Value::Null, effects: Vec::new() })
+    }
+    async fn before_end(&self, _: &Hook) -> Result<HookOutcome, HookError> {
+        Ok(HookOutcome { detail: serde_json::Value::Null, effects: Vec::new() })
+    }
+    async fn on_end(&self, _: &Hook) -> Result<HookOutcome, HookError> {
+        Ok(HookOutcome { detail: serde_json::Value::Null, effects: Vec::new() })
+    }
+}
+
+#[tokio::test]
+async fn more_due_events_than_hook_slots_each_fire_once() {
+    let db = TestDatabase::new().await;
+    let store = db.store(8);
+    let plugin = Arc::new(Counting::default());
+    let mut registry = Registry::new();
+    registry.register(plugin.clone());
+    let meta = EventMeta { actor: Some("test".into()), ..Default::default() };
+    let n = 60;
+    for i in 0..n {
+        let new = NewLease {
+            name: format!("burst-{i}"),
+            project_id: "p1".into(),
+            user_id: "alice".into(),
+            dates: LeaseDates::One {
+                start: DateSpec::Now,
+                end: DateSpec::At(Utc::now() + chrono::Duration::hours(1)),
+                before_end: None,
+            },
+            reservations: vec![NewReservation {
+                resource_type: "test:counting".into(),
+                params: serde_json::json!({}),
+                demand: Demand::Nothing,
+            }],
+        };
+        store.create_lease(&meta, new).await.unwrap();
+    }
+    // Batches of 4 with 8 slots: full batches claimed back to back, and
+    // the manager starved again and again.
+    let cfg = ManagerConfig {
+        id: Some("m1".into()),
+        poll_interval_ms: 60_000,
+        batch_size: 4,
+        max_in_flight: 8,
+        ..Default::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(Manager::new(store.clone(), Arc::new(registry), cfg).run(async move {
+        let _ = stopped.await;
+    }));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    // Not the poll (a minute): slots coming back and outcomes recorded wake it.
+    let started_done = LeaseEventFilter {
+        status: Some(LeaseEventStatus::Done),
+        event_type: Some(LeaseEventType::StartLease),
+        ..Default::default()
+    };
+    while store.lease_events(&started_done).await.unwrap().len() < n {
+        assert!(std::time::Instant::now() < deadline, "{:?}", store.lease_event_counts().await.unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = stop.send(());
+    running.await.unwrap();
+    let starts = plugin.starts.lock().unwrap().clone();
+    assert_eq!(starts.len(), n);
+    assert!(starts.values().all(|c| *c == 1), "a start hook ran twice: {starts:?}");
+    let report = store.replay_verify().await.unwrap();
+    assert!(report.is_clean(), "{:?}", report.differences);
+}
