@@ -71,7 +71,7 @@ impl Store {
             } else {
                 Changed { up: &one, ..Default::default() }
             };
-            Ok(heal_locked(tx, meta, first, changed, demands, at, self.cleaning_time()).await?)
+            heal_locked(tx, meta, first, changed, demands, at, self.cleaning_time()).await
         })
     }
 
@@ -81,7 +81,7 @@ impl Store {
     pub async fn heal(&self, meta: &EventMeta, demands: &Demands) -> Result<Vec<HealOutcome>, Error> {
         crate::tx::command!(self, |tx| {
             let at = now(tx).await?;
-            Ok(heal_locked(tx, meta, Vec::new(), Changed::default(), demands, at, self.cleaning_time()).await?)
+            heal_locked(tx, meta, Vec::new(), Changed::default(), demands, at, self.cleaning_time()).await
         })
     }
 }
