@@ -30,6 +30,10 @@ fn unreachable(output: &str) -> bool {
 fn venv() -> Option<std::path::PathBuf> {
     let dir = berth_testkit::target_dir().join("blazarclient-venv");
     let python = dir.join("bin/python");
+    // Each test is a process of its own: the first makes the venv while the
+    // others wait on this lock, rather than two pips writing into one venv.
+    let lock = std::fs::File::create(berth_testkit::target_dir().join("blazarclient-venv.lock")).expect("lock file");
+    lock.lock().expect("lock the venv");
     let importable = |p: &Path| {
         Command::new(p).args(["-c", "import blazarclient.client"]).status().map(|s| s.success()).unwrap_or(false)
     };
