@@ -37,6 +37,8 @@ const FLAVOR_PARAMETERS: &[Param] = &[
     param("resource_properties", ParamType::Query),
     param("instance_ids", ParamType::StringList),
     param("instance_id", ParamType::String),
+    // false: keep its slots when a host becomes unusable (only marked).
+    param("heal", ParamType::Boolean),
 ];
 
 /// `[plugins.flavor]`: the flavors reservations may name, by id, and what
@@ -175,6 +177,10 @@ mod tests {
             assert_eq!(resources.get("DISK_GB"), Some(&10));
             assert!(traits.required.contains("CUSTOM_GPU"));
         }
+        // Healing reads `heal` from every slot reservation: declared, it is
+        // listed in `GET /v1/plugins` and type-checked like the others.
+        assert!(p.validate(&json!({"flavor_id": "f1", "amount": 1, "heal": false})).await.is_ok());
+        assert!(p.parameters().unwrap_or_default().iter().any(|q| q.name == "heal"), "heal is declared");
         for bad in [
             json!({"amount": 1}),
             json!({"flavor_id": "f1"}),
