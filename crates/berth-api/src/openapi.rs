@@ -12,8 +12,11 @@
 //! answer matches. `make fuzz` checks every answer against its schema.
 
 use serde::Serialize;
-use utoipa::openapi::path::{HttpMethod, Operation};
-use utoipa::openapi::{ContentBuilder, InfoBuilder, OpenApi, Ref, Response, ResponseBuilder};
+use utoipa::openapi::header::{Header, HeaderBuilder};
+use utoipa::openapi::path::{HttpMethod, Operation, Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::{
+    ContentBuilder, InfoBuilder, ObjectBuilder, OpenApi, Ref, RefOr, Required, Response, ResponseBuilder, Type,
+};
 use utoipa::ToSchema;
 
 use crate::error::Style;
@@ -76,6 +79,45 @@ fn refusal(path: &str) -> Response {
             ContentBuilder::new().schema(Some(Ref::from_schema_name(error_schema(path)))).build(),
         )
         .build()
+}
+
+/// A write's success answer: the read-your-write token (`crate::reads`).
+fn read_after_header() -> Header {
+    HeaderBuilder::new()
+        .schema(ObjectBuilder::new().schema_type(Type::String))
+        .description(Some(
+            "Where standbys serve reads: the primary's WAL position once this write committed. \
+             Send it back on a GET to read this write.",
+        ))
+        .build()
+}
+
+/// A GET's optional read-your-write token (`crate::reads`).
+fn read_after_parameter() -> Parameter {
+    ParameterBuilder::new()
+        .name(crate::reads::READ_AFTER)
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+        .description(Some(
+            "A write's berth-read-after token: a standby serves this read only once it has replayed that \
+             write; otherwise the primary does.",
+        ))
+        .build()
+}
+
+/// Declares the read-your-write token where `crate::reads` sends or reads
+/// it: a header of every write's success answers, a parameter of every GET.
+fn declare_read_after(method: &HttpMethod, op: &mut Operation) {
+    if matches!(method, HttpMethod::Get) {
+        op.parameters.get_or_insert_with(Vec::new).push(read_after_parameter());
+        return;
+    }
+    for (status, response) in op.responses.responses.iter_mut() {
+        if let (true, RefOr::T(r)) = (status.starts_with('2'), response) {
+            r.headers.insert(crate::reads::READ_AFTER.to_string(), read_after_header());
+        }
+    }
 }
 
 /// The operations of `item`, with their methods.
@@ -145,6 +187,7 @@ pub fn document() -> OpenApi {
     for (path, item) in doc.paths.paths.iter_mut() {
         for (method, op) in operations(item) {
             op.responses.responses.insert("default".into(), refusal(path).into());
+            declare_read_after(&method, op);
             // Handlers of different APIs share names (`list`, `show`): the
             // method and path make an id that is unique.
             let slug: String =
@@ -180,6 +223,33 @@ pub fn routes() -> Vec<(String, String)> {
 
 #[cfg(test)]
 mod tests {
+    /// Every GET declares the read-your-write token it may send, and every
+    /// write's success answers the token they carry.
+    #[test]
+    fn reads_and_writes_declare_the_read_after_token() {
+        let doc = serde_json::to_value(super::document()).unwrap();
+        let mut writes = 0;
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                if method == "get" {
+                    let params = op["parameters"].as_array().unwrap_or_else(|| panic!("GET {path}"));
+                    assert!(
+                        params.iter().any(|p| p["name"] == "berth-read-after" && p["in"] == "header"),
+                        "GET {path}"
+                    );
+                    continue;
+                }
+                for (status, answer) in op["responses"].as_object().unwrap() {
+                    if status.starts_with('2') {
+                        assert!(answer["headers"]["berth-read-after"].is_object(), "{method} {path} {status}");
+                        writes += 1;
+                    }
+                }
+            }
+        }
+        assert!(writes > 20, "only {writes} write answers");
+    }
+
     /// Every paged list declares the paging parameters its handler reads.
     #[test]
     fn paged_lists_declare_limit_and_marker() {

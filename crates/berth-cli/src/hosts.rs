@@ -79,7 +79,7 @@ pub enum HostCommand {
 
 const COLUMNS: &[&str] = &["id", "hypervisor_hostname", "vcpus", "memory_mb", "local_gb", "reservable", "disabled"];
 
-fn host_id(client: &Client, given: &str) -> Result<String> {
+pub(crate) fn host_id(client: &Client, given: &str) -> Result<String> {
     if uuid::Uuid::parse_str(given).is_ok() {
         return Ok(given.to_string());
     }

@@ -13,6 +13,7 @@ mod client;
 mod events;
 mod hosts;
 mod leases;
+mod maintenance;
 mod plugin;
 mod quotas;
 
@@ -21,7 +22,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use client::Client;
 
 #[derive(Parser)]
-#[command(name = "berth", version, about = "Berth client: leases, hosts, quotas, usages, events")]
+#[command(name = "berth", version, about = "Berth client: leases, hosts, maintenance, quotas, usages, events")]
 struct Cli {
     /// berthd's base URL; for `plugin check`, the plugin's webhook URL
     /// (given on the command line only).
@@ -61,6 +62,9 @@ enum Command {
     /// Reservable hosts: create (enrol), list, show, update, delete, allocations.
     #[command(subcommand)]
     Host(hosts::HostCommand),
+    /// Maintenance windows (admin): create, list, delete.
+    #[command(subcommand)]
+    Maintenance(maintenance::MaintenanceCommand),
     /// When would a lease fit? The earliest windows for the reservations given.
     Availability(leases::AvailabilityArgs),
     /// Quota limits: show, set, unset (defaults, a project, a user in it).
@@ -128,6 +132,7 @@ fn main() {
     let result = match cli.command {
         Some(Command::Lease(c)) => leases::run(&client, c),
         Some(Command::Host(c)) => hosts::run(&client, c),
+        Some(Command::Maintenance(c)) => maintenance::run(&client, c),
         Some(Command::Availability(a)) => leases::availability(&client, a),
         Some(Command::Quota(c)) => quotas::run(&client, c),
         Some(Command::Usage(a)) => quotas::usage(&client, a),
