@@ -1,11 +1,14 @@
 //! Healing keeps invariants 1 to 4: the capacity test's random workload,
 //! with leases on hosts and instance slots, gains host failures and
-//! recoveries (disable, enable, the retry), run by concurrent writers;
+//! recoveries (disable, enable, the retry) and maintenance windows
+//! (scheduled, with and without heal, and cancelled), run by concurrent
+//! writers;
 //! between rounds every instant of every provider's timeline is within
 //! capacity (1), every instant of the project's usage within its limit (2),
 //! every slot holds what it says where it says (3: moves are whole), no
 //! slot of a lease still running sits on an unusable host unless its
-//! reservation is marked, and replay gives the projections (4).
+//! reservation is marked, no slot holds a host over its maintenance window
+//! unless its reservation is marked, and replay gives the projections (4).
 
 // Tests pick times relative to the real clock, which is the database's
 // (one machine); the code under test reads only the database's.
@@ -19,7 +22,7 @@ use berth_core::error::ErrorKind;
 use berth_core::lease::Demand;
 use berth_core::quota::Scope;
 use berth_core::{timeline, EventMeta, Window};
-use berth_store::commands::{Demands, LeaseDates, NewHost, NewLease, NewReservation};
+use berth_store::commands::{Demands, LeaseDates, NewHost, NewLease, NewMaintenance, NewReservation};
 use berth_store::testing::TestDatabase;
 use berth_store::Store;
 use chrono::{DateTime, Duration, Utc};
@@ -73,11 +76,36 @@ async fn demands(store: &Store, down: &[Uuid]) -> Demands {
     list.into_iter().map(|r| (r.reservation, demand_of(&r.resource_type, &r.params))).collect()
 }
 
-/// One writer's step: create or delete a lease, fail or recover a host, or
-/// heal what waits.
+/// Schedules maintenance of `host` over a random window, with heal or
+/// without, after asking (as the API does) what the leases hit need.
+async fn maintain(store: &Store, host: Uuid, rng: &mut impl Rng, t0: DateTime<Utc>) -> Result<(), berth_core::Error> {
+    let start = t0 + Duration::minutes(rng.gen_range(0..300));
+    let end = start + Duration::minutes(rng.gen_range(30..200));
+    let new = NewMaintenance { hosts: vec![host], start, end, heal: rng.gen_bool(0.6), reason: None };
+    let hit = store.reservations_hit(&new).await?;
+    let d: Demands = hit.into_iter().map(|r| (r.reservation, demand_of(&r.resource_type, &r.params))).collect();
+    store.schedule_maintenance(&meta(), &new, &d).await.map(|_| ())
+}
+
+/// Cancels one of the maintenance windows not over, if any.
+async fn cancel_maintenance(store: &Store, rng: &mut impl Rng) -> Result<(), berth_core::Error> {
+    let windows = store.maintenance_windows().await?;
+    if windows.is_empty() {
+        return Ok(());
+    }
+    let id = windows[rng.gen_range(0..windows.len())].id;
+    match store.cancel_maintenance(&meta(), id).await {
+        // Another writer cancelled it first.
+        Err(e) if matches!(e.kind, ErrorKind::NotFound) => Ok(()),
+        other => other,
+    }
+}
+
+/// One writer's step: create or delete a lease, fail or recover a host,
+/// schedule or cancel maintenance, or heal what waits.
 async fn step(store: &Store, hosts: &[Uuid], mine: &mut Vec<Uuid>, rng: &mut impl Rng, t0: DateTime<Utc>) {
     let host = hosts[rng.gen_range(0..hosts.len())];
-    let outcome = match rng.gen_range(0..10) {
+    let outcome = match rng.gen_range(0..12) {
         0..=4 => {
             let start = if rng.gen_bool(0.4) {
                 DateSpec::Now
@@ -107,10 +135,12 @@ async fn step(store: &Store, hosts: &[Uuid], mine: &mut Vec<Uuid>, rng: &mut imp
             let d = demands(store, &[]).await;
             store.set_host_disabled(&meta(), host, false, None, &d).await.map(|_| ())
         }
-        _ => {
+        9 => {
             let d = demands(store, &[]).await;
             store.heal(&meta(), &d).await.map(|_| ())
         }
+        10 => maintain(store, host, rng, t0).await,
+        _ => cancel_maintenance(store, rng).await,
     };
     match outcome {
         Ok(()) => {}
@@ -157,7 +187,10 @@ async fn host_failures_and_recoveries_keep_invariants_one_to_four() {
         }
         check(&db.url, &store, &hosts).await;
     }
-    // Everything back: what waited heals.
+    // Everything back (maintenance cancelled, hosts enabled): what waited heals.
+    for w in store.maintenance_windows().await.unwrap() {
+        store.cancel_maintenance(&meta(), w.id).await.unwrap();
+    }
     for h in hosts.iter() {
         let d = demands(&store, &[]).await;
         store.set_host_disabled(&meta(), *h, false, None, &d).await.unwrap();
@@ -191,8 +224,11 @@ async fn host_failures_and_recoveries_keep_invariants_one_to_four() {
         }
     };
     let (moved, waited) = (count("ReservationHealed", true).await, count("ReservationUnhealed", false).await);
-    println!("{moved} heals moved slots, {waited} waited");
+    let (maintained, cancelled) =
+        (count("MaintenanceScheduled", false).await, count("MaintenanceCancelled", false).await);
+    println!("{moved} heals moved slots, {waited} waited; {maintained} maintenance windows, {cancelled} cancelled");
     assert!(moved > 5 && waited > 0, "moved {moved}, waited {waited}");
+    assert!(maintained > 2 && cancelled > 0, "maintenance {maintained}, cancelled {cancelled}");
 }
 
 /// Invariants 1 to 4, and healing's own: no slot of a running lease on an
@@ -256,6 +292,21 @@ async fn check(url: &str, store: &Store, hosts: &[Uuid]) {
         let (missing, unusable): (bool, bool) = (s.get(5), s.get(6));
         assert!(!unusable || missing, "slot {consumer} on an unusable host, unmarked");
     }
+    // Maintenance: no slot of a lease not ended holds a host over one of
+    // its windows (from now on) unless its reservation is marked.
+    let held_in_maintenance: i64 = c
+        .query_one(
+            "SELECT count(*) FROM reservation_slots s JOIN reservations r ON r.id = s.reservation_id
+             JOIN leases l ON l.id = r.lease_id
+             JOIN maintenance_windows m ON m.provider_uuid = s.provider_uuid
+                 AND m.during && tstzrange(greatest(l.start_at, now() + interval '1 second'), l.end_at)
+             WHERE l.end_at > now() + interval '1 second' AND NOT r.missing_resources",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(held_in_maintenance, 0, "slots on hosts under maintenance, unmarked");
     // 4.
     let report = store.replay_verify().await.unwrap();
     assert!(report.is_clean(), "{report:?}");
