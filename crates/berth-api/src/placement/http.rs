@@ -62,6 +62,8 @@ pub struct Pl {
     content_type: Option<HeaderValue>,
     accept: Option<HeaderValue>,
     host: Option<HeaderValue>,
+    /// The body, when the input check parsed it as JSON.
+    parsed: Option<std::sync::Arc<Value>>,
 }
 
 impl FromRequestParts<AppState> for Pl {
@@ -75,6 +77,7 @@ impl FromRequestParts<AppState> for Pl {
             content_type: parts.headers.get(header::CONTENT_TYPE).cloned(),
             accept: parts.headers.get(header::ACCEPT).cloned(),
             host: parts.headers.get(header::HOST).cloned(),
+            parsed: parts.extensions.get::<crate::input::ParsedBody>().map(|b| b.0.clone()),
         })
     }
 }
@@ -156,6 +159,14 @@ impl Pl {
             request_id: Some(crate::error::current_request_id()).filter(|id| !id.is_empty()),
             causation: Some("placement".into()),
         }
+    }
+
+    /// [`body`], from the value the input check parsed when it did (it is
+    /// of these same bytes).
+    pub fn body<T: DeserializeOwned>(&self, bytes: &[u8], schema: &Value) -> Result<T, ApiError> {
+        let Some(value) = &self.parsed else { return body(bytes, schema) };
+        schema::validate(value, schema).map_err(|e| bad_request(format!("JSON does not validate: {e}")))?;
+        T::deserialize(value.as_ref()).map_err(|e| bad_request(format!("JSON does not validate: {e}")))
     }
 
     /// An absolute URL for `path` (below the mount point), for `Location`.
