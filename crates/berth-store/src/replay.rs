@@ -167,7 +167,7 @@ impl Store {
     async fn apply_log(&self, tx: &Transaction<'_>) -> Result<u64, StoreError> {
         let snapshot: String = tx.query_one("SELECT pg_export_snapshot()", &[]).await?.get(0);
         let (sender, mut pages) = tokio::sync::mpsc::channel(2);
-        let reader = tokio::spawn(read_log(self.config.clone(), snapshot, sender));
+        let reader = tokio::spawn(read_log(self.config.as_ref().clone(), snapshot, sender));
         // Where the time goes: applying pages, or waiting for the reader.
         let (mut events, mut applying, mut waiting) = (0u64, Duration::ZERO, Duration::ZERO);
         loop {

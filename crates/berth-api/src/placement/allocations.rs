@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 use super::bodies;
-use super::http::{bad_request, body, domain, served_now, Pl};
+use super::http::{bad_request, domain, served_now, Pl};
 use super::microversion::Version;
 use super::providers::provider_uuid;
 use super::schemas;
@@ -205,10 +205,10 @@ pub async fn put(
     let consumer = Uuid::try_parse(&raw).map_err(|_| bad_request(format!("Malformed consumer_uuid: {raw}")))?;
     let now = s.store.now().await?;
     let command = if p.mv.dict_allocations() {
-        let b: ConsumerBody = body(&bytes, &schemas::put_allocations(p.mv))?;
+        let b: ConsumerBody = p.body(&bytes, schemas::PUT_ALLOCATIONS.get(p.mv))?;
         b.into_command(p.mv, consumer, now)?
     } else {
-        let b: ListBody = body(&bytes, &schemas::allocations_list(p.mv))?;
+        let b: ListBody = p.body(&bytes, schemas::ALLOCATIONS_LIST.get(p.mv))?;
         ConsumerAllocations {
             consumer,
             project_id: b.project_id.unwrap_or_else(|| INCOMPLETE_CONSUMER.into()),
@@ -240,7 +240,7 @@ pub async fn post_many(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result
     p.since(p.mv.post_allocations())?;
     p.json_content()?;
     p.authorize(Action::AllocationsManage)?;
-    let consumers: BTreeMap<String, ConsumerBody> = body(&bytes, &schemas::post_allocations(p.mv, 1))?;
+    let consumers: BTreeMap<String, ConsumerBody> = p.body(&bytes, schemas::POST_ALLOCATIONS.get(p.mv))?;
     let commands = consumers_commands(p.mv, consumers, s.store.now().await?)?;
     s.store
         .replace_allocations(&p.meta(), commands)

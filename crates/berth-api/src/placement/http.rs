@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use berth_core::error::{ErrorCode, ErrorKind};
 use berth_core::EventMeta;
@@ -57,7 +57,13 @@ pub struct Pl {
     pub mv: Version,
     ctx: Option<Context>,
     rules: std::sync::Arc<Rules>,
-    headers: HeaderMap,
+    /// The request's headers that handlers look at (the first of each, as
+    /// `HeaderMap::get` gives it), not a copy of the whole map.
+    content_type: Option<HeaderValue>,
+    accept: Option<HeaderValue>,
+    host: Option<HeaderValue>,
+    /// The body, when the input check parsed it as JSON.
+    parsed: Option<std::sync::Arc<Value>>,
 }
 
 impl FromRequestParts<AppState> for Pl {
@@ -68,7 +74,10 @@ impl FromRequestParts<AppState> for Pl {
             mv: parts.extensions.get::<Version>().copied().unwrap_or(super::microversion::MIN),
             ctx: parts.extensions.get::<Context>().cloned(),
             rules: state.rules.clone(),
-            headers: parts.headers.clone(),
+            content_type: parts.headers.get(header::CONTENT_TYPE).cloned(),
+            accept: parts.headers.get(header::ACCEPT).cloned(),
+            host: parts.headers.get(header::HOST).cloned(),
+            parsed: parts.extensions.get::<crate::input::ParsedBody>().map(|b| b.0.clone()),
         })
     }
 }
@@ -103,7 +112,7 @@ impl Pl {
 
     /// 415 unless the body is declared JSON.
     pub fn json_content(&self) -> Result<(), ApiError> {
-        let ct = self.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let ct = self.content_type.as_ref().and_then(|v| v.to_str().ok()).unwrap_or("");
         let essence = ct.split(';').next().unwrap_or("").trim();
         if essence.eq_ignore_ascii_case("application/json") {
             return Ok(());
@@ -117,7 +126,7 @@ impl Pl {
 
     /// 406 unless the client accepts JSON.
     pub fn accept_json(&self) -> Result<(), ApiError> {
-        if accepts_json(self.headers.get(header::ACCEPT)) {
+        if accepts_json(self.accept.as_ref()) {
             Ok(())
         } else {
             Err(err(StatusCode::NOT_ACCEPTABLE, "Only application/json is provided"))
@@ -152,9 +161,17 @@ impl Pl {
         }
     }
 
+    /// [`body`], from the value the input check parsed when it did (it is
+    /// of these same bytes).
+    pub fn body<T: DeserializeOwned>(&self, bytes: &[u8], schema: &Value) -> Result<T, ApiError> {
+        let Some(value) = &self.parsed else { return body(bytes, schema) };
+        schema::validate(value, schema).map_err(|e| bad_request(format!("JSON does not validate: {e}")))?;
+        T::deserialize(value.as_ref()).map_err(|e| bad_request(format!("JSON does not validate: {e}")))
+    }
+
     /// An absolute URL for `path` (below the mount point), for `Location`.
     pub fn location(&self, path: &str) -> String {
-        let host = self.headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+        let host = self.host.as_ref().and_then(|h| h.to_str().ok()).unwrap_or("localhost");
         format!("http://{host}{PREFIX}{path}")
     }
 

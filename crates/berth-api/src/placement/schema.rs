@@ -7,6 +7,8 @@
 //! Of several errors, the shallowest is reported (the first found among
 //! equals), as the reference implementation's "best match" does.
 
+use std::borrow::Cow;
+
 use regex::Regex;
 use serde_json::{Map, Value};
 
@@ -100,12 +102,20 @@ fn matches(pattern: &str, s: &str) -> bool {
     }
     // Patterns are the schemas' own constants: compile each once per thread.
     COMPILED.with(|c| {
-        c.borrow_mut()
-            .entry(pattern.to_string())
-            .or_insert_with(|| Regex::new(pattern).ok())
-            .as_ref()
-            .is_some_and(|re| re.is_match(s))
+        let mut c = c.borrow_mut();
+        if !c.contains_key(pattern) {
+            c.insert(pattern.to_string(), Regex::new(pattern).ok());
+        }
+        c[pattern].as_ref().is_some_and(|re| re.is_match(s))
     })
+}
+
+/// Where a check is, in the schema or in the instance: borrowed from them
+/// (copied only into an error).
+type Path<'a> = Vec<Cow<'a, str>>;
+
+fn owned(path: &[Cow<'_, str>]) -> Vec<String> {
+    path.iter().map(|p| p.to_string()).collect()
 }
 
 fn unexpected(extras: &[&String]) -> String {
@@ -114,34 +124,56 @@ fn unexpected(extras: &[&String]) -> String {
     format!("({} {verb} unexpected)", names.join(", "))
 }
 
-fn check(
-    instance: &Value,
-    schema: &Value,
-    spath: &mut Vec<String>,
-    ipath: &mut Vec<String>,
+fn check<'a>(
+    instance: &'a Value,
+    schema: &'a Value,
+    spath: &mut Path<'a>,
+    ipath: &mut Path<'a>,
     errors: &mut Vec<Invalid>,
 ) {
     let Some(s) = schema.as_object() else { return };
-    let (here_s, here_i) = (spath.clone(), ipath.clone());
-    let mut fail = |keyword: &'static str, message: String, errors: &mut Vec<Invalid>| {
-        errors.push(Invalid { message, keyword, schema_path: here_s.clone(), instance_path: here_i.clone() })
-    };
+    // This node's failures, given their paths once its children are checked
+    // (the paths are back to this node's then): copying both paths at
+    // every node was most of a valid body's cost. Children's errors are
+    // deeper, so the order that decides among equals is unchanged.
+    let mut failed: Vec<(&'static str, String)> = Vec::new();
+    check_node(instance, s, spath, ipath, errors, &mut |keyword, message| failed.push((keyword, message)));
+    for (keyword, message) in failed {
+        errors.push(Invalid { message, keyword, schema_path: owned(spath), instance_path: owned(ipath) });
+    }
+}
+
+fn check_node<'a>(
+    instance: &'a Value,
+    s: &'a Map<String, Value>,
+    spath: &mut Path<'a>,
+    ipath: &mut Path<'a>,
+    errors: &mut Vec<Invalid>,
+    fail: &mut impl FnMut(&'static str, String),
+) {
     if let Some(ty) = s.get("type") {
-        let types: Vec<&str> = match ty {
-            Value::String(t) => vec![t.as_str()],
-            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
-            _ => vec![],
+        let types = || -> Vec<&str> {
+            match ty {
+                Value::String(t) => vec![t.as_str()],
+                Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+                _ => vec![],
+            }
         };
-        if !types.iter().any(|t| is_type(instance, t)) {
+        let is_one = match ty {
+            Value::String(t) => is_type(instance, t),
+            _ => types().iter().any(|t| is_type(instance, t)),
+        };
+        if !is_one {
+            let types = types();
             let names: Vec<String> = types.iter().map(|t| py_str(t)).collect();
-            fail("type", format!("{} is not of type {}", py_repr(instance), names.join(", ")), errors);
+            fail("type", format!("{} is not of type {}", py_repr(instance), names.join(", ")));
             return;
         }
     }
     if let Some(allowed) = s.get("enum").and_then(Value::as_array) {
         if !allowed.contains(instance) {
             let list = py_repr(&Value::Array(allowed.clone()));
-            fail("enum", format!("{} is not one of {list}", py_repr(instance)), errors);
+            fail("enum", format!("{} is not one of {list}", py_repr(instance)));
         }
     }
     if let Some(any_of) = s.get("anyOf").and_then(Value::as_array) {
@@ -151,42 +183,42 @@ fn check(
             sub_errors.is_empty()
         });
         if !ok {
-            fail("anyOf", format!("{} is not valid under any of the given schemas", py_repr(instance)), errors);
+            fail("anyOf", format!("{} is not valid under any of the given schemas", py_repr(instance)));
         }
     }
     match instance {
-        Value::Object(o) => check_object(o, s, spath, ipath, errors, &mut fail),
-        Value::Array(a) => check_array(instance, a, s, spath, ipath, errors, &mut fail),
-        Value::String(text) => check_string(instance, text, s, errors, &mut fail),
-        Value::Number(n) => check_number(instance, n, s, errors, &mut fail),
+        Value::Object(o) => check_object(o, s, spath, ipath, errors, fail),
+        Value::Array(a) => check_array(instance, a, s, spath, ipath, errors, fail),
+        Value::String(text) => check_string(instance, text, s, fail),
+        Value::Number(n) => check_number(instance, n, s, fail),
         _ => {}
     }
 }
 
-fn check_array(
+fn check_array<'a>(
     instance: &Value,
-    a: &[Value],
-    s: &Map<String, Value>,
-    spath: &mut Vec<String>,
-    ipath: &mut Vec<String>,
+    a: &'a [Value],
+    s: &'a Map<String, Value>,
+    spath: &mut Path<'a>,
+    ipath: &mut Path<'a>,
     errors: &mut Vec<Invalid>,
-    fail: &mut impl FnMut(&'static str, String, &mut Vec<Invalid>),
+    fail: &mut impl FnMut(&'static str, String),
 ) {
     if let Some(min) = s.get("minItems").and_then(Value::as_u64) {
         if (a.len() as u64) < min {
-            fail("minItems", format!("{} is too short", py_repr(instance)), errors);
+            fail("minItems", format!("{} is too short", py_repr(instance)));
         }
     }
     if s.get("uniqueItems") == Some(&Value::Bool(true)) {
         let dup = a.iter().enumerate().any(|(i, x)| a[..i].contains(x));
         if dup {
-            fail("uniqueItems", format!("{} has non-unique elements", py_repr(instance)), errors);
+            fail("uniqueItems", format!("{} has non-unique elements", py_repr(instance)));
         }
     }
     if let Some(items) = s.get("items") {
-        spath.push("items".into());
+        spath.push(Cow::Borrowed("items"));
         for (i, item) in a.iter().enumerate() {
-            ipath.push(i.to_string());
+            ipath.push(Cow::Owned(i.to_string()));
             check(item, items, spath, ipath, errors);
             ipath.pop();
         }
@@ -194,31 +226,25 @@ fn check_array(
     }
 }
 
-fn check_string(
-    instance: &Value,
-    text: &str,
-    s: &Map<String, Value>,
-    errors: &mut Vec<Invalid>,
-    fail: &mut impl FnMut(&'static str, String, &mut Vec<Invalid>),
-) {
+fn check_string(instance: &Value, text: &str, s: &Map<String, Value>, fail: &mut impl FnMut(&'static str, String)) {
     let len = text.chars().count() as u64;
     if let Some(min) = s.get("minLength").and_then(Value::as_u64) {
         if len < min {
-            fail("minLength", format!("{} is too short", py_repr(instance)), errors);
+            fail("minLength", format!("{} is too short", py_repr(instance)));
         }
     }
     if let Some(max) = s.get("maxLength").and_then(Value::as_u64) {
         if len > max {
-            fail("maxLength", format!("{} is too long", py_repr(instance)), errors);
+            fail("maxLength", format!("{} is too long", py_repr(instance)));
         }
     }
     if let Some(p) = s.get("pattern").and_then(Value::as_str) {
         if !matches(p, text) {
-            fail("pattern", format!("{} does not match {}", py_repr(instance), py_str(p)), errors);
+            fail("pattern", format!("{} does not match {}", py_repr(instance), py_str(p)));
         }
     }
     if s.get("format").and_then(Value::as_str) == Some("uuid") && !is_uuid(text) {
-        fail("format", format!("{} is not a 'uuid'", py_repr(instance)), errors);
+        fail("format", format!("{} is not a 'uuid'", py_repr(instance)));
     }
 }
 
@@ -226,43 +252,42 @@ fn check_number(
     instance: &Value,
     n: &serde_json::Number,
     s: &Map<String, Value>,
-    errors: &mut Vec<Invalid>,
-    fail: &mut impl FnMut(&'static str, String, &mut Vec<Invalid>),
+    fail: &mut impl FnMut(&'static str, String),
 ) {
     let x = n.as_f64().unwrap_or(0.0);
     if let Some(min) = s.get("minimum").and_then(Value::as_f64) {
         if x < min {
             let m = py_repr(&s["minimum"]);
-            fail("minimum", format!("{} is less than the minimum of {m}", py_repr(instance)), errors);
+            fail("minimum", format!("{} is less than the minimum of {m}", py_repr(instance)));
         }
     }
     if let Some(max) = s.get("maximum").and_then(Value::as_f64) {
         if x > max {
             let m = py_repr(&s["maximum"]);
-            fail("maximum", format!("{} is greater than the maximum of {m}", py_repr(instance)), errors);
+            fail("maximum", format!("{} is greater than the maximum of {m}", py_repr(instance)));
         }
     }
 }
 
-fn check_object(
-    o: &Map<String, Value>,
-    s: &Map<String, Value>,
-    spath: &mut Vec<String>,
-    ipath: &mut Vec<String>,
+fn check_object<'a>(
+    o: &'a Map<String, Value>,
+    s: &'a Map<String, Value>,
+    spath: &mut Path<'a>,
+    ipath: &mut Path<'a>,
     errors: &mut Vec<Invalid>,
-    fail: &mut impl FnMut(&'static str, String, &mut Vec<Invalid>),
+    fail: &mut impl FnMut(&'static str, String),
 ) {
-    let instance = Value::Object(o.clone());
     if let Some(required) = s.get("required").and_then(Value::as_array) {
         for name in required.iter().filter_map(Value::as_str) {
             if !o.contains_key(name) {
-                fail("required", format!("{} is a required property", py_str(name)), errors);
+                fail("required", format!("{} is a required property", py_str(name)));
             }
         }
     }
     if let Some(min) = s.get("minProperties").and_then(Value::as_u64) {
         if (o.len() as u64) < min {
-            fail("minProperties", format!("{} does not have enough properties", py_repr(&instance)), errors);
+            let instance = Value::Object(o.clone());
+            fail("minProperties", format!("{} does not have enough properties", py_repr(&instance)));
         }
     }
     let properties = s.get("properties").and_then(Value::as_object);
@@ -272,8 +297,8 @@ fn check_object(
         let mut known = false;
         if let Some(sub) = properties.and_then(|p| p.get(key)) {
             known = true;
-            spath.extend(["properties".to_string(), key.clone()]);
-            ipath.push(key.clone());
+            spath.extend([Cow::Borrowed("properties"), Cow::Borrowed(key.as_str())]);
+            ipath.push(Cow::Borrowed(key.as_str()));
             check(value, sub, spath, ipath, errors);
             ipath.pop();
             spath.truncate(spath.len() - 2);
@@ -281,8 +306,8 @@ fn check_object(
         for (pattern, sub) in patterns.into_iter().flatten() {
             if matches(pattern, key) {
                 known = true;
-                spath.extend(["patternProperties".to_string(), pattern.clone()]);
-                ipath.push(key.clone());
+                spath.extend([Cow::Borrowed("patternProperties"), Cow::Borrowed(pattern.as_str())]);
+                ipath.push(Cow::Borrowed(key.as_str()));
                 check(value, sub, spath, ipath, errors);
                 ipath.pop();
                 spath.truncate(spath.len() - 2);
@@ -302,20 +327,15 @@ fn check_object(
                 fail(
                     "additionalProperties",
                     format!("{} {verb} not match any of the regexes: {}", names.join(", "), regexes.join(", ")),
-                    errors,
                 );
             } else {
-                fail(
-                    "additionalProperties",
-                    format!("Additional properties are not allowed {}", unexpected(&extras)),
-                    errors,
-                );
+                fail("additionalProperties", format!("Additional properties are not allowed {}", unexpected(&extras)));
             }
         }
         Some(sub @ Value::Object(_)) => {
-            spath.push("additionalProperties".into());
+            spath.push(Cow::Borrowed("additionalProperties"));
             for key in extras {
-                ipath.push(key.clone());
+                ipath.push(Cow::Borrowed(key.as_str()));
                 check(&o[key], sub, spath, ipath, errors);
                 ipath.pop();
             }
