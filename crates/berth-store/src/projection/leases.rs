@@ -1,13 +1,15 @@
 //! Applying lease and host events to their projections.
 
-use berth_core::lease::{LeaseRecord, ReservationRecord};
+use berth_core::lease::LeaseRecord;
 use berth_core::Event;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
-use crate::StoreError;
+use tokio_postgres::types::ToSql;
+
+use crate::{sql, StoreError};
 
 pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {
     match event {
@@ -87,35 +89,120 @@ pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), S
     Ok(())
 }
 
+/// A new lease, its reservations, their slots and its lease events: four
+/// prepared statements sent together.
 async fn lease_created(c: &impl GenericClient, lease: &LeaseRecord, at: &DateTime<Utc>) -> Result<(), StoreError> {
-    c.execute(
-        "INSERT INTO leases (id, name, project_id, user_id, start_at, end_at, status, degraded, recurrence_id,
-                             created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
-        &[
-            &lease.id,
-            &lease.name,
-            &lease.project_id,
-            &lease.user_id,
-            &lease.start,
-            &lease.end,
-            &lease.status.as_str(),
-            &lease.degraded,
-            &lease.recurrence_id,
-            at,
+    let status = lease.status.as_str();
+    let row: [&(dyn ToSql + Sync); 10] = [
+        &lease.id,
+        &lease.name,
+        &lease.project_id,
+        &lease.user_id,
+        &lease.start,
+        &lease.end,
+        &status,
+        &lease.degraded,
+        &lease.recurrence_id,
+        at,
+    ];
+    let r = ReservationColumns::of(lease);
+    let (e_id, e_type, e_time, e_status): (Vec<Uuid>, Vec<&str>, Vec<DateTime<Utc>>, Vec<&str>) = (
+        lease.events.iter().map(|e| e.id).collect(),
+        lease.events.iter().map(|e| e.event_type.as_str()).collect(),
+        lease.events.iter().map(|e| e.time).collect(),
+        lease.events.iter().map(|e| e.status.as_str()).collect(),
+    );
+    let events: [&(dyn ToSql + Sync); 6] = [&lease.id, &e_id, &e_type, &e_time, &e_status, at];
+    let (reservations, slots) = (r.reservation_params(&lease.id, at), r.slot_params());
+    sql::pipeline(
+        c,
+        [
+            (INSERT_LEASE, &row[..]),
+            (INSERT_RESERVATIONS, &reservations[..]),
+            (INSERT_SLOTS, &slots[..]),
+            (INSERT_LEASE_EVENTS, &events[..]),
         ],
     )
     .await?;
-    insert_reservations(c, lease, at).await?;
-    for e in &lease.events {
-        c.execute(
-            "INSERT INTO lease_events (id, lease_id, event_type, time, status, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $6)",
-            &[&e.id, &lease.id, &e.event_type.as_str(), &e.time, &e.status.as_str(), at],
-        )
-        .await?;
-    }
     Ok(())
+}
+
+const INSERT_LEASE: &str =
+    "INSERT INTO leases (id, name, project_id, user_id, start_at, end_at, status, degraded, recurrence_id,
+                         created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)";
+
+const INSERT_RESERVATIONS: &str =
+    "INSERT INTO reservations (id, lease_id, position, resource_type, resource_id, status, params, created_at,
+                               updated_at)
+     SELECT r.id, $1, r.position, r.resource_type, r.resource_id, r.status, r.params, r.created_at, $8
+     FROM unnest($2::uuid[], $3::int4[], $4::text[], $5::uuid[], $6::text[], $7::jsonb[], $9::timestamptz[])
+          WITH ORDINALITY AS r(id, position, resource_type, resource_id, status, params, created_at, ord)
+     ORDER BY r.ord";
+
+const INSERT_SLOTS: &str = "INSERT INTO reservation_slots (reservation_id, consumer_uuid, provider_uuid, resources)
+     SELECT s.r, s.c, s.p, s.res FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::jsonb[])
+          WITH ORDINALITY AS s(r, c, p, res, ord)
+     ORDER BY s.ord";
+
+const INSERT_LEASE_EVENTS: &str =
+    "INSERT INTO lease_events (id, lease_id, event_type, time, status, created_at, updated_at)
+     SELECT e.id, $1, e.t, e.time, e.status, $6, $6
+     FROM unnest($2::uuid[], $3::text[], $4::timestamptz[], $5::text[]) WITH ORDINALITY AS e(id, t, time, status, ord)
+     ORDER BY e.ord";
+
+/// A lease's reservations and their slots as the columns of
+/// [`INSERT_RESERVATIONS`] and [`INSERT_SLOTS`], in order.
+struct ReservationColumns<'a> {
+    id: Vec<Uuid>,
+    position: Vec<i32>,
+    resource_type: Vec<&'a str>,
+    resource_id: Vec<Uuid>,
+    status: Vec<&'a str>,
+    params: Vec<&'a serde_json::Value>,
+    created_at: Vec<DateTime<Utc>>,
+    s_reservation: Vec<Uuid>,
+    s_consumer: Vec<Uuid>,
+    s_provider: Vec<Uuid>,
+    s_resources: Vec<serde_json::Value>,
+}
+
+impl<'a> ReservationColumns<'a> {
+    fn of(lease: &'a LeaseRecord) -> ReservationColumns<'a> {
+        let rs = &lease.reservations;
+        let slots = || rs.iter().flat_map(|r| r.slots.iter().map(move |s| (r, s)));
+        ReservationColumns {
+            id: rs.iter().map(|r| r.id).collect(),
+            position: (0..rs.len() as i32).collect(),
+            resource_type: rs.iter().map(|r| r.resource_type.as_str()).collect(),
+            resource_id: rs.iter().map(|r| r.resource_id).collect(),
+            status: rs.iter().map(|r| r.status.as_str()).collect(),
+            params: rs.iter().map(|r| &r.params).collect(),
+            created_at: rs.iter().map(|r| r.created_at).collect(),
+            s_reservation: slots().map(|(r, _)| r.id).collect(),
+            s_consumer: slots().map(|(_, s)| s.consumer).collect(),
+            s_provider: slots().map(|(_, s)| s.provider).collect(),
+            s_resources: slots().map(|(_, s)| serde_json::to_value(&s.resources).expect("json")).collect(),
+        }
+    }
+
+    fn reservation_params<'b>(&'b self, lease: &'b Uuid, at: &'b DateTime<Utc>) -> [&'b (dyn ToSql + Sync); 9] {
+        [
+            lease,
+            &self.id,
+            &self.position,
+            &self.resource_type,
+            &self.resource_id,
+            &self.status,
+            &self.params,
+            at,
+            &self.created_at,
+        ]
+    }
+
+    fn slot_params(&self) -> [&(dyn ToSql + Sync); 4] {
+        [&self.s_reservation, &self.s_consumer, &self.s_provider, &self.s_resources]
+    }
 }
 
 async fn lease_updated(c: &impl GenericClient, lease: &LeaseRecord, at: &DateTime<Utc>) -> Result<(), StoreError> {
@@ -188,37 +275,9 @@ async fn insert_reservations(
     lease: &LeaseRecord,
     at: &DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    for (position, r) in lease.reservations.iter().enumerate() {
-        insert_reservation(c, lease, position as i32, r, at).await?;
-    }
-    Ok(())
-}
-
-async fn insert_reservation(
-    c: &impl GenericClient,
-    lease: &LeaseRecord,
-    position: i32,
-    r: &ReservationRecord,
-    at: &DateTime<Utc>,
-) -> Result<(), StoreError> {
-    c.execute(
-        "INSERT INTO reservations (id, lease_id, position, resource_type, resource_id, status, params, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        &[&r.id, &lease.id, &position, &r.resource_type, &r.resource_id, &r.status.as_str(), &r.params, &r.created_at, at],
-    )
-    .await?;
-    if !r.slots.is_empty() {
-        let consumers: Vec<uuid::Uuid> = r.slots.iter().map(|s| s.consumer).collect();
-        let providers: Vec<uuid::Uuid> = r.slots.iter().map(|s| s.provider).collect();
-        let resources: Vec<serde_json::Value> =
-            r.slots.iter().map(|s| serde_json::to_value(&s.resources).expect("json")).collect();
-        c.execute(
-            "INSERT INTO reservation_slots (reservation_id, consumer_uuid, provider_uuid, resources)
-             SELECT $1, * FROM unnest($2::uuid[], $3::uuid[], $4::jsonb[])",
-            &[&r.id, &consumers, &providers, &resources],
-        )
-        .await?;
-    }
+    let r = ReservationColumns::of(lease);
+    let (reservations, slots) = (r.reservation_params(&lease.id, at), r.slot_params());
+    sql::pipeline(c, [(INSERT_RESERVATIONS, &reservations[..]), (INSERT_SLOTS, &slots[..])]).await?;
     Ok(())
 }
 

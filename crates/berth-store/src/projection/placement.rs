@@ -10,7 +10,7 @@ use crate::{sql, StoreError};
 pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {
     match event {
         Event::ResourceClassCreated { name } => {
-            c.execute("INSERT INTO resource_classes (name, standard) VALUES ($1, false)", &[name]).await?;
+            sql::execute(c, "INSERT INTO resource_classes (name, standard) VALUES ($1, false)", &[name]).await?;
         }
         Event::ResourceClassDeleted { name } => {
             c.execute("DELETE FROM provider_open_usage WHERE resource_class = $1", &[name]).await?;

@@ -16,9 +16,10 @@ use berth_core::Window;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
-use crate::StoreError;
+use crate::{sql, StoreError};
 
 /// Where one reservation's slots may go.
 pub(crate) enum Item<'a> {
@@ -125,93 +126,262 @@ pub(crate) async fn gather(
     near: Window,
     own: &[Uuid],
 ) -> Result<Gathered, StoreError> {
-    let hosts = load_hosts(c, Some(ids)).await?;
-    let mut holds = holds_over(c, &hosts, span, own).await?;
-    let ids: Vec<Uuid> = hosts.keys().copied().collect();
-    let gaps = gaps_around(c, &ids, near, own).await?;
-    let mut candidates: Vec<Candidate> = Vec::new();
-    let mut index: HashMap<Uuid, usize> = HashMap::new();
-    for (id, h) in &hosts {
-        let (previous_end, next_start) = gaps.get(id).copied().unwrap_or((None, None));
-        index.insert(*id, candidates.len());
-        candidates.push(Candidate {
-            provider: *id,
-            name: h.name.clone(),
-            inventories: h.inventories.clone(),
-            holds: holds.remove(id).unwrap_or_default(),
-            previous_end,
-            next_start,
-            preferred: false,
-        });
-    }
-    Ok(Gathered { hosts, candidates, index })
+    let read = read_timelines(c, ids, false, span, near, own).await?;
+    Ok(read.into_gathered(|_| true))
 }
 
-/// Per provider, per class: the holds of consumers other than `own` that
-/// overlap `span`.
-async fn holds_over(
+/// The candidates of `items` for a lease of `project` (as [`candidate_ids`]
+/// finds them) with what others hold on them, as [`gather`] reads them, in
+/// one round trip and without locks: a command locks the providers it
+/// chooses afterwards and checks its choice again ([`still_fits`]).
+pub(crate) async fn gather_candidates(
     c: &impl GenericClient,
-    hosts: &BTreeMap<Uuid, Host>,
+    project: &str,
+    items: &[Item<'_>],
     span: Window,
+    near: Window,
     own: &[Uuid],
-) -> Result<HashMap<Uuid, BTreeMap<String, Vec<(Window, i64)>>>, StoreError> {
-    let mut holds: HashMap<Uuid, BTreeMap<String, Vec<(Window, i64)>>> = HashMap::new();
-    // One probe of the timeline index per provider and class, each bounded
-    // by all three of its columns: the cost follows what overlaps the span,
-    // not what the provider carries in all.
-    let (mut keys_p, mut keys_c): (Vec<Uuid>, Vec<&str>) = (Vec::new(), Vec::new());
-    for (id, h) in hosts {
-        for class in h.inventories.keys() {
-            keys_p.push(*id);
-            keys_c.push(class.as_str());
+) -> Result<Gathered, StoreError> {
+    let (demands, named) = demands_and_named(items);
+    let read = read_timelines(c, &named, !demands.is_empty(), span, near, own).await?;
+    Ok(read.into_gathered(|(id, h)| named.contains(id) || demands.iter().any(|d| host::eligible(h, d, project))))
+}
+
+/// The demands of the items to place, and the providers they name (held
+/// or preferred).
+fn demands_and_named<'a>(items: &[Item<'a>]) -> (Vec<&'a Demand>, Vec<Uuid>) {
+    let demands = items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Place(d, _) => Some(*d),
+            Item::Fixed(_) => None,
+        })
+        .collect();
+    let named: BTreeSet<Uuid> = items
+        .iter()
+        .flat_map(|i| match i {
+            Item::Fixed(slots) => slots.iter().map(|s| s.provider).collect(),
+            Item::Place(_, prefer) => prefer.clone(),
+        })
+        .collect();
+    (demands, named.into_iter().collect())
+}
+
+/// A statement over `ids`, the providers read: those of `$1`, and every
+/// enrolled host when `$2`.
+macro_rules! over_ids {
+    ($select:literal) => {
+        concat!(
+            "WITH ids AS (SELECT uuid FROM providers WHERE uuid = ANY($1) UNION SELECT provider_uuid FROM hosts WHERE $2)",
+            $select
+        )
+    };
+}
+
+/// The providers read, named, with their host data where enrolled.
+const TIMELINE_HOSTS: &str = over_ids!(
+    " SELECT p.uuid, p.name, h.reservable, h.capabilities
+     FROM ids JOIN providers p ON p.uuid = ids.uuid LEFT JOIN hosts h ON h.provider_uuid = p.uuid"
+);
+
+const TIMELINE_INVENTORIES: &str = over_ids!(
+    " SELECT i.provider_uuid, i.resource_class, i.total, i.reserved, i.min_unit, i.max_unit, i.step_size,
+            i.allocation_ratio
+     FROM ids JOIN inventories i ON i.provider_uuid = ids.uuid"
+);
+
+/// One probe of the timeline index per provider and class, each bounded by
+/// all three of its columns: the cost follows what overlaps the span, not
+/// what the provider carries in all.
+const TIMELINE_HOLDS: &str = over_ids!(
+    " SELECT i.provider_uuid, i.resource_class, lower(a.during), upper(a.during), a.used
+     FROM ids JOIN inventories i ON i.provider_uuid = ids.uuid
+     CROSS JOIN LATERAL (
+         SELECT during, used FROM allocations
+         WHERE provider_uuid = i.provider_uuid AND resource_class = i.resource_class
+           AND during && tstzrange($3, $4, '[)') AND consumer_uuid <> ALL($5)
+     ) a"
+);
+
+/// Per provider: the nearest holds of others on either side of the window
+/// `[$3, $4)`.
+const TIMELINE_GAPS: &str = over_ids!(
+    " SELECT ids.uuid,
+        (SELECT max(upper(a.during)) FROM allocations a
+          WHERE a.provider_uuid = ids.uuid AND upper(a.during) <= $3 AND a.consumer_uuid <> ALL($5)),
+        (SELECT min(lower(a.during)) FROM allocations a
+          WHERE a.provider_uuid = ids.uuid AND lower(a.during) >= $4 AND a.consumer_uuid <> ALL($5))
+     FROM ids"
+);
+
+/// What [`read_timelines`] read, before the candidates are picked.
+struct Timelines {
+    hosts: BTreeMap<Uuid, Host>,
+    holds: HashMap<Uuid, BTreeMap<String, Vec<(Window, i64)>>>,
+    gaps: HashMap<Uuid, Gap>,
+}
+
+/// Providers `ids` (and every enrolled host when `every_host`), with their
+/// inventories, the holds of consumers other than `own` overlapping `span`
+/// and the nearest on either side of `near`: four prepared statements sent
+/// together.
+async fn read_timelines(
+    c: &impl GenericClient,
+    ids: &[Uuid],
+    every_host: bool,
+    span: Window,
+    near: Window,
+    own: &[Uuid],
+) -> Result<Timelines, StoreError> {
+    read_after(c, None, ids, every_host, span, near, own).await
+}
+
+/// As [`read_timelines`], sent after `first` (a lock) when given.
+async fn read_after(
+    c: &impl GenericClient,
+    first: Option<(&str, &[&(dyn ToSql + Sync)])>,
+    ids: &[Uuid],
+    every_host: bool,
+    span: Window,
+    near: Window,
+    own: &[Uuid],
+) -> Result<Timelines, StoreError> {
+    let near_end = near.end.unwrap_or(near.start);
+    let over = [&ids as &(dyn ToSql + Sync), &every_host, &span.start, &span.end, &own];
+    let around = [&ids as &(dyn ToSql + Sync), &every_host, &near.start, &near_end, &own];
+    let reads = [
+        (TIMELINE_HOSTS, &over[..2]),
+        (TIMELINE_INVENTORIES, &over[..2]),
+        (TIMELINE_HOLDS, &over[..]),
+        (TIMELINE_GAPS, &around[..]),
+    ];
+    let [host_rows, inventory_rows, hold_rows, gap_rows] = match first {
+        None => sql::pipeline(c, reads).await?,
+        Some(first) => {
+            let [_, a, b, c, d] = sql::pipeline(c, [first, reads[0], reads[1], reads[2], reads[3]]).await?;
+            [a, b, c, d]
+        }
+    };
+    let mut hosts: BTreeMap<Uuid, Host> = BTreeMap::new();
+    for r in host_rows {
+        let reservable: Option<bool> = r.get(2);
+        let caps: Option<Value> = r.get(3);
+        let enrolment = reservable.map(|reservable| Enrolment {
+            reservable,
+            capabilities: caps.and_then(|c| serde_json::from_value(c).ok()).unwrap_or_default(),
+        });
+        hosts.insert(r.get(0), Host { name: r.get(1), enrolment, inventories: BTreeMap::new() });
+    }
+    for r in inventory_rows {
+        if let Some(h) = hosts.get_mut(&r.get::<_, Uuid>(0)) {
+            h.inventories.insert(r.get(1), super::inventory_at(&r, 2));
         }
     }
-    for r in c
-        .query(
-            "SELECT q.p, q.rc, lower(a.during), upper(a.during), a.used
-             FROM unnest($1::uuid[], $2::text[]) AS q(p, rc)
-             CROSS JOIN LATERAL (
-                 SELECT during, used FROM allocations
-                 WHERE provider_uuid = q.p AND resource_class = q.rc AND during && tstzrange($3, $4, '[)')
-                   AND consumer_uuid <> ALL($5)
-             ) a",
-            &[&keys_p, &keys_c, &span.start, &span.end, &own],
-        )
-        .await?
-    {
+    let mut holds: HashMap<Uuid, BTreeMap<String, Vec<(Window, i64)>>> = HashMap::new();
+    for r in hold_rows {
         let w = Window { start: r.get(2), end: r.get(3) };
         holds.entry(r.get(0)).or_default().entry(r.get(1)).or_default().push((w, r.get(4)));
     }
-    Ok(holds)
+    let gaps = gap_rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
+    Ok(Timelines { hosts, holds, gaps })
+}
+
+impl Timelines {
+    /// The candidates: the providers read that `keep` keeps.
+    fn into_gathered(mut self, keep: impl Fn((&Uuid, &Host)) -> bool) -> Gathered {
+        self.hosts.retain(|id, h| keep((id, h)));
+        let mut candidates: Vec<Candidate> = Vec::new();
+        let mut index: HashMap<Uuid, usize> = HashMap::new();
+        for (id, h) in &self.hosts {
+            let (previous_end, next_start) = self.gaps.get(id).copied().unwrap_or((None, None));
+            index.insert(*id, candidates.len());
+            candidates.push(Candidate {
+                provider: *id,
+                name: h.name.clone(),
+                inventories: h.inventories.clone(),
+                holds: self.holds.remove(id).unwrap_or_default(),
+                previous_end,
+                next_start,
+                preferred: false,
+            });
+        }
+        Gathered { hosts: self.hosts, candidates, index }
+    }
 }
 
 /// The end of the hold before the window, the start of the one after.
 type Gap = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
 
-/// Per provider: the nearest holds of consumers other than `own` on either
-/// side of `near`.
-async fn gaps_around(
+/// As [`gather`], sent after `lock` (the statement locking `ids`, from
+/// `crate::lock`) in the same round trip, so that what is read is what the
+/// lock protects.
+pub(crate) async fn gather_under(
     c: &impl GenericClient,
+    lock: (&str, &[&(dyn ToSql + Sync)]),
     ids: &[Uuid],
+    span: Window,
     near: Window,
     own: &[Uuid],
-) -> Result<HashMap<Uuid, Gap>, StoreError> {
-    let mut gaps: HashMap<Uuid, Gap> = HashMap::new();
-    for r in c
-        .query(
-            "SELECT q.p,
-                (SELECT max(upper(a.during)) FROM allocations a
-                  WHERE a.provider_uuid = q.p AND upper(a.during) <= $2 AND a.consumer_uuid <> ALL($4)),
-                (SELECT min(lower(a.during)) FROM allocations a
-                  WHERE a.provider_uuid = q.p AND lower(a.during) >= $3 AND a.consumer_uuid <> ALL($4))
-             FROM unnest($1::uuid[]) AS q(p)",
-            &[&ids, &near.start, &near.end.unwrap_or(near.start), &own],
-        )
-        .await?
-    {
-        gaps.insert(r.get(0), (r.get(1), r.get(2)));
+) -> Result<Gathered, StoreError> {
+    let read = read_after(c, Some(lock), ids, false, span, near, own).await?;
+    Ok(read.into_gathered(|_| true))
+}
+
+/// The providers a plan places slots on, sorted.
+pub(crate) fn chosen(plan: &Plan) -> Vec<Uuid> {
+    let ids: BTreeSet<Uuid> = plan.iter().flatten().flatten().map(|p| p.provider).collect();
+    ids.into_iter().collect()
+}
+
+/// Whether `plan`, decided on a read taken without locks, still holds on
+/// `fresh`, read under the locks of the providers it chose: each slot's
+/// host still one its item may use (and, for a whole host, still free and
+/// still the same whole), every slot fitting at every instant of its window
+/// beside what others hold and the plan's other slots. `Err`: the providers
+/// where it no longer does.
+pub(crate) fn still_fits(
+    fresh: &mut Gathered,
+    project: &str,
+    items: &[Item<'_>],
+    windows: &[Window],
+    plan: &Plan,
+) -> Result<(), BTreeSet<Uuid>> {
+    let mut lost = BTreeSet::new();
+    for (window, per_item) in windows.iter().zip(plan) {
+        for (item, placed) in items.iter().zip(per_item) {
+            for p in placed {
+                let Some(&i) = fresh.index.get(&p.provider) else {
+                    lost.insert(p.provider);
+                    continue;
+                };
+                let fits = match item {
+                    Item::Place(d @ Demand::Hosts { .. }, _) => {
+                        let c = &fresh.candidates[i];
+                        host::eligible(&fresh.hosts[&p.provider], d, project)
+                            && c.is_free(window)
+                            && c.whole() == p.resources
+                    }
+                    Item::Place(d, _) => {
+                        host::eligible(&fresh.hosts[&p.provider], d, project)
+                            && fresh.candidates[i].fits(&p.resources, 1, window)
+                    }
+                    Item::Fixed(_) => fresh.candidates[i].fits(&p.resources, 1, window),
+                };
+                if !fits {
+                    lost.insert(p.provider);
+                }
+                let c = &mut fresh.candidates[i];
+                for (class, used) in &p.resources {
+                    c.holds.entry(class.clone()).or_default().push((*window, *used));
+                }
+            }
+        }
     }
-    Ok(gaps)
+    if lost.is_empty() {
+        Ok(())
+    } else {
+        Err(lost)
+    }
 }
 
 /// Decides every item of a lease of `project` over every window, in order;

@@ -397,3 +397,4 @@ async fn recurring_leases_book_every_occurrence_or_none() {
 }
 
 mod draws;
+mod races;

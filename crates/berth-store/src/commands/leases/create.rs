@@ -12,7 +12,7 @@ use berth_core::{Error, Event, EventMeta, Window};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::plan::{plan, unfit_error};
+use super::plan::{plan_new, unfit_error};
 use super::slots::slot_events;
 use super::{check_name_free, LeaseDates, NewLease};
 use crate::commands::request_keys::{self, Keyed, RequestKey};
@@ -144,7 +144,7 @@ async fn create_in(
     let items: Vec<Item> = new.reservations.iter().map(|r| Item::Place(&r.demand, Vec::new())).collect();
     let wins: Vec<Window> = windows.iter().map(|(s, e)| Window { start: *s, end: Some(*e) }).collect();
     let types: Vec<&str> = new.reservations.iter().map(|r| r.resource_type.as_str()).collect();
-    let placed = plan(tx, &new.project_id, &items, &wins, &[]).await?.map_err(|u| unfit_error(u, &types, recurring))?;
+    let placed = plan_new(tx, &new.project_id, &items, &wins).await?.map_err(|u| unfit_error(u, &types, recurring))?;
     let recurrence_id = recurring.then(Uuid::new_v4);
     let mut events = Vec::new();
     let mut made = Vec::new();
