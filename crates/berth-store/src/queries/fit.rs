@@ -233,13 +233,16 @@ async fn read_timelines(
     near: Window,
     own: &[Uuid],
 ) -> Result<Timelines, StoreError> {
-    read_after(c, None, ids, every_host, span, near, own).await
+    read_after(c, &[], ids, every_host, span, near, own).await
 }
 
-/// As [`read_timelines`], sent after `first` (a lock) when given.
+/// A statement with its parameters, to send in a pipeline.
+type Statement<'a> = (&'a str, &'a [&'a (dyn ToSql + Sync)]);
+
+/// As [`read_timelines`], sent after the statements `before` (at most two).
 async fn read_after(
     c: &impl GenericClient,
-    first: Option<(&str, &[&(dyn ToSql + Sync)])>,
+    before: &[Statement<'_>],
     ids: &[Uuid],
     every_host: bool,
     span: Window,
@@ -255,12 +258,17 @@ async fn read_after(
         (TIMELINE_HOLDS, &over[..]),
         (TIMELINE_GAPS, &around[..]),
     ];
-    let [host_rows, inventory_rows, hold_rows, gap_rows] = match first {
-        None => sql::pipeline(c, reads).await?,
-        Some(first) => {
-            let [_, a, b, c, d] = sql::pipeline(c, [first, reads[0], reads[1], reads[2], reads[3]]).await?;
+    let [host_rows, inventory_rows, hold_rows, gap_rows] = match before {
+        [] => sql::pipeline(c, reads).await?,
+        [one] => {
+            let [_, a, b, c, d] = sql::pipeline(c, [*one, reads[0], reads[1], reads[2], reads[3]]).await?;
             [a, b, c, d]
         }
+        [one, two] => {
+            let [_, _, a, b, c, d] = sql::pipeline(c, [*one, *two, reads[0], reads[1], reads[2], reads[3]]).await?;
+            [a, b, c, d]
+        }
+        _ => unreachable!("at most two statements before the reads"),
     };
     let mut hosts: BTreeMap<Uuid, Host> = BTreeMap::new();
     for r in host_rows {
@@ -312,18 +320,18 @@ impl Timelines {
 /// The end of the hold before the window, the start of the one after.
 type Gap = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
 
-/// As [`gather`], sent after `lock` (the statement locking `ids`, from
-/// `crate::lock`) in the same round trip, so that what is read is what the
-/// lock protects.
+/// As [`gather`], sent after `lock` (the statements locking `ids`, at most
+/// two, from `crate::lock`) in the same round trip, so that what is read is
+/// what the lock protects.
 pub(crate) async fn gather_under(
     c: &impl GenericClient,
-    lock: (&str, &[&(dyn ToSql + Sync)]),
+    lock: &[Statement<'_>],
     ids: &[Uuid],
     span: Window,
     near: Window,
     own: &[Uuid],
 ) -> Result<Gathered, StoreError> {
-    let read = read_after(c, Some(lock), ids, false, span, near, own).await?;
+    let read = read_after(c, lock, ids, false, span, near, own).await?;
     Ok(read.into_gathered(|_| true))
 }
 

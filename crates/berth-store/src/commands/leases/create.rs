@@ -1,6 +1,6 @@
 //! Creating a lease, or a recurring lease's occurrences, all or nothing.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use berth_core::dates::DateSpec;
 use berth_core::error::ErrorCode;
@@ -75,7 +75,19 @@ fn created_events(record: LeaseRecord, at: DateTime<Utc>, events: &mut Vec<Event
         record.reservations.iter().map(|r| Event::ResourceClassCreated { name: lease::reservation_class(r.id) }),
     );
     events.push(Event::LeaseCreated { lease: record, at });
-    events.extend(slots);
+    events.extend(slots.into_iter().map(bumps_named));
+}
+
+/// A new slot held nothing before, so the providers whose generation its
+/// allocations bump are those it holds: named in the event, applying it
+/// needs no read of what the consumer held, and a lease's slots are
+/// written by one statement.
+fn bumps_named(mut e: Event) -> Event {
+    if let Event::AllocationsReplaced { allocations, providers_bumped, .. } = &mut e {
+        let held: BTreeSet<Uuid> = allocations.iter().map(|a| a.provider).collect();
+        *providers_bumped = Some(held.into_iter().collect());
+    }
+    e
 }
 
 impl Store {

@@ -66,9 +66,9 @@ pub(super) async fn plan_new(
             break;
         };
         let ids: Sorted<Uuid> = chosen(&placed).into_iter().collect();
-        tx.batch_execute(lock::CHOOSING).await?;
         let (lock_sql, lock_params) = lock::providers_stmt(&ids);
-        let mut fresh = gather_under(tx, (lock_sql, &lock_params[..]), &ids, span, windows[0], &[]).await?;
+        let lock = [(lock::CHOOSING, &[][..]), (lock_sql, &lock_params[..])];
+        let mut fresh = gather_under(tx, &lock, &ids, span, windows[0], &[]).await?;
         if still_fits(&mut fresh, project, items, windows, &placed).is_ok() {
             return Ok(Ok(placed));
         }
