@@ -106,12 +106,10 @@ async fn lease_created(c: &impl GenericClient, lease: &LeaseRecord, at: &DateTim
         at,
     ];
     let r = ReservationColumns::of(lease);
-    let (e_id, e_type, e_time, e_status): (Vec<Uuid>, Vec<&str>, Vec<DateTime<Utc>>, Vec<&str>) = (
-        lease.events.iter().map(|e| e.id).collect(),
-        lease.events.iter().map(|e| e.event_type.as_str()).collect(),
-        lease.events.iter().map(|e| e.time).collect(),
-        lease.events.iter().map(|e| e.status.as_str()).collect(),
-    );
+    let e_id: Vec<Uuid> = lease.events.iter().map(|e| e.id).collect();
+    let e_type: Vec<&str> = lease.events.iter().map(|e| e.event_type.as_str()).collect();
+    let e_time: Vec<DateTime<Utc>> = lease.events.iter().map(|e| e.time).collect();
+    let e_status: Vec<&str> = lease.events.iter().map(|e| e.status.as_str()).collect();
     let events: [&(dyn ToSql + Sync); 6] = [&lease.id, &e_id, &e_type, &e_time, &e_status, at];
     let (reservations, slots) = (r.reservation_params(&lease.id, at), r.slot_params());
     sql::pipeline(

@@ -67,7 +67,7 @@ async fn creations_racing_for_the_last_host_leave_one_winner_and_409s() {
         let new = lease(&format!("racer-{k}"), "p", 2 + k % 3, 5 + k % 3, vec![hosts(1, 1, json!([]))]);
         tasks.push(tokio::spawn(async move { store.create_lease(&meta(), new).await }));
     }
-    until_waiting(&db, racers as i64).await;
+    until_waiting(&db, racers).await;
     blocker.batch_execute("ROLLBACK").await.unwrap();
     let mut won = 0;
     for t in tasks {
