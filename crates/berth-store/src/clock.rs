@@ -20,7 +20,8 @@ use crate::{Store, StoreError};
 /// The database's time, read by the statement that runs now (not the
 /// transaction's start: a command may have waited on locks since).
 pub(crate) async fn now(c: &impl GenericClient) -> Result<DateTime<Utc>, StoreError> {
-    Ok(c.query_one("SELECT statement_timestamp()", &[]).await?.get(0))
+    // Prepared once per connection: every command asks.
+    Ok(crate::sql::query(c, "SELECT statement_timestamp()", &[]).await?[0].get(0))
 }
 
 /// How far this process's clock is from the database's.

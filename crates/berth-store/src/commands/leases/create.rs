@@ -1,6 +1,6 @@
 //! Creating a lease, or a recurring lease's occurrences, all or nothing.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use berth_core::dates::DateSpec;
 use berth_core::error::ErrorCode;
@@ -12,7 +12,7 @@ use berth_core::{Error, Event, EventMeta, Window};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::plan::{plan, unfit_error};
+use super::plan::{plan_new, unfit_error};
 use super::slots::slot_events;
 use super::{check_name_free, LeaseDates, NewLease};
 use crate::commands::request_keys::{self, Keyed, RequestKey};
@@ -77,7 +77,19 @@ fn created_events(record: LeaseRecord, at: DateTime<Utc>, events: &mut Vec<Event
         record.reservations.iter().map(|r| Event::ResourceClassCreated { name: lease::reservation_class(r.id) }),
     );
     events.push(Event::LeaseCreated { lease: record, at });
-    events.extend(slots);
+    events.extend(slots.into_iter().map(bumps_named));
+}
+
+/// A new slot held nothing before, so the providers whose generation its
+/// allocations bump are those it holds: named in the event, applying it
+/// needs no read of what the consumer held, and a lease's slots are
+/// written by one statement.
+fn bumps_named(mut e: Event) -> Event {
+    if let Event::AllocationsReplaced { allocations, providers_bumped, .. } = &mut e {
+        let held: BTreeSet<Uuid> = allocations.iter().map(|a| a.provider).collect();
+        *providers_bumped = Some(held.into_iter().collect());
+    }
+    e
 }
 
 impl Store {
@@ -147,7 +159,7 @@ async fn create_in(
     let items: Vec<Item> = new.reservations.iter().map(|r| Item::Place(&r.demand, Vec::new())).collect();
     let wins: Vec<Window> = windows.iter().map(|(s, e)| Window { start: *s, end: Some(*e) }).collect();
     let types: Vec<&str> = new.reservations.iter().map(|r| r.resource_type.as_str()).collect();
-    let placed = plan(tx, &new.project_id, &items, &wins, &[], cleaning)
+    let placed = plan_new(tx, &new.project_id, &items, &wins, cleaning)
         .await?
         .map_err(|u| unfit_error(u, &types, recurring))?;
     let recurrence_id = recurring.then(Uuid::new_v4);

@@ -5,6 +5,9 @@
 //! candidates. Their provider rows are locked in uuid order, then only the
 //! allocations overlapping the window are read (the `allocations_timeline`
 //! GiST index), plus the nearest hold before and after it for best fit.
+//! A new lease reads the same without locks first and locks only the hosts
+//! it chose, checking them again under the lock (`plan::plan_new`), so
+//! creations on different hosts do not queue behind each other.
 //! berth-core's scheduler chooses; each slot (a whole host, or one instance
 //! slot) becomes a consumer whose allocations hold over the window
 //! ([`slots`]), written with `AllocationsReplaced` beside the lease's own
@@ -96,13 +99,13 @@ async fn check_name_free(
     names: &[String],
     except: Option<Uuid>,
 ) -> Result<(), StoreError> {
-    let taken = tx
-        .query_opt(
-            "SELECT name FROM leases WHERE project_id = $1 AND name = ANY($2) AND ($3::uuid IS NULL OR id <> $3) LIMIT 1",
-            &[&project, &names, &except],
-        )
-        .await?;
-    if let Some(r) = taken {
+    let taken = crate::sql::query(
+        tx,
+        "SELECT name FROM leases WHERE project_id = $1 AND name = ANY($2) AND ($3::uuid IS NULL OR id <> $3) LIMIT 1",
+        &[&project, &names, &except],
+    )
+    .await?;
+    if let Some(r) = taken.first() {
         let name: String = r.get(0);
         return Err(
             Error::conflict(ErrorCode::DuplicateLeaseName, format!("a lease named {name:?} already exists")).into()
