@@ -10,13 +10,17 @@ use berth_core::lease::{
 use berth_core::schedule::Placed;
 use berth_core::{Error, Event, EventMeta, Window};
 use chrono::{DateTime, Utc};
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::plan::{plan_new, unfit_error};
 use super::slots::slot_events;
-use super::{check_name_free, LeaseDates, NewLease};
+use super::{name_free, LeaseDates, NewLease, NAME_TAKEN};
 use crate::commands::request_keys::{self, Keyed, RequestKey};
-use crate::commands::{now, record};
+use crate::clock::NOW;
+use crate::commands::record;
+use crate::lock::{self, Sorted};
+use crate::sql;
 use crate::queries::fit::Item;
 use crate::queries::leases::{self as read, Lease};
 use crate::Store;
@@ -146,16 +150,29 @@ async fn create_in(
     new: &NewLease,
     cleaning: chrono::Duration,
 ) -> Result<(Vec<Lease>, Vec<Event>, DateTime<Utc>), crate::StoreError> {
-    let at = now(tx).await?;
-    // Quota: the project's guard first.
-    let quota_guards = crate::quota::lock(tx, std::slice::from_ref(&new.project_id)).await?;
-    let (windows, before_end, recurring) = windows_of(&new.dates, at)?;
-    let names: Vec<String> = if recurring {
-        (1..=windows.len()).map(|k| format!("{}-{k}", new.name)).collect()
-    } else {
-        vec![new.name.clone()]
+    let names: Vec<String> = match &new.dates {
+        LeaseDates::Recurring(occ) => (1..=occ.len()).map(|k| format!("{}-{k}", new.name)).collect(),
+        LeaseDates::One { .. } => vec![new.name.clone()],
     };
-    check_name_free(tx, &new.project_id, &names, None).await?;
+    // Quota: the project's guard first; then the database's time and the
+    // names' check, all in one round trip.
+    let projects: Sorted<String> = std::iter::once(new.project_id.clone()).collect();
+    let guard = [projects.param()];
+    let except: Option<Uuid> = None;
+    let name_check = [&new.project_id as &(dyn ToSql + Sync), &names, &except];
+    let [_, quota_guards, at, taken] = sql::pipeline(
+        tx,
+        [
+            (lock::GUARD_INSERT, &guard[..]),
+            (lock::GUARD_LOCK, &guard[..]),
+            (NOW, &[]),
+            (NAME_TAKEN, &name_check[..]),
+        ],
+    )
+    .await?;
+    let at: DateTime<Utc> = at[0].get(0);
+    let (windows, before_end, recurring) = windows_of(&new.dates, at)?;
+    name_free(taken.first())?;
     let items: Vec<Item> = new.reservations.iter().map(|r| Item::Place(&r.demand, Vec::new())).collect();
     let wins: Vec<Window> = windows.iter().map(|(s, e)| Window { start: *s, end: Some(*e) }).collect();
     let types: Vec<&str> = new.reservations.iter().map(|r| r.resource_type.as_str()).collect();

@@ -92,6 +92,11 @@ pub struct LeaseUpdate {
     pub reservations: Vec<ReservationUpdate>,
 }
 
+/// The first of `$2`, names, that a lease of project `$1` (other than `$3`)
+/// has.
+const NAME_TAKEN: &str =
+    "SELECT name FROM leases WHERE project_id = $1 AND name = ANY($2) AND ($3::uuid IS NULL OR id <> $3) LIMIT 1";
+
 /// Refuses `names` when a lease of `project` (other than `except`) has one.
 async fn check_name_free(
     tx: &Transaction<'_>,
@@ -99,17 +104,15 @@ async fn check_name_free(
     names: &[String],
     except: Option<Uuid>,
 ) -> Result<(), StoreError> {
-    let taken = crate::sql::query(
-        tx,
-        "SELECT name FROM leases WHERE project_id = $1 AND name = ANY($2) AND ($3::uuid IS NULL OR id <> $3) LIMIT 1",
-        &[&project, &names, &except],
-    )
-    .await?;
-    if let Some(r) = taken.first() {
+    let taken = crate::sql::query(tx, NAME_TAKEN, &[&project, &names, &except]).await?;
+    Ok(name_free(taken.first())?)
+}
+
+/// Refuses the name [`NAME_TAKEN`] found, if any.
+fn name_free(taken: Option<&tokio_postgres::Row>) -> Result<(), Error> {
+    if let Some(r) = taken {
         let name: String = r.get(0);
-        return Err(
-            Error::conflict(ErrorCode::DuplicateLeaseName, format!("a lease named {name:?} already exists")).into()
-        );
+        return Err(Error::conflict(ErrorCode::DuplicateLeaseName, format!("a lease named {name:?} already exists")));
     }
     Ok(())
 }
