@@ -143,7 +143,7 @@ async fn create(
 /// Latencies of lease creation on hosts carrying `n` leases.
 async fn latencies_with(n: usize) -> Result<(Vec<Duration>, Duration)> {
     let db = TestDatabase::new().await;
-    let store = db.store(4);
+    let store = db.store(4).with_drawn_ties(true);
     let hosts = hosts(&store, HOSTS).await?;
     let base = (Utc::now() + chrono::Duration::days(1)).duration_trunc(chrono::Duration::hours(1))?;
     let t = Instant::now();
@@ -195,7 +195,7 @@ pub async fn run(report: &mut Report, clients: usize, seconds: u64, booked: &[us
 
 async fn throughput(report: &mut Report, clients: usize, seconds: u64) -> Result<()> {
     let db = TestDatabase::new().await;
-    let store = db.store(clients + 2);
+    let store = db.store(clients + 2).with_drawn_ties(true);
     hosts(&store, 100).await?;
     let base = (Utc::now() + chrono::Duration::days(1)).duration_trunc(chrono::Duration::hours(1))?;
     let deadline = Instant::now() + Duration::from_secs(seconds);

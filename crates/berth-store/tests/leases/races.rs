@@ -150,3 +150,26 @@ async fn many_creations_at_once_never_book_a_host_twice() {
     assert!((3..=9).contains(&made), "made {made}");
     assert_replay_clean(&store).await;
 }
+
+#[tokio::test]
+async fn drawn_ties_spread_new_leases_over_hosts_alike_and_names_do_not() {
+    let db = TestDatabase::new().await;
+    let mut ids = Vec::new();
+    for k in 0..8 {
+        ids.push(host(&db.store(2), &format!("h{k}"), 8, json!({})).await);
+    }
+    // 400 days apart: beyond best fit's horizon, every host is as good.
+    let apart = |k: i64| 24 * 400 * k;
+    let on = |made: Vec<berth_store::queries::leases::Lease>| made[0].record.reservations[0].slots[0].provider;
+    let (by_name, drawn) = (db.store(2), db.store(2).with_drawn_ties(true));
+    let mut named = std::collections::BTreeSet::new();
+    let mut spread = std::collections::BTreeSet::new();
+    for k in 0..6 {
+        let new = |n: &str| lease(&format!("{n}-{k}"), "p", apart(k), apart(k) + 1, vec![hosts(1, 1, json!([]))]);
+        named.insert(on(by_name.create_lease(&meta(), new("named")).await.unwrap()));
+        spread.insert(on(drawn.create_lease(&meta(), new("drawn")).await.unwrap()));
+    }
+    assert_eq!(named.len(), 1, "by name, every lease takes the first host");
+    assert!(spread.len() > 1, "six draws over eight hosts alike all took one host");
+    assert_replay_clean(&drawn).await;
+}

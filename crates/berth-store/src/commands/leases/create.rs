@@ -112,7 +112,7 @@ impl Store {
             if let Some(ids) = request_keys::earlier(tx, key).await? {
                 return Ok(Keyed::Earlier(read::load_leases(tx, &ids).await?));
             }
-            let (made, mut events, at) = create_in(tx, &new, self.cleaning_time()).await?;
+            let (made, mut events, at) = create_in(tx, &new, self.cleaning_time(), self.drawn_ties).await?;
             events.push(request_keys::made(key, made.iter().map(|l| l.record.id).collect(), at));
             record(tx, meta, &events).await?;
             Ok(Keyed::Made(made))
@@ -124,7 +124,7 @@ impl Store {
     pub async fn create_lease(&self, meta: &EventMeta, new: NewLease) -> Result<Vec<Lease>, Error> {
         check_new(&new)?;
         crate::tx::command!(self, |tx| {
-            let (made, events, _) = create_in(tx, &new, self.cleaning_time()).await?;
+            let (made, events, _) = create_in(tx, &new, self.cleaning_time(), self.drawn_ties).await?;
             record(tx, meta, &events).await?;
             Ok(made)
         })
@@ -149,6 +149,7 @@ async fn create_in(
     tx: &deadpool_postgres::Transaction<'_>,
     new: &NewLease,
     cleaning: chrono::Duration,
+    drawn_ties: bool,
 ) -> Result<(Vec<Lease>, Vec<Event>, DateTime<Utc>), crate::StoreError> {
     let names: Vec<String> = match &new.dates {
         LeaseDates::Recurring(occ) => (1..=occ.len()).map(|k| format!("{}-{k}", new.name)).collect(),
@@ -176,7 +177,7 @@ async fn create_in(
     let items: Vec<Item> = new.reservations.iter().map(|r| Item::Place(&r.demand, Vec::new())).collect();
     let wins: Vec<Window> = windows.iter().map(|(s, e)| Window { start: *s, end: Some(*e) }).collect();
     let types: Vec<&str> = new.reservations.iter().map(|r| r.resource_type.as_str()).collect();
-    let placed = plan_new(tx, &new.project_id, &items, &wins, cleaning)
+    let placed = plan_new(tx, &new.project_id, &items, &wins, cleaning, drawn_ties.then(|| Uuid::new_v4().as_u64_pair().0))
         .await?
         .map_err(|u| unfit_error(u, &types, recurring))?;
     let recurrence_id = recurring.then(Uuid::new_v4);

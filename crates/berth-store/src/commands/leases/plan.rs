@@ -52,24 +52,24 @@ const TRIES: usize = 3;
 /// others out of order); after [`TRIES`], and for any refusal, [`plan`]
 /// decides under the locks of every candidate, as before. So creations on
 /// different hosts run side by side, and a refusal is always decided on
-/// what the locks protect. Best fit's ties go by a draw of this lease's
-/// own (`Gathered::draw`), so that creations at once on hosts alike choose
-/// different ones rather than all queueing on the first by name.
+/// what the locks protect. Best fit's ties go by `draw`, the lease's own
+/// (`Store::with_drawn_ties`), so that creations at once on hosts alike
+/// choose different ones rather than all queueing on the first by name.
 pub(super) async fn plan_new(
     tx: &Transaction<'_>,
     project: &str,
     items: &[Item<'_>],
     windows: &[Window],
     cleaning: chrono::Duration,
+    draw: Option<u64>,
 ) -> Result<Result<Plan, Unfit>, StoreError> {
     if idle(items) {
         return plan(tx, project, items, windows, &[], cleaning).await;
     }
     let span = span_of(windows);
-    let draw = Uuid::new_v4().as_u64_pair().0;
     for _ in 0..TRIES {
         let mut g = gather_candidates(tx, project, items, span, windows[0], cleaning).await?;
-        g.draw = Some(draw);
+        g.draw = draw;
         let Ok(placed) = decide(&mut g, project, items, windows) else {
             break;
         };
