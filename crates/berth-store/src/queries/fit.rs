@@ -183,8 +183,8 @@ pub(crate) async fn gather_candidates(
     let (demands, named) = demands_and_named(items);
     let over = Over { ids: &named, every_host: !demands.is_empty(), span, near, own: &[], cleaning };
     let read = timelines::read(c, &[], &over).await?;
-    let (hosts, candidates, index) = read
-        .into_candidates(|id, h| named.contains(id) || demands.iter().any(|d| host::eligible(h, d, project)));
+    let (hosts, candidates, index) =
+        read.into_candidates(|id, h| named.contains(id) || demands.iter().any(|d| host::eligible(h, d, project)));
     Ok(Gathered { hosts, candidates, index, draw: None })
 }
 

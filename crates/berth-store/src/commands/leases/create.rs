@@ -16,13 +16,13 @@ use uuid::Uuid;
 use super::plan::{plan_new, unfit_error};
 use super::slots::slot_events;
 use super::{name_free, LeaseDates, NewLease, NAME_TAKEN};
-use crate::commands::request_keys::{self, Keyed, RequestKey};
 use crate::clock::NOW;
 use crate::commands::record;
+use crate::commands::request_keys::{self, Keyed, RequestKey};
 use crate::lock::{self, Sorted};
-use crate::sql;
 use crate::queries::fit::Item;
 use crate::queries::leases::{self as read, Lease};
+use crate::sql;
 use crate::Store;
 
 /// The windows a new lease asks for, checked against `at`; the before-end
@@ -163,12 +163,7 @@ async fn create_in(
     let name_check = [&new.project_id as &(dyn ToSql + Sync), &names, &except];
     let [_, quota_guards, at, taken] = sql::pipeline(
         tx,
-        [
-            (lock::GUARD_INSERT, &guard[..]),
-            (lock::GUARD_LOCK, &guard[..]),
-            (NOW, &[]),
-            (NAME_TAKEN, &name_check[..]),
-        ],
+        [(lock::GUARD_INSERT, &guard[..]), (lock::GUARD_LOCK, &guard[..]), (NOW, &[]), (NAME_TAKEN, &name_check[..])],
     )
     .await?;
     let at: DateTime<Utc> = at[0].get(0);
@@ -177,9 +172,10 @@ async fn create_in(
     let items: Vec<Item> = new.reservations.iter().map(|r| Item::Place(&r.demand, Vec::new())).collect();
     let wins: Vec<Window> = windows.iter().map(|(s, e)| Window { start: *s, end: Some(*e) }).collect();
     let types: Vec<&str> = new.reservations.iter().map(|r| r.resource_type.as_str()).collect();
-    let placed = plan_new(tx, &new.project_id, &items, &wins, cleaning, drawn_ties.then(|| Uuid::new_v4().as_u64_pair().0))
-        .await?
-        .map_err(|u| unfit_error(u, &types, recurring))?;
+    let placed =
+        plan_new(tx, &new.project_id, &items, &wins, cleaning, drawn_ties.then(|| Uuid::new_v4().as_u64_pair().0))
+            .await?
+            .map_err(|u| unfit_error(u, &types, recurring))?;
     let recurrence_id = recurring.then(Uuid::new_v4);
     let mut events = Vec::new();
     let mut made = Vec::new();
