@@ -6,7 +6,10 @@
 //! ends closest to its start, the hold after it starts closest to its end),
 //! so that long free stretches elsewhere stay whole for later leases. Among
 //! equally tight hosts, prefer the one the reservation already uses, then the
-//! fuller one (packing slots), then by name, so choices are deterministic.
+//! fuller one (packing slots), then by name, so choices are deterministic;
+//! or, given a draw ([`place_drawn`]), by the draw mixed with each host's
+//! uuid, so that reservations decided at once with different draws spread
+//! over hosts that are equally good instead of all taking the first.
 
 use std::collections::BTreeMap;
 
@@ -140,9 +143,26 @@ impl Candidate {
     }
 }
 
-/// Sort key: tightest gap, then kept, then fullest, then name.
-fn rank(c: &Candidate, window: &Window, classes: &BTreeMap<String, i64>) -> (Duration, bool, i64, String) {
-    (c.gap(window), !c.preferred, c.room(classes, window), c.name.clone())
+/// Sort key: tightest gap, then kept, then fullest, then the draw's order
+/// (all alike without one), then name.
+fn rank(
+    c: &Candidate,
+    window: &Window,
+    classes: &BTreeMap<String, i64>,
+    draw: Option<u64>,
+) -> (Duration, bool, i64, u64, String) {
+    let drawn = draw.map_or(0, |d| mix(d, c.provider));
+    (c.gap(window), !c.preferred, c.room(classes, window), drawn, c.name.clone())
+}
+
+/// A host's place in the order a draw gives: `draw` and the uuid mixed
+/// (SplitMix64's finaliser), so each draw orders the hosts differently.
+fn mix(draw: u64, provider: Uuid) -> u64 {
+    let (hi, lo) = provider.as_u64_pair();
+    let mut z = draw ^ hi.rotate_left(17) ^ lo;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// Places one reservation over `window` on the candidates at `eligible`
@@ -154,11 +174,24 @@ pub fn place(
     candidates: &mut [Candidate],
     window: &Window,
 ) -> Result<Vec<Placed>, String> {
+    place_drawn(shape, eligible, candidates, window, None)
+}
+
+/// As [`place`], breaking ties between equally good hosts by `draw` (when
+/// given) rather than by name. Best fit is unchanged: a tighter gap, a kept
+/// host, a fuller host still wins whatever the draw.
+pub fn place_drawn(
+    shape: &Shape,
+    eligible: &[usize],
+    candidates: &mut [Candidate],
+    window: &Window,
+    draw: Option<u64>,
+) -> Result<Vec<Placed>, String> {
     match shape {
         Shape::Hosts { min, max } => {
             let mut free: Vec<usize> = eligible.iter().copied().filter(|&i| candidates[i].is_free(window)).collect();
             let everything = BTreeMap::new();
-            free.sort_by_key(|&i| rank(&candidates[i], window, &everything));
+            free.sort_by_key(|&i| rank(&candidates[i], window, &everything, draw));
             if free.len() < *min as usize {
                 return Err(format!(
                     "{} matching host(s) free for the whole window, {} needed ({} match the properties)",
@@ -183,7 +216,7 @@ pub fn place(
                     .iter()
                     .copied()
                     .filter(|i| !exclude.contains(i) && candidates[*i].fits(resources, count, window))
-                    .min_by_key(|&i| rank(&candidates[i], window, resources))
+                    .min_by_key(|&i| rank(&candidates[i], window, resources, draw))
             };
             let mut chosen: Vec<usize> = Vec::new();
             match affinity {
@@ -344,6 +377,34 @@ mod tests {
         hs[1].next_start = Some(t(8));
         let got = place(&Shape::Hosts { min: 1, max: 1 }, &[0, 1], &mut hs, &w(5, 6)).unwrap();
         assert_eq!(got[0].provider, hs[1].provider);
+    }
+
+    #[test]
+    fn a_draw_spreads_ties_but_never_beats_a_tighter_fit() {
+        let hosts: Vec<Candidate> = (0..8).map(|k| host(&format!("h{k}"), 4)).collect();
+        let all: Vec<usize> = (0..8).collect();
+        let whole = Shape::Hosts { min: 1, max: 1 };
+        let first = |draw| place_drawn(&whole, &all, &mut hosts.clone(), &w(1, 2), draw).unwrap()[0].provider;
+        // Without a draw, the first by name; with one, each draw its own.
+        assert_eq!(first(None), hosts[0].provider);
+        assert_eq!(first(None), place(&whole, &all, &mut hosts.clone(), &w(1, 2)).unwrap()[0].provider);
+        let picked: std::collections::BTreeSet<Uuid> = (0..64).map(|d| first(Some(d))).collect();
+        assert!(picked.len() >= 4, "64 draws over 8 equal hosts picked only {}", picked.len());
+        assert_eq!(first(Some(7)), first(Some(7)), "a draw decides the same way twice");
+        // A tighter gap wins whatever the draw; so does a fuller host for a slot.
+        let mut tight = hosts.clone();
+        tight[5].previous_end = Some(t(1));
+        for d in 0..32 {
+            let got = place_drawn(&whole, &all, &mut tight.clone(), &w(1, 2), Some(d)).unwrap();
+            assert_eq!(got[0].provider, tight[5].provider);
+        }
+        let mut fuller = hosts.clone();
+        fuller[3].holds.insert("VCPU".into(), vec![(w(0, 9), 2)]);
+        let slot = Shape::Slots { amount: 1, resources: vcpus(1), affinity: None };
+        for d in 0..32 {
+            let got = place_drawn(&slot, &all, &mut fuller.clone(), &w(1, 2), Some(d)).unwrap();
+            assert_eq!(got[0].provider, fuller[3].provider);
+        }
     }
 
     #[test]

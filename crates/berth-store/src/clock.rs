@@ -20,8 +20,12 @@ use crate::{Store, StoreError};
 /// The database's time, read by the statement that runs now (not the
 /// transaction's start: a command may have waited on locks since).
 pub(crate) async fn now(c: &impl GenericClient) -> Result<DateTime<Utc>, StoreError> {
-    Ok(c.query_one("SELECT statement_timestamp()", &[]).await?.get(0))
+    // Prepared once per connection: every command asks.
+    Ok(crate::sql::query(c, NOW, &[]).await?[0].get(0))
 }
+
+/// The database's time, as [`now`] reads it: to send in a pipeline.
+pub(crate) const NOW: &str = "SELECT statement_timestamp()";
 
 /// How far this process's clock is from the database's.
 #[derive(Debug, Clone, Copy, PartialEq)]

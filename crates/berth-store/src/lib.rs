@@ -82,6 +82,9 @@ pub struct Store {
     /// How long a host stays unreservable after a lease on it ends, unless
     /// it says otherwise (`cleaning_time`; `queries::fit`).
     cleaning: chrono::Duration,
+    /// Whether a new lease breaks best fit's ties by a draw of its own
+    /// rather than by host name (`commands::leases::plan`).
+    drawn_ties: bool,
     /// Hot standbys for reads that may be stale (replicas).
     replicas: Option<std::sync::Arc<replicas::Replicas>>,
 }
@@ -105,6 +108,7 @@ impl Store {
             carried: Default::default(),
             replicas: None,
             cleaning: chrono::Duration::zero(),
+            drawn_ties: false,
         })
     }
 
@@ -120,6 +124,16 @@ impl Store {
     /// `cleaning_time` capability of its own.
     pub fn with_cleaning_time(mut self, cleaning: std::time::Duration) -> Store {
         self.cleaning = chrono::Duration::from_std(cleaning).unwrap_or(chrono::Duration::MAX);
+        self
+    }
+
+    /// Breaks best fit's ties among equally good hosts, for new leases, by
+    /// a draw of each lease's own instead of by host name: creations at
+    /// once then spread over hosts alike instead of all queueing on the
+    /// first by name (a tighter fit still wins). Off, choices are
+    /// deterministic (as tests want them); berthd turns it on.
+    pub fn with_drawn_ties(mut self, on: bool) -> Store {
+        self.drawn_ties = on;
         self
     }
 

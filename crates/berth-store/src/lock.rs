@@ -17,6 +17,13 @@
 //! 3. [`consumers`], by uuid;
 //! 4. [`providers`], by uuid.
 //!
+//! A new lease locks only the providers it chose on a read taken without
+//! locks (`commands/leases/plan.rs`), after a savepoint ([`CHOOSING`]), and
+//! reads them again under the lock; when another command took the room
+//! meanwhile, it rolls back to the savepoint ([`give_back_chosen`], which
+//! gives those locks back) before it locks its next choice, so it never
+//! waits for a provider while holding others out of this order.
+//!
 //! Nothing else in Berth writes `FOR UPDATE`. The one exception on purpose
 //! is the manager's claim of due lease events
 //! (`commands/lease_events/claim.rs`): it skips locked rows instead of
@@ -246,6 +253,15 @@ const PROVIDERS: &str = "SELECT uuid, generation, parent_uuid FROM providers
 /// [`PROVIDERS`] over `ids`, to send in a pipeline.
 pub(crate) fn providers_stmt(ids: &Sorted<Uuid>) -> (&'static str, [&(dyn ToSql + Sync); 1]) {
     (PROVIDERS, [ids.param()])
+}
+
+/// The savepoint taken before a new lease locks the providers it chose.
+pub(crate) const CHOOSING: &str = "SAVEPOINT choosing_providers";
+
+/// Gives back the providers locked since [`CHOOSING`].
+pub(crate) async fn give_back_chosen(tx: &impl GenericClient) -> Result<(), StoreError> {
+    sql::execute(tx, "ROLLBACK TO SAVEPOINT choosing_providers", &[]).await?;
+    Ok(())
 }
 
 /// Locks the providers of `ids` that exist; answers them as (uuid,

@@ -211,6 +211,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
         .context("database URL")?
         .with_claim_lanes(cfg.claim_lanes)
         .with_cleaning_time(std::time::Duration::from_secs(u64::from(cfg.cleaning_time) * 60))
+        .with_drawn_ties(true)
         .with_replicas(&cfg.read_database_urls, std::time::Duration::from_millis(cfg.max_replica_lag_ms), &cfg.pool())
         .context("read_database_urls")?;
     store.reach().await?;

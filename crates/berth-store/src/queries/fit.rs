@@ -2,10 +2,12 @@
 //! reservations, what others hold on them, and the decision over one or
 //! more windows.
 //!
-//! Reads only. A command locks the candidates' provider rows between
-//! finding them ([`candidate_ids`]) and reading them ([`gather`]), so that
-//! what it decides on is what the locks protect (`commands::leases`); advice
-//! reads the same way without locking (`queries::advice`).
+//! Reads only. A command locks the providers it decides on before reading
+//! them ([`gather_under`]), so that what it decides on is what the locks
+//! protect (`commands::leases`): an update every candidate (found by
+//! [`candidate_ids`]), a new lease only those it chose on a read taken
+//! without locks ([`gather_candidates`]), checked again ([`still_fits`]).
+//! Advice reads the same way without locking (`queries::advice`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -13,11 +15,12 @@ use berth_core::host::{self, Enrolment, Host};
 use berth_core::lease::{Demand, Slot};
 use berth_core::schedule::{self, Candidate, Placed, Shape};
 use berth_core::Window;
-use chrono::{DateTime, Duration, Utc};
+use chrono::Duration;
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::timelines::{self, Over, Statement};
 use crate::StoreError;
 
 /// Where one reservation's slots may go.
@@ -42,6 +45,11 @@ pub(crate) struct Gathered {
     pub candidates: Vec<Candidate>,
     /// Position in `candidates`, by provider.
     pub index: HashMap<Uuid, usize>,
+    /// Breaks best fit's ties among equally good hosts by this draw rather
+    /// than by name (`schedule::place_drawn`): a new lease's own, so that
+    /// creations at once spread over hosts alike instead of queueing on the
+    /// first by name. `None`: by name (updates, healing, advice).
+    pub draw: Option<u64>,
 }
 
 /// Per window, per item: the slots placed.
@@ -140,108 +148,118 @@ pub(crate) async fn gather(
     own: &[Uuid],
     cleaning: Duration,
 ) -> Result<Gathered, StoreError> {
-    let hosts = load_hosts(c, Some(ids)).await?;
-    let cleanings: HashMap<Uuid, Duration> =
-        hosts.iter().map(|(id, h)| (*id, host::cleaning_time(h, cleaning))).collect();
-    let longest = cleanings.values().copied().max().unwrap_or(Duration::zero());
-    let read = Window {
-        start: span.start.checked_sub_signed(longest).unwrap_or(span.start),
-        end: span.end.map(|e| e.checked_add_signed(longest).unwrap_or(e)),
-    };
-    let mut holds = holds_over(c, &hosts, read, own).await?;
-    let ids: Vec<Uuid> = hosts.keys().copied().collect();
-    let gaps = gaps_around(c, &ids, near, own).await?;
-    let mut candidates: Vec<Candidate> = Vec::new();
-    let mut index: HashMap<Uuid, usize> = HashMap::new();
-    for (id, h) in &hosts {
-        let (previous_end, next_start) = gaps.get(id).copied().unwrap_or((None, None));
-        index.insert(*id, candidates.len());
-        candidates.push(Candidate {
-            provider: *id,
-            name: h.name.clone(),
-            inventories: h.inventories.clone(),
-            holds: holds.remove(id).unwrap_or_default(),
-            previous_end,
-            next_start,
-            preferred: false,
-            cleaning: Duration::zero(),
-        });
-        if let Some(c) = candidates.last_mut() {
-            c.clean_after(cleanings[id]);
-        }
-    }
-    Ok(Gathered { hosts, candidates, index })
+    gather_under(c, &[], ids, span, near, own, cleaning).await
 }
 
-/// Per provider, per class: the holds of consumers other than `own` that
-/// overlap `span`.
-async fn holds_over(
+/// As [`gather`], sent after `lock` (the statements locking `ids`, at most
+/// two, from `crate::lock`) in the same round trip, so that what is read is
+/// what the lock protects.
+pub(crate) async fn gather_under(
     c: &impl GenericClient,
-    hosts: &BTreeMap<Uuid, Host>,
-    span: Window,
-    own: &[Uuid],
-) -> Result<HashMap<Uuid, BTreeMap<String, Vec<(Window, i64)>>>, StoreError> {
-    let mut holds: HashMap<Uuid, BTreeMap<String, Vec<(Window, i64)>>> = HashMap::new();
-    // One probe of the timeline index per provider and class, each bounded
-    // by all three of its columns: the cost follows what overlaps the span,
-    // not what the provider carries in all.
-    let (mut keys_p, mut keys_c): (Vec<Uuid>, Vec<&str>) = (Vec::new(), Vec::new());
-    for (id, h) in hosts {
-        for class in h.inventories.keys() {
-            keys_p.push(*id);
-            keys_c.push(class.as_str());
-        }
-    }
-    for r in c
-        .query(
-            "SELECT q.p, q.rc, lower(a.during), upper(a.during), a.used
-             FROM unnest($1::uuid[], $2::text[]) AS q(p, rc)
-             CROSS JOIN LATERAL (
-                 SELECT during, used FROM allocations
-                 WHERE provider_uuid = q.p AND resource_class = q.rc AND during && tstzrange($3, $4, '[)')
-                   AND consumer_uuid <> ALL($5)
-                 UNION ALL
-                 -- A maintenance window holds more than any host has.
-                 SELECT during, 1::int8 << 40 FROM maintenance_windows
-                 WHERE provider_uuid = q.p AND during && tstzrange($3, $4, '[)')
-             ) a",
-            &[&keys_p, &keys_c, &span.start, &span.end, &own],
-        )
-        .await?
-    {
-        let w = Window { start: r.get(2), end: r.get(3) };
-        holds.entry(r.get(0)).or_default().entry(r.get(1)).or_default().push((w, r.get(4)));
-    }
-    Ok(holds)
-}
-
-/// The end of the hold before the window, the start of the one after.
-type Gap = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
-
-/// Per provider: the nearest holds of consumers other than `own` on either
-/// side of `near`.
-async fn gaps_around(
-    c: &impl GenericClient,
+    lock: &[Statement<'_>],
     ids: &[Uuid],
+    span: Window,
     near: Window,
     own: &[Uuid],
-) -> Result<HashMap<Uuid, Gap>, StoreError> {
-    let mut gaps: HashMap<Uuid, Gap> = HashMap::new();
-    for r in c
-        .query(
-            "SELECT q.p,
-                (SELECT max(upper(a.during)) FROM allocations a
-                  WHERE a.provider_uuid = q.p AND upper(a.during) <= $2 AND a.consumer_uuid <> ALL($4)),
-                (SELECT min(lower(a.during)) FROM allocations a
-                  WHERE a.provider_uuid = q.p AND lower(a.during) >= $3 AND a.consumer_uuid <> ALL($4))
-             FROM unnest($1::uuid[]) AS q(p)",
-            &[&ids, &near.start, &near.end.unwrap_or(near.start), &own],
-        )
-        .await?
-    {
-        gaps.insert(r.get(0), (r.get(1), r.get(2)));
+    cleaning: Duration,
+) -> Result<Gathered, StoreError> {
+    let over = Over { ids, every_host: false, span, near, own, cleaning };
+    let (hosts, candidates, index) = timelines::read(c, lock, &over).await?.into_candidates(|_, _| true);
+    Ok(Gathered { hosts, candidates, index, draw: None })
+}
+
+/// The candidates of `items` for a lease of `project` (as [`candidate_ids`]
+/// finds them) with what others hold on them, as [`gather`] reads them, in
+/// one round trip and without locks: a command locks the providers it
+/// chooses afterwards and checks its choice again ([`still_fits`]).
+pub(crate) async fn gather_candidates(
+    c: &impl GenericClient,
+    project: &str,
+    items: &[Item<'_>],
+    span: Window,
+    near: Window,
+    cleaning: Duration,
+) -> Result<Gathered, StoreError> {
+    let (demands, named) = demands_and_named(items);
+    let over = Over { ids: &named, every_host: !demands.is_empty(), span, near, own: &[], cleaning };
+    let read = timelines::read(c, &[], &over).await?;
+    let (hosts, candidates, index) =
+        read.into_candidates(|id, h| named.contains(id) || demands.iter().any(|d| host::eligible(h, d, project)));
+    Ok(Gathered { hosts, candidates, index, draw: None })
+}
+
+/// The demands of the items to place, and the providers they name (held
+/// or preferred).
+fn demands_and_named<'a>(items: &[Item<'a>]) -> (Vec<&'a Demand>, Vec<Uuid>) {
+    let demands = items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Place(d, _) => Some(*d),
+            Item::Fixed(_) => None,
+        })
+        .collect();
+    let named: BTreeSet<Uuid> = items
+        .iter()
+        .flat_map(|i| match i {
+            Item::Fixed(slots) => slots.iter().map(|s| s.provider).collect(),
+            Item::Place(_, prefer) => prefer.clone(),
+        })
+        .collect();
+    (demands, named.into_iter().collect())
+}
+
+/// The providers a plan places slots on, sorted.
+pub(crate) fn chosen(plan: &Plan) -> Vec<Uuid> {
+    let ids: BTreeSet<Uuid> = plan.iter().flatten().flatten().map(|p| p.provider).collect();
+    ids.into_iter().collect()
+}
+
+/// Whether `plan`, decided on a read taken without locks, still holds on
+/// `fresh`, read under the locks of the providers it chose: each slot's
+/// host still one its item may use (and, for a whole host, still free and
+/// still the same whole), every slot fitting at every instant of its window
+/// beside what others hold and the plan's other slots. `Err`: the providers
+/// where it no longer does.
+pub(crate) fn still_fits(
+    fresh: &mut Gathered,
+    project: &str,
+    items: &[Item<'_>],
+    windows: &[Window],
+    plan: &Plan,
+) -> Result<(), BTreeSet<Uuid>> {
+    let mut lost = BTreeSet::new();
+    for (window, per_item) in windows.iter().zip(plan) {
+        for (item, placed) in items.iter().zip(per_item) {
+            for p in placed {
+                let Some(&i) = fresh.index.get(&p.provider) else {
+                    lost.insert(p.provider);
+                    continue;
+                };
+                let fits = match item {
+                    Item::Place(d @ Demand::Hosts { .. }, _) => {
+                        let c = &fresh.candidates[i];
+                        host::eligible(&fresh.hosts[&p.provider], d, project)
+                            && c.is_free(window)
+                            && c.whole() == p.resources
+                    }
+                    Item::Place(d, _) => {
+                        host::eligible(&fresh.hosts[&p.provider], d, project)
+                            && fresh.candidates[i].fits(&p.resources, 1, window)
+                    }
+                    Item::Fixed(_) => fresh.candidates[i].fits(&p.resources, 1, window),
+                };
+                if !fits {
+                    lost.insert(p.provider);
+                }
+                fresh.candidates[i].hold(&p.resources, window);
+            }
+        }
     }
-    Ok(gaps)
+    if lost.is_empty() {
+        Ok(())
+    } else {
+        Err(lost)
+    }
 }
 
 /// Decides every item of a lease of `project` over every window, in order;
@@ -306,5 +324,5 @@ fn place(
     for c in g.candidates.iter_mut() {
         c.preferred = prefer.contains(&c.provider);
     }
-    schedule::place(&shape, &eligible, &mut g.candidates, window)
+    schedule::place_drawn(&shape, &eligible, &mut g.candidates, window, g.draw)
 }

@@ -19,6 +19,7 @@ pub mod leases;
 pub mod manager;
 pub mod placement;
 pub mod quotas;
+pub(crate) mod timelines;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Provider {

@@ -400,3 +400,4 @@ async fn recurring_leases_book_every_occurrence_or_none() {
 mod cleaning;
 mod draws;
 mod flavors;
+mod races;

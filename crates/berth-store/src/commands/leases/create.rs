@@ -1,6 +1,6 @@
 //! Creating a lease, or a recurring lease's occurrences, all or nothing.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use berth_core::dates::DateSpec;
 use berth_core::error::ErrorCode;
@@ -10,15 +10,19 @@ use berth_core::lease::{
 use berth_core::schedule::Placed;
 use berth_core::{Error, Event, EventMeta, Window};
 use chrono::{DateTime, Utc};
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
-use super::plan::{plan, unfit_error};
+use super::plan::{plan_new, unfit_error};
 use super::slots::slot_events;
-use super::{check_name_free, LeaseDates, NewLease};
+use super::{name_free, LeaseDates, NewLease, NAME_TAKEN};
+use crate::clock::NOW;
+use crate::commands::record;
 use crate::commands::request_keys::{self, Keyed, RequestKey};
-use crate::commands::{now, record};
+use crate::lock::{self, Sorted};
 use crate::queries::fit::Item;
 use crate::queries::leases::{self as read, Lease};
+use crate::sql;
 use crate::Store;
 
 /// The windows a new lease asks for, checked against `at`; the before-end
@@ -77,7 +81,19 @@ fn created_events(record: LeaseRecord, at: DateTime<Utc>, events: &mut Vec<Event
         record.reservations.iter().map(|r| Event::ResourceClassCreated { name: lease::reservation_class(r.id) }),
     );
     events.push(Event::LeaseCreated { lease: record, at });
-    events.extend(slots);
+    events.extend(slots.into_iter().map(bumps_named));
+}
+
+/// A new slot held nothing before, so the providers whose generation its
+/// allocations bump are those it holds: named in the event, applying it
+/// needs no read of what the consumer held, and a lease's slots are
+/// written by one statement.
+fn bumps_named(mut e: Event) -> Event {
+    if let Event::AllocationsReplaced { allocations, providers_bumped, .. } = &mut e {
+        let held: BTreeSet<Uuid> = allocations.iter().map(|a| a.provider).collect();
+        *providers_bumped = Some(held.into_iter().collect());
+    }
+    e
 }
 
 impl Store {
@@ -96,7 +112,7 @@ impl Store {
             if let Some(ids) = request_keys::earlier(tx, key).await? {
                 return Ok(Keyed::Earlier(read::load_leases(tx, &ids).await?));
             }
-            let (made, mut events, at) = create_in(tx, &new, self.cleaning_time()).await?;
+            let (made, mut events, at) = create_in(tx, &new, self.cleaning_time(), self.drawn_ties).await?;
             events.push(request_keys::made(key, made.iter().map(|l| l.record.id).collect(), at));
             record(tx, meta, &events).await?;
             Ok(Keyed::Made(made))
@@ -108,7 +124,7 @@ impl Store {
     pub async fn create_lease(&self, meta: &EventMeta, new: NewLease) -> Result<Vec<Lease>, Error> {
         check_new(&new)?;
         crate::tx::command!(self, |tx| {
-            let (made, events, _) = create_in(tx, &new, self.cleaning_time()).await?;
+            let (made, events, _) = create_in(tx, &new, self.cleaning_time(), self.drawn_ties).await?;
             record(tx, meta, &events).await?;
             Ok(made)
         })
@@ -133,23 +149,33 @@ async fn create_in(
     tx: &deadpool_postgres::Transaction<'_>,
     new: &NewLease,
     cleaning: chrono::Duration,
+    drawn_ties: bool,
 ) -> Result<(Vec<Lease>, Vec<Event>, DateTime<Utc>), crate::StoreError> {
-    let at = now(tx).await?;
-    // Quota: the project's guard first.
-    let quota_guards = crate::quota::lock(tx, std::slice::from_ref(&new.project_id)).await?;
-    let (windows, before_end, recurring) = windows_of(&new.dates, at)?;
-    let names: Vec<String> = if recurring {
-        (1..=windows.len()).map(|k| format!("{}-{k}", new.name)).collect()
-    } else {
-        vec![new.name.clone()]
+    let names: Vec<String> = match &new.dates {
+        LeaseDates::Recurring(occ) => (1..=occ.len()).map(|k| format!("{}-{k}", new.name)).collect(),
+        LeaseDates::One { .. } => vec![new.name.clone()],
     };
-    check_name_free(tx, &new.project_id, &names, None).await?;
+    // Quota: the project's guard first; then the database's time and the
+    // names' check, all in one round trip.
+    let projects: Sorted<String> = std::iter::once(new.project_id.clone()).collect();
+    let guard = [projects.param()];
+    let except: Option<Uuid> = None;
+    let name_check = [&new.project_id as &(dyn ToSql + Sync), &names, &except];
+    let [_, quota_guards, at, taken] = sql::pipeline(
+        tx,
+        [(lock::GUARD_INSERT, &guard[..]), (lock::GUARD_LOCK, &guard[..]), (NOW, &[]), (NAME_TAKEN, &name_check[..])],
+    )
+    .await?;
+    let at: DateTime<Utc> = at[0].get(0);
+    let (windows, before_end, recurring) = windows_of(&new.dates, at)?;
+    name_free(taken.first())?;
     let items: Vec<Item> = new.reservations.iter().map(|r| Item::Place(&r.demand, Vec::new())).collect();
     let wins: Vec<Window> = windows.iter().map(|(s, e)| Window { start: *s, end: Some(*e) }).collect();
     let types: Vec<&str> = new.reservations.iter().map(|r| r.resource_type.as_str()).collect();
-    let placed = plan(tx, &new.project_id, &items, &wins, &[], cleaning)
-        .await?
-        .map_err(|u| unfit_error(u, &types, recurring))?;
+    let placed =
+        plan_new(tx, &new.project_id, &items, &wins, cleaning, drawn_ties.then(|| Uuid::new_v4().as_u64_pair().0))
+            .await?
+            .map_err(|u| unfit_error(u, &types, recurring))?;
     let recurrence_id = recurring.then(Uuid::new_v4);
     let mut events = Vec::new();
     let mut made = Vec::new();

@@ -5,6 +5,9 @@
 //! candidates. Their provider rows are locked in uuid order, then only the
 //! allocations overlapping the window are read (the `allocations_timeline`
 //! GiST index), plus the nearest hold before and after it for best fit.
+//! A new lease reads the same without locks first and locks only the hosts
+//! it chose, checking them again under the lock (`plan::plan_new`), so
+//! creations on different hosts do not queue behind each other.
 //! berth-core's scheduler chooses; each slot (a whole host, or one instance
 //! slot) becomes a consumer whose allocations hold over the window
 //! ([`slots`]), written with `AllocationsReplaced` beside the lease's own
@@ -89,6 +92,11 @@ pub struct LeaseUpdate {
     pub reservations: Vec<ReservationUpdate>,
 }
 
+/// The first of `$2`, names, that a lease of project `$1` (other than `$3`)
+/// has.
+const NAME_TAKEN: &str =
+    "SELECT name FROM leases WHERE project_id = $1 AND name = ANY($2) AND ($3::uuid IS NULL OR id <> $3) LIMIT 1";
+
 /// Refuses `names` when a lease of `project` (other than `except`) has one.
 async fn check_name_free(
     tx: &Transaction<'_>,
@@ -96,17 +104,15 @@ async fn check_name_free(
     names: &[String],
     except: Option<Uuid>,
 ) -> Result<(), StoreError> {
-    let taken = tx
-        .query_opt(
-            "SELECT name FROM leases WHERE project_id = $1 AND name = ANY($2) AND ($3::uuid IS NULL OR id <> $3) LIMIT 1",
-            &[&project, &names, &except],
-        )
-        .await?;
+    let taken = crate::sql::query(tx, NAME_TAKEN, &[&project, &names, &except]).await?;
+    Ok(name_free(taken.first())?)
+}
+
+/// Refuses the name [`NAME_TAKEN`] found, if any.
+fn name_free(taken: Option<&tokio_postgres::Row>) -> Result<(), Error> {
     if let Some(r) = taken {
         let name: String = r.get(0);
-        return Err(
-            Error::conflict(ErrorCode::DuplicateLeaseName, format!("a lease named {name:?} already exists")).into()
-        );
+        return Err(Error::conflict(ErrorCode::DuplicateLeaseName, format!("a lease named {name:?} already exists")));
     }
     Ok(())
 }

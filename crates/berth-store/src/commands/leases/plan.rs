@@ -1,6 +1,8 @@
-//! Placing a lease's reservations under lock: the candidates' provider rows
-//! are locked before what is on them is read, so the decision holds until
-//! the command commits.
+//! Placing a lease's reservations under lock: the providers a decision
+//! rests on are locked, and what is on them read under the lock, so the
+//! decision holds until the command commits. An update locks every
+//! candidate first ([`plan`]); a new lease locks only those it chose on a
+//! read taken without locks, and checks them again ([`plan_new`]).
 
 use berth_core::dates::format_date;
 use berth_core::lease::{self, Demand};
@@ -8,8 +10,10 @@ use berth_core::{Error, Window};
 use deadpool_postgres::Transaction;
 use uuid::Uuid;
 
-use crate::lock;
-use crate::queries::fit::{candidate_ids, decide, gather, Item, Plan, Unfit};
+use crate::lock::{self, Sorted};
+use crate::queries::fit::{
+    candidate_ids, chosen, decide, gather_candidates, gather_under, still_fits, Item, Plan, Unfit,
+};
 use crate::StoreError;
 
 /// Places every item of a lease of `project` over every window, in one
@@ -24,22 +28,78 @@ pub(super) async fn plan(
     own: &[Uuid],
     cleaning: chrono::Duration,
 ) -> Result<Result<Plan, Unfit>, StoreError> {
-    let span = Window {
-        start: windows.iter().map(|w| w.start).min().expect("a window"),
-        end: windows.iter().filter_map(|w| w.end).max(),
-    };
+    let span = span_of(windows);
     // Nothing to place (reservations that hold no inventory): no reads, no locks.
-    let idle = items.iter().all(|i| match i {
-        Item::Place(d, _) => matches!(d, Demand::Nothing),
-        Item::Fixed(slots) => slots.is_empty(),
-    });
-    if idle {
+    if idle(items) {
         return Ok(Ok(windows.iter().map(|_| items.iter().map(|_| Vec::new()).collect()).collect()));
     }
-    let ids = candidate_ids(tx, project, items).await?;
-    lock::providers(tx, &ids).await?;
-    let mut g = gather(tx, &ids, span, windows[0], own, cleaning).await?;
+    let ids: Sorted<Uuid> = candidate_ids(tx, project, items).await?.into_iter().collect();
+    let (lock_sql, lock_params) = lock::providers_stmt(&ids);
+    let lock = [(lock_sql, &lock_params[..])];
+    let mut g = gather_under(tx, &lock, &ids, span, windows[0], own, cleaning).await?;
     Ok(decide(&mut g, project, items, windows))
+}
+
+/// Choices decided again after a lost race before falling back to [`plan`].
+const TRIES: usize = 3;
+
+/// As [`plan`], for a new lease, locking only the providers it places
+/// slots on: every candidate is read and the lease decided without locks
+/// (one round trip), then the providers chosen are locked and read again in
+/// one more, and the choice checked on what the locks protect. A choice
+/// another command took meanwhile is decided again on a fresh read, after
+/// giving back the locks (so no command waits for a provider holding
+/// others out of order); after [`TRIES`], and for any refusal, [`plan`]
+/// decides under the locks of every candidate, as before. So creations on
+/// different hosts run side by side, and a refusal is always decided on
+/// what the locks protect. Best fit's ties go by `draw`, the lease's own
+/// (`Store::with_drawn_ties`), so that creations at once on hosts alike
+/// choose different ones rather than all queueing on the first by name.
+pub(super) async fn plan_new(
+    tx: &Transaction<'_>,
+    project: &str,
+    items: &[Item<'_>],
+    windows: &[Window],
+    cleaning: chrono::Duration,
+    draw: Option<u64>,
+) -> Result<Result<Plan, Unfit>, StoreError> {
+    if idle(items) {
+        return plan(tx, project, items, windows, &[], cleaning).await;
+    }
+    let span = span_of(windows);
+    for _ in 0..TRIES {
+        let mut g = gather_candidates(tx, project, items, span, windows[0], cleaning).await?;
+        g.draw = draw;
+        let Ok(placed) = decide(&mut g, project, items, windows) else {
+            break;
+        };
+        let ids: Sorted<Uuid> = chosen(&placed).into_iter().collect();
+        let (lock_sql, lock_params) = lock::providers_stmt(&ids);
+        let lock = [(lock::CHOOSING, &[][..]), (lock_sql, &lock_params[..])];
+        let mut fresh = gather_under(tx, &lock, &ids, span, windows[0], &[], cleaning).await?;
+        if still_fits(&mut fresh, project, items, windows, &placed).is_ok() {
+            return Ok(Ok(placed));
+        }
+        metrics::counter!("berth_lease_placement_lost_races").increment(1);
+        lock::give_back_chosen(tx).await?;
+    }
+    plan(tx, project, items, windows, &[], cleaning).await
+}
+
+/// The window from the first start to the last end of `windows`.
+fn span_of(windows: &[Window]) -> Window {
+    Window {
+        start: windows.iter().map(|w| w.start).min().expect("a window"),
+        end: windows.iter().filter_map(|w| w.end).max(),
+    }
+}
+
+/// Nothing to place (reservations that hold no inventory).
+fn idle(items: &[Item<'_>]) -> bool {
+    items.iter().all(|i| match i {
+        Item::Place(d, _) => matches!(d, Demand::Nothing),
+        Item::Fixed(slots) => slots.is_empty(),
+    })
 }
 
 /// The client's answer for a reservation that did not fit; `types` names

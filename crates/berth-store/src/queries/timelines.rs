@@ -1,0 +1,204 @@
+//! The candidates' timelines, read in one round trip: the providers, their
+//! inventories, the holds of others over a span and the nearest on either
+//! side of a window, as prepared statements sent together (optionally after
+//! the statements that lock them, so that what is read is what the locks
+//! protect). `queries::fit` decides on what they read.
+
+use std::collections::{BTreeMap, HashMap};
+
+use berth_core::host::{self, Enrolment, Host};
+use berth_core::schedule::Candidate;
+use berth_core::Window;
+use chrono::{DateTime, Duration, Utc};
+use deadpool_postgres::GenericClient;
+use serde_json::Value;
+use tokio_postgres::types::ToSql;
+use uuid::Uuid;
+
+use crate::{sql, StoreError};
+
+/// A statement over `ids`, the providers read: those of `$1`, and every
+/// enrolled host when `$2`.
+macro_rules! over_ids {
+    ($select:literal) => {
+        concat!(
+            "WITH ids AS (SELECT uuid FROM providers WHERE uuid = ANY($1) UNION SELECT provider_uuid FROM hosts WHERE $2)",
+            $select
+        )
+    };
+}
+
+/// The providers read, named, with their host data where enrolled. An
+/// unusable host (disabled, or its provider has Nova's
+/// COMPUTE_STATUS_DISABLED trait: commands::heal) is placed nowhere.
+const HOSTS: &str = over_ids!(
+    " SELECT p.uuid, p.name,
+            CASE WHEN h.provider_uuid IS NOT NULL THEN h.reservable AND NOT h.disabled AND NOT EXISTS (
+                SELECT 1 FROM provider_traits t
+                WHERE t.provider_uuid = p.uuid AND t.trait = 'COMPUTE_STATUS_DISABLED') END,
+            h.capabilities,
+            ARRAY(SELECT t.trait FROM provider_traits t WHERE t.provider_uuid = p.uuid)
+     FROM ids JOIN providers p ON p.uuid = ids.uuid LEFT JOIN hosts h ON h.provider_uuid = p.uuid"
+);
+
+const INVENTORIES: &str = over_ids!(
+    " SELECT i.provider_uuid, i.resource_class, i.total, i.reserved, i.min_unit, i.max_unit, i.step_size,
+            i.allocation_ratio
+     FROM ids JOIN inventories i ON i.provider_uuid = ids.uuid"
+);
+
+/// One probe of the timeline index per provider and class, each bounded by
+/// all three of its columns: the cost follows what overlaps the span, not
+/// what the provider carries in all. The span `[$3, $4)` is widened on
+/// both sides by the host's cleaning time (`Candidate::clean_after`): read
+/// here, before the host's data is, as at least the larger of the default
+/// (`$6`, seconds) and the first run of digits it names, and without bound
+/// when that run is too long to be minutes worth bounding: so never less
+/// than `host::cleaning_time` makes it. A maintenance window holds more
+/// than any host has.
+const HOLDS: &str = over_ids!(
+    ", clean AS (
+         SELECT ids.uuid, d.digits,
+                greatest(make_interval(secs => $6),
+                         CASE WHEN length(d.digits) <= 8 THEN make_interval(mins => d.digits::int) END) AS by
+         FROM ids LEFT JOIN hosts h ON h.provider_uuid = ids.uuid
+         CROSS JOIN LATERAL (SELECT substring(h.capabilities->>'cleaning_time' FROM '[0-9]+') AS digits) d
+     ), span AS (
+         SELECT uuid, CASE WHEN length(digits) > 8 THEN tstzrange(NULL, NULL)
+                           ELSE tstzrange($3::timestamptz - by, $4::timestamptz + by, '[)') END AS during
+         FROM clean
+     )
+     SELECT i.provider_uuid, i.resource_class, lower(a.during), upper(a.during), a.used
+     FROM span JOIN inventories i ON i.provider_uuid = span.uuid
+     CROSS JOIN LATERAL (
+         SELECT during, used FROM allocations
+         WHERE provider_uuid = i.provider_uuid AND resource_class = i.resource_class
+           AND during && span.during AND consumer_uuid <> ALL($5)
+         UNION ALL
+         SELECT m.during, 1::int8 << 40 FROM maintenance_windows m
+         WHERE m.provider_uuid = i.provider_uuid AND m.during && span.during
+     ) a"
+);
+
+/// Per provider: the nearest holds of others on either side of the window
+/// `[$3, $4)`.
+const GAPS: &str = over_ids!(
+    " SELECT ids.uuid,
+        (SELECT max(upper(a.during)) FROM allocations a
+          WHERE a.provider_uuid = ids.uuid AND upper(a.during) <= $3 AND a.consumer_uuid <> ALL($5)),
+        (SELECT min(lower(a.during)) FROM allocations a
+          WHERE a.provider_uuid = ids.uuid AND lower(a.during) >= $4 AND a.consumer_uuid <> ALL($5))
+     FROM ids"
+);
+
+/// The end of the hold before the window, the start of the one after.
+type Gap = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
+/// What [`read`] read, before the candidates are picked.
+pub(crate) struct Timelines {
+    pub hosts: BTreeMap<Uuid, Host>,
+    holds: HashMap<Uuid, BTreeMap<String, Vec<(Window, i64)>>>,
+    gaps: HashMap<Uuid, Gap>,
+    cleaning: Duration,
+}
+
+/// A statement with its parameters, to send in a pipeline.
+pub(crate) type Statement<'a> = (&'a str, &'a [&'a (dyn ToSql + Sync)]);
+
+/// Where to read and what to leave out.
+pub(crate) struct Over<'a> {
+    /// These providers (those that still exist)...
+    pub ids: &'a [Uuid],
+    /// ...and every enrolled host.
+    pub every_host: bool,
+    /// The holds overlapping it are read (widened by cleaning times).
+    pub span: Window,
+    /// The nearest holds on either side of it are read (best fit).
+    pub near: Window,
+    /// Consumers whose holds are not counted.
+    pub own: &'a [Uuid],
+    /// The cleaning time of hosts that name none.
+    pub cleaning: Duration,
+}
+
+/// Reads `over`, after the statements `before` (at most two) in the same
+/// round trip.
+pub(crate) async fn read(
+    c: &impl GenericClient,
+    before: &[Statement<'_>],
+    over: &Over<'_>,
+) -> Result<Timelines, StoreError> {
+    let near_end = over.near.end.unwrap_or(over.near.start);
+    let secs = over.cleaning.num_milliseconds().max(0) as f64 / 1000.0;
+    let span = [&over.ids as &(dyn ToSql + Sync), &over.every_host, &over.span.start, &over.span.end, &over.own, &secs];
+    let around = [&over.ids as &(dyn ToSql + Sync), &over.every_host, &over.near.start, &near_end, &over.own];
+    let reads = [(HOSTS, &span[..2]), (INVENTORIES, &span[..2]), (HOLDS, &span[..]), (GAPS, &around[..])];
+    let [host_rows, inventory_rows, hold_rows, gap_rows] = match before {
+        [] => sql::pipeline(c, reads).await?,
+        [one] => {
+            let [_, a, b, c, d] = sql::pipeline(c, [*one, reads[0], reads[1], reads[2], reads[3]]).await?;
+            [a, b, c, d]
+        }
+        [one, two] => {
+            let [_, _, a, b, c, d] = sql::pipeline(c, [*one, *two, reads[0], reads[1], reads[2], reads[3]]).await?;
+            [a, b, c, d]
+        }
+        _ => unreachable!("at most two statements before the reads"),
+    };
+    let mut hosts: BTreeMap<Uuid, Host> = BTreeMap::new();
+    for r in host_rows {
+        let reservable: Option<bool> = r.get(2);
+        let caps: Option<Value> = r.get(3);
+        let enrolment = reservable.map(|reservable| Enrolment {
+            reservable,
+            capabilities: caps.and_then(|c| serde_json::from_value(c).ok()).unwrap_or_default(),
+        });
+        let traits: Vec<String> = r.get(4);
+        hosts.insert(
+            r.get(0),
+            Host { name: r.get(1), enrolment, inventories: BTreeMap::new(), traits: traits.into_iter().collect() },
+        );
+    }
+    for r in inventory_rows {
+        if let Some(h) = hosts.get_mut(&r.get::<_, Uuid>(0)) {
+            h.inventories.insert(r.get(1), super::inventory_at(&r, 2));
+        }
+    }
+    let mut holds: HashMap<Uuid, BTreeMap<String, Vec<(Window, i64)>>> = HashMap::new();
+    for r in hold_rows {
+        let w = Window { start: r.get(2), end: r.get(3) };
+        holds.entry(r.get(0)).or_default().entry(r.get(1)).or_default().push((w, r.get(4)));
+    }
+    let gaps = gap_rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
+    Ok(Timelines { hosts, holds, gaps, cleaning: over.cleaning })
+}
+
+impl Timelines {
+    /// The candidates, in uuid order: the providers read that `keep` keeps,
+    /// each keeping its cleaning time after every lease.
+    pub(crate) fn into_candidates(
+        mut self,
+        keep: impl Fn(&Uuid, &Host) -> bool,
+    ) -> (BTreeMap<Uuid, Host>, Vec<Candidate>, HashMap<Uuid, usize>) {
+        self.hosts.retain(|id, h| keep(id, h));
+        let mut candidates: Vec<Candidate> = Vec::new();
+        let mut index: HashMap<Uuid, usize> = HashMap::new();
+        for (id, h) in &self.hosts {
+            let (previous_end, next_start) = self.gaps.get(id).copied().unwrap_or((None, None));
+            index.insert(*id, candidates.len());
+            let mut c = Candidate {
+                provider: *id,
+                name: h.name.clone(),
+                inventories: h.inventories.clone(),
+                holds: self.holds.remove(id).unwrap_or_default(),
+                previous_end,
+                next_start,
+                preferred: false,
+                cleaning: Duration::zero(),
+            };
+            c.clean_after(host::cleaning_time(h, self.cleaning));
+            candidates.push(c);
+        }
+        (self.hosts, candidates, index)
+    }
+}
