@@ -110,21 +110,9 @@ async fn more_due_events_than_hook_slots_each_fire_once() {
     assert!(report.is_clean(), "{:?}", report.differences);
 }
 
-/// Two managers on one database, a burst many batches long: claims race
-/// (each skips the other's rows), outcomes are recorded by two lanes each,
-/// after the claims are made. Every event ends DONE with exactly one
-/// outcome in the log; a hook that ran twice did so only because its claim
-/// was taken back (a rescue, in the log), never because of a double claim.
-#[tokio::test]
-async fn a_burst_raced_by_two_managers_is_recorded_once_per_event() {
-    let db = TestDatabase::new().await;
-    let store = db.store(16);
-    let plugin = Arc::new(Counting::default());
-    let mut registry = Registry::new();
-    registry.register(plugin.clone());
-    let registry = Arc::new(registry);
+/// Books `n` leases of the counting type starting now.
+async fn book_now(store: &berth_store::Store, n: usize) {
     let meta = EventMeta { actor: Some("test".into()), ..Default::default() };
-    let n = 300;
     for i in 0..n {
         let new = NewLease {
             name: format!("race-{i}"),
@@ -143,6 +131,23 @@ async fn a_burst_raced_by_two_managers_is_recorded_once_per_event() {
         };
         store.create_lease(&meta, new).await.unwrap();
     }
+}
+
+/// Two managers on one database, a burst many batches long: claims race
+/// (each skips the other's rows), outcomes are recorded by two lanes each,
+/// after the claims are made. Every event ends DONE with exactly one
+/// outcome in the log; a hook that ran twice did so only because its claim
+/// was taken back (a rescue, in the log), never because of a double claim.
+#[tokio::test]
+async fn a_burst_raced_by_two_managers_is_recorded_once_per_event() {
+    let db = TestDatabase::new().await;
+    let store = db.store(16);
+    let plugin = Arc::new(Counting::default());
+    let mut registry = Registry::new();
+    registry.register(plugin.clone());
+    let registry = Arc::new(registry);
+    let n = 300;
+    book_now(&store, n).await;
     let mut stops = Vec::new();
     let mut runs = Vec::new();
     for id in ["m1", "m2"] {
@@ -180,10 +185,8 @@ async fn a_burst_raced_by_two_managers_is_recorded_once_per_event() {
     for e in &log {
         match e.event().unwrap() {
             berth_core::Event::LeaseEventFinished { event, .. } => *finished.entry(event).or_insert(0) += 1,
-            berth_core::Event::LeaseEventClaimed { event, rescued_from, .. } => {
-                if rescued_from.is_some() {
-                    *rescued.entry(event.to_string()).or_insert(0) += 1;
-                }
+            berth_core::Event::LeaseEventClaimed { event, rescued_from: Some(_), .. } => {
+                *rescued.entry(event.to_string()).or_insert(0) += 1;
             }
             _ => {}
         }

@@ -232,7 +232,7 @@ impl Store {
                 Err(e) => return Err(e.into()),
             }
         };
-        let mut claims: Vec<Claim> = rows.iter().map(|r| claim_of(r)).collect();
+        let mut claims: Vec<Claim> = rows.iter().map(claim_of).collect();
         claims.sort_by_key(|c| (c.due, lease_event::priority(c.event_type), c.event));
         Ok(claims)
     }
