@@ -30,8 +30,16 @@ struct Batch {
     full: bool,
 }
 
-/// Claims batches while events are due and hook slots are free.
+/// Claims batches while events are due and hook slots are free; the
+/// recorder waits meanwhile (`Inner::claims_made`).
 pub(crate) async fn claim_due(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>, tasks: &mut JoinSet<()>) {
+    inner.set_claiming(true);
+    claim_all(inner, finish_tx, tasks).await;
+    inner.set_claiming(false);
+}
+
+/// Claims batches while events are due and hook slots are free.
+async fn claim_all(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>, tasks: &mut JoinSet<()>) {
     let Some(mut batch) = claim_batch(inner).await else {
         return;
     };

@@ -1,13 +1,15 @@
 //! Healing's chores: the `on_heal` calls owed to plugins after a heal moved
-//! slots of a started lease (made as soon as the manager wakes: a new one
-//! notifies it), and the retry of heals that found no host, on every sweep
-//! while some reservation is missing resources (a host may have freed: a
-//! lease ended or was deleted, a host was enabled or enrolled).
+//! slots of a started lease (made as soon as a notification wakes the
+//! manager: a new one notifies it; and at every poll), and the retry of
+//! heals that found no host, on every sweep while some reservation is
+//! missing resources (a host may have freed: a lease ended or was deleted,
+//! a host was enabled or enrolled).
 //!
 //! An `on_heal` call carries the key `heal:<id>` on every attempt; a
-//! retryable failure is tried again at the next wake, a permanent one is
-//! recorded as failed. Two managers may both make one call before either
-//! records it (as with returned hosts): the far side applies a key once.
+//! retryable failure is tried again at the next notification or poll, a
+//! permanent one is recorded as failed. Two managers may both make one call
+//! before either records it (as with returned hosts): the far side applies
+//! a key once.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -1,13 +1,21 @@
 //! The recorder: one task that writes the outcomes of finished attempts in
-//! batches, one transaction each, then forgets those events and tells the
-//! policy service of the leases that ended.
+//! batches, one transaction each (at most [`RECORD_LANES`] at once), then
+//! forgets those events and tells the policy service of the leases that
+//! ended.
+//!
+//! While a burst of due events is being claimed, the recorder waits (a
+//! while at most) for the claims to be made: recording competes with
+//! claiming for the database, and every event still unclaimed is late,
+//! while an outcome recorded a little later harms nobody (its claim is
+//! renewed meanwhile). Its batches are larger for it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use berth_plugins::policy::LeaseValues;
 use berth_store::commands::{Finish, Recorded};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::metrics;
@@ -16,9 +24,17 @@ use crate::state::Inner;
 /// Most finishes recorded in one transaction.
 const RECORD_BATCH: usize = 512;
 
+/// Most batches being recorded at once (each on its own connection; their
+/// events are distinct, and each locks its rows in the one order).
+const RECORD_LANES: usize = 2;
+
 /// Records finishes in batches, in one transaction each.
 pub(crate) async fn record_loop(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<Finish>) {
+    let lanes = Arc::new(Semaphore::new(RECORD_LANES));
+    let mut writing = JoinSet::new();
     while let Some(first) = rx.recv().await {
+        inner.claims_made(inner.cfg.claim_ttl() / 8).await;
+        let Ok(lane) = lanes.clone().acquire_owned().await else { break };
         let mut batch = vec![first];
         while batch.len() < RECORD_BATCH {
             match rx.try_recv() {
@@ -26,18 +42,29 @@ pub(crate) async fn record_loop(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiv
                 Err(_) => break,
             }
         }
-        let recorded = record(&inner, &batch).await;
-        let ended = forget(&inner, &batch, &recorded);
-        if let (Some(policy), false) = (&inner.policy, ended.is_empty()) {
-            let policy = policy.clone();
-            tokio::spawn(async move {
-                for lease in &ended {
-                    policy.on_end(lease).await;
-                }
-            });
-        }
-        inner.wake.notify_one();
+        while writing.try_join_next().is_some() {}
+        let inner = inner.clone();
+        writing.spawn(async move {
+            write(&inner, &batch).await;
+            drop(lane);
+        });
     }
+    while writing.join_next().await.is_some() {}
+}
+
+/// Records one batch, forgets its events and tells the policy service.
+async fn write(inner: &Inner, batch: &[Finish]) {
+    let recorded = record(inner, batch).await;
+    let ended = forget(inner, batch, &recorded);
+    if let (Some(policy), false) = (&inner.policy, ended.is_empty()) {
+        let policy = policy.clone();
+        tokio::spawn(async move {
+            for lease in &ended {
+                policy.on_end(lease).await;
+            }
+        });
+    }
+    inner.wake.notify_one();
 }
 
 /// Writes one batch, retrying while its claims hold; nothing recorded if

@@ -54,6 +54,9 @@ async fn schedule(
     let mut next = Instant::now();
     let mut next_sweep = Instant::now();
     let mut anchor: Option<Anchor> = None;
+    // Whether anything but a due time woke the loop since the last look
+    // (notifications also announce `on_heal` calls owed).
+    let mut noted = true;
     tokio::pin!(shutdown);
     loop {
         while tasks.try_join_next().is_some() {}
@@ -61,6 +64,7 @@ async fn schedule(
             biased;
             _ = &mut shutdown => break,
             note = notes.recv() => {
+                noted = true;
                 match note {
                     Some(note) => next = next.min(woken_at(note, anchor, debounce)),
                     // The listener is gone for good; polling still works.
@@ -76,8 +80,13 @@ async fn schedule(
             _ = tokio::time::sleep_until(next) => {}
         }
         claim_due(inner, finish_tx, tasks).await;
-        crate::heal::kick(inner);
-        if Instant::now() >= next_sweep {
+        // A due time alone announces no `on_heal` call: at a steady stream
+        // of due events, looking for them on every wake cost a query each.
+        let polled = Instant::now() >= next_sweep;
+        if std::mem::take(&mut noted) || polled {
+            crate::heal::kick(inner);
+        }
+        if polled {
             next_sweep = Instant::now() + poll;
             sweep(inner);
         }

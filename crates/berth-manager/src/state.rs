@@ -48,6 +48,10 @@ pub(crate) struct Inner {
     pub(crate) sweeping: AtomicBool,
     /// A pass over the `on_heal` calls owed is under way.
     pub(crate) healing: AtomicBool,
+    /// Due events are being claimed (the recorder waits for them).
+    pub(crate) claiming: AtomicBool,
+    /// Told when claiming stops.
+    pub(crate) claimed: Notify,
 }
 
 impl Inner {
@@ -67,6 +71,8 @@ impl Inner {
             running: Mutex::new(HashMap::new()),
             sweeping: AtomicBool::new(false),
             healing: AtomicBool::new(false),
+            claiming: AtomicBool::new(false),
+            claimed: Notify::new(),
         }
     }
 }
@@ -82,6 +88,28 @@ impl Inner {
             && self.starved.swap(false, Ordering::SeqCst)
         {
             self.refill.notify_one();
+        }
+    }
+}
+
+impl Inner {
+    /// Waits, `most` at the longest, until no claim is being made.
+    pub(crate) async fn claims_made(&self, most: std::time::Duration) {
+        let made = self.claimed.notified();
+        tokio::pin!(made);
+        // Registered before the look, so an end of claiming in between
+        // is not missed.
+        made.as_mut().enable();
+        if self.claiming.load(Ordering::SeqCst) {
+            let _ = tokio::time::timeout(most, made).await;
+        }
+    }
+
+    /// Claiming starts (`true`) or stops.
+    pub(crate) fn set_claiming(&self, on: bool) {
+        self.claiming.store(on, Ordering::SeqCst);
+        if !on {
+            self.claimed.notify_waiters();
         }
     }
 }

@@ -109,3 +109,98 @@ async fn more_due_events_than_hook_slots_each_fire_once() {
     let report = store.replay_verify().await.unwrap();
     assert!(report.is_clean(), "{:?}", report.differences);
 }
+
+/// Books `n` leases of the counting type starting now.
+async fn book_now(store: &berth_store::Store, n: usize) {
+    let meta = EventMeta { actor: Some("test".into()), ..Default::default() };
+    for i in 0..n {
+        let new = NewLease {
+            name: format!("race-{i}"),
+            project_id: "p1".into(),
+            user_id: "alice".into(),
+            dates: LeaseDates::One {
+                start: DateSpec::Now,
+                end: DateSpec::At(Utc::now() + chrono::Duration::hours(1)),
+                before_end: None,
+            },
+            reservations: vec![NewReservation {
+                resource_type: "test:counting".into(),
+                params: serde_json::json!({}),
+                demand: Demand::Nothing,
+            }],
+        };
+        store.create_lease(&meta, new).await.unwrap();
+    }
+}
+
+/// Two managers on one database, a burst many batches long: claims race
+/// (each skips the other's rows), outcomes are recorded by two lanes each,
+/// after the claims are made. Every event ends DONE with exactly one
+/// outcome in the log; a hook that ran twice did so only because its claim
+/// was taken back (a rescue, in the log), never because of a double claim.
+#[tokio::test]
+async fn a_burst_raced_by_two_managers_is_recorded_once_per_event() {
+    let db = TestDatabase::new().await;
+    let store = db.store(16);
+    let plugin = Arc::new(Counting::default());
+    let mut registry = Registry::new();
+    registry.register(plugin.clone());
+    let registry = Arc::new(registry);
+    let n = 300;
+    book_now(&store, n).await;
+    let mut stops = Vec::new();
+    let mut runs = Vec::new();
+    for id in ["m1", "m2"] {
+        let cfg = ManagerConfig {
+            id: Some(id.into()),
+            poll_interval_ms: 60_000,
+            batch_size: 16,
+            max_in_flight: 64,
+            ..Default::default()
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        stops.push(stop);
+        runs.push(tokio::spawn(Manager::new(store.clone(), registry.clone(), cfg).run(async move {
+            let _ = stopped.await;
+        })));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let started_done = LeaseEventFilter {
+        status: Some(LeaseEventStatus::Done),
+        event_type: Some(LeaseEventType::StartLease),
+        ..Default::default()
+    };
+    while store.lease_events(&started_done).await.unwrap().len() < n {
+        assert!(std::time::Instant::now() < deadline, "{:?}", store.lease_event_counts().await.unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for stop in stops {
+        let _ = stop.send(());
+    }
+    for run in runs {
+        run.await.unwrap();
+    }
+    let log = store.read_log(berth_store::log::Cursor::START, 100_000).await.unwrap();
+    let (mut finished, mut rescued) = (HashMap::new(), HashMap::new());
+    for e in &log {
+        match e.event().unwrap() {
+            berth_core::Event::LeaseEventFinished { event, .. } => *finished.entry(event).or_insert(0) += 1,
+            berth_core::Event::LeaseEventClaimed { event, rescued_from: Some(_), .. } => {
+                *rescued.entry(event.to_string()).or_insert(0) += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(finished.values().all(|c| *c == 1), "an outcome recorded twice: {finished:?}");
+    let started = store.lease_events(&started_done).await.unwrap();
+    assert_eq!(started.len(), n);
+    assert!(started.iter().all(|e| finished.contains_key(&e.id)), "every start recorded");
+    let starts = plugin.starts.lock().unwrap().clone();
+    assert_eq!(starts.len(), n);
+    for (key, runs) in &starts {
+        let event = key.split(':').next().unwrap();
+        assert_eq!(*runs, 1 + rescued.get(event).copied().unwrap_or(0), "{key} ran {runs} times");
+    }
+    let report = store.replay_verify().await.unwrap();
+    assert!(report.is_clean(), "{:?}", report.differences);
+}

@@ -14,8 +14,9 @@
 //! claimed: the claim statement key-share locks that row first (a pause
 //! waits for claims under way, and a claim after it sees it) and claims
 //! nothing from a paused state. The statement also reads the database's
-//! clock itself, so a claim is one statement and one append: no round trip
-//! of its own for the lock or the time.
+//! clock itself and appends the `LeaseEventClaimed` events to the log (their
+//! data built by the statement as serde writes it), so a claim is one
+//! statement in one round trip, with no transaction of its own around it.
 
 use berth_core::lease::{LeaseEventStatus, LeaseEventType};
 use berth_core::lease_event;
@@ -26,11 +27,11 @@ use uuid::Uuid;
 
 use super::manager_meta;
 use crate::commands::{now, record};
-use crate::{lock, sql, Store};
+use crate::{lock, sql, Store, StoreError};
 
 /// The claim statement's parameters: the most events, the claimer, the
-/// claim's time to live in microseconds.
-type Params<'a> = [&'a (dyn tokio_postgres::types::ToSql + Sync); 3];
+/// claim's time to live in microseconds, the log's metadata and event type.
+type Params<'a> = [&'a (dyn tokio_postgres::types::ToSql + Sync); 5];
 
 /// A lease event a manager now works on.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,15 +113,91 @@ fn claim_sql() -> String {
              SELECT * FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired) AS both_kinds
              ORDER BY due, priority, id
              LIMIT $1
+         ), claimed AS (
+             UPDATE lease_events e
+             SET status = 'IN_PROGRESS', attempts = e.attempts + 1, claimed_by = $2,
+                 claim_expires_at = statement_timestamp() + $3::int8 * interval '1 microsecond',
+                 updated_at = statement_timestamp()
+             FROM picked WHERE e.id = picked.id AND e.id = ANY (ARRAY(SELECT id FROM picked))
+             RETURNING e.lease_id, e.id, e.event_type, e.time, picked.due, e.attempts, picked.was, picked.was_by,
+                       statement_timestamp() AS at, e.claim_expires_at, picked.priority
+         ), numbered AS (
+             SELECT c.*, 'lease:' || c.lease_id AS stream,
+                    row_number() OVER (ORDER BY c.due, c.priority, c.id) AS ord
+             FROM claimed c
+         ), logged AS (
+             INSERT INTO log_events (stream, version, type, data, meta)
+             SELECT n.stream,
+                    (SELECT coalesce(max(l.version), 0) FROM log_events l WHERE l.stream = n.stream)
+                      + row_number() OVER (PARTITION BY n.stream ORDER BY n.ord),
+                    $5::text, {data}, $4::jsonb
+             FROM numbered n ORDER BY n.ord
          )
-         UPDATE lease_events e
-         SET status = 'IN_PROGRESS', attempts = e.attempts + 1, claimed_by = $2,
-             claim_expires_at = statement_timestamp() + $3::int8 * interval '1 microsecond',
-             updated_at = statement_timestamp()
-         FROM picked WHERE e.id = picked.id AND e.id = ANY (ARRAY(SELECT id FROM picked))
-         RETURNING e.lease_id, e.id, e.event_type, e.time, picked.due, e.attempts, picked.was, picked.was_by,
-                   statement_timestamp(), e.claim_expires_at"
+         SELECT lease_id, id, event_type, time, due, attempts, was, was_by, at, claim_expires_at FROM claimed",
+        data = claimed_data("n")
     )
+}
+
+/// A `LeaseEventClaimed` event's data, as serde writes it, for a claimed
+/// row `r` of the claim statement: the log is appended by the statement
+/// that claims (one round trip, no transaction of its own). The test
+/// `claim_log_matches_serde` holds it to [`Event::to_parts`].
+fn claimed_data(r: &str) -> String {
+    let (expires, at) = (rfc3339(&format!("{r}.claim_expires_at")), rfc3339(&format!("{r}.at")));
+    format!(
+        "jsonb_build_object('lease', {r}.lease_id, 'event', {r}.id, 'event_type', {r}.event_type,
+             'attempt', {r}.attempts, 'claimed_by', $2::text, 'claim_expires_at', {expires}, 'at', {at})
+         || CASE WHEN {r}.was = 'IN_PROGRESS' THEN jsonb_build_object('rescued_from', coalesce({r}.was_by, ''))
+                 ELSE '{{}}'::jsonb END"
+    )
+}
+
+/// A timestamptz as chrono's serde writes a `DateTime<Utc>`: RFC 3339 in
+/// UTC with `Z`, and a fraction of 3 or 6 digits only when there is one.
+pub(super) fn rfc3339(t: &str) -> String {
+    let us = format!("(extract(microseconds FROM {t})::int8 % 1000000)");
+    format!(
+        "(to_char({t} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS')
+          || CASE WHEN {us} = 0 THEN '' WHEN {us} % 1000 = 0 THEN '.' || lpad(({us} / 1000)::text, 3, '0')
+                  ELSE '.' || lpad({us}::text, 6, '0') END || 'Z')"
+    )
+}
+
+/// The log's name for [`Event::LeaseEventClaimed`].
+pub(super) fn claimed_type() -> &'static str {
+    static TYPE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TYPE.get_or_init(|| {
+        let at = DateTime::<Utc>::UNIX_EPOCH;
+        let sample = Event::LeaseEventClaimed {
+            lease: Uuid::nil(),
+            event: Uuid::nil(),
+            event_type: LeaseEventType::StartLease,
+            attempt: 1,
+            claimed_by: String::new(),
+            claim_expires_at: at,
+            rescued_from: None,
+            at,
+        };
+        sample.to_parts().0
+    })
+}
+
+/// A claimed row of the claim statement.
+fn claim_of(r: &tokio_postgres::Row) -> Claim {
+    let event_type: String = r.get(2);
+    let was: String = r.get(6);
+    Claim {
+        lease: r.get(0),
+        event: r.get(1),
+        event_type: LeaseEventType::parse(&event_type).unwrap_or(LeaseEventType::EndLease),
+        time: r.get(3),
+        due: r.get(4),
+        attempt: r.get(5),
+        claimed_at: r.get(8),
+        claim_expires_at: r.get(9),
+        rescued_from: (was == LeaseEventStatus::InProgress.as_str())
+            .then(|| r.get::<_, Option<String>>(7).unwrap_or_default()),
+    }
 }
 
 impl Store {
@@ -136,50 +213,28 @@ impl Store {
         let statement = claim_sql();
         // At most a year: a claim's expiry stays a time the database can write.
         let ttl_us = ttl.num_microseconds().unwrap_or(i64::MAX).clamp(0, 365 * 86_400 * 1_000_000);
-        let params: Params<'_> = [&limit, &claimer, &ttl_us];
-        crate::tx::command!(self, |tx| {
-            let rows = sql::query(tx, &statement, &params).await?;
-            let Some(first) = rows.first() else {
-                return Ok(Vec::new());
-            };
-            // One statement: one time for all of them.
-            let (at, expires): (DateTime<Utc>, DateTime<Utc>) = (first.get(8), first.get(9));
-            let mut claims = Vec::with_capacity(rows.len());
-            for r in rows {
-                let event_type: String = r.get(2);
-                let was: String = r.get(6);
-                claims.push(Claim {
-                    lease: r.get(0),
-                    event: r.get(1),
-                    event_type: LeaseEventType::parse(&event_type).unwrap_or(LeaseEventType::EndLease),
-                    time: r.get(3),
-                    due: r.get(4),
-                    attempt: r.get(5),
-                    claimed_at: at,
-                    claim_expires_at: expires,
-                    rescued_from: (was == LeaseEventStatus::InProgress.as_str())
-                        .then(|| r.get::<_, Option<String>>(7).unwrap_or_default()),
-                });
+        let meta = serde_json::to_value(manager_meta(claimer)).expect("meta serializes");
+        let event_type = claimed_type();
+        let params: Params<'_> = [&limit, &claimer, &ttl_us, &meta, &event_type];
+        let c = self.client().await?;
+        // One statement, so no transaction of its own: it claims and appends
+        // the claims to the log at once. A lost race for a stream's next
+        // version (another writer appended to the lease meanwhile) runs it
+        // again, as a command would be.
+        let mut pauses = crate::tx::backoff();
+        let rows = loop {
+            match sql::query(&c, &statement, &params).await.map_err(StoreError::from) {
+                Ok(rows) => break rows,
+                Err(e) if e.is_transient() => match pauses.next() {
+                    Some(pause) => tokio::time::sleep(pause).await,
+                    None => return Err(e.into()),
+                },
+                Err(e) => return Err(e.into()),
             }
-            claims.sort_by_key(|c| (c.due, lease_event::priority(c.event_type), c.event));
-            let events: Vec<Event> = claims
-                .iter()
-                .map(|c| Event::LeaseEventClaimed {
-                    lease: c.lease,
-                    event: c.event,
-                    event_type: c.event_type,
-                    attempt: c.attempt,
-                    claimed_by: claimer.to_string(),
-                    claim_expires_at: expires,
-                    rescued_from: c.rescued_from.clone(),
-                    at,
-                })
-                .collect();
-            // Appended only: the statement above already wrote what
-            // applying them gives.
-            crate::log::append(tx, &manager_meta(claimer), &events).await?;
-            Ok(claims)
-        })
+        };
+        let mut claims: Vec<Claim> = rows.iter().map(claim_of).collect();
+        claims.sort_by_key(|c| (c.due, lease_event::priority(c.event_type), c.event));
+        Ok(claims)
     }
 
     /// Extends `claimer`'s claims on `events` (event id, attempt) to now +

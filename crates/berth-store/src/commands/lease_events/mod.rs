@@ -6,6 +6,8 @@
 //! the `on_heal` calls owed after a heal ([`heal_hooks`]).
 
 mod claim;
+#[cfg(test)]
+mod claim_tests;
 mod control;
 mod effects;
 mod finish;
