@@ -211,10 +211,14 @@ fn decode(position: i64, ty: &str, data: &str) -> Result<Event, StoreError> {
 async fn compare(tx: &Transaction<'_>, live: &str) -> Result<Vec<TableDifference>, StoreError> {
     let mut differences = Vec::new();
     for t in TABLES {
-        // A sum keeps rows at zero where a write emptied them; a rebuild has none.
+        // A sum keeps rows at zero where a write emptied them, and a
+        // project's in stripes; a rebuild has one row per key, none at zero.
         let rows = |schema: &str| {
-            let kept = if SUMS.iter().any(|s| s.table == *t) { " WHERE used <> 0" } else { "" };
-            format!("SELECT ROW(r.*) AS r, {} AS live FROM {schema}.{t} r{kept}", schema == live)
+            let from = match SUMS.iter().find(|s| s.table == *t) {
+                Some(sum) => format!("({})", sum.totals(schema)),
+                None => format!("{schema}.{t}"),
+            };
+            format!("SELECT ROW(r.*) AS r, {} AS live FROM {from} r", schema == live)
         };
         let counted = format!(
             "SELECT coalesce(sum(greatest(l - s, 0)), 0)::int8, coalesce(sum(greatest(s - l, 0)), 0)::int8
@@ -237,8 +241,7 @@ async fn inconsistencies(tx: &Transaction<'_>, live: &str) -> Result<Vec<TableDi
     let mut checks: Vec<(String, String)> =
         CONSISTENCY.iter().map(|(name, sql)| (name.to_string(), sql.replace("{live}", live))).collect();
     for sum in SUMS {
-        let (table, keys, summed) = (sum.table, sum.keys, sum.query(live));
-        let kept = format!("SELECT {keys}, used FROM {live}.{table} WHERE used <> 0");
+        let (table, summed, kept) = (sum.table, sum.query(live), sum.totals(live));
         checks.push((
             format!("{table} differing from the sum of open-ended allocations"),
             format!("({kept} EXCEPT {summed}) UNION ALL ({summed} EXCEPT {kept})"),
