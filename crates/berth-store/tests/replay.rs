@@ -243,11 +243,18 @@ async fn replay_notices_a_drifted_stripe_of_a_project_sum() {
     let db = TestDatabase::new().await;
     let store = db.store(4);
     random_workload(&store, 17, 120).await;
+    let p = provider(&store, "stripe-drift", &[("VCPU", 8)]).await;
+    let open = consumer(Uuid::new_v4(), GenerationCheck::New, vec![hold(p, "VCPU", 2, Window::from(Utc::now()))]);
+    store.replace_allocations(&meta(), vec![open]).await.unwrap();
     assert!(store.replay_verify().await.unwrap().is_clean());
     let (c, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
     tokio::spawn(conn);
     let row = c
-        .query_one("SELECT project_id, user_id, resource_class FROM project_open_usage WHERE used > 0 LIMIT 1", &[])
+        .query_one(
+            "SELECT project_id, user_id, resource_class FROM project_open_usage
+             GROUP BY 1, 2, 3 HAVING sum(used) > 0 LIMIT 1",
+            &[],
+        )
         .await
         .unwrap();
     let (p, u, rc): (String, String, String) = (row.get(0), row.get(1), row.get(2));
