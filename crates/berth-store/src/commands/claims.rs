@@ -223,15 +223,15 @@ async fn decide(store: &Store, batch: Vec<Pending>) {
 mod tests {
     use berth_core::event::Allocation;
     use berth_core::Window;
-    use chrono::Utc;
+    use chrono::{TimeZone, Utc};
 
     use super::*;
     use crate::commands::GenerationCheck;
 
     fn claim(claims: &Claims, project: &str, provider: Uuid) -> Uuid {
         let consumer = Uuid::new_v4();
-        let allocation =
-            Allocation { provider, resource_class: "VCPU".into(), used: 1, window: Window::from(Utc::now()) };
+        let from = Utc.with_ymd_and_hms(2031, 1, 1, 0, 0, 0).unwrap();
+        let allocation = Allocation { provider, resource_class: "VCPU".into(), used: 1, window: Window::from(from) };
         let consumers = vec![ConsumerAllocations {
             consumer,
             project_id: project.into(),
