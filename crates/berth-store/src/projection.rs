@@ -4,7 +4,9 @@
 //!
 //! Application never decides: the commands have checked everything before
 //! appending. It only turns an event into rows, deterministically: the same
-//! events in the same order give the same rows, byte for byte.
+//! events in the same order give the same rows, byte for byte; but for how
+//! the projects' open-ended sums are split into stripes (which lane wrote),
+//! where only each sum's total is determined ([`Sum::totals`]).
 
 use berth_core::Event;
 use deadpool_postgres::GenericClient;
@@ -118,11 +120,19 @@ fn run_key(event: &Event) -> Option<(u8, uuid::Uuid)> {
     }
 }
 
+tokio::task_local! {
+    /// The stripe of the projects' open-ended sums (`project_open_usage`)
+    /// that this task's allocation writes add to: a claim lane's number
+    /// (commands/claims.rs), so that two lanes deciding claims of one
+    /// project never wait on each other's sum rows; 0 outside the lanes.
+    pub(crate) static STRIPE: i16;
+}
+
 /// A table that sums the open-ended allocations by `keys` into `used`: kept
 /// by every write, but not during replay, which sets `berth.replaying` and
 /// rebuilds it once at the end from the replayed allocations (one
 /// transaction updating a hot row thousands of times walks ever longer
-/// version chains). Its rows with `used` not zero are exactly [`Sum::query`].
+/// version chains). Its [`Sum::totals`] are exactly [`Sum::query`].
 pub struct Sum {
     pub table: &'static str,
     pub keys: &'static str,
@@ -133,6 +143,15 @@ impl Sum {
     pub fn query(&self, schema: &str) -> String {
         let keys = self.keys;
         format!("SELECT {keys}, sum(used)::int8 FROM {schema}.allocations WHERE upper_inf(during) GROUP BY {keys}")
+    }
+
+    /// The sum as the table in `schema` holds it, without the rows at zero:
+    /// a key's rows added up (the stripes of a project's sum), so it
+    /// compares with [`Sum::query`] and with a rebuild that keeps one row
+    /// per key.
+    pub fn totals(&self, schema: &str) -> String {
+        let (table, keys) = (self.table, self.keys);
+        format!("SELECT {keys}, sum(used)::int8 FROM {schema}.{table} GROUP BY {keys} HAVING sum(used) <> 0")
     }
 }
 

@@ -48,7 +48,8 @@ pub(crate) const LIMITS: &str = "SELECT l.project_id, l.user_id, l.resource, l.h
 ///    summed by user, clipped window and the consumer being rewritten that
 ///    holds them (null for everyone else's);
 /// 1. open-ended holds that start inside the window or after it, one by one;
-/// 2. the sum of all open-ended holds, per user (project_open_usage);
+/// 2. the sum of all open-ended holds, per user (project_open_usage, a row
+///    per lane's stripe, added up here);
 /// 3. the open-ended holds of the consumers being rewritten that began
 ///    before the window (read by consumer, fenced from the project's rows).
 ///

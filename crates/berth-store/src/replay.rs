@@ -240,10 +240,14 @@ fn decode(position: i64, ty: &str, data: &str) -> Result<Event, StoreError> {
 async fn compare(tx: &Transaction<'_>, live: &str) -> Result<Vec<TableDifference>, StoreError> {
     let mut differences = Vec::new();
     for t in TABLES {
-        // A sum keeps rows at zero where a write emptied them; a rebuild has none.
-        let kept = if SUMS.iter().any(|s| s.table == *t) { " WHERE used <> 0" } else { "" };
+        // A sum keeps rows at zero where a write emptied them, and a
+        // project's in stripes; a rebuild has one row per key, none at zero.
+        let from = |schema: &str| match SUMS.iter().find(|s| s.table == *t) {
+            Some(sum) => format!("({})", sum.totals(schema)),
+            None => format!("{schema}.{t}"),
+        };
         let fingerprint = |schema: &str| {
-            format!("SELECT count(*), coalesce(sum(hash_record_extended(r, 0)::numeric), 0) FROM {schema}.{t} r{kept}")
+            format!("SELECT count(*), coalesce(sum(hash_record_extended(r, 0)::numeric), 0) FROM {} r", from(schema))
         };
         let same = format!(
             "SELECT l.n = s.n AND l.h = s.h FROM ({}) l(n, h), ({}) s(n, h)",
@@ -253,7 +257,7 @@ async fn compare(tx: &Transaction<'_>, live: &str) -> Result<Vec<TableDifference
         if tx.query_one(&same, &[]).await?.get::<_, bool>(0) {
             continue;
         }
-        let rows = |schema: &str| format!("SELECT ROW(r.*) AS r, {} AS live FROM {schema}.{t} r{kept}", schema == live);
+        let rows = |schema: &str| format!("SELECT ROW(r.*) AS r, {} AS live FROM {} r", schema == live, from(schema));
         let counted = format!(
             "SELECT coalesce(sum(greatest(l - s, 0)), 0)::int8, coalesce(sum(greatest(s - l, 0)), 0)::int8
              FROM (SELECT count(*) FILTER (WHERE live) AS l, count(*) FILTER (WHERE NOT live) AS s
@@ -284,8 +288,7 @@ async fn inconsistencies(
         CONSISTENCY.iter().map(|(name, sql)| (name.to_string(), sql.replace("{live}", live))).collect();
     let differs = |table: &str| compared.iter().any(|d| d.table == table);
     for sum in SUMS.iter().filter(|s| differs(s.table) || differs("allocations")) {
-        let (table, keys, summed) = (sum.table, sum.keys, sum.query(live));
-        let kept = format!("SELECT {keys}, used FROM {live}.{table} WHERE used <> 0");
+        let (table, summed, kept) = (sum.table, sum.query(live), sum.totals(live));
         checks.push((
             format!("{table} differing from the sum of open-ended allocations"),
             format!("({kept} EXCEPT {summed}) UNION ALL ({summed} EXCEPT {kept})"),

@@ -166,3 +166,53 @@ async fn open_ended_claims_from_now_get_exactly_the_capacity() {
     assert_eq!(open_usage_matches_allocations(&db.url).await, 1);
     assert!(store.replay_verify().await.unwrap().is_clean());
 }
+
+/// Claims of one project and user decided by several lanes at once add to
+/// several stripes of the project's open-ended sum (each lane its own):
+/// added up, the stripes still equal the open-ended allocations, through
+/// claims, moves and deletes that land in other lanes than the claim did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_project_claimed_in_many_lanes_sums_to_its_allocations() {
+    let db = TestDatabase::new().await;
+    let store = db.store(WRITERS).with_claim_lanes(4);
+    let mut providers = Vec::new();
+    for i in 0..8 {
+        providers.push(provider(&store, &format!("big-{i}"), &[("VCPU", 100_000)]).await);
+    }
+    let providers = Arc::new(providers);
+    let mut tasks = Vec::new();
+    for w in 0..WRITERS {
+        let (store, providers) = (store.clone(), providers.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(100 + w as u64);
+            let mut mine: Vec<Uuid> = Vec::new();
+            for _ in 0..ROUNDS {
+                let p = providers[rng.gen_range(0..providers.len())];
+                if !mine.is_empty() && rng.gen_bool(0.15) {
+                    let id = mine.swap_remove(rng.gen_range(0..mine.len()));
+                    store.delete_allocations(&meta(), id).await.unwrap();
+                    continue;
+                }
+                // Mostly new claims; sometimes a move or resize of one of ours.
+                let (id, check) = match mine.last() {
+                    Some(id) if rng.gen_bool(0.3) => (*id, GenerationCheck::Any),
+                    _ => (Uuid::new_v4(), GenerationCheck::New),
+                };
+                let req = consumer(id, check, vec![hold(p, "VCPU", rng.gen_range(1..=4), Window::from(Utc::now()))]);
+                store.replace_allocations(&meta(), vec![req]).await.unwrap();
+                if !mine.contains(&id) {
+                    mine.push(id);
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let (c, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let stripes: i64 = c.query_one("SELECT count(DISTINCT stripe) FROM project_open_usage", &[]).await.unwrap().get(0);
+    assert!(stripes > 1, "the lanes wrote {stripes} stripe(s) of the project's sum");
+    assert_eq!(open_usage_matches_allocations(&db.url).await, 8);
+    assert!(store.replay_verify().await.unwrap().is_clean());
+}

@@ -43,7 +43,8 @@ pub fn consumer(uuid: Uuid, generation: GenerationCheck, allocations: Vec<Alloca
 
 /// Panics unless the open-ended usage projections are exactly the sums of
 /// the open-ended allocations, per provider and class and per project, user
-/// and class (rows at zero may stay). Answers how many (provider, class)
+/// and class (a project's sum added up over its stripes; rows at zero may
+/// stay). Answers how many (provider, class)
 /// sums it compared.
 pub async fn open_usage_matches_allocations(url: &str) -> i64 {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
@@ -55,7 +56,8 @@ pub async fn open_usage_matches_allocations(url: &str) -> i64 {
         let rows = client
             .query(
                 &format!(
-                    "WITH counted AS (SELECT {keys}, used FROM {table} WHERE used <> 0),
+                    "WITH counted AS (SELECT {keys}, sum(used)::int8 AS used FROM {table} GROUP BY {keys}
+                                      HAVING sum(used) <> 0),
                           summed AS (SELECT {keys}, sum(used)::int8 AS used FROM allocations
                                      WHERE upper_inf(during) GROUP BY {keys})
                      SELECT 'counted' AS side, d::text AS difference FROM (SELECT * FROM counted EXCEPT SELECT * FROM summed) d

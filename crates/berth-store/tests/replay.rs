@@ -235,6 +235,48 @@ async fn replay_checks_what_no_constraint_enforces() {
     );
 }
 
+/// A project's open-ended sum is kept in stripes (one per claim lane): a
+/// stripe row that drifted is found, as its total no longer sums the
+/// allocations; used moved between stripes of one sum is no drift.
+#[tokio::test]
+async fn replay_notices_a_drifted_stripe_of_a_project_sum() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    random_workload(&store, 17, 120).await;
+    let p = provider(&store, "stripe-drift", &[("VCPU", 8)]).await;
+    let open = consumer(Uuid::new_v4(), GenerationCheck::New, vec![hold(p, "VCPU", 2, Window::from(Utc::now()))]);
+    store.replace_allocations(&meta(), vec![open]).await.unwrap();
+    assert!(store.replay_verify().await.unwrap().is_clean());
+    let (c, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let row = c
+        .query_one(
+            "SELECT project_id, user_id, resource_class FROM project_open_usage
+             GROUP BY 1, 2, 3 HAVING sum(used) > 0 LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (p, u, rc): (String, String, String) = (row.get(0), row.get(1), row.get(2));
+    let add = "INSERT INTO project_open_usage (project_id, user_id, resource_class, stripe, used)
+               VALUES ($1, $2, $3, $4, $5)
+               ON CONFLICT (project_id, resource_class, user_id, stripe)
+               DO UPDATE SET used = project_open_usage.used + excluded.used";
+    c.execute(add, &[&p, &u, &rc, &90i16, &3i64]).await.unwrap();
+    c.execute(add, &[&p, &u, &rc, &91i16, &-3i64]).await.unwrap();
+    let report = store.replay_verify().await.unwrap();
+    assert!(report.is_clean(), "{:?}", report.differences);
+    c.execute(add, &[&p, &u, &rc, &91i16, &1i64]).await.unwrap();
+    let report = store.replay_verify().await.unwrap();
+    let tables: Vec<&str> = report.differences.iter().map(|d| d.table.as_str()).collect();
+    assert_eq!(
+        tables,
+        ["project_open_usage", "project_open_usage differing from the sum of open-ended allocations"],
+        "{:?}",
+        report.differences
+    );
+}
+
 /// Commands of many consumers each: mostly new claims, some replacing or
 /// deleting a consumer an earlier command made (a later event overwrites
 /// an earlier one; a delete follows a create), so the log has long runs

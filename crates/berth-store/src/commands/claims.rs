@@ -62,11 +62,19 @@ struct State {
     queue: VecDeque<Pending>,
     /// What the batches in flight lock, with how many of them do.
     busy: HashMap<Lock, usize>,
+    /// The lane numbers no lane runs under now.
+    idle_lanes: Vec<i16>,
 }
 
 impl State {
-    fn free(&self, p: &Pending, taken: &HashSet<Lock>) -> bool {
-        p.locks().all(|l| !self.busy.contains_key(&l) && !matches!(l, Lock::Consumer(_) if taken.contains(&l)))
+    /// Whether `p` may join the batch that has `taken` so far: none of its
+    /// locks busy in another batch (its project's may be, unless
+    /// `project_too`) and none of its consumers already in this batch.
+    fn free(&self, p: &Pending, taken: &HashSet<Lock>, project_too: bool) -> bool {
+        p.locks().all(|l| {
+            let busy = self.busy.contains_key(&l) && (project_too || !matches!(l, Lock::Project(_)));
+            !busy && !matches!(l, Lock::Consumer(_) if taken.contains(&l))
+        })
     }
 }
 
@@ -84,7 +92,10 @@ impl Default for Claims {
 
 impl Claims {
     pub(crate) fn with_lanes(lanes: usize) -> Claims {
-        Claims { state: Mutex::new(State::default()), lanes: Arc::new(Semaphore::new(lanes.max(1))) }
+        let lanes = lanes.clamp(1, usize::from(i16::MAX.unsigned_abs()) - 1);
+        // Lanes are numbered from 1: stripe 0 is every other writer's.
+        let idle_lanes = (1..=lanes).rev().map(|n| i16::try_from(n).expect("clamped")).collect();
+        Claims { state: Mutex::new(State { idle_lanes, ..State::default() }), lanes: Arc::new(Semaphore::new(lanes)) }
     }
 
     /// Decides one request, together with whatever else is waiting.
@@ -105,7 +116,9 @@ impl Claims {
     /// its permit given back, so no request is left waiting with no lane.
     fn start_lane(&self, store: &Store) {
         if let Ok(permit) = self.lanes.clone().try_acquire_owned() {
-            tokio::spawn(drain(store.clone(), permit));
+            let lane = self.state.lock().expect("claims").idle_lanes.pop().expect("a number for every permit");
+            // Each lane writes its own stripe of the projects' sums.
+            tokio::spawn(crate::projection::STRIPE.scope(lane, drain(store.clone(), permit, lane)));
         }
     }
 
@@ -113,23 +126,19 @@ impl Claims {
     /// the same consumer. Requests naming a consumer, provider or project
     /// that a batch in flight locks are left for later while others wait
     /// (they would only wait for that batch in the database); when only
-    /// such requests wait, they are taken all the same (one busy project
-    /// must not leave the other lanes idle). Marks what the batch locks as
-    /// busy.
+    /// such requests wait, those whose project alone is busy are taken all
+    /// the same (one busy project must not leave the other lanes idle, and
+    /// each lane adds to its own stripe of the project's sums), while a
+    /// request naming a busy consumer or provider waits for the lane that
+    /// holds it, which takes it next. Marks what the batch locks as busy.
     fn take(&self) -> (Vec<Pending>, Vec<Lock>) {
         let mut state = self.state.lock().expect("claims");
         let mut batch = Vec::new();
         let mut taken: HashSet<Lock> = HashSet::new();
-        for only_free in [true, false] {
+        for project_too in [true, false] {
             let mut i = 0;
             while i < state.queue.len() && batch.len() < MAX_BATCH {
-                let p = &state.queue[i];
-                let ok = if only_free {
-                    state.free(p, &taken)
-                } else {
-                    p.consumers.iter().all(|c| !taken.contains(&Lock::Consumer(c.consumer)))
-                };
-                if !ok {
+                if !state.free(&state.queue[i], &taken, project_too) {
                     i += 1;
                     continue;
                 }
@@ -166,7 +175,7 @@ impl Claims {
 }
 
 /// A lane: decides batches until the queue is empty.
-async fn drain(store: Store, permit: OwnedSemaphorePermit) {
+async fn drain(store: Store, permit: OwnedSemaphorePermit, lane: i16) {
     loop {
         let (batch, locks) = store.claims.take();
         if batch.is_empty() {
@@ -175,6 +184,7 @@ async fn drain(store: Store, permit: OwnedSemaphorePermit) {
         decide(&store, batch).await;
         store.claims.release(locks);
     }
+    store.claims.state.lock().expect("claims").idle_lanes.push(lane);
     drop(permit);
     // A request pushed after the last look found every lane busy.
     if !store.claims.is_empty() {
@@ -206,5 +216,67 @@ async fn decide(store: &Store, batch: Vec<Pending>) {
                 let _ = p.reply.send(outcome.map(|d| d.into_iter().next().expect("one decision per request")));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use berth_core::event::Allocation;
+    use berth_core::Window;
+    use chrono::{TimeZone, Utc};
+
+    use super::*;
+    use crate::commands::GenerationCheck;
+
+    fn claim(claims: &Claims, project: &str, provider: Uuid) -> Uuid {
+        let consumer = Uuid::new_v4();
+        let from = Utc.with_ymd_and_hms(2031, 1, 1, 0, 0, 0).unwrap();
+        let allocation = Allocation { provider, resource_class: "VCPU".into(), used: 1, window: Window::from(from) };
+        let consumers = vec![ConsumerAllocations {
+            consumer,
+            project_id: project.into(),
+            user_id: "user".into(),
+            consumer_type: None,
+            generation: GenerationCheck::New,
+            allocations: vec![allocation],
+        }];
+        let (reply, _) = oneshot::channel();
+        claims.state.lock().unwrap().queue.push_back(Pending { meta: EventMeta::default(), consumers, reply });
+        consumer
+    }
+
+    fn consumers(batch: &[Pending]) -> Vec<Uuid> {
+        batch.iter().flat_map(|p| p.consumers.iter().map(|c| c.consumer)).collect()
+    }
+
+    /// While a lane decides claims of a project, another lane takes the
+    /// project's other claims, but never one naming a provider that lane
+    /// holds: it would only wait for it in the database.
+    #[test]
+    fn a_busy_project_is_shared_but_a_busy_provider_is_not() {
+        let claims = Claims::with_lanes(2);
+        let (p1, p2, p3) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let first = claim(&claims, "project", p1);
+        let (batch, held) = claims.take();
+        assert_eq!(consumers(&batch), [first]);
+        let same_provider = claim(&claims, "project", p1);
+        let other_provider = claim(&claims, "project", p2);
+        let (batch, second) = claims.take();
+        assert_eq!(consumers(&batch), [other_provider], "only the project is shared");
+        // Free requests go first, then those of a busy project.
+        let busy_project = claim(&claims, "project", p3);
+        let other_project = claim(&claims, "other", Uuid::new_v4());
+        let (batch, third) = claims.take();
+        assert_eq!(consumers(&batch), [other_project]);
+        let (batch, fourth) = claims.take();
+        assert_eq!(consumers(&batch), [busy_project]);
+        for locks in [second, third, fourth] {
+            claims.release(locks);
+        }
+        let (batch, _) = claims.take();
+        assert!(batch.is_empty(), "the claim on a busy provider waits for the lane that holds it");
+        claims.release(held);
+        let (batch, _) = claims.take();
+        assert_eq!(consumers(&batch), [same_provider]);
     }
 }

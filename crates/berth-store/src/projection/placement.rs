@@ -92,7 +92,8 @@ pub(super) async fn write_allocations(
     let bumped: Vec<uuid::Uuid> = cols.bumps.keys().copied().collect();
     let counts: Vec<i64> = cols.bumps.values().map(|b| b.0).collect();
     let bumped_at: Vec<At> = cols.bumps.values().map(|b| b.1).collect();
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 15] = [
+    let stripe: i16 = super::STRIPE.try_with(|s| *s).unwrap_or(0);
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 16] = [
         &cols.consumers,
         &cols.projects,
         &cols.users,
@@ -108,6 +109,7 @@ pub(super) async fn write_allocations(
         &bumped,
         &counts,
         &bumped_at,
+        &stripe,
     ];
     sql::execute(c, WRITE_ALLOCATIONS, &params).await?;
     Ok(())
@@ -162,8 +164,8 @@ impl<'a> AllocationColumns<'a> {
 }
 
 /// The allocations, the consumers (made, updated, or gone with their last
-/// allocation), the open-ended sums and the provider generations, for
-/// allocation replacements of distinct consumers.
+/// allocation), the open-ended sums (the project's in stripe `$16`) and the
+/// provider generations, for allocation replacements of distinct consumers.
 const WRITE_ALLOCATIONS: &str =
     "WITH gone AS (DELETE FROM allocations WHERE consumer_uuid = ANY($1)
                        RETURNING provider_uuid, resource_class, used, during, project_id, user_id),
@@ -192,13 +194,13 @@ const WRITE_ALLOCATIONS: &str =
                   GROUP BY p, rc HAVING sum(d) <> 0 AND current_setting('berth.replaying', true) IS DISTINCT FROM 'on' ORDER BY p, rc
                   ON CONFLICT (provider_uuid, resource_class) DO UPDATE SET used = o.used + excluded.used),
               project_counted AS (
-                  INSERT INTO project_open_usage AS o (project_id, user_id, resource_class, used)
-                  SELECT pr, us, rc, sum(d)::int8 FROM (
+                  INSERT INTO project_open_usage AS o (project_id, user_id, resource_class, stripe, used)
+                  SELECT pr, us, rc, $16::int2, sum(d)::int8 FROM (
                       SELECT project_id, user_id, resource_class, -used FROM gone WHERE upper_inf(during)
                       UNION ALL
                       SELECT c.p, c.u, a.rc, a.u FROM a JOIN c ON c.uuid = a.c WHERE a.e IS NULL) AS x(pr, us, rc, d)
                   GROUP BY pr, us, rc HAVING sum(d) <> 0 AND current_setting('berth.replaying', true) IS DISTINCT FROM 'on' ORDER BY pr, rc, us
-                  ON CONFLICT (project_id, resource_class, user_id) DO UPDATE SET used = o.used + excluded.used),
+                  ON CONFLICT (project_id, resource_class, user_id, stripe) DO UPDATE SET used = o.used + excluded.used),
               b AS MATERIALIZED (SELECT * FROM unnest($13::uuid[], $14::int8[], $15::timestamptz[]) AS b(uuid, n, at))
          UPDATE providers p SET generation = p.generation + b.n, updated_at = b.at
          FROM b WHERE p.uuid = ANY($13) AND p.uuid = b.uuid";
