@@ -11,13 +11,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use berth_core::host::{self, Enrolment, Host};
+use berth_core::host::{self, Host};
 use berth_core::lease::{Demand, Slot};
 use berth_core::schedule::{self, Candidate, Placed, Shape};
 use berth_core::Window;
 use chrono::Duration;
 use deadpool_postgres::GenericClient;
-use serde_json::Value;
 use uuid::Uuid;
 
 use super::timelines::{self, Over, Statement};
@@ -55,54 +54,6 @@ pub(crate) struct Gathered {
 /// Per window, per item: the slots placed.
 pub(crate) type Plan = Vec<Vec<Vec<Placed>>>;
 
-/// Providers (named, with inventories), and host data where enrolled:
-/// `only` these, or every enrolled host.
-async fn load_hosts(c: &impl GenericClient, only: Option<&[Uuid]>) -> Result<BTreeMap<Uuid, Host>, StoreError> {
-    // An unusable host (disabled, or its provider has Nova's
-    // COMPUTE_STATUS_DISABLED trait: commands::heal) is placed nowhere.
-    let rows = c
-        .query(
-            "SELECT p.uuid, p.name,
-                    CASE WHEN h.provider_uuid IS NOT NULL THEN h.reservable AND NOT h.disabled AND NOT EXISTS (
-                        SELECT 1 FROM provider_traits t
-                        WHERE t.provider_uuid = p.uuid AND t.trait = 'COMPUTE_STATUS_DISABLED') END,
-                    h.capabilities,
-                    ARRAY(SELECT t.trait FROM provider_traits t WHERE t.provider_uuid = p.uuid)
-             FROM providers p LEFT JOIN hosts h ON h.provider_uuid = p.uuid
-             WHERE CASE WHEN $1::uuid[] IS NULL THEN h.provider_uuid IS NOT NULL ELSE p.uuid = ANY($1) END",
-            &[&only],
-        )
-        .await?;
-    let mut out: BTreeMap<Uuid, Host> = BTreeMap::new();
-    for r in rows {
-        let reservable: Option<bool> = r.get(2);
-        let caps: Option<Value> = r.get(3);
-        let enrolment = reservable.map(|reservable| Enrolment {
-            reservable,
-            capabilities: caps.and_then(|c| serde_json::from_value(c).ok()).unwrap_or_default(),
-        });
-        let traits: Vec<String> = r.get(4);
-        out.insert(
-            r.get(0),
-            Host { name: r.get(1), enrolment, inventories: BTreeMap::new(), traits: traits.into_iter().collect() },
-        );
-    }
-    let ids: Vec<Uuid> = out.keys().copied().collect();
-    for r in c
-        .query(
-            "SELECT provider_uuid, resource_class, total, reserved, min_unit, max_unit, step_size, allocation_ratio
-             FROM inventories WHERE provider_uuid = ANY($1)",
-            &[&ids],
-        )
-        .await?
-    {
-        if let Some(h) = out.get_mut(&r.get::<_, Uuid>(0)) {
-            h.inventories.insert(r.get(1), super::inventory_at(&r, 2));
-        }
-    }
-    Ok(out)
-}
-
 /// The providers `items` of a lease of `project` may use, sorted: every
 /// enrolled host one of them may use, plus the providers they hold or prefer.
 pub(crate) async fn candidate_ids(
@@ -125,7 +76,7 @@ pub(crate) async fn candidate_ids(
         })
         .collect();
     if !demands.is_empty() {
-        for (id, h) in load_hosts(c, None).await? {
+        for (id, h) in timelines::hosts(c, &[], true).await? {
             if demands.iter().any(|d| host::eligible(&h, d, project)) {
                 ids.insert(id);
             }

@@ -13,6 +13,7 @@ use chrono::{DateTime, Duration, Utc};
 use deadpool_postgres::GenericClient;
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::{sql, StoreError};
@@ -145,6 +146,31 @@ pub(crate) async fn read(
         }
         _ => unreachable!("at most two statements before the reads"),
     };
+    let hosts = hosts_from(host_rows, inventory_rows);
+    let mut holds: HashMap<Uuid, BTreeMap<String, Vec<(Window, i64)>>> = HashMap::new();
+    for r in hold_rows {
+        let w = Window { start: r.get(2), end: r.get(3) };
+        holds.entry(r.get(0)).or_default().entry(r.get(1)).or_default().push((w, r.get(4)));
+    }
+    let gaps = gap_rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
+    Ok(Timelines { hosts, holds, gaps, cleaning: over.cleaning })
+}
+
+/// The providers `ids` and, when `every_host`, every enrolled host: named,
+/// with their inventories and host data where enrolled (the same statements
+/// [`read`] sends).
+pub(crate) async fn hosts(
+    c: &impl GenericClient,
+    ids: &[Uuid],
+    every_host: bool,
+) -> Result<BTreeMap<Uuid, Host>, StoreError> {
+    let params = [&ids as &(dyn ToSql + Sync), &every_host];
+    let [host_rows, inventory_rows] = sql::pipeline(c, [(HOSTS, &params[..]), (INVENTORIES, &params[..])]).await?;
+    Ok(hosts_from(host_rows, inventory_rows))
+}
+
+/// The rows of [`HOSTS`] and [`INVENTORIES`] as hosts.
+fn hosts_from(host_rows: Vec<Row>, inventory_rows: Vec<Row>) -> BTreeMap<Uuid, Host> {
     let mut hosts: BTreeMap<Uuid, Host> = BTreeMap::new();
     for r in host_rows {
         let reservable: Option<bool> = r.get(2);
@@ -164,13 +190,7 @@ pub(crate) async fn read(
             h.inventories.insert(r.get(1), super::inventory_at(&r, 2));
         }
     }
-    let mut holds: HashMap<Uuid, BTreeMap<String, Vec<(Window, i64)>>> = HashMap::new();
-    for r in hold_rows {
-        let w = Window { start: r.get(2), end: r.get(3) };
-        holds.entry(r.get(0)).or_default().entry(r.get(1)).or_default().push((w, r.get(4)));
-    }
-    let gaps = gap_rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
-    Ok(Timelines { hosts, holds, gaps, cleaning: over.cleaning })
+    hosts
 }
 
 impl Timelines {
