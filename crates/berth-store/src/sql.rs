@@ -53,10 +53,7 @@ pub(crate) async fn pipeline<const N: usize>(
 }
 
 /// As [`pipeline`], for however many statements.
-pub(crate) async fn pipeline_all(
-    c: &impl GenericClient,
-    statements: &[Statement<'_>],
-) -> Result<Vec<Vec<Row>>, Error> {
+pub(crate) async fn pipeline_all(c: &impl GenericClient, statements: &[Statement<'_>]) -> Result<Vec<Vec<Row>>, Error> {
     let prepared = futures::future::try_join_all(statements.iter().map(|(sql, _)| c.prepare_cached(sql))).await?;
     let results =
         futures::future::join_all(prepared.iter().zip(statements.iter()).map(|(st, (_, params))| c.query(st, params)))

@@ -121,7 +121,10 @@ pub fn pool(store: &Store) -> &deadpool_postgres::Pool {
 /// provider over rather than queue for it.
 pub async fn mark_written(client: &tokio_postgres::Client, provider: uuid::Uuid) -> Result<(), tokio_postgres::Error> {
     client
-        .execute("SELECT pg_advisory_xact_lock($1, hashtext($2::uuid::text))", &[&crate::lock::WRITING_CLASS, &provider])
+        .execute(
+            "SELECT pg_advisory_xact_lock($1, hashtext($2::uuid::text))",
+            &[&crate::lock::WRITING_CLASS, &provider],
+        )
         .await
         .map(|_| ())
 }

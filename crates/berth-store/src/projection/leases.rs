@@ -405,7 +405,10 @@ impl<'a> Created<'a> {
                 ],
             ),
             (INSERT_SLOTS, vec![&self.s_reservation, &self.s_consumer, &self.s_provider, &self.s_resources]),
-            (INSERT_LEASE_EVENTS, vec![&self.e_id, &self.e_lease, &self.e_type, &self.e_time, &self.e_status, &self.e_at]),
+            (
+                INSERT_LEASE_EVENTS,
+                vec![&self.e_id, &self.e_lease, &self.e_type, &self.e_time, &self.e_status, &self.e_at],
+            ),
         ]
     }
 }
