@@ -120,8 +120,9 @@ pub(crate) async fn gather_under(
 ) -> Result<(Vec<Row>, Gathered), StoreError> {
     let over = Over { ids, every_host: false, span, near, own, cleaning };
     let mut read = timelines::read(c, lock, &over).await?;
+    let locked = std::mem::take(&mut read.before);
     let (hosts, candidates, index) = read.into_candidates(|_, _| true);
-    Ok((read.before, Gathered { hosts, candidates, index, draw: None, passed_over: BTreeSet::new() }))
+    Ok((locked, Gathered { hosts, candidates, index, draw: None, passed_over: BTreeSet::new() }))
 }
 
 /// The candidates of `items` for a lease of `project` (as [`candidate_ids`]
@@ -138,7 +139,7 @@ pub(crate) async fn gather_candidates(
 ) -> Result<Gathered, StoreError> {
     let (demands, named) = demands_and_named(items);
     let over = Over { ids: &named, every_host: !demands.is_empty(), span, near, own: &[], cleaning };
-    let mut read = timelines::read(c, &[], &over).await?;
+    let read = timelines::read(c, &[], &over).await?;
     let (hosts, candidates, index) =
         read.into_candidates(|id, h| named.contains(id) || demands.iter().any(|d| host::eligible(h, d, project)));
     Ok(Gathered { hosts, candidates, index, draw: None, passed_over: BTreeSet::new() })

@@ -201,7 +201,7 @@ impl Timelines {
     /// The candidates, in uuid order: the providers read that `keep` keeps,
     /// each keeping its cleaning time after every lease.
     pub(crate) fn into_candidates(
-        &mut self,
+        mut self,
         keep: impl Fn(&Uuid, &Host) -> bool,
     ) -> (BTreeMap<Uuid, Host>, Vec<Candidate>, HashMap<Uuid, usize>) {
         self.hosts.retain(|id, h| keep(id, h));
@@ -223,6 +223,6 @@ impl Timelines {
             c.clean_after(host::cleaning_time(h, self.cleaning));
             candidates.push(c);
         }
-        (std::mem::take(&mut self.hosts), candidates, index)
+        (self.hosts, candidates, index)
     }
 }
