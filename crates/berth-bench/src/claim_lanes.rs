@@ -29,9 +29,9 @@ const PROJECTS: &[usize] = &[1, 64];
 /// Backend-samples by state, e.g. "running", "Lock:transactionid on
 /// project_open_usage" (a row lock waited for, with the table of the row
 /// when the waiter holds its tuple lock), "idle in transaction".
-type Samples = BTreeMap<String, u64>;
+pub(crate) type Samples = BTreeMap<String, u64>;
 
-async fn sample(url: String, name: String, stop: Arc<AtomicBool>) -> Result<Samples> {
+pub(crate) async fn sample(url: String, name: String, stop: Arc<AtomicBool>) -> Result<Samples> {
     let (c, conn) = tokio_postgres::connect(&url, NoTls).await?;
     tokio::spawn(conn);
     let mut out = Samples::new();
@@ -104,19 +104,24 @@ async fn one(report: &mut Report, clients: usize, seconds: u64, lanes: usize, pr
         &format!("claims, {lanes} lane(s), {projects} project(s), {clients} writers"),
         latencies.len() as f64 / elapsed,
     );
+    report.line(format!("  p99 {}; {}", ms(percentile(&latencies, 99.0)), shares(&samples)));
+    Ok(())
+}
+
+/// What `samples` say: the share waiting on a row or object lock, and the
+/// five commonest states.
+pub(crate) fn shares(samples: &Samples) -> String {
     let total: u64 = samples.values().sum();
     let locked: u64 = samples.iter().filter(|(k, _)| k.starts_with("Lock:")).map(|(_, n)| n).sum();
     let share = |n: u64| if total == 0 { 0.0 } else { n as f64 * 100.0 / total as f64 };
     let mut top: Vec<(&String, &u64)> = samples.iter().collect();
     top.sort_by(|a, b| b.1.cmp(a.1));
     let top: Vec<String> = top.iter().take(5).map(|(k, n)| format!("{k} {:.0}%", share(**n))).collect();
-    report.line(format!(
-        "  p99 {}; backends in a transaction waiting on a row or object lock: {:.1}% of samples; by state: {}",
-        ms(percentile(&latencies, 99.0)),
+    format!(
+        "backends in a transaction waiting on a row or object lock: {:.1}% of samples; by state: {}",
         share(locked),
         top.join(", ")
-    ));
-    Ok(())
+    )
 }
 
 pub async fn run(report: &mut Report, clients: usize, seconds: u64) -> Result<()> {

@@ -11,6 +11,7 @@
 
 mod candidates_memory;
 mod claim_lanes;
+mod counts;
 mod daemon;
 mod manager;
 mod pgbench;

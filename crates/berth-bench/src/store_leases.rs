@@ -11,6 +11,7 @@
 //! random hours over a year on 100 hosts, for `seconds`.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,12 @@ use uuid::Uuid;
 use crate::report::{ms, percentile, Report};
 
 const HOSTS: usize = 10;
+
+/// What the store counts while creations run: commands started over after
+/// a transient failure, choices taken by another command meanwhile, hosts
+/// passed over because another new lease was writing them.
+const COUNTED: [&str; 3] =
+    ["berth_command_retries", "berth_lease_placement_lost_races", "berth_lease_placement_passed_over"];
 const MEASURED: usize = 300;
 const WARMUP: usize = 20;
 
@@ -198,6 +205,10 @@ async fn throughput(report: &mut Report, clients: usize, seconds: u64) -> Result
     let store = db.store(clients + 2).with_drawn_ties(true);
     hosts(&store, 100).await?;
     let base = (Utc::now() + chrono::Duration::days(1)).duration_trunc(chrono::Duration::hours(1))?;
+    crate::counts::install();
+    let counted = COUNTED.map(crate::counts::get);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = tokio::spawn(crate::claim_lanes::sample(db.url.clone(), db.name.clone(), stop.clone()));
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let store = Arc::new(store);
     let mut tasks = Vec::new();
@@ -232,6 +243,16 @@ async fn throughput(report: &mut Report, clients: usize, seconds: u64) -> Result
         latencies.extend(l);
     }
     let elapsed = started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let samples = sampler.await??;
+    let counted: Vec<String> = COUNTED
+        .iter()
+        .zip(counted)
+        .map(|(name, before)| match (before, crate::counts::get(name)) {
+            (Some(before), Some(now)) => format!("{name} {}", now - before),
+            _ => format!("{name} not counted"),
+        })
+        .collect();
     latencies.sort();
     report.rate_against(
         &format!("lease creations ({clients} clients, 100 hosts; {full} refused for capacity, {other} other errors)"),
@@ -243,6 +264,7 @@ async fn throughput(report: &mut Report, clients: usize, seconds: u64) -> Result
         ms(percentile(&latencies, 50.0)),
         ms(percentile(&latencies, 99.0))
     ));
+    report.line(format!("  {}; {}", counted.join(", "), crate::claim_lanes::shares(&samples)));
     let twice = double_booked(&db.url).await?;
     report.line(format!("hosts double-booked after the lease creations: {twice} (target 0)"));
     Ok(())

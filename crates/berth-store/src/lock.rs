@@ -22,7 +22,9 @@
 //! reads them again under the lock; when another command took the room
 //! meanwhile, it rolls back to the savepoint ([`give_back_chosen`], which
 //! gives those locks back) before it locks its next choice, so it never
-//! waits for a provider while holding others out of this order.
+//! waits for a provider while holding others out of this order. It passes
+//! over a provider another new lease is writing ([`CHOSEN_UNLESS_WRITTEN`]:
+//! an advisory mark, tested and never waited for) rather than queue for it.
 //!
 //! Nothing else in Berth writes `FOR UPDATE`. The one exception on purpose
 //! is the manager's claim of due lease events
@@ -258,9 +260,60 @@ pub(crate) fn providers_stmt(ids: &Sorted<Uuid>) -> (&'static str, [&(dyn ToSql 
 /// The savepoint taken before a new lease locks the providers it chose.
 pub(crate) const CHOOSING: &str = "SAVEPOINT choosing_providers";
 
+/// As [`CHOOSING`], for a choice after the first: gives back what the
+/// previous choice locked and marked (the savepoint stays), sent in the
+/// same round trip as the next lock.
+pub(crate) const CHOOSING_AGAIN: &str = "ROLLBACK TO SAVEPOINT choosing_providers";
+
+/// The first key of the advisory locks by which a new lease marks the
+/// providers it is writing ([`CHOSEN_UNLESS_WRITTEN`]): "nlse".
+pub(crate) const WRITING_CLASS: i32 = 0x6e6c_7365;
+
+/// Locks the chosen providers of `$1` unless another new lease is writing
+/// one of them; then marks them as written by this one. Rows: each of `$1`
+/// with whether no other new lease writes it; when one does, nothing is
+/// locked or marked, and the caller decides again around it rather than
+/// queue behind it.
+///
+/// The mark, a transaction-level advisory lock ([`WRITING_CLASS`], the
+/// provider), is taken only once the row lock is held, so it says "being
+/// written", not "waited for": a lease waiting for a row that another kind
+/// of command holds is passed over by nobody. Another lease tests a mark
+/// without keeping it (a session lock taken and given back at once), and a
+/// mark is never waited for, so marks add no edge to the lock order. A mark
+/// is a hint only: what a lease decides rests on the row locks and the
+/// read under them, as without it.
+pub(crate) const CHOSEN_UNLESS_WRITTEN: &str = "WITH free AS MATERIALIZED (
+         SELECT u, CASE WHEN pg_try_advisory_lock($2, hashtext(u::text))
+                        THEN pg_advisory_unlock($2, hashtext(u::text)) ELSE false END AS free
+         FROM unnest($1::uuid[]) AS u
+     ), locked AS MATERIALIZED (
+         SELECT p.uuid FROM providers p
+         WHERE p.uuid = ANY($1) AND NOT EXISTS (SELECT 1 FROM free WHERE NOT free)
+         ORDER BY p.uuid FOR UPDATE
+     ), marked AS MATERIALIZED (
+         SELECT pg_try_advisory_xact_lock($2, hashtext(uuid::text)) FROM locked
+     )
+     SELECT f.u, f.free FROM free f CROSS JOIN (SELECT count(*) FROM marked) m";
+
+/// As [`CHOSEN_UNLESS_WRITTEN`], waiting for the rows whoever holds them:
+/// for a lease that found no room around the providers being written.
+pub(crate) const CHOSEN: &str = "WITH locked AS MATERIALIZED (
+         SELECT p.uuid FROM providers p WHERE p.uuid = ANY($1) ORDER BY p.uuid FOR UPDATE
+     ), marked AS MATERIALIZED (
+         SELECT uuid, pg_try_advisory_xact_lock($2, hashtext(uuid::text)) FROM locked
+     )
+     SELECT uuid, true FROM marked";
+
+/// `statement` ([`CHOSEN_UNLESS_WRITTEN`] or [`CHOSEN`]) over `ids`, to
+/// send in a pipeline after [`CHOOSING`] or [`CHOOSING_AGAIN`].
+pub(crate) fn chosen_stmt<'a>(statement: &'a str, ids: &'a Sorted<Uuid>) -> (&'a str, [&'a (dyn ToSql + Sync); 2]) {
+    (statement, [ids.param(), &WRITING_CLASS])
+}
+
 /// Gives back the providers locked since [`CHOOSING`].
 pub(crate) async fn give_back_chosen(tx: &impl GenericClient) -> Result<(), StoreError> {
-    sql::execute(tx, "ROLLBACK TO SAVEPOINT choosing_providers", &[]).await?;
+    sql::execute(tx, CHOOSING_AGAIN, &[]).await?;
     Ok(())
 }
 

@@ -74,10 +74,16 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
 /// Applies `events` in order, as [`apply`] one by one would; a run of
 /// consecutive events of one kind that write distinct rows (lease event
 /// outcomes, lease and reservation statuses, allocation replacements naming
-/// their bumps) is written by one statement.
+/// their bumps) is written by one statement, and a run of lease creations
+/// (their classes, the leases, their slots' allocations) by one round trip.
 pub async fn apply_all(c: &impl GenericClient, events: &[&Event]) -> Result<(), StoreError> {
     let mut i = 0;
     while i < events.len() {
+        if let Some(end) = creations(events, i) {
+            apply_creations(c, &events[i..end]).await?;
+            i = end;
+            continue;
+        }
         let mut end = i + 1;
         if let Some((kind, key)) = run_key(events[i]) {
             let mut rows = std::collections::HashSet::from([key]);
@@ -106,6 +112,50 @@ pub async fn apply_all(c: &impl GenericClient, events: &[&Event]) -> Result<(), 
         i = end;
     }
     Ok(())
+}
+
+/// The end of the run of lease creations' events that starts at `i`, if
+/// one does and holds a lease: classes made, leases made, and allocation
+/// replacements of distinct consumers naming their bumps, in any order
+/// (`commands::leases::create` records each lease's classes, the lease,
+/// then its slots'). They write distinct rows of tables that refer to none
+/// of the others but leases, which are written first.
+fn creations(events: &[&Event], i: usize) -> Option<usize> {
+    if !matches!(events[i], Event::ResourceClassCreated { .. } | Event::LeaseCreated { .. }) {
+        return None;
+    }
+    let (mut consumers, mut leases, mut end) = (std::collections::HashSet::new(), false, i);
+    while let Some(e) = events.get(end) {
+        match e {
+            Event::ResourceClassCreated { .. } => {}
+            Event::LeaseCreated { .. } => leases = true,
+            Event::AllocationsReplaced { consumer, providers_bumped: Some(_), .. } if consumers.insert(*consumer) => {}
+            _ => break,
+        }
+        end += 1;
+    }
+    leases.then_some(end)
+}
+
+/// Writes a run of [`creations`] in one round trip: the classes, the
+/// leases with their reservations, slots and lease events, then the
+/// allocations (`placement::WRITE_ALLOCATIONS`).
+async fn apply_creations(c: &impl GenericClient, run: &[&Event]) -> Result<(), StoreError> {
+    let mut rows = leases::Created::default();
+    let mut allocations = Vec::new();
+    for e in run {
+        match e {
+            Event::ResourceClassCreated { name } => rows.class(name),
+            Event::LeaseCreated { lease, at } => rows.lease(lease, *at),
+            Event::AllocationsReplaced { providers_bumped: Some(bumped), .. } => {
+                allocations.push((*e, bumped.as_slice()))
+            }
+            _ => unreachable!("not a lease creation's event: {e:?}"),
+        }
+    }
+    let params = rows.params();
+    let before: Vec<crate::sql::Statement<'_>> = params.iter().map(|(sql, p)| (*sql, &p[..])).collect();
+    placement::write_allocations_after(c, &before, &allocations).await
 }
 
 /// The kind of run of [`run_key`] that allocation replacements make.

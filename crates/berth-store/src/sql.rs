@@ -21,6 +21,9 @@ use tokio_postgres::{Error, Row};
 pub(crate) const GENERIC_PLANS: &str = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
             set_config('jit', 'off', true), set_config('enable_seqscan', 'off', true)";
 
+/// A statement with its parameters, to send in a pipeline.
+pub(crate) type Statement<'a> = (&'a str, &'a [&'a (dyn ToSql + Sync)]);
+
 pub(crate) async fn query(
     c: &impl GenericClient,
     sql: &str,
@@ -45,15 +48,17 @@ pub(crate) async fn pipeline<const N: usize>(
     c: &impl GenericClient,
     statements: [(&str, &[&(dyn ToSql + Sync)]); N],
 ) -> Result<[Vec<Row>; N], Error> {
+    let rows = pipeline_all(c, &statements).await?;
+    Ok(rows.try_into().unwrap_or_else(|_| unreachable!("one result per statement")))
+}
+
+/// As [`pipeline`], for however many statements.
+pub(crate) async fn pipeline_all(c: &impl GenericClient, statements: &[Statement<'_>]) -> Result<Vec<Vec<Row>>, Error> {
     let prepared = futures::future::try_join_all(statements.iter().map(|(sql, _)| c.prepare_cached(sql))).await?;
     let results =
         futures::future::join_all(prepared.iter().zip(statements.iter()).map(|(st, (_, params))| c.query(st, params)))
             .await;
-    let mut rows = Vec::with_capacity(N);
-    for r in results {
-        rows.push(r?);
-    }
-    Ok(rows.try_into().unwrap_or_else(|_| unreachable!("one result per statement")))
+    results.into_iter().collect()
 }
 
 /// Of two results of statements sent together, the error that caused the

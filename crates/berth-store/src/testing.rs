@@ -115,6 +115,20 @@ pub fn pool(store: &Store) -> &deadpool_postgres::Pool {
     &store.pool
 }
 
+/// Marks `provider` as being written by a new lease, in the transaction
+/// `client` has open, as a creation does once it holds the provider's row
+/// (`lock::CHOSEN_UNLESS_WRITTEN`): until it ends, new leases pass the
+/// provider over rather than queue for it.
+pub async fn mark_written(client: &tokio_postgres::Client, provider: uuid::Uuid) -> Result<(), tokio_postgres::Error> {
+    client
+        .execute(
+            "SELECT pg_advisory_xact_lock($1, hashtext($2::uuid::text))",
+            &[&crate::lock::WRITING_CLASS, &provider],
+        )
+        .await
+        .map(|_| ())
+}
+
 /// Appends `events` in `tx` without applying them: for tests of the log
 /// alone (commands append and apply together).
 pub async fn append(

@@ -51,6 +51,7 @@ macro_rules! command {
                     Ok(out) => return Ok(out),
                     Err(e) if e.is_transient() => match pauses.next() {
                         Some(pause) => {
+                            ::metrics::counter!("berth_command_retries").increment(1);
                             ::tracing::debug!(error = %e, ?pause, "command retried");
                             ::tokio::time::sleep(pause).await;
                         }

@@ -5,6 +5,7 @@ use berth_core::Event;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use std::collections::BTreeMap;
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use crate::StoreError;
@@ -253,4 +254,161 @@ async fn note_properties<'a>(
         .await?;
     }
     Ok(())
+}
+
+/// New leases' rows, column by column, with their reservations' classes:
+/// a run of lease creations written in one round trip
+/// (`projection::apply_creations`), the same rows as [`apply`] writes one
+/// event at a time.
+#[derive(Default)]
+pub(super) struct Created<'a> {
+    classes: Vec<&'a str>,
+    l_id: Vec<Uuid>,
+    l_name: Vec<&'a str>,
+    l_project: Vec<&'a str>,
+    l_user: Vec<&'a str>,
+    l_start: Vec<DateTime<Utc>>,
+    l_end: Vec<DateTime<Utc>>,
+    l_status: Vec<&'static str>,
+    l_degraded: Vec<bool>,
+    l_recurrence: Vec<Option<Uuid>>,
+    l_at: Vec<DateTime<Utc>>,
+    r_id: Vec<Uuid>,
+    r_lease: Vec<Uuid>,
+    r_position: Vec<i32>,
+    r_type: Vec<&'a str>,
+    r_resource: Vec<Uuid>,
+    r_status: Vec<&'static str>,
+    r_params: Vec<&'a serde_json::Value>,
+    r_created: Vec<DateTime<Utc>>,
+    r_at: Vec<DateTime<Utc>>,
+    r_missing: Vec<bool>,
+    r_changed: Vec<bool>,
+    s_reservation: Vec<Uuid>,
+    s_consumer: Vec<Uuid>,
+    s_provider: Vec<Uuid>,
+    s_resources: Vec<serde_json::Value>,
+    e_id: Vec<Uuid>,
+    e_lease: Vec<Uuid>,
+    e_type: Vec<&'static str>,
+    e_time: Vec<DateTime<Utc>>,
+    e_status: Vec<&'static str>,
+    e_at: Vec<DateTime<Utc>>,
+}
+
+const INSERT_CLASSES: &str = "INSERT INTO resource_classes (name, standard) SELECT unnest($1::text[]), false";
+
+const INSERT_LEASES: &str =
+    "INSERT INTO leases (id, name, project_id, user_id, start_at, end_at, status, degraded, recurrence_id,
+                         created_at, updated_at)
+     SELECT i, n, p, u, s, e, st, d, r, a, a
+     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[],
+                 $8::bool[], $9::uuid[], $10::timestamptz[]) AS l(i, n, p, u, s, e, st, d, r, a)";
+
+const INSERT_RESERVATIONS: &str =
+    "INSERT INTO reservations (id, lease_id, position, resource_type, resource_id, status, params, created_at,
+                               updated_at, missing_resources, resources_changed)
+     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int4[], $4::text[], $5::uuid[], $6::text[], $7::jsonb[],
+                          $8::timestamptz[], $9::timestamptz[], $10::bool[], $11::bool[])";
+
+const INSERT_SLOTS: &str = "INSERT INTO reservation_slots (reservation_id, consumer_uuid, provider_uuid, resources)
+     SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::jsonb[])";
+
+const INSERT_LEASE_EVENTS: &str =
+    "INSERT INTO lease_events (id, lease_id, event_type, time, status, created_at, updated_at)
+     SELECT i, l, t, w, s, a, a
+     FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[], $5::text[], $6::timestamptz[])
+         AS e(i, l, t, w, s, a)";
+
+impl<'a> Created<'a> {
+    /// A reservation's class (`ResourceClassCreated`).
+    pub(super) fn class(&mut self, name: &'a str) {
+        self.classes.push(name);
+    }
+
+    /// A new lease with its reservations, their slots and its lease events
+    /// (`LeaseCreated`).
+    pub(super) fn lease(&mut self, lease: &'a LeaseRecord, at: DateTime<Utc>) {
+        self.l_id.push(lease.id);
+        self.l_name.push(&lease.name);
+        self.l_project.push(&lease.project_id);
+        self.l_user.push(&lease.user_id);
+        self.l_start.push(lease.start);
+        self.l_end.push(lease.end);
+        self.l_status.push(lease.status.as_str());
+        self.l_degraded.push(lease.degraded);
+        self.l_recurrence.push(lease.recurrence_id);
+        self.l_at.push(at);
+        for (position, r) in lease.reservations.iter().enumerate() {
+            self.r_id.push(r.id);
+            self.r_lease.push(lease.id);
+            self.r_position.push(position as i32);
+            self.r_type.push(&r.resource_type);
+            self.r_resource.push(r.resource_id);
+            self.r_status.push(r.status.as_str());
+            self.r_params.push(&r.params);
+            self.r_created.push(r.created_at);
+            self.r_at.push(at);
+            self.r_missing.push(r.missing_resources);
+            self.r_changed.push(r.resources_changed);
+            for s in &r.slots {
+                self.s_reservation.push(r.id);
+                self.s_consumer.push(s.consumer);
+                self.s_provider.push(s.provider);
+                self.s_resources.push(serde_json::to_value(&s.resources).expect("json"));
+            }
+        }
+        for e in &lease.events {
+            self.e_id.push(e.id);
+            self.e_lease.push(lease.id);
+            self.e_type.push(e.event_type.as_str());
+            self.e_time.push(e.time);
+            self.e_status.push(e.status.as_str());
+            self.e_at.push(at);
+        }
+    }
+
+    /// The statements' parameters, in the order they run: the classes
+    /// first, then the leases, before what refers to them.
+    pub(super) fn params(&self) -> [(&'static str, Vec<&(dyn ToSql + Sync)>); 5] {
+        [
+            (INSERT_CLASSES, vec![&self.classes]),
+            (
+                INSERT_LEASES,
+                vec![
+                    &self.l_id,
+                    &self.l_name,
+                    &self.l_project,
+                    &self.l_user,
+                    &self.l_start,
+                    &self.l_end,
+                    &self.l_status,
+                    &self.l_degraded,
+                    &self.l_recurrence,
+                    &self.l_at,
+                ],
+            ),
+            (
+                INSERT_RESERVATIONS,
+                vec![
+                    &self.r_id,
+                    &self.r_lease,
+                    &self.r_position,
+                    &self.r_type,
+                    &self.r_resource,
+                    &self.r_status,
+                    &self.r_params,
+                    &self.r_created,
+                    &self.r_at,
+                    &self.r_missing,
+                    &self.r_changed,
+                ],
+            ),
+            (INSERT_SLOTS, vec![&self.s_reservation, &self.s_consumer, &self.s_provider, &self.s_resources]),
+            (
+                INSERT_LEASE_EVENTS,
+                vec![&self.e_id, &self.e_lease, &self.e_type, &self.e_time, &self.e_status, &self.e_at],
+            ),
+        ]
+    }
 }

@@ -85,6 +85,20 @@ pub(super) async fn write_allocations(
     c: &impl GenericClient,
     events: &[(&Event, &[uuid::Uuid])],
 ) -> Result<(), StoreError> {
+    write_allocations_after(c, &[], events).await
+}
+
+/// As [`write_allocations`], after the statements `before`, all in one
+/// round trip (none but `before` when there are no events).
+pub(super) async fn write_allocations_after(
+    c: &impl GenericClient,
+    before: &[sql::Statement<'_>],
+    events: &[(&Event, &[uuid::Uuid])],
+) -> Result<(), StoreError> {
+    if events.is_empty() {
+        sql::pipeline_all(c, before).await?;
+        return Ok(());
+    }
     let mut cols = AllocationColumns::default();
     for (e, bumped) in events {
         cols.push(e, bumped);
@@ -111,7 +125,9 @@ pub(super) async fn write_allocations(
         &bumped_at,
         &stripe,
     ];
-    sql::execute(c, WRITE_ALLOCATIONS, &params).await?;
+    let mut statements = before.to_vec();
+    statements.push((WRITE_ALLOCATIONS, &params[..]));
+    sql::pipeline_all(c, &statements).await?;
     Ok(())
 }
 

@@ -17,6 +17,7 @@ use berth_core::schedule::{self, Candidate, Placed, Shape};
 use berth_core::Window;
 use chrono::Duration;
 use deadpool_postgres::GenericClient;
+use tokio_postgres::Row;
 use uuid::Uuid;
 
 use super::timelines::{self, Over, Statement};
@@ -49,6 +50,9 @@ pub(crate) struct Gathered {
     /// creations at once spread over hosts alike instead of queueing on the
     /// first by name. `None`: by name (updates, healing, advice).
     pub draw: Option<u64>,
+    /// Placed on by nothing: the hosts another new lease is writing, which
+    /// a new lease passes over rather than queue behind (`plan::plan_new`).
+    pub passed_over: BTreeSet<Uuid>,
 }
 
 /// Per window, per item: the slots placed.
@@ -99,12 +103,12 @@ pub(crate) async fn gather(
     own: &[Uuid],
     cleaning: Duration,
 ) -> Result<Gathered, StoreError> {
-    gather_under(c, &[], ids, span, near, own, cleaning).await
+    Ok(gather_under(c, &[], ids, span, near, own, cleaning).await?.1)
 }
 
 /// As [`gather`], sent after `lock` (the statements locking `ids`, at most
 /// two, from `crate::lock`) in the same round trip, so that what is read is
-/// what the lock protects.
+/// what the lock protects; with the rows of the lock's last statement.
 pub(crate) async fn gather_under(
     c: &impl GenericClient,
     lock: &[Statement<'_>],
@@ -113,10 +117,12 @@ pub(crate) async fn gather_under(
     near: Window,
     own: &[Uuid],
     cleaning: Duration,
-) -> Result<Gathered, StoreError> {
+) -> Result<(Vec<Row>, Gathered), StoreError> {
     let over = Over { ids, every_host: false, span, near, own, cleaning };
-    let (hosts, candidates, index) = timelines::read(c, lock, &over).await?.into_candidates(|_, _| true);
-    Ok(Gathered { hosts, candidates, index, draw: None })
+    let mut read = timelines::read(c, lock, &over).await?;
+    let locked = std::mem::take(&mut read.before);
+    let (hosts, candidates, index) = read.into_candidates(|_, _| true);
+    Ok((locked, Gathered { hosts, candidates, index, draw: None, passed_over: BTreeSet::new() }))
 }
 
 /// The candidates of `items` for a lease of `project` (as [`candidate_ids`]
@@ -136,7 +142,7 @@ pub(crate) async fn gather_candidates(
     let read = timelines::read(c, &[], &over).await?;
     let (hosts, candidates, index) =
         read.into_candidates(|id, h| named.contains(id) || demands.iter().any(|d| host::eligible(h, d, project)));
-    Ok(Gathered { hosts, candidates, index, draw: None })
+    Ok(Gathered { hosts, candidates, index, draw: None, passed_over: BTreeSet::new() })
 }
 
 /// The demands of the items to place, and the providers they name (held
@@ -269,7 +275,7 @@ fn place(
         .candidates
         .iter()
         .enumerate()
-        .filter(|(_, c)| host::eligible(&g.hosts[&c.provider], demand, project))
+        .filter(|(_, c)| !g.passed_over.contains(&c.provider) && host::eligible(&g.hosts[&c.provider], demand, project))
         .map(|(i, _)| i)
         .collect();
     for c in g.candidates.iter_mut() {

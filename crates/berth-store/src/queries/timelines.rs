@@ -48,37 +48,40 @@ const INVENTORIES: &str = over_ids!(
      FROM ids JOIN inventories i ON i.provider_uuid = ids.uuid"
 );
 
-/// One probe of the timeline index per provider and class, each bounded by
-/// all three of its columns: the cost follows what overlaps the span, not
-/// what the provider carries in all. The span `[$3, $4)` is widened on
-/// both sides by the host's cleaning time (`Candidate::clean_after`): read
-/// here, before the host's data is, as at least the larger of the default
-/// (`$6`, seconds) and the first run of digits it names, and without bound
-/// when that run is too long to be minutes worth bounding: so never less
-/// than `host::cleaning_time` makes it. A maintenance window holds more
-/// than any host has.
+/// One probe of the timeline index per provider (fenced by `OFFSET 0`, so
+/// that no plan made on a nearly empty table scans it instead), bounded by
+/// the provider and the span: the cost follows what overlaps the span, not
+/// what the provider carries in all; kept are the holds of classes it has
+/// an inventory of. The span `[$3, $4)` is widened on both sides by the
+/// host's cleaning time (`Candidate::clean_after`): read here, before the
+/// host's data is, as at least the larger of the default (`$6`, seconds)
+/// and the first run of digits it names, and without bound when that run
+/// is too long to be minutes worth bounding: so never less than
+/// `host::cleaning_time` makes it; worked out once per provider. A
+/// maintenance window holds more than any host has, of each class.
 const HOLDS: &str = over_ids!(
-    ", clean AS (
-         SELECT ids.uuid, d.digits,
-                greatest(make_interval(secs => $6),
-                         CASE WHEN length(d.digits) <= 8 THEN make_interval(mins => d.digits::int) END) AS by
+    ", span AS MATERIALIZED (
+         SELECT ids.uuid, CASE WHEN length(d.digits) > 8 THEN tstzrange(NULL, NULL)
+                               ELSE tstzrange($3::timestamptz - d.by, $4::timestamptz + d.by, '[)') END AS during
          FROM ids LEFT JOIN hosts h ON h.provider_uuid = ids.uuid
-         CROSS JOIN LATERAL (SELECT substring(h.capabilities->>'cleaning_time' FROM '[0-9]+') AS digits) d
-     ), span AS (
-         SELECT uuid, CASE WHEN length(digits) > 8 THEN tstzrange(NULL, NULL)
-                           ELSE tstzrange($3::timestamptz - by, $4::timestamptz + by, '[)') END AS during
-         FROM clean
+         CROSS JOIN LATERAL (SELECT substring(h.capabilities->>'cleaning_time' FROM '[0-9]+') AS digits) c
+         CROSS JOIN LATERAL (
+             SELECT c.digits, greatest(make_interval(secs => $6),
+                                       CASE WHEN length(c.digits) <= 8 THEN make_interval(mins => c.digits::int) END) AS by
+         ) d
      )
-     SELECT i.provider_uuid, i.resource_class, lower(a.during), upper(a.during), a.used
-     FROM span JOIN inventories i ON i.provider_uuid = span.uuid
-     CROSS JOIN LATERAL (
-         SELECT during, used FROM allocations
-         WHERE provider_uuid = i.provider_uuid AND resource_class = i.resource_class
-           AND during && span.during AND consumer_uuid <> ALL($5)
-         UNION ALL
-         SELECT m.during, 1::int8 << 40 FROM maintenance_windows m
-         WHERE m.provider_uuid = i.provider_uuid AND m.during && span.during
-     ) a"
+     SELECT a.provider_uuid, a.resource_class, lower(a.during), upper(a.during), a.used
+     FROM span CROSS JOIN LATERAL (
+         SELECT provider_uuid, resource_class, during, used FROM allocations
+         WHERE provider_uuid = span.uuid AND during && span.during AND consumer_uuid <> ALL($5)
+         OFFSET 0
+     ) a
+     WHERE EXISTS (SELECT 1 FROM inventories i
+                   WHERE i.provider_uuid = a.provider_uuid AND i.resource_class = a.resource_class)
+     UNION ALL
+     SELECT i.provider_uuid, i.resource_class, lower(m.during), upper(m.during), 1::int8 << 40
+     FROM span JOIN maintenance_windows m ON m.provider_uuid = span.uuid AND m.during && span.during
+     JOIN inventories i ON i.provider_uuid = span.uuid"
 );
 
 /// Per provider: the nearest holds of others on either side of the window
@@ -101,10 +104,11 @@ pub(crate) struct Timelines {
     holds: HashMap<Uuid, BTreeMap<String, Vec<(Window, i64)>>>,
     gaps: HashMap<Uuid, Gap>,
     cleaning: Duration,
+    /// The rows of the last statement sent before the reads (a lock's).
+    pub before: Vec<Row>,
 }
 
-/// A statement with its parameters, to send in a pipeline.
-pub(crate) type Statement<'a> = (&'a str, &'a [&'a (dyn ToSql + Sync)]);
+pub(crate) use crate::sql::Statement;
 
 /// Where to read and what to leave out.
 pub(crate) struct Over<'a> {
@@ -123,7 +127,7 @@ pub(crate) struct Over<'a> {
 }
 
 /// Reads `over`, after the statements `before` (at most two) in the same
-/// round trip.
+/// round trip; the last of them answers in [`Timelines::before`].
 pub(crate) async fn read(
     c: &impl GenericClient,
     before: &[Statement<'_>],
@@ -134,15 +138,15 @@ pub(crate) async fn read(
     let span = [&over.ids as &(dyn ToSql + Sync), &over.every_host, &over.span.start, &over.span.end, &over.own, &secs];
     let around = [&over.ids as &(dyn ToSql + Sync), &over.every_host, &over.near.start, &near_end, &over.own];
     let reads = [(HOSTS, &span[..2]), (INVENTORIES, &span[..2]), (HOLDS, &span[..]), (GAPS, &around[..])];
-    let [host_rows, inventory_rows, hold_rows, gap_rows] = match before {
-        [] => sql::pipeline(c, reads).await?,
+    let (before, [host_rows, inventory_rows, hold_rows, gap_rows]) = match before {
+        [] => (Vec::new(), sql::pipeline(c, reads).await?),
         [one] => {
-            let [_, a, b, c, d] = sql::pipeline(c, [*one, reads[0], reads[1], reads[2], reads[3]]).await?;
-            [a, b, c, d]
+            let [x, a, b, c, d] = sql::pipeline(c, [*one, reads[0], reads[1], reads[2], reads[3]]).await?;
+            (x, [a, b, c, d])
         }
         [one, two] => {
-            let [_, _, a, b, c, d] = sql::pipeline(c, [*one, *two, reads[0], reads[1], reads[2], reads[3]]).await?;
-            [a, b, c, d]
+            let [_, x, a, b, c, d] = sql::pipeline(c, [*one, *two, reads[0], reads[1], reads[2], reads[3]]).await?;
+            (x, [a, b, c, d])
         }
         _ => unreachable!("at most two statements before the reads"),
     };
@@ -153,7 +157,7 @@ pub(crate) async fn read(
         holds.entry(r.get(0)).or_default().entry(r.get(1)).or_default().push((w, r.get(4)));
     }
     let gaps = gap_rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
-    Ok(Timelines { hosts, holds, gaps, cleaning: over.cleaning })
+    Ok(Timelines { hosts, holds, gaps, cleaning: over.cleaning, before })
 }
 
 /// The providers `ids` and, when `every_host`, every enrolled host: named,

@@ -173,3 +173,133 @@ async fn drawn_ties_spread_new_leases_over_hosts_alike_and_names_do_not() {
     assert!(spread.len() > 1, "six draws over eight hosts alike all took one host");
     assert_replay_clean(&drawn).await;
 }
+
+/// Holds `provider`'s row and marks it as a new lease writing it does.
+async fn hold_written(db: &TestDatabase, provider: Uuid) -> tokio_postgres::Client {
+    let writer = hold_rows(db, &[provider]).await;
+    berth_store::testing::mark_written(&writer, provider).await.unwrap();
+    writer
+}
+
+/// Awaits `task`, failing if any session of the database waits for a lock
+/// before it ends: a creation that queued would wait until the test let go.
+async fn without_waiting<T>(db: &TestDatabase, task: tokio::task::JoinHandle<T>) -> T {
+    let (watcher, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    while !task.is_finished() {
+        let waiting: i64 = watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(waiting, 0, "a creation queued for a host another creation is writing");
+        tokio::time::sleep(Wait::from_millis(5)).await;
+    }
+    task.await.unwrap()
+}
+
+fn placed_on(made: &[berth_store::queries::leases::Lease]) -> Uuid {
+    made[0].record.reservations[0].slots[0].provider
+}
+
+#[tokio::test]
+async fn a_creation_passes_over_a_host_another_creation_is_writing() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    let a = host(&store, "a", 8, json!({})).await;
+    let b = host(&store, "b", 8, json!({})).await;
+    // A lease ending at hour 1 on one host makes it the tighter fit for [1, 2).
+    let near = store.create_lease(&meta(), lease("near", "p", 0, 1, vec![hosts(1, 1, json!([]))])).await.unwrap();
+    let tight = placed_on(&near);
+    let other = if tight == a { b } else { a };
+    let writer = hold_written(&db, tight).await;
+    let new = lease("next", "p", 1, 2, vec![hosts(1, 1, json!([]))]);
+    let creating = {
+        let store = store.clone();
+        tokio::spawn(async move { store.create_lease(&meta(), new).await })
+    };
+    let made = without_waiting(&db, creating).await.expect("the other host is free");
+    assert_eq!(placed_on(&made), other, "the host being written is passed over, not waited for");
+    writer.batch_execute("ROLLBACK").await.unwrap();
+    assert_eq!(peak_vcpus(&store, other, 1, 2).await, 8);
+    assert_eq!(peak_vcpus(&store, tight, 1, 2).await, 0);
+    assert_replay_clean(&store).await;
+}
+
+#[tokio::test]
+async fn a_creation_that_fits_only_where_another_is_writing_waits_for_it() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    let only = host(&store, "only", 8, json!({})).await;
+    let writer = hold_written(&db, only).await;
+    let new = lease("next", "p", 1, 2, vec![hosts(1, 1, json!([]))]);
+    let creating = {
+        let store = store.clone();
+        tokio::spawn(async move { store.create_lease(&meta(), new).await })
+    };
+    until_waiting(&db, 1).await;
+    // The writer gives up: the host is free, and the creation takes it.
+    writer.batch_execute("ROLLBACK").await.unwrap();
+    let made = creating.await.unwrap().expect("never refused for a host only being written");
+    assert_eq!(placed_on(&made), only);
+    assert_eq!(peak_vcpus(&store, only, 1, 2).await, 8);
+    assert_replay_clean(&store).await;
+}
+
+#[tokio::test]
+async fn a_refusal_waits_for_the_hosts_being_written() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    let only = host(&store, "only", 8, json!({})).await;
+    store.create_lease(&meta(), lease("booked", "p", 0, 10, vec![hosts(1, 1, json!([]))])).await.unwrap();
+    let writer = hold_written(&db, only).await;
+    let new = lease("late", "p", 2, 5, vec![hosts(1, 1, json!([]))]);
+    let creating = {
+        let store = store.clone();
+        tokio::spawn(async move { store.create_lease(&meta(), new).await })
+    };
+    // Refused only under the lock of every candidate: it waits for the writer.
+    until_waiting(&db, 1).await;
+    writer.batch_execute("ROLLBACK").await.unwrap();
+    let e = creating.await.unwrap().expect_err("the only host is booked");
+    assert_eq!(e.kind, ErrorKind::Capacity, "{e:?}");
+    assert_eq!(e.code, "berth.lease.reservation_0.no_capacity");
+    assert_eq!(peak_vcpus(&store, only, 0, 10).await, 8);
+    assert_replay_clean(&store).await;
+}
+
+#[tokio::test]
+async fn creations_passing_over_each_other_never_book_a_host_twice() {
+    let db = TestDatabase::new().await;
+    let store = db.store(12).with_drawn_ties(true);
+    let mut ids = Vec::new();
+    for k in 0..6 {
+        ids.push(host(&store, &format!("h{k}"), 8, json!({})).await);
+    }
+    let mut tasks = Vec::new();
+    for k in 0..48i64 {
+        let store = store.clone();
+        // Every third asks for two hosts at once.
+        let n = if k % 3 == 0 { 2 } else { 1 };
+        let new = lease(&format!("l{k}"), "p", k % 6, k % 6 + 3, vec![hosts(n, n, json!([]))]);
+        tasks.push(tokio::spawn(async move { store.create_lease(&meta(), new).await }));
+    }
+    let mut made = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(_) => made += 1,
+            Err(e) => assert_eq!(e.kind, ErrorKind::Capacity, "{e:?}"),
+        }
+    }
+    // Hours [0, 9): each host held once at each instant.
+    for id in &ids {
+        assert!(peak_vcpus(&store, *id, 0, 9).await <= 8);
+    }
+    // Six hosts over nine hours hold at most eighteen three-hour slots; a
+    // host left empty would have taken any of the refused.
+    assert!((3..=18).contains(&made), "made {made}");
+    assert_replay_clean(&store).await;
+}

@@ -4,6 +4,8 @@
 //! candidate first ([`plan`]); a new lease locks only those it chose on a
 //! read taken without locks, and checks them again ([`plan_new`]).
 
+use std::collections::BTreeSet;
+
 use berth_core::dates::format_date;
 use berth_core::lease::{self, Demand};
 use berth_core::{Error, Window};
@@ -12,7 +14,7 @@ use uuid::Uuid;
 
 use crate::lock::{self, Sorted};
 use crate::queries::fit::{
-    candidate_ids, chosen, decide, gather_candidates, gather_under, still_fits, Item, Plan, Unfit,
+    candidate_ids, chosen, decide, gather_candidates, gather_under, still_fits, Gathered, Item, Plan, Unfit,
 };
 use crate::StoreError;
 
@@ -36,25 +38,34 @@ pub(super) async fn plan(
     let ids: Sorted<Uuid> = candidate_ids(tx, project, items).await?.into_iter().collect();
     let (lock_sql, lock_params) = lock::providers_stmt(&ids);
     let lock = [(lock_sql, &lock_params[..])];
-    let mut g = gather_under(tx, &lock, &ids, span, windows[0], own, cleaning).await?;
+    let (_, mut g) = gather_under(tx, &lock, &ids, span, windows[0], own, cleaning).await?;
     Ok(decide(&mut g, project, items, windows))
 }
 
 /// Choices decided again after a lost race before falling back to [`plan`].
 const TRIES: usize = 3;
 
+/// Choices made again around hosts other new leases are writing before a
+/// lease waits for them.
+const PASSES: usize = 8;
+
 /// As [`plan`], for a new lease, locking only the providers it places
 /// slots on: every candidate is read and the lease decided without locks
 /// (one round trip), then the providers chosen are locked and read again in
-/// one more, and the choice checked on what the locks protect. A choice
-/// another command took meanwhile is decided again on a fresh read, after
-/// giving back the locks (so no command waits for a provider holding
-/// others out of order); after [`TRIES`], and for any refusal, [`plan`]
-/// decides under the locks of every candidate, as before. So creations on
-/// different hosts run side by side, and a refusal is always decided on
-/// what the locks protect. Best fit's ties go by `draw`, the lease's own
-/// (`Store::with_drawn_ties`), so that creations at once on hosts alike
-/// choose different ones rather than all queueing on the first by name.
+/// one more, and the choice checked on what the locks protect. A provider
+/// another new lease is writing is passed over rather than waited for: the
+/// lease is decided again, on the same read, around it
+/// (`lock::CHOSEN_UNLESS_WRITTEN`), up to [`PASSES`] times, or until
+/// nothing fits around them; then it waits for the rows it chose
+/// (`lock::CHOSEN`). A choice another command took meanwhile is decided
+/// again on a fresh read, after giving back the locks (so no command waits
+/// for a provider holding others out of order); after [`TRIES`], and for
+/// any refusal, [`plan`] decides under the locks of every candidate, as
+/// before. So creations on different hosts run side by side, and a refusal
+/// is always decided on what the locks protect. Best fit's ties go by
+/// `draw`, the lease's own (`Store::with_drawn_ties`), so that creations at
+/// once on hosts alike choose different ones rather than all queueing on
+/// the first by name.
 pub(super) async fn plan_new(
     tx: &Transaction<'_>,
     project: &str,
@@ -67,20 +78,59 @@ pub(super) async fn plan_new(
         return plan(tx, project, items, windows, &[], cleaning).await;
     }
     let span = span_of(windows);
-    for _ in 0..TRIES {
-        let mut g = gather_candidates(tx, project, items, span, windows[0], cleaning).await?;
-        g.draw = draw;
-        let Ok(placed) = decide(&mut g, project, items, windows) else {
-            break;
+    // The read without locks to decide again on, after passing over a host.
+    let mut unlocked: Option<Gathered> = None;
+    let mut written: BTreeSet<Uuid> = BTreeSet::new();
+    let (mut passes, mut lost) = (0, 0);
+    // The savepoint is taken once; each later choice first rolls back to it.
+    let mut savepoint = lock::CHOOSING;
+    // Whether locks or marks taken since the savepoint may still be held.
+    let mut holding = false;
+    while lost < TRIES {
+        let read = match unlocked.take() {
+            Some(g) => g,
+            None => {
+                let mut g = gather_candidates(tx, project, items, span, windows[0], cleaning).await?;
+                g.draw = draw;
+                g
+            }
+        };
+        let mut g = read.clone();
+        g.passed_over.clone_from(&written);
+        let placed = match decide(&mut g, project, items, windows) {
+            Ok(placed) => placed,
+            // No room around the hosts being written: wait for them.
+            Err(_) if !written.is_empty() => {
+                written.clear();
+                passes = PASSES;
+                unlocked = Some(read);
+                continue;
+            }
+            Err(_) => break,
         };
         let ids: Sorted<Uuid> = chosen(&placed).into_iter().collect();
-        let (lock_sql, lock_params) = lock::providers_stmt(&ids);
-        let lock = [(lock::CHOOSING, &[][..]), (lock_sql, &lock_params[..])];
-        let mut fresh = gather_under(tx, &lock, &ids, span, windows[0], &[], cleaning).await?;
+        let statement = if passes < PASSES { lock::CHOSEN_UNLESS_WRITTEN } else { lock::CHOSEN };
+        let (lock_sql, lock_params) = lock::chosen_stmt(statement, &ids);
+        let lock = [(savepoint, &[][..]), (lock_sql, &lock_params[..])];
+        let (marks, mut fresh) = gather_under(tx, &lock, &ids, span, windows[0], &[], cleaning).await?;
+        (savepoint, holding) = (lock::CHOOSING_AGAIN, true);
+        let busy: Vec<Uuid> = marks.iter().filter(|r| !r.get::<_, bool>(1)).map(|r| r.get(0)).collect();
+        if !busy.is_empty() {
+            metrics::counter!("berth_lease_placement_passed_over").increment(busy.len() as u64);
+            written.extend(busy);
+            passes += 1;
+            unlocked = Some(read);
+            continue;
+        }
         if still_fits(&mut fresh, project, items, windows, &placed).is_ok() {
             return Ok(Ok(placed));
         }
         metrics::counter!("berth_lease_placement_lost_races").increment(1);
+        lock::give_back_chosen(tx).await?;
+        holding = false;
+        lost += 1;
+    }
+    if holding {
         lock::give_back_chosen(tx).await?;
     }
     plan(tx, project, items, windows, &[], cleaning).await
