@@ -7,7 +7,7 @@
 //! transaction's BEGIN (read.rs), decided in memory (decide.rs), and the
 //! accepted requests' events appended and applied in one more, with the
 //! COMMIT (commands::record_each_and_commit): a [`Pipelined`] transaction
-//! of three round trips in all, the pool's included.
+//! of two round trips in all.
 //!
 //! A request that draws from a reservation (it names a reservation's class,
 //! or one of its consumers holds a draw to give back) is decided in the same

@@ -160,18 +160,18 @@ pub(super) async fn read(
     let q = quota.params();
     let [_, started, _, guard_rows, consumer_rows, draw_rows, provider_rows, other_rows, class_rows, limit_rows, usage_rows] =
         tx.pipeline([
-                (sql::GENERIC_PLANS, &[]),
-                (clock::STARTED, &[]),
-                (lock::GUARD_INSERT, &q.guard[..]),
-                (lock::GUARD_LOCK, &q.guard[..]),
-                (lock_consumers.0, &lock_consumers.1[..]),
-                (HOLDS_DRAWS, &consumer_params[..]),
-                (lock_providers.0, &lock_providers.1[..]),
-                (READ_OTHERS, &other_params[..]),
-                (KNOWN_CLASSES, &class_params[..]),
-                (quota::LIMITS, &q.limits[..]),
-                (quota::USAGE, &q.usage[..]),
-            ])
+            (sql::GENERIC_PLANS, &[]),
+            (clock::STARTED, &[]),
+            (lock::GUARD_INSERT, &q.guard[..]),
+            (lock::GUARD_LOCK, &q.guard[..]),
+            (lock_consumers.0, &lock_consumers.1[..]),
+            (HOLDS_DRAWS, &consumer_params[..]),
+            (lock_providers.0, &lock_providers.1[..]),
+            (READ_OTHERS, &other_params[..]),
+            (KNOWN_CLASSES, &class_params[..]),
+            (quota::LIMITS, &q.limits[..]),
+            (quota::USAGE, &q.usage[..]),
+        ])
         .await?;
     let at = known.unwrap_or_else(|| started[0].get(0));
     quota.clock(at);
