@@ -17,7 +17,8 @@ const INSERT: &str = "INSERT INTO tx_test (n) VALUES ($1)";
 const FAIL: &str = "SELECT 1 / $1::int4";
 /// Fails with the SQLSTATE it is given.
 const RAISE: &str = "SELECT tx_test_raise($1)";
-const LOCK: &str = "SELECT n FROM tx_test WHERE n = $1 FOR UPDATE";
+/// Writes a row, and so holds it until the transaction ends.
+const TOUCH: &str = "UPDATE tx_test SET n = n WHERE n = $1";
 
 /// A test database with the table the tests write, and a session of the
 /// test's own to look at it.
@@ -143,11 +144,11 @@ async fn a_connection_whose_transaction_failed_is_clean_for_the_next_user() {
     assert_eq!(committed(&watcher).await, [10, 20], "a transaction dropped open is rolled back");
 
     // Dropped while its statement waits for a row another session holds.
-    watcher.batch_execute("BEGIN; SELECT n FROM tx_test WHERE n = 10 FOR UPDATE").await.unwrap();
+    watcher.batch_execute("BEGIN; UPDATE tx_test SET n = n WHERE n = 10").await.unwrap();
     {
         let client = store.client().await.unwrap();
         let tx = Pipelined::new(&client);
-        let waiting = tx.pipeline([(INSERT, &[&3i32]), (LOCK, &[&10i32])]);
+        let waiting = tx.pipeline([(INSERT, &[&3i32]), (TOUCH, &[&10i32])]);
         assert!(tokio::time::timeout(Duration::from_millis(300), waiting).await.is_err(), "it waited");
     }
     watcher.batch_execute("ROLLBACK").await.unwrap();
@@ -206,11 +207,11 @@ async fn a_deadlock_is_retried() {
             let out = crate::tx::pipelined!(store, |tx| {
                 let attempt = attempts.fetch_add(1, Ordering::SeqCst);
                 tries.fetch_add(1, Ordering::SeqCst);
-                tx.pipeline([(LOCK, &[&first])]).await?;
+                tx.pipeline([(TOUCH, &[&first])]).await?;
                 if attempt == 0 {
                     both_hold_one.wait().await;
                 }
-                tx.commit_with([(LOCK, &[&second]), (INSERT, &[&(first * 10)])]).await?;
+                tx.commit_with([(TOUCH, &[&second]), (INSERT, &[&(first * 10)])]).await?;
                 Ok(())
             });
             out
