@@ -27,6 +27,16 @@ pub(crate) async fn now(c: &impl GenericClient) -> Result<DateTime<Utc>, StoreEr
 /// The database's time, as [`now`] reads it: to send in a pipeline.
 pub(crate) const NOW: &str = "SELECT statement_timestamp()";
 
+/// The database's time at the start of the transaction, for a statement
+/// sent in the same pipeline as its `BEGIN` (`tx::Pipelined`): the server
+/// runs the pipeline's statements one after the other, so the transaction
+/// starts as the first of them runs, before any of them waits on a lock,
+/// and this is [`now`]'s instant for a statement at the head of the
+/// transaction. Unlike `statement_timestamp()`, the statements after it can
+/// name the same instant (`transaction_timestamp()`), so a statement sent
+/// with it can already clip to it (`quota::USAGE`).
+pub(crate) const STARTED: &str = "SELECT transaction_timestamp()";
+
 /// How far this process's clock is from the database's.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ClockOffset {

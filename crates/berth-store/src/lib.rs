@@ -33,6 +33,8 @@ mod quota;
 mod refuse;
 mod sql;
 mod tx;
+#[cfg(test)]
+mod tx_tests;
 
 pub use clock::ClockOffset;
 pub use error::StoreError;

@@ -114,45 +114,83 @@ pub(crate) async fn append_expecting(
 
 /// Appends events of several requests at once, each with its own metadata
 /// (a batch of claims decided together, see commands::claims).
-pub(crate) async fn append_each(tx: &Transaction<'_>, events: &[(&EventMeta, Event)]) -> Result<Vec<i64>, StoreError> {
-    insert(tx, events.iter().map(|(m, e)| (e, serde_json::to_value(m).expect("meta serializes")))).await
+pub(crate) async fn append_each(
+    tx: &impl deadpool_postgres::GenericClient,
+    events: &[(&EventMeta, Event)],
+) -> Result<Vec<i64>, StoreError> {
+    Append::each(events).run(tx).await
 }
 
 async fn insert<'a>(
-    tx: &Transaction<'_>,
+    tx: &impl deadpool_postgres::GenericClient,
     events: impl Iterator<Item = (&'a Event, serde_json::Value)>,
 ) -> Result<Vec<i64>, StoreError> {
-    let (mut streams, mut types, mut datas, mut metas) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (e, meta) in events {
-        let (ty, data) = e.to_parts();
-        streams.push(e.stream());
-        types.push(ty);
-        datas.push(data);
-        metas.push(meta);
+    Append::new(events).run(tx).await
+}
+
+/// Events to append, as the one statement that appends them: run here, or
+/// sent by a caller with others ([`Append::statement`]).
+pub(crate) struct Append {
+    streams: Vec<String>,
+    types: Vec<String>,
+    datas: Vec<serde_json::Value>,
+    metas: Vec<serde_json::Value>,
+}
+
+// One statement: number events per stream in input order, on top of each
+// stream's current version.
+const APPEND: &str = "WITH input AS (
+         SELECT s, t, d, m, ord
+         FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::jsonb[]) WITH ORDINALITY AS i(s, t, d, m, ord)
+     ), numbered AS (
+         SELECT s, t, d, m, ord,
+                (SELECT coalesce(max(version), 0) FROM log_events l WHERE l.stream = input.s)
+                  + row_number() OVER (PARTITION BY s ORDER BY ord) AS v
+         FROM input
+     )
+     INSERT INTO log_events (stream, version, type, data, meta)
+     SELECT s, v, t, d, m FROM numbered ORDER BY ord
+     RETURNING position";
+
+impl Append {
+    fn new<'a>(events: impl Iterator<Item = (&'a Event, serde_json::Value)>) -> Append {
+        let mut a = Append { streams: Vec::new(), types: Vec::new(), datas: Vec::new(), metas: Vec::new() };
+        for (e, meta) in events {
+            let (ty, data) = e.to_parts();
+            a.streams.push(e.stream());
+            a.types.push(ty);
+            a.datas.push(data);
+            a.metas.push(meta);
+        }
+        a
     }
-    if streams.is_empty() {
-        return Ok(Vec::new());
+
+    /// Events of several requests, each with its own metadata.
+    pub(crate) fn each(events: &[(&EventMeta, Event)]) -> Append {
+        Append::new(events.iter().map(|(m, e)| (e, serde_json::to_value(m).expect("meta serializes"))))
     }
-    // One statement: number events per stream in input order, on top of each
-    // stream's current version.
-    let rows = crate::sql::query(
-        tx,
-        "WITH input AS (
-                 SELECT s, t, d, m, ord
-                 FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::jsonb[]) WITH ORDINALITY AS i(s, t, d, m, ord)
-             ), numbered AS (
-                 SELECT s, t, d, m, ord,
-                        (SELECT coalesce(max(version), 0) FROM log_events l WHERE l.stream = input.s)
-                          + row_number() OVER (PARTITION BY s ORDER BY ord) AS v
-                 FROM input
-             )
-             INSERT INTO log_events (stream, version, type, data, meta)
-             SELECT s, v, t, d, m FROM numbered ORDER BY ord
-             RETURNING position",
-        &[&streams, &types, &datas, &metas],
-    )
-    .await?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.streams.is_empty()
+    }
+
+    /// The statement and its parameters; its rows give [`Append::positions`].
+    pub(crate) fn statement(&self) -> (&'static str, [&(dyn tokio_postgres::types::ToSql + Sync); 4]) {
+        (APPEND, [&self.streams, &self.types, &self.datas, &self.metas])
+    }
+
+    /// The events' positions, from the statement's rows.
+    pub(crate) fn positions(rows: &[tokio_postgres::Row]) -> Vec<i64> {
+        rows.iter().map(|r| r.get(0)).collect()
+    }
+
+    async fn run(&self, tx: &impl deadpool_postgres::GenericClient) -> Result<Vec<i64>, StoreError> {
+        if self.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (sql, params) = self.statement();
+        Ok(Append::positions(&crate::sql::query(tx, sql, &params).await?))
+    }
 }
 
 fn recorded(row: &tokio_postgres::Row) -> RecordedEvent {

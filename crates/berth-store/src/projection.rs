@@ -158,6 +158,26 @@ async fn apply_creations(c: &impl GenericClient, run: &[&Event]) -> Result<(), S
     placement::write_allocations_after(c, &before, &allocations).await
 }
 
+/// The one statement that applies `events`, as [`apply_all`] would, when
+/// one does: a run of allocation replacements of distinct consumers naming
+/// their bumps (a batch of claims). For a command to send with its commit.
+pub(crate) fn one_statement<'a>(events: &[&'a Event]) -> Option<placement::AllocationsWrite<'a>> {
+    let mut consumers = std::collections::HashSet::new();
+    let mut run = Vec::with_capacity(events.len());
+    for e in events {
+        let (Some((ALLOCATIONS_RUN, consumer)), Event::AllocationsReplaced { providers_bumped: Some(bumped), .. }) =
+            (run_key(e), e)
+        else {
+            return None;
+        };
+        if !consumers.insert(consumer) {
+            return None;
+        }
+        run.push((*e, bumped.as_slice()));
+    }
+    (!run.is_empty()).then(|| placement::AllocationsWrite::new(&run))
+}
+
 /// The kind of run of [`run_key`] that allocation replacements make.
 const ALLOCATIONS_RUN: u8 = u8::MAX;
 

@@ -56,12 +56,20 @@ pub(crate) const LIMITS: &str = "SELECT l.project_id, l.user_id, l.resource, l.h
 /// The open-ended holds that began before the window are kind 2 less kinds 1
 /// and 3: one hold per user over the whole window.
 ///
+/// The windows asked about start no earlier than `$6`, the instant the
+/// command decides at, or, when it is null, the transaction's start (a
+/// claim batch learns its instant in the same round trip: [`Check::unclocked`]);
+/// those that end by then are dropped.
+///
 /// The statement runs on a generic plan, so its steps are fenced to keep
 /// their plan whatever the statistics; the classes no limit bears on are
 /// dropped first (a project without limits reads nothing).
 pub(crate) const USAGE: &str = "WITH q AS MATERIALIZED (
-         SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS q(p, rc, s, e)
-         WHERE EXISTS (SELECT 1 FROM quota_limits l
+         SELECT q.p, q.rc, greatest(q.s, f.since) AS s, q.e
+         FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS q(p, rc, s, e),
+              (SELECT coalesce($6::timestamptz, transaction_timestamp()) AS since) AS f
+         WHERE (q.e IS NULL OR q.e > f.since)
+           AND EXISTS (SELECT 1 FROM quota_limits l
                        WHERE (l.project_id = '' OR l.project_id = q.p) AND l.resource = q.rc AND l.hard_limit >= 0)),
      own AS MATERIALIZED (
          SELECT a.project_id, a.user_id, a.resource_class, a.during, a.used, a.consumer_uuid FROM allocations a
@@ -99,7 +107,9 @@ pub(crate) type Holds = Vec<(Window, i64)>;
 /// What one command asks of the quotas: its new holds by project, user and
 /// class; the consumers whose current holds they replace; the leases it makes.
 pub(crate) struct Check {
-    at: DateTime<Utc>,
+    /// The instant the command decides at: known when made, or only after
+    /// the statements that read usage were sent ([`Check::unclocked`]).
+    at: Option<DateTime<Utc>>,
     /// The projects whose usage may rise.
     projects: Sorted<String>,
     replaced: Vec<Uuid>,
@@ -119,14 +129,45 @@ pub(crate) struct Params<'a> {
     /// Of [`lock::GUARD_INSERT`] and [`lock::GUARD_LOCK`].
     pub guard: [&'a (dyn ToSql + Sync); 1],
     pub limits: [&'a (dyn ToSql + Sync); 2],
-    pub usage: [&'a (dyn ToSql + Sync); 5],
+    pub usage: [&'a (dyn ToSql + Sync); 6],
 }
 
 impl Check {
     /// `consumers`: (consumer, project, user, new allocations); `leases`:
-    /// leases made, by (project, user).
+    /// leases made, by (project, user); `at`: the instant the command decides at.
     pub(crate) fn new<'a>(
         at: DateTime<Utc>,
+        consumers: impl IntoIterator<Item = (Uuid, &'a str, &'a str, &'a [Allocation])>,
+        leases: BTreeMap<(String, String), i64>,
+    ) -> Check {
+        Check::build(Some(at), consumers, leases)
+    }
+
+    /// As [`Check::new`], for a command that reads its instant in the same
+    /// round trip as the usage (a claim batch): the transaction's start
+    /// (`clock::STARTED`), to which [`USAGE`] clips the windows itself.
+    /// [`Check::clock`] gives it the instant once read.
+    pub(crate) fn unclocked<'a>(
+        consumers: impl IntoIterator<Item = (Uuid, &'a str, &'a str, &'a [Allocation])>,
+    ) -> Check {
+        Check::build(None, consumers, BTreeMap::new())
+    }
+
+    /// The instant read for an [`Check::unclocked`] check: the windows asked
+    /// about start there, as [`USAGE`] clipped them.
+    pub(crate) fn clock(&mut self, at: DateTime<Utc>) {
+        self.at = Some(at);
+        for s in &mut self.key_s {
+            *s = (*s).max(at);
+        }
+    }
+
+    fn at(&self) -> DateTime<Utc> {
+        self.at.expect("a check decides once clocked")
+    }
+
+    fn build<'a>(
+        at: Option<DateTime<Utc>>,
         consumers: impl IntoIterator<Item = (Uuid, &'a str, &'a str, &'a [Allocation])>,
         leases: BTreeMap<(String, String), i64>,
     ) -> Check {
@@ -150,14 +191,15 @@ impl Check {
         }
         scopes.extend(holds.keys().map(|k| (k.0.clone(), k.1.clone())));
         scopes.extend(leases.keys().cloned());
-        // One usage key per project and class: the span of its new holds from now on.
+        // One usage key per project and class: the span of its new holds from
+        // now on (where now is not known yet, USAGE clips it).
         let mut spans: BTreeMap<(String, String), Window> = BTreeMap::new();
         for ((p, _, c), hs) in &holds {
             for (w, _) in hs {
-                if w.end.is_some_and(|e| e <= at) {
+                if at.is_some_and(|at| w.end.is_some_and(|e| e <= at)) {
                     continue;
                 }
-                let w = Window { start: w.start.max(at), end: w.end };
+                let w = Window { start: at.map_or(w.start, |at| w.start.max(at)), end: w.end };
                 spans
                     .entry((p.clone(), c.clone()))
                     .and_modify(|s| {
@@ -259,7 +301,7 @@ impl Check {
         Params {
             guard: [self.projects.param()],
             limits: [&self.scope_p, &self.scope_u],
-            usage: [&self.key_p, &self.key_c, &self.key_s, &self.key_e, &self.replaced],
+            usage: [&self.key_p, &self.key_c, &self.key_s, &self.key_e, &self.replaced, &self.at],
         }
     }
 
@@ -284,7 +326,7 @@ impl Check {
         };
         limited.check(&self.holds, &self.replaced, &[])?;
         if self.leases.values().any(|n| *n > 0) {
-            let counts = lease_counts(tx, &self.projects, self.at).await?;
+            let counts = lease_counts(tx, &self.projects, self.at()).await?;
             for ((project, user), n) in &self.leases {
                 let limits = limited.levels.of(project, user);
                 let in_project: i64 = counts.iter().filter(|(k, _)| k.0 == *project).map(|(_, c)| c).sum();
@@ -329,7 +371,7 @@ impl Check {
         if limit_rows.is_empty() {
             return Ok(None);
         }
-        Ok(Some(Limited { at: self.at, levels: LevelLimits::from_rows(&limit_rows), usage: self.usage(&usage_rows) }))
+        Ok(Some(Limited { at: self.at(), levels: LevelLimits::from_rows(&limit_rows), usage: self.usage(&usage_rows) }))
     }
 }
 

@@ -327,6 +327,42 @@ async fn claims_decided_together_each_get_their_own_answer() {
     assert!(store.replay_verify().await.unwrap().is_clean());
 }
 
+/// A batch of claims decides at the instant its transaction starts (the
+/// pipeline that sends its `BEGIN` reads it, `clock::STARTED`): after the
+/// claim was made, and before the batch waited for the locks it needed.
+/// The consumer carries that instant.
+#[tokio::test]
+async fn a_batch_decides_at_its_start_before_its_lock_waits() {
+    let db = TestDatabase::new().await;
+    let store = db.store(2);
+    let p = provider(&store, "p", &[("VCPU", 8)]).await;
+    let (watcher, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let clock = "SELECT statement_timestamp()";
+    let before: chrono::DateTime<Utc> = watcher.query_one(clock, &[]).await.unwrap().get(0);
+    watcher.batch_execute(&format!("BEGIN; SELECT 1 FROM providers WHERE uuid = '{p}' FOR UPDATE")).await.unwrap();
+    let id = Uuid::new_v4();
+    let now = Window::from(store.now().await.unwrap());
+    let claim = {
+        let store = store.clone();
+        let c = vec![consumer(id, GenerationCheck::New, vec![hold(p, "VCPU", 1, now)])];
+        tokio::spawn(async move { store.replace_allocations(&meta(), c).await })
+    };
+    let waits = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'";
+    for _ in 0..3000 {
+        if watcher.query_one(waits, &[]).await.unwrap().get::<_, i64>(0) > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let waiting: chrono::DateTime<Utc> = watcher.query_one(clock, &[]).await.unwrap().get(0);
+    watcher.batch_execute("ROLLBACK").await.unwrap();
+    claim.await.unwrap().unwrap();
+    let at: chrono::DateTime<Utc> =
+        watcher.query_one("SELECT created_at FROM consumers WHERE uuid = $1", &[&id]).await.unwrap().get(0);
+    assert!(before <= at && at <= waiting, "{before} <= {at} <= {waiting}");
+}
+
 /// A reshape naming a resource class that does not exist, in an inventory
 /// rather than an allocation, is refused as such (Placement's 400), before
 /// anything about the classes it drops, and writes nothing.

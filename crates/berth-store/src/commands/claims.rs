@@ -198,7 +198,7 @@ async fn drain(store: Store, permit: OwnedSemaphorePermit, lane: i16) {
 async fn decide(store: &Store, batch: Vec<Pending>) {
     metrics::histogram!("berth_claim_batch_size").record(batch.len() as f64);
     let requests: Vec<Request<'_>> = batch.iter().map(|p| Request { meta: &p.meta, consumers: &p.consumers }).collect();
-    let outcome = crate::tx::command!(store, |tx| { write_allocations(tx, &requests).await });
+    let outcome = crate::tx::pipelined!(store, |tx| { write_allocations(tx, &requests).await });
     match outcome {
         Ok(decisions) => {
             for (p, d) in batch.into_iter().zip(decisions) {
@@ -212,7 +212,7 @@ async fn decide(store: &Store, batch: Vec<Pending>) {
         Err(_) => {
             for p in batch {
                 let request = [Request { meta: &p.meta, consumers: &p.consumers }];
-                let outcome = crate::tx::command!(store, |tx| { write_allocations(tx, &request).await });
+                let outcome = crate::tx::pipelined!(store, |tx| { write_allocations(tx, &request).await });
                 let _ = p.reply.send(outcome.map(|d| d.into_iter().next().expect("one decision per request")));
             }
         }

@@ -38,10 +38,12 @@ pub use quotas::OverLimit;
 pub use request_keys::{Keyed, RequestKey};
 
 use berth_core::{Event, EventMeta};
-use deadpool_postgres::Transaction;
+use deadpool_postgres::{GenericClient, Transaction};
 
 /// The instant a command decides at: the database's, read in its transaction.
 pub(crate) use crate::clock::now;
+use crate::log::Append;
+use crate::tx::Pipelined;
 use crate::StoreError;
 
 /// Appends `events` and applies them, in the command's transaction; runs
@@ -52,9 +54,31 @@ pub(crate) async fn record(tx: &Transaction<'_>, meta: &EventMeta, events: &[Eve
 }
 
 /// As [`record`], for events of several requests, each with its own metadata.
-pub(crate) async fn record_each(tx: &Transaction<'_>, events: &[(&EventMeta, Event)]) -> Result<Vec<i64>, StoreError> {
+pub(crate) async fn record_each(
+    tx: &impl GenericClient,
+    events: &[(&EventMeta, Event)],
+) -> Result<Vec<i64>, StoreError> {
     let refs: Vec<&Event> = events.iter().map(|(_, e)| e).collect();
     appended_and_applied(crate::log::append_each(tx, events), crate::projection::apply_all(tx, &refs)).await
+}
+
+/// As [`record_each`], and commits: in the same round trip when one
+/// statement applies the events (a batch of claims:
+/// [`crate::projection::one_statement`]), else recorded, then committed.
+pub(crate) async fn record_each_and_commit(
+    tx: &Pipelined<'_>,
+    events: &[(&EventMeta, Event)],
+) -> Result<Vec<i64>, StoreError> {
+    let refs: Vec<&Event> = events.iter().map(|(_, e)| e).collect();
+    let append = Append::each(events);
+    let Some(apply) = crate::projection::one_statement(&refs) else {
+        let positions = record_each(tx.client().await?, events).await?;
+        tx.commit().await?;
+        return Ok(positions);
+    };
+    let ((append_sql, append_params), (apply_sql, apply_params)) = (append.statement(), apply.statement());
+    let [positions, _] = tx.commit_with([(append_sql, &append_params[..]), (apply_sql, &apply_params[..])]).await?;
+    Ok(Append::positions(&positions))
 }
 
 /// Sends the append and the application together (pipelined; the server

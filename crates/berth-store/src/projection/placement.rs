@@ -99,36 +99,63 @@ pub(super) async fn write_allocations_after(
         sql::pipeline_all(c, before).await?;
         return Ok(());
     }
-    let mut cols = AllocationColumns::default();
-    for (e, bumped) in events {
-        cols.push(e, bumped);
-    }
-    let bumped: Vec<uuid::Uuid> = cols.bumps.keys().copied().collect();
-    let counts: Vec<i64> = cols.bumps.values().map(|b| b.0).collect();
-    let bumped_at: Vec<At> = cols.bumps.values().map(|b| b.1).collect();
-    let stripe: i16 = super::STRIPE.try_with(|s| *s).unwrap_or(0);
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 16] = [
-        &cols.consumers,
-        &cols.projects,
-        &cols.users,
-        &cols.types,
-        &cols.ats,
-        &cols.emptied,
-        &cols.a_consumer,
-        &cols.a_provider,
-        &cols.a_class,
-        &cols.a_used,
-        &cols.a_start,
-        &cols.a_end,
-        &bumped,
-        &counts,
-        &bumped_at,
-        &stripe,
-    ];
+    let write = AllocationsWrite::new(events);
+    let (sql, params) = write.statement();
     let mut statements = before.to_vec();
-    statements.push((WRITE_ALLOCATIONS, &params[..]));
+    statements.push((sql, &params[..]));
     sql::pipeline_all(c, &statements).await?;
     Ok(())
+}
+
+/// Allocation replacements of distinct consumers, each with the providers
+/// it gives a new generation, as the one statement that writes them
+/// ([`WRITE_ALLOCATIONS`]): run by [`write_allocations`], or sent by a
+/// command with its commit (`projection::one_statement`).
+pub(crate) struct AllocationsWrite<'a> {
+    cols: AllocationColumns<'a>,
+    bumped: Vec<uuid::Uuid>,
+    counts: Vec<i64>,
+    bumped_at: Vec<At>,
+    stripe: i16,
+}
+
+impl<'a> AllocationsWrite<'a> {
+    pub(super) fn new(events: &[(&'a Event, &[uuid::Uuid])]) -> AllocationsWrite<'a> {
+        let mut cols = AllocationColumns::default();
+        for (e, bumped) in events {
+            cols.push(e, bumped);
+        }
+        AllocationsWrite {
+            bumped: cols.bumps.keys().copied().collect(),
+            counts: cols.bumps.values().map(|b| b.0).collect(),
+            bumped_at: cols.bumps.values().map(|b| b.1).collect(),
+            stripe: super::STRIPE.try_with(|s| *s).unwrap_or(0),
+            cols,
+        }
+    }
+
+    pub(crate) fn statement(&self) -> (&'static str, [&(dyn tokio_postgres::types::ToSql + Sync); 16]) {
+        let cols = &self.cols;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 16] = [
+            &cols.consumers,
+            &cols.projects,
+            &cols.users,
+            &cols.types,
+            &cols.ats,
+            &cols.emptied,
+            &cols.a_consumer,
+            &cols.a_provider,
+            &cols.a_class,
+            &cols.a_used,
+            &cols.a_start,
+            &cols.a_end,
+            &self.bumped,
+            &self.counts,
+            &self.bumped_at,
+            &self.stripe,
+        ];
+        (WRITE_ALLOCATIONS, params)
+    }
 }
 
 type At = chrono::DateTime<chrono::Utc>;

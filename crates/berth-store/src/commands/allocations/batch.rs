@@ -3,9 +3,11 @@
 //! in turn, seeing the holds of those accepted before it; a refused one
 //! writes nothing and does not touch the others.
 //!
-//! The whole batch is locked and read in one pipelined round trip
-//! (read.rs), decided in memory (decide.rs), and the accepted requests'
-//! events appended and applied in one more (commands::record_each).
+//! The whole batch is locked and read in one pipelined round trip with the
+//! transaction's BEGIN (read.rs), decided in memory (decide.rs), and the
+//! accepted requests' events appended and applied in one more, with the
+//! COMMIT (commands::record_each_and_commit): a [`Pipelined`] transaction
+//! of two round trips in all.
 //!
 //! A request that draws from a reservation (it names a reservation's class,
 //! or one of its consumers holds a draw to give back) is decided in the same
@@ -17,18 +19,19 @@
 //! the quota check's late guards do.
 
 use berth_core::{Event, EventMeta};
-use deadpool_postgres::Transaction;
 
 use super::decide::{Decision, Request};
 use super::draw::{self, Drawn};
 use super::read;
 use super::request::ConsumerAllocations;
-use crate::commands::record_each;
+use crate::commands::{record_each, record_each_and_commit};
+use crate::tx::Pipelined;
 use crate::StoreError;
 
-/// Decides `requests` in order and writes the accepted ones.
+/// Decides `requests` in order and writes the accepted ones; commits
+/// with the last write when no request draws.
 pub(crate) async fn write_allocations(
-    tx: &Transaction<'_>,
+    tx: &Pipelined<'_>,
     requests: &[Request<'_>],
 ) -> Result<Vec<Decision>, StoreError> {
     // Those that name a reservation's class draw, whatever the read says;
@@ -46,8 +49,10 @@ pub(crate) async fn write_allocations(
         for (i, d) in plain.iter().zip(read.decide_in_turn(&batch, &[], &mut events)) {
             decisions[*i] = Some(d);
         }
-        if !events.is_empty() {
-            record_each(tx, &events).await?;
+        if plain.len() == requests.len() {
+            record_each_and_commit(tx, &events).await?;
+        } else if !events.is_empty() {
+            record_each(tx.client().await?, &events).await?;
         }
     }
     for (i, request) in requests.iter().enumerate() {
@@ -59,8 +64,8 @@ pub(crate) async fn write_allocations(
 }
 
 /// Decides and writes one request that draws from a reservation.
-async fn write_drawing(tx: &Transaction<'_>, request: &Request<'_>) -> Result<Decision, StoreError> {
-    let Drawn { consumers, events: draws } = match draw::draw(tx, request.consumers).await {
+async fn write_drawing(tx: &Pipelined<'_>, request: &Request<'_>) -> Result<Decision, StoreError> {
+    let Drawn { consumers, events: draws } = match draw::draw(tx.client().await?, request.consumers).await {
         Ok(drawn) => drawn,
         Err(StoreError::Domain(e)) => return Ok(Decision::Refused(e)),
         Err(e) => return Err(e),
@@ -72,7 +77,7 @@ async fn write_drawing(tx: &Transaction<'_>, request: &Request<'_>) -> Result<De
     let decision = read.decide_in_turn(std::slice::from_ref(&drawn), &[], &mut events).pop();
     let decision = decision.expect("one decision per request");
     if matches!(decision, Decision::Written) {
-        record_each(tx, &events).await?;
+        record_each(tx.client().await?, &events).await?;
     }
     Ok(decision)
 }

@@ -19,7 +19,7 @@ use berth_core::event::Allocation;
 use berth_core::lease::{reservation_of_class, LeaseStatus};
 use berth_core::{Error, Event, Window};
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Transaction;
+use deadpool_postgres::GenericClient;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -89,7 +89,7 @@ pub(super) fn names_reservation(batch: &[ConsumerAllocations]) -> bool {
 /// held are given back. For a request that names a reservation class or
 /// holds a draw. A refusal (the reservation is not on the provider, not the
 /// caller's, not active) is a domain error.
-pub(super) async fn draw(tx: &Transaction<'_>, batch: &[ConsumerAllocations]) -> Result<Drawn, StoreError> {
+pub(super) async fn draw(tx: &impl GenericClient, batch: &[ConsumerAllocations]) -> Result<Drawn, StoreError> {
     let old = lock_and_read_draws(tx, batch).await?;
     let at = now(tx).await?;
     let wanted: Wanted = batch
@@ -145,7 +145,7 @@ pub(super) async fn draw(tx: &Transaction<'_>, batch: &[ConsumerAllocations]) ->
 
 /// Locks the quota guards and the consumers of `batch` (their draws cannot
 /// change under us) and reads the draws they hold.
-async fn lock_and_read_draws(tx: &Transaction<'_>, batch: &[ConsumerAllocations]) -> Result<Draws, StoreError> {
+async fn lock_and_read_draws(tx: &impl GenericClient, batch: &[ConsumerAllocations]) -> Result<Draws, StoreError> {
     let ids: Vec<Uuid> = batch.iter().map(|c| c.consumer).collect();
     let projects: BTreeSet<String> = batch.iter().map(|c| c.project_id.clone()).collect();
     crate::lock::guards(tx, &projects.into_iter().collect::<Vec<_>>()).await?;
@@ -157,7 +157,7 @@ async fn lock_and_read_draws(tx: &Transaction<'_>, batch: &[ConsumerAllocations]
 /// Finds the slots of the reservations named, locks them and those of the
 /// draws held, and reads what each holds.
 async fn read_slots(
-    tx: &Transaction<'_>,
+    tx: &impl GenericClient,
     wanted: &Wanted,
     old: &Draws,
 ) -> Result<(SlotsOf, HashMap<Uuid, SlotHold>), StoreError> {
@@ -195,7 +195,7 @@ async fn read_slots(
 
 /// A reservation may be drawn from by its own project, while its lease runs.
 async fn check_reservation(
-    tx: &Transaction<'_>,
+    tx: &impl GenericClient,
     rid: Uuid,
     slot: &SlotHold,
     project: &str,

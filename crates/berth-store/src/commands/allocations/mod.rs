@@ -47,7 +47,7 @@ impl Store {
         // the requests in flight (claims.rs).
         let decision = if draw::names_reservation(&consumers) {
             let request = [Request { meta, consumers: &consumers }];
-            let decisions = crate::tx::command!(self, |tx| { write_allocations(tx, &request).await })?;
+            let decisions = crate::tx::pipelined!(self, |tx| { write_allocations(tx, &request).await })?;
             decisions.into_iter().next().expect("one decision per request")
         } else {
             self.claims.submit(self, meta, consumers).await?
@@ -94,6 +94,6 @@ impl Store {
                 inv.validate(class)?;
             }
         }
-        crate::tx::command!(self, |tx| { reshape::write(tx, meta, &consumers, &inventories).await })
+        crate::tx::pipelined!(self, |tx| { reshape::write(tx, meta, &consumers, &inventories).await })
     }
 }

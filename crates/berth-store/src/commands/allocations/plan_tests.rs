@@ -43,7 +43,7 @@ async fn claim_statements_read_from_their_own_indexes_from_the_start() {
         &["allocations_timeline", "allocations_project_bounded", "allocations_project_open_start"],
     );
     // A project's usage: the same, on the project's side.
-    let plan = generic_plan(&client, crate::quota::USAGE, 5).await;
+    let plan = generic_plan(&client, crate::quota::USAGE, 6).await;
     check(
         &plan,
         &[

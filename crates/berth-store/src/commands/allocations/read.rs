@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use berth_core::timeline;
 use berth_core::{Inventory, Window};
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Transaction;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -14,7 +13,8 @@ use uuid::Uuid;
 use super::request::{ConsumerAllocations, ReshapeInventory};
 use crate::commands::now;
 use crate::lock::{self, Sorted};
-use crate::{quota, sql, StoreError};
+use crate::tx::Pipelined;
+use crate::{clock, quota, sql, StoreError};
 
 /// A provider and a resource class.
 pub(super) type Key = (Uuid, String);
@@ -118,8 +118,13 @@ impl<'a> Wanted<'a> {
 
 /// Locks and reads, in one round trip, what deciding `consumers` (and a
 /// reshape's `reshaped` providers) in turn needs. The statements are sent
-/// together (pipelined on the connection); the server runs them in order,
-/// so the reads after the locks see every earlier writer's committed rows:
+/// together (pipelined on the connection, with the transaction's `BEGIN`
+/// when they are its first); the server runs them in order, so the reads
+/// after the locks see every earlier writer's committed rows:
+/// 0. the instant the batch decides at: the transaction's start, when they
+///    begin it, read before any lock (`clock::STARTED`); in a transaction
+///    begun earlier, the time read just before them (`clock::now`, a round
+///    trip of its own);
 /// 1. the projects' quota guards, then the consumers, sorted, with what they
 ///    hold (which cannot change while they are locked), and which of them
 ///    hold a reservation draw;
@@ -128,11 +133,16 @@ impl<'a> Wanted<'a> {
 /// 3. everyone else's holds over the new windows ([`READ_OTHERS`]);
 /// 4. the classes named, the limits and the usage that bear on them.
 pub(super) async fn read(
-    tx: &Transaction<'_>,
+    tx: &Pipelined<'_>,
     consumers: &[&ConsumerAllocations],
     reshaped: &[ReshapeInventory],
 ) -> Result<Read, StoreError> {
-    let at = now(tx).await?;
+    let claims = consumers.iter().map(|c| (c.consumer, &*c.project_id, &*c.user_id, &*c.allocations));
+    let known = if tx.has_begun() { Some(now(tx.client().await?).await?) } else { None };
+    let mut quota = match known {
+        Some(at) => quota::Check::new(at, claims, Default::default()),
+        None => quota::Check::unclocked(claims),
+    };
     let consumer_ids: Sorted<Uuid> = consumers.iter().map(|c| c.consumer).collect();
     let wanted = Wanted::new(consumers);
     let providers = wanted.keys_p.iter().copied().chain(reshaped.iter().map(|r| r.provider));
@@ -147,26 +157,24 @@ pub(super) async fn read(
     let other_params: [&(dyn ToSql + Sync); 5] = [&w.keys_p, &w.keys_c, &w.keys_s, &w.keys_e, ids];
     let class_params = [named.param()];
     // Quota: the projects' guards are locked first, their limits and usage read last (crate::quota).
-    let claims = consumers.iter().map(|c| (c.consumer, &*c.project_id, &*c.user_id, &*c.allocations));
-    let quota = quota::Check::new(at, claims, Default::default());
     let q = quota.params();
-    let [_, _, guard_rows, consumer_rows, draw_rows, provider_rows, other_rows, class_rows, limit_rows, usage_rows] =
-        sql::pipeline(
-            tx,
-            [
-                (sql::GENERIC_PLANS, &[]),
-                (lock::GUARD_INSERT, &q.guard[..]),
-                (lock::GUARD_LOCK, &q.guard[..]),
-                (lock_consumers.0, &lock_consumers.1[..]),
-                (HOLDS_DRAWS, &consumer_params[..]),
-                (lock_providers.0, &lock_providers.1[..]),
-                (READ_OTHERS, &other_params[..]),
-                (KNOWN_CLASSES, &class_params[..]),
-                (quota::LIMITS, &q.limits[..]),
-                (quota::USAGE, &q.usage[..]),
-            ],
-        )
+    let [_, started, _, guard_rows, consumer_rows, draw_rows, provider_rows, other_rows, class_rows, limit_rows, usage_rows] =
+        tx.pipeline([
+            (sql::GENERIC_PLANS, &[]),
+            (clock::STARTED, &[]),
+            (lock::GUARD_INSERT, &q.guard[..]),
+            (lock::GUARD_LOCK, &q.guard[..]),
+            (lock_consumers.0, &lock_consumers.1[..]),
+            (HOLDS_DRAWS, &consumer_params[..]),
+            (lock_providers.0, &lock_providers.1[..]),
+            (READ_OTHERS, &other_params[..]),
+            (KNOWN_CLASSES, &class_params[..]),
+            (quota::LIMITS, &q.limits[..]),
+            (quota::USAGE, &q.usage[..]),
+        ])
         .await?;
+    let at = known.unwrap_or_else(|| started[0].get(0));
+    quota.clock(at);
     let (current, held) = consumers_from_rows(&consumer_rows);
     let (generations, inventories) = providers_from_rows(&provider_rows);
     let others = others_by_key(&other_rows, &wanted, &held);
@@ -179,7 +187,7 @@ pub(super) async fn read(
         inventories,
         known: class_rows.iter().map(|r| r.get(0)).collect(),
         others,
-        limited: quota.limits(tx, &guard_rows, limit_rows, usage_rows).await?,
+        limited: quota.limits(tx.client().await?, &guard_rows, limit_rows, usage_rows).await?,
         drawing: draw_rows.iter().map(|r| r.get(0)).collect(),
     })
 }

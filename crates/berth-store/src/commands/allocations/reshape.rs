@@ -8,18 +8,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use berth_core::{Event, EventMeta, Inventory};
-use deadpool_postgres::Transaction;
+use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use super::decide::{Decision, Request};
 use super::read::{self, Read};
 use super::request::{ConsumerAllocations, ReshapeInventory};
 use crate::commands::record_each;
+use crate::tx::Pipelined;
 use crate::StoreError;
 
 /// Decides and writes one reshape, in the command's transaction.
 pub(super) async fn write(
-    tx: &Transaction<'_>,
+    tx: &Pipelined<'_>,
     meta: &EventMeta,
     consumers: &[ConsumerAllocations],
     reshaped: &[ReshapeInventory],
@@ -37,8 +38,9 @@ pub(super) async fn write(
         Decision::Refused(e) => return Err(e.into()),
         Decision::Written => {}
     }
+    let c = tx.client().await?;
     for r in reshaped {
-        check_dropped_classes(tx, r, consumers, &read.consumer_ids).await?;
+        check_dropped_classes(c, r, consumers, &read.consumer_ids).await?;
     }
     let finals = reshaped.iter().map(|r| Event::InventoriesReplaced {
         provider: r.provider,
@@ -46,7 +48,7 @@ pub(super) async fn write(
         at,
     });
     events.extend(finals.map(|e| (meta, e)));
-    record_each(tx, &events).await?;
+    record_each(c, &events).await?;
     Ok(())
 }
 
@@ -77,7 +79,7 @@ fn interim(read: &mut Read, reshaped: &[ReshapeInventory]) -> Vec<(Uuid, BTreeMa
 /// allocations: neither other consumers' (held now or later) nor the ones
 /// this reshape writes.
 async fn check_dropped_classes(
-    tx: &Transaction<'_>,
+    tx: &impl GenericClient,
     r: &ReshapeInventory,
     consumers: &[ConsumerAllocations],
     moving: &[Uuid],
