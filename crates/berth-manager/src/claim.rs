@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use berth_store::commands::{Claim, Finish};
+use berth_store::queries::lease_events::NextDue;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -30,58 +31,74 @@ struct Batch {
     full: bool,
 }
 
+/// When to look next, as the last claim statement answered it: the
+/// database's next due time and clock, and when the answer arrived on the
+/// local monotonic clock.
+pub(crate) type Looked = Option<(NextDue, Instant)>;
+
 /// Claims batches while events are due and hook slots are free; the
-/// recorder waits meanwhile (`Inner::claims_made`).
-pub(crate) async fn claim_due(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>, tasks: &mut JoinSet<()>) {
+/// recorder waits meanwhile (`Inner::claims_made`). Answers when to look
+/// next, if a claim was asked.
+pub(crate) async fn claim_due(
+    inner: &Arc<Inner>,
+    finish_tx: &mpsc::UnboundedSender<Finish>,
+    tasks: &mut JoinSet<()>,
+) -> Looked {
     inner.set_claiming(true);
-    claim_all(inner, finish_tx, tasks).await;
+    let looked = claim_all(inner, finish_tx, tasks).await;
     inner.set_claiming(false);
+    looked
 }
 
 /// Claims batches while events are due and hook slots are free.
-async fn claim_all(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>, tasks: &mut JoinSet<()>) {
-    let Some(mut batch) = claim_batch(inner).await else {
-        return;
+async fn claim_all(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>, tasks: &mut JoinSet<()>) -> Looked {
+    let (first, mut looked) = claim_batch(inner).await;
+    let Some(mut batch) = first else {
+        return looked;
     };
     loop {
         let leases: Vec<Uuid> = batch.claims.iter().map(|(c, _)| c.lease).collect();
         // What the hooks need, read once for the whole batch, while the
         // next batch is claimed.
-        let (contexts, next) = if batch.full {
+        let (contexts, (next, again)) = if batch.full {
             tokio::join!(inner.store.hook_contexts(&leases), claim_batch(inner))
         } else {
-            (inner.store.hook_contexts(&leases).await, None)
+            (inner.store.hook_contexts(&leases).await, (None, None))
         };
+        looked = again.or(looked);
         start(inner, batch, contexts.map(Arc::new).map_err(|e| e.to_string()), finish_tx, tasks);
         match next {
             Some(b) => batch = b,
-            None => return,
+            None => return looked,
         }
     }
 }
 
 /// Claims one batch as large as the free hook slots allow (and takes a
-/// slot for each event); `None` when nothing was claimed.
-async fn claim_batch(inner: &Arc<Inner>) -> Option<Batch> {
+/// slot for each event); `None` when nothing was claimed. With it, when to
+/// look next, if a claim was asked.
+async fn claim_batch(inner: &Arc<Inner>) -> (Option<Batch>, Looked) {
     let free = inner.permits.available_permits();
     if free == 0 {
         inner.starved.store(true, Ordering::SeqCst);
         // Slots given back since the look above would not wake it.
         inner.slot_freed();
-        return None;
+        return (None, None);
     }
     let limit = inner.cfg.batch_size.min(free as i64);
     let asked = Instant::now();
-    let claims = match inner.store.claim_lease_events(&inner.id, limit, chrono_of(inner.cfg.claim_ttl())).await {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(error = %e, "claiming lease events");
-            return None;
-        }
-    };
+    let (claims, next) =
+        match inner.store.claim_lease_events_then_next(&inner.id, limit, chrono_of(inner.cfg.claim_ttl())).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "claiming lease events");
+                return (None, None);
+            }
+        };
     let got = Instant::now();
+    let looked = Some((next, got));
     if claims.is_empty() {
-        return None;
+        return (None, looked);
     }
     metrics::claimed(claims.len());
     let full = claims.len() as i64 >= limit;
@@ -98,7 +115,7 @@ async fn claim_batch(inner: &Arc<Inner>) -> Option<Batch> {
         );
         slotted.push((claim, permit));
     }
-    Some(Batch { claims: slotted, got, full })
+    (Some(Batch { claims: slotted, got, full }), looked)
 }
 
 /// Starts one task per claimed event of `batch`.
