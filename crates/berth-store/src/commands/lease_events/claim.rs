@@ -55,11 +55,11 @@ pub struct Claim {
 /// Lease event types in firing order within one lease.
 const ORDER: &str = "CASE event_type WHEN 'start_lease' THEN 0 WHEN 'before_end_lease' THEN 1 ELSE 2 END";
 
-fn claim_sql() -> String {
+/// The rules every candidate `e` must meet, waiting or expired alike.
+fn rules_sql() -> String {
     let own = ORDER.replace("event_type", "o.event_type");
     let mine = ORDER.replace("event_type", "e.event_type");
-    // The rules every candidate must meet, waiting or expired alike.
-    let rules = format!(
+    format!(
         "-- A lease's own events fire in order: start, before end, end.
          -- (OFFSET 0 keeps it a lookup of the lease's three events per
          -- candidate: as an anti join, on tables without statistics yet, it
@@ -82,7 +82,11 @@ fn claim_sql() -> String {
                AND ro.resource_type = 'physical:host' AND ro.lease_id <> e.lease_id
                AND o.event_type IN ('end_lease', 'before_end_lease')
                AND o.status IN ('UNDONE', 'IN_PROGRESS') AND o.time <= e.time))"
-    );
+    )
+}
+
+fn claim_sql() -> String {
+    let rules = rules_sql();
     let priority = "CASE e.event_type WHEN 'end_lease' THEN 0 WHEN 'before_end_lease' THEN 1 ELSE 2 END";
     // Two scans, each in the order of its own index and no finer, so each
     // stops as soon as it has enough (a finer order would look at every
