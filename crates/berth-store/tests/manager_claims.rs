@@ -49,7 +49,8 @@ async fn no_event_falls_due_between_a_claim_and_its_next_due_time() {
     for i in 0..n {
         lease(&store, &format!("l{i}"), first + Duration::milliseconds(i), 1).await;
     }
-    let c = store.client().await.unwrap();
+    let (c, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
     let mut claimed = std::collections::HashSet::new();
     while claimed.len() < n as usize {
         let (claims, next) = store.claim_lease_events_then_next("m1", 10_000, Duration::hours(3)).await.unwrap();
