@@ -3,14 +3,16 @@
 //! decides what is due, including events whose claim expired with a dead
 //! owner (rescues); this side only sizes the batches and tracks the claims.
 //!
-//! While one batch's leases are read for its hooks, the next batch is
-//! already being claimed (on another connection): a burst of due events
-//! waits for one claim per batch, not a claim and a read.
+//! While one round's leases are read for its hooks, the next batches are
+//! already being claimed (on other connections), two at once during a
+//! burst: a burst of due events waits for one claim per two batches, not a
+//! claim and a read per batch.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use berth_store::commands::{Claim, Finish};
+use berth_store::queries::lease_events::NextDue;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -30,58 +32,111 @@ struct Batch {
     full: bool,
 }
 
+/// When to look next, as the last claim statement answered it: the
+/// database's next due time and clock, and when the answer arrived on the
+/// local monotonic clock.
+pub(crate) type Looked = Option<(NextDue, Instant)>;
+
 /// Claims batches while events are due and hook slots are free; the
-/// recorder waits meanwhile (`Inner::claims_made`).
-pub(crate) async fn claim_due(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>, tasks: &mut JoinSet<()>) {
+/// recorder waits meanwhile (`Inner::claims_made`). Answers when to look
+/// next, if a claim was asked.
+pub(crate) async fn claim_due(
+    inner: &Arc<Inner>,
+    finish_tx: &mpsc::UnboundedSender<Finish>,
+    tasks: &mut JoinSet<()>,
+) -> Looked {
     inner.set_claiming(true);
-    claim_all(inner, finish_tx, tasks).await;
+    let looked = claim_all(inner, finish_tx, tasks).await;
     inner.set_claiming(false);
+    looked
 }
 
-/// Claims batches while events are due and hook slots are free.
-async fn claim_all(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>, tasks: &mut JoinSet<()>) {
-    let Some(mut batch) = claim_batch(inner).await else {
-        return;
-    };
+/// Claims batches while events are due and hook slots are free: one
+/// claim at first, then, while batches come back full (a burst), two at
+/// once on two connections (`SKIP LOCKED` keeps them apart), each round
+/// while the hooks' reads of the batches before it are made.
+async fn claim_all(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>, tasks: &mut JoinSet<()>) -> Looked {
+    let mut looked: Looked = None;
+    let mut ready: Vec<Batch> = Vec::new();
+    let mut lanes = 1;
     loop {
-        let leases: Vec<Uuid> = batch.claims.iter().map(|(c, _)| c.lease).collect();
-        // What the hooks need, read once for the whole batch, while the
-        // next batch is claimed.
-        let (contexts, next) = if batch.full {
-            tokio::join!(inner.store.hook_contexts(&leases), claim_batch(inner))
-        } else {
-            (inner.store.hook_contexts(&leases).await, None)
+        let (one, two) = if lanes > 0 { limits(inner, lanes) } else { (None, None) };
+        let leases: Vec<Uuid> = ready.iter().flat_map(|b| b.claims.iter().map(|(c, _)| c.lease)).collect();
+        let read = async {
+            // What the hooks need, read once for the batches claimed.
+            if leases.is_empty() {
+                None
+            } else {
+                Some(inner.store.hook_contexts(&leases).await)
+            }
         };
-        start(inner, batch, contexts.map(Arc::new).map_err(|e| e.to_string()), finish_tx, tasks);
-        match next {
-            Some(b) => batch = b,
-            None => return,
+        let lane = |limit: Option<i64>| async move {
+            match limit {
+                Some(limit) => claim_batch(inner, limit).await,
+                None => (None, None),
+            }
+        };
+        let (contexts, (a, looked_a), (b, looked_b)) = tokio::join!(read, lane(one), lane(two));
+        if let Some(contexts) = contexts {
+            let contexts = contexts.map(Arc::new).map_err(|e| e.to_string());
+            for batch in ready.drain(..) {
+                start(inner, batch, contexts.clone(), finish_tx, tasks);
+            }
         }
+        looked = sooner(looked_a, looked_b).or(looked);
+        ready = [a, b].into_iter().flatten().collect();
+        if ready.is_empty() {
+            return looked;
+        }
+        lanes = if ready.iter().any(|b| b.full) { CLAIM_LANES } else { 0 };
     }
 }
 
-/// Claims one batch as large as the free hook slots allow (and takes a
-/// slot for each event); `None` when nothing was claimed.
-async fn claim_batch(inner: &Arc<Inner>) -> Option<Batch> {
-    let free = inner.permits.available_permits();
+/// Most claims made at once while a burst is claimed (`limits` sizes two).
+const CLAIM_LANES: usize = 2;
+
+/// Of two looks made at once, the one that says to look sooner.
+fn sooner(a: Looked, b: Looked) -> Looked {
+    let at = |l: &(NextDue, Instant)| l.0.due.unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if at(&a) <= at(&b) { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The sizes of the next `lanes` claims (at most two), as the free hook
+/// slots allow: none when no slot is free (the loop is told when half a
+/// batch is free again).
+fn limits(inner: &Inner, lanes: usize) -> (Option<i64>, Option<i64>) {
+    let free = inner.permits.available_permits() as i64;
     if free == 0 {
         inner.starved.store(true, Ordering::SeqCst);
         // Slots given back since the look above would not wake it.
         inner.slot_freed();
-        return None;
+        return (None, None);
     }
-    let limit = inner.cfg.batch_size.min(free as i64);
+    let one = inner.cfg.batch_size.min(free);
+    let two = Some(inner.cfg.batch_size.min(free - one)).filter(|l| lanes > 1 && *l > 0);
+    (Some(one), two)
+}
+
+/// Claims one batch of at most `limit` events (and takes a hook slot for
+/// each); `None` when nothing was claimed. With it, when to look next, if
+/// the claim was answered.
+async fn claim_batch(inner: &Arc<Inner>, limit: i64) -> (Option<Batch>, Looked) {
     let asked = Instant::now();
-    let claims = match inner.store.claim_lease_events(&inner.id, limit, chrono_of(inner.cfg.claim_ttl())).await {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(error = %e, "claiming lease events");
-            return None;
-        }
-    };
+    let (claims, next) =
+        match inner.store.claim_lease_events_then_next(&inner.id, limit, chrono_of(inner.cfg.claim_ttl())).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "claiming lease events");
+                return (None, None);
+            }
+        };
     let got = Instant::now();
+    let looked = Some((next, got));
     if claims.is_empty() {
-        return None;
+        return (None, looked);
     }
     metrics::claimed(claims.len());
     let full = claims.len() as i64 >= limit;
@@ -98,7 +153,7 @@ async fn claim_batch(inner: &Arc<Inner>) -> Option<Batch> {
         );
         slotted.push((claim, permit));
     }
-    Some(Batch { claims: slotted, got, full })
+    (Some(Batch { claims: slotted, got, full }), looked)
 }
 
 /// Starts one task per claimed event of `batch`.

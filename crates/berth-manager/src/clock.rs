@@ -25,7 +25,12 @@ impl Anchor {
     /// Taken when the database's answer arrived: the database read its
     /// clock before that, so instants computed from it are never early.
     pub(crate) fn of(next: &NextDue) -> Anchor {
-        Anchor { database: next.now, local: Instant::now() }
+        Anchor::at(next, Instant::now())
+    }
+
+    /// As [`Anchor::of`], for an answer that arrived at `local`.
+    pub(crate) fn at(next: &NextDue, local: Instant) -> Anchor {
+        Anchor { database: next.now, local }
     }
 
     pub(crate) fn instant_of(&self, t: DateTime<Utc>) -> Instant {

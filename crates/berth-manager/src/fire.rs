@@ -76,7 +76,7 @@ fn log_outcome(claim: &Claim, outcome: &Outcome) {
 
 /// The lease as the policy service is told of it.
 fn lease_values(ctx: &HookContext) -> LeaseValues {
-    let r = &ctx.lease.record;
+    let r = &ctx.lease;
     let reservations = r.reservations.iter().map(|x| (x.resource_type.as_str(), &x.params));
     LeaseValues::of_record(&r.name, &r.project_id, &r.user_id, (r.start, r.end), reservations)
 }

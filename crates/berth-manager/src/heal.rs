@@ -52,7 +52,7 @@ async fn call(inner: &Inner, h: HealHook) {
         },
         Err(e) => return tracing::warn!(error = %e, heal = %h.id, "reading the healed lease"),
     };
-    let Some(r) = ctx.lease.record.reservations.iter().find(|r| r.id == h.reservation) else {
+    let Some(r) = ctx.lease.reservations.iter().find(|r| r.id == h.reservation) else {
         return;
     };
     let name = |p: &uuid::Uuid| h.names.get(p).cloned();
@@ -61,7 +61,7 @@ async fn call(inner: &Inner, h: HealHook) {
         idempotency_key: format!("heal:{}", h.id),
         attempt: 1,
         lease: lease_json(&ctx),
-        reservation: reservation_json(ctx.lease.record.id, r),
+        reservation: reservation_json(ctx.lease.id, r),
         allocations: h
             .moves
             .iter()

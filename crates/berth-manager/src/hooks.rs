@@ -16,7 +16,7 @@ pub fn idempotency_key(claim: &Claim, reservation: &ReservationRecord) -> String
 
 /// The lease as hooks see it.
 pub(crate) fn lease_json(ctx: &HookContext) -> Value {
-    let r = &ctx.lease.record;
+    let r = &ctx.lease;
     json!({
         "id": r.id,
         "name": r.name,
@@ -81,13 +81,13 @@ pub struct Attempt {
 pub async fn attempt(registry: &Registry, claim: &Claim, ctx: &HookContext) -> Attempt {
     let lease = lease_json(ctx);
     let mut out = Attempt { hooks: Vec::new(), permanent: None, errors: Vec::new() };
-    for r in &ctx.lease.record.reservations {
+    for r in &ctx.lease.reservations {
         let hook = Hook {
             event_type: claim.event_type.as_str().to_string(),
             idempotency_key: idempotency_key(claim, r),
             attempt: claim.attempt.max(1) as u32,
             lease: lease.clone(),
-            reservation: reservation_json(ctx.lease.record.id, r),
+            reservation: reservation_json(ctx.lease.id, r),
             allocations: allocations_json(ctx, r),
         };
         let result = match registry.get(&r.resource_type) {

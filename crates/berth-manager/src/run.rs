@@ -79,7 +79,7 @@ async fn schedule(
             _ = inner.refill.notified() => {}
             _ = tokio::time::sleep_until(next) => {}
         }
-        claim_due(inner, finish_tx, tasks).await;
+        let looked = claim_due(inner, finish_tx, tasks).await;
         // A due time alone announces no `on_heal` call: at a steady stream
         // of due events, looking for them on every wake cost a query each.
         let polled = Instant::now() >= next_sweep;
@@ -91,7 +91,17 @@ async fn schedule(
             sweep(inner);
         }
         next = Instant::now() + poll;
-        if let Some(due) = next_due(inner, &mut anchor).await {
+        // The claim statement said when the next event falls due; asked
+        // apart, an event falling due between the two was in neither answer.
+        let due = match looked {
+            Some((due, got)) => {
+                let a = Anchor::at(&due, got);
+                anchor = Some(a);
+                due.due.map(|t| a.instant_of(t))
+            }
+            None => next_due(inner, &mut anchor).await,
+        };
+        if let Some(due) = due {
             next = next.min(due);
         }
     }

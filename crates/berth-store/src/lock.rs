@@ -117,9 +117,14 @@ pub(crate) async fn lease(tx: &impl GenericClient, id: Uuid) -> Result<bool, Sto
     Ok(!leases(tx, &[id]).await?.is_empty())
 }
 
-/// [`LEASES`] over `ids`, to send in a pipeline.
-pub(crate) fn leases_stmt(ids: &Sorted<Uuid>) -> (&'static str, [&(dyn ToSql + Sync); 1]) {
-    (LEASES, [ids.param()])
+/// Locks leases as [`LEASES`] does, with what the manager's recorder
+/// decides on: (id, status, degraded), sorted. One statement, not a lock
+/// and a read.
+const LEASES_STATUS: &str = "SELECT id, status, degraded FROM leases WHERE id = ANY($1) ORDER BY id FOR UPDATE";
+
+/// [`LEASES_STATUS`] over `ids`, to send in a pipeline.
+pub(crate) fn leases_status_stmt(ids: &Sorted<Uuid>) -> (&'static str, [&(dyn ToSql + Sync); 1]) {
+    (LEASES_STATUS, [ids.param()])
 }
 
 /// Locks lease events with their state: (id, status, attempts, claimed_by,

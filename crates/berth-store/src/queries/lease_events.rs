@@ -5,13 +5,14 @@
 use std::collections::HashMap;
 
 use berth_core::error::ErrorCode;
-use berth_core::lease::{LeaseEventStatus, LeaseEventType};
+use berth_core::lease::{
+    LeaseEventStatus, LeaseEventType, LeaseRecord, LeaseStatus, ReservationRecord, ReservationStatus, Slot,
+};
 use berth_core::Error;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::leases::{load_leases, Lease};
 use crate::{Store, StoreError};
 
 /// A lease event as operators see it.
@@ -60,7 +61,9 @@ pub struct OtherConsumer {
 /// are on, and who else holds those providers now.
 #[derive(Debug, Clone)]
 pub struct HookContext {
-    pub lease: Lease,
+    /// The lease with its reservations and their slots; without its lease
+    /// events (`events` is empty): hooks are not told of them.
+    pub lease: LeaseRecord,
     pub provider_names: HashMap<Uuid, String>,
     pub others: Vec<OtherConsumer>,
 }
@@ -80,6 +83,14 @@ impl NextDue {
         self.due.map(|d| (d - self.now).to_std().unwrap_or_default())
     }
 }
+
+/// The earliest due time (or claim expiry) after the statement's time: the
+/// claim statement answers it too, from the snapshot it claimed from.
+pub(crate) const NEXT_DUE: &str = "least(
+    (SELECT min(coalesce(retry_at, time)) FROM lease_events
+     WHERE status = 'UNDONE' AND coalesce(retry_at, time) > statement_timestamp()),
+    (SELECT min(claim_expires_at) FROM lease_events
+     WHERE status = 'IN_PROGRESS' AND claim_expires_at > statement_timestamp()))";
 
 /// Whole-host reservations: the type whose hooks act on the other consumers.
 const HOSTS: &str = "physical:host";
@@ -193,17 +204,7 @@ impl Store {
     /// wakes the manager.
     pub async fn next_lease_event_due(&self) -> Result<NextDue, Error> {
         let c = self.client().await?;
-        let r = crate::sql::query(
-            &c,
-            "SELECT statement_timestamp(), least(
-                 (SELECT min(coalesce(retry_at, time)) FROM lease_events
-                  WHERE status = 'UNDONE' AND coalesce(retry_at, time) > statement_timestamp()),
-                 (SELECT min(claim_expires_at) FROM lease_events
-                  WHERE status = 'IN_PROGRESS' AND claim_expires_at > statement_timestamp()))",
-            &[],
-        )
-        .await
-        .map_err(db)?;
+        let r = crate::sql::query(&c, &format!("SELECT statement_timestamp(), {NEXT_DUE}"), &[]).await.map_err(db)?;
         let r = r.first().ok_or_else(|| Error::internal("the next due time: no row"))?;
         Ok(NextDue { now: r.get(0), due: r.get(1) })
     }
@@ -236,11 +237,84 @@ impl Store {
         let mut ids = leases.to_vec();
         ids.sort();
         ids.dedup();
-        // Sent together: one round trip for the clock and the leases.
-        let (at, loaded) = tokio::try_join!(crate::clock::now(&c), load_leases(&c, &ids))?;
-        let (names, others) = names_and_others(&c, &loaded, at).await?;
-        Ok(loaded.into_iter().map(|lease| (lease.record.id, hook_context(lease, &names, &others))).collect())
+        let loaded = hook_leases(&c, &ids).await?;
+        let (names, others) = names_and_others(&c, &loaded).await?;
+        Ok(loaded.into_iter().map(|lease| (lease.id, hook_context(lease, &names, &others))).collect())
     }
+}
+
+/// The leases `ids` as hooks see them, with their reservations and slots
+/// but not their lease events, in one round trip: two statements, not the
+/// four of a whole lease (the manager reads a batch of them per claim).
+async fn hook_leases(c: &impl deadpool_postgres::GenericClient, ids: &[Uuid]) -> Result<Vec<LeaseRecord>, Error> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let [rows, slot_rows] = crate::sql::pipeline(
+        c,
+        [
+            (
+                "SELECT l.id, l.name, l.project_id, l.user_id, l.start_at, l.end_at, l.status, l.degraded,
+                        l.recurrence_id, r.id, r.resource_type, r.resource_id, r.status, r.params, r.created_at,
+                        r.missing_resources, r.resources_changed
+                 FROM leases l LEFT JOIN reservations r ON r.lease_id = l.id
+                 WHERE l.id = ANY($1) ORDER BY l.id, r.position",
+                &[&ids],
+            ),
+            (
+                "SELECT s.reservation_id, s.consumer_uuid, s.provider_uuid, s.resources
+                 FROM reservation_slots s JOIN reservations r ON r.id = s.reservation_id
+                 WHERE r.lease_id = ANY($1) ORDER BY s.reservation_id, s.provider_uuid, s.consumer_uuid",
+                &[&ids],
+            ),
+        ],
+    )
+    .await
+    .map_err(db)?;
+    let mut slots: HashMap<Uuid, Vec<Slot>> = HashMap::new();
+    for r in &slot_rows {
+        let resources: serde_json::Value = r.get(3);
+        slots.entry(r.get(0)).or_default().push(Slot {
+            consumer: r.get(1),
+            provider: r.get(2),
+            resources: serde_json::from_value(resources).unwrap_or_default(),
+        });
+    }
+    let mut out: Vec<LeaseRecord> = Vec::with_capacity(ids.len());
+    for r in &rows {
+        let id: Uuid = r.get(0);
+        if out.last().is_none_or(|l| l.id != id) {
+            let status: String = r.get(6);
+            out.push(LeaseRecord {
+                id,
+                name: r.get(1),
+                project_id: r.get(2),
+                user_id: r.get(3),
+                start: r.get(4),
+                end: r.get(5),
+                status: LeaseStatus::parse(&status).unwrap_or(LeaseStatus::Error),
+                degraded: r.get(7),
+                recurrence_id: r.get(8),
+                reservations: Vec::new(),
+                events: Vec::new(),
+            });
+        }
+        let Some(reservation) = r.get::<_, Option<Uuid>>(9) else { continue };
+        let status: String = r.get(12);
+        let lease = out.last_mut().expect("pushed above");
+        lease.reservations.push(ReservationRecord {
+            id: reservation,
+            resource_type: r.get(10),
+            resource_id: r.get(11),
+            status: ReservationStatus::parse(&status).unwrap_or(ReservationStatus::Error),
+            params: r.get(13),
+            slots: slots.remove(&reservation).unwrap_or_default(),
+            created_at: r.get(14),
+            missing_resources: r.get(15),
+            resources_changed: r.get(16),
+        });
+    }
+    Ok(out)
 }
 
 /// Another consumer on a whole host: (provider, consumer, project,
@@ -252,14 +326,13 @@ type OtherRow = (Uuid, Uuid, String, serde_json::Value, bool, Vec<Uuid>);
 /// those drawing from one of the slots.
 async fn names_and_others(
     c: &impl deadpool_postgres::GenericClient,
-    loaded: &[Lease],
-    at: DateTime<Utc>,
+    loaded: &[LeaseRecord],
 ) -> Result<(HashMap<Uuid, String>, Vec<OtherRow>), Error> {
     let mut providers: Vec<Uuid> = Vec::new();
     let mut host_slots: Vec<Uuid> = Vec::new();
     let mut host_providers: Vec<Uuid> = Vec::new();
     for l in loaded {
-        for r in &l.record.reservations {
+        for r in &l.reservations {
             for s in &r.slots {
                 providers.push(s.provider);
                 if r.resource_type == HOSTS {
@@ -282,16 +355,16 @@ async fn names_and_others(
             ("SELECT uuid, name FROM providers WHERE uuid = ANY($1)", &[&providers]),
             (
                 "SELECT a.provider_uuid, a.consumer_uuid, c.project_id, jsonb_object_agg(a.resource_class, a.used),
-                        bool_or(a.during @> $3::timestamptz),
+                        bool_or(a.during @> statement_timestamp()),
                         coalesce((SELECT array_agg(d.slot_consumer) FROM reservation_draws d
                                   WHERE d.consumer_uuid = a.consumer_uuid AND d.slot_consumer = ANY($2)), '{}')
                  FROM allocations a JOIN consumers c ON c.uuid = a.consumer_uuid
                  WHERE a.provider_uuid = ANY($1) AND c.consumer_type IS DISTINCT FROM 'RESERVATION'
-                   AND (a.during @> $3::timestamptz
+                   AND (a.during @> statement_timestamp()
                         OR a.consumer_uuid IN (SELECT consumer_uuid FROM reservation_draws
                                                WHERE slot_consumer = ANY($2)))
                  GROUP BY 1, 2, 3 ORDER BY 1, 2",
-                &[&host_providers, &host_slots, &at],
+                &[&host_providers, &host_slots],
             ),
         ],
     )
@@ -304,17 +377,16 @@ async fn names_and_others(
 
 /// A lease's hook context: its providers' names, and the consumers other
 /// than slots on its whole hosts that hold one now or draw from its slots.
-fn hook_context(lease: Lease, names: &HashMap<Uuid, String>, others: &[OtherRow]) -> HookContext {
+fn hook_context(lease: LeaseRecord, names: &HashMap<Uuid, String>, others: &[OtherRow]) -> HookContext {
     let mut mine: Vec<Uuid> = Vec::new();
     let mut own: Vec<Uuid> = Vec::new();
-    for r in lease.record.reservations.iter().filter(|r| r.resource_type == HOSTS) {
+    for r in lease.reservations.iter().filter(|r| r.resource_type == HOSTS) {
         for s in &r.slots {
             mine.push(s.provider);
             own.push(s.consumer);
         }
     }
     let provider_names = lease
-        .record
         .reservations
         .iter()
         .flat_map(|r| r.slots.iter())

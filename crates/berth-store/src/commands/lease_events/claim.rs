@@ -27,6 +27,7 @@ use uuid::Uuid;
 
 use super::manager_meta;
 use crate::commands::{now, record};
+use crate::queries::lease_events::{NextDue, NEXT_DUE};
 use crate::{lock, sql, Store, StoreError};
 
 /// The claim statement's parameters: the most events, the claimer, the
@@ -54,15 +55,20 @@ pub struct Claim {
 /// Lease event types in firing order within one lease.
 const ORDER: &str = "CASE event_type WHEN 'start_lease' THEN 0 WHEN 'before_end_lease' THEN 1 ELSE 2 END";
 
-fn claim_sql() -> String {
+/// The rules every candidate `e` must meet, waiting or expired alike.
+fn rules_sql() -> String {
     let own = ORDER.replace("event_type", "o.event_type");
     let mine = ORDER.replace("event_type", "e.event_type");
-    // The rules every candidate must meet, waiting or expired alike.
-    let rules = format!(
+    format!(
         "-- A lease's own events fire in order: start, before end, end.
+         -- (OFFSET 0 keeps it a lookup of the lease's three events per
+         -- candidate: as an anti join, on tables without statistics yet, it
+         -- compared every candidate with every waiting event, a second for
+         -- a burst of 1,000.)
          AND NOT EXISTS (
              SELECT 1 FROM lease_events o
-             WHERE o.lease_id = e.lease_id AND o.status IN ('UNDONE', 'IN_PROGRESS') AND {own} < {mine})
+             WHERE o.lease_id = e.lease_id AND o.status IN ('UNDONE', 'IN_PROGRESS') AND {own} < {mine}
+             OFFSET 0)
          -- Whole hosts: another lease's end (or before end) due no later on
          -- the same host runs before this start.
          AND (e.event_type <> 'start_lease' OR NOT EXISTS (
@@ -76,7 +82,11 @@ fn claim_sql() -> String {
                AND ro.resource_type = 'physical:host' AND ro.lease_id <> e.lease_id
                AND o.event_type IN ('end_lease', 'before_end_lease')
                AND o.status IN ('UNDONE', 'IN_PROGRESS') AND o.time <= e.time))"
-    );
+    )
+}
+
+fn claim_sql() -> String {
+    let rules = rules_sql();
     let priority = "CASE e.event_type WHEN 'end_lease' THEN 0 WHEN 'before_end_lease' THEN 1 ELSE 2 END";
     // Two scans, each in the order of its own index and no finer, so each
     // stops as soon as it has enough (a finer order would look at every
@@ -132,8 +142,18 @@ fn claim_sql() -> String {
                       + row_number() OVER (PARTITION BY n.stream ORDER BY n.ord),
                     $5::text, {data}, $4::jsonb
              FROM numbered n ORDER BY n.ord
+             RETURNING 1
          )
-         SELECT lease_id, id, event_type, time, due, attempts, was, was_by, at, claim_expires_at FROM claimed",
+         -- One row at least: the next due time after this statement's (from
+         -- the snapshot it claimed from, so an event falling due meanwhile
+         -- is in one answer or the other), and the database's clock read
+         -- once the claims and their log rows are written (the filter runs
+         -- both first), to sleep until it on the local clock.
+         SELECT c.lease_id, c.id, c.event_type, c.time, c.due, c.attempts, c.was, c.was_by, c.at,
+                c.claim_expires_at, t.now, t.next
+         FROM (SELECT clock_timestamp() AS now, {NEXT_DUE} AS next
+               WHERE (SELECT count(*) FROM claimed) + (SELECT count(*) FROM logged) >= 0) t
+         LEFT JOIN claimed c ON true",
         data = claimed_data("n")
     )
 }
@@ -182,11 +202,12 @@ pub(super) fn claimed_type() -> &'static str {
     })
 }
 
-/// A claimed row of the claim statement.
-fn claim_of(r: &tokio_postgres::Row) -> Claim {
-    let event_type: String = r.get(2);
+/// A claimed row of the claim statement (none in its one row when it
+/// claimed nothing).
+fn claim_of(r: &tokio_postgres::Row) -> Option<Claim> {
+    let event_type: String = r.get::<_, Option<String>>(2)?;
     let was: String = r.get(6);
-    Claim {
+    Some(Claim {
         lease: r.get(0),
         event: r.get(1),
         event_type: LeaseEventType::parse(&event_type).unwrap_or(LeaseEventType::EndLease),
@@ -197,7 +218,7 @@ fn claim_of(r: &tokio_postgres::Row) -> Claim {
         claim_expires_at: r.get(9),
         rescued_from: (was == LeaseEventStatus::InProgress.as_str())
             .then(|| r.get::<_, Option<String>>(7).unwrap_or_default()),
-    }
+    })
 }
 
 impl Store {
@@ -210,6 +231,19 @@ impl Store {
         limit: i64,
         ttl: chrono::Duration,
     ) -> Result<Vec<Claim>, berth_core::Error> {
+        Ok(self.claim_lease_events_then_next(claimer, limit, ttl).await?.0)
+    }
+
+    /// As [`Store::claim_lease_events`], with when the manager must look
+    /// next, decided by the same statement: an event that falls due after
+    /// the claim's snapshot is in the next due time, never in neither (a
+    /// separate look after the claim missed those due between the two).
+    pub async fn claim_lease_events_then_next(
+        &self,
+        claimer: &str,
+        limit: i64,
+        ttl: chrono::Duration,
+    ) -> Result<(Vec<Claim>, NextDue), berth_core::Error> {
         let statement = claim_sql();
         // At most a year: a claim's expiry stays a time the database can write.
         let ttl_us = ttl.num_microseconds().unwrap_or(i64::MAX).clamp(0, 365 * 86_400 * 1_000_000);
@@ -232,9 +266,11 @@ impl Store {
                 Err(e) => return Err(e.into()),
             }
         };
-        let mut claims: Vec<Claim> = rows.iter().map(claim_of).collect();
+        let first = rows.first().ok_or_else(|| berth_core::Error::internal("the claim statement: no row"))?;
+        let next = NextDue { now: first.get(10), due: first.get(11) };
+        let mut claims: Vec<Claim> = rows.iter().filter_map(claim_of).collect();
         claims.sort_by_key(|c| (c.due, lease_event::priority(c.event_type), c.event));
-        Ok(claims)
+        Ok((claims, next))
     }
 
     /// Extends `claimer`'s claims on `events` (event id, attempt) to now +

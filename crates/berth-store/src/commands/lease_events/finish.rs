@@ -66,13 +66,12 @@ struct Current {
 async fn lock_current(tx: &Transaction<'_>, leases: &[Uuid], ids: &[Uuid]) -> Result<Current, StoreError> {
     let (lease_keys, event_keys): (Sorted<Uuid>, Sorted<Uuid>) =
         (leases.iter().copied().collect(), ids.iter().copied().collect());
-    let (lock_leases, lock_events) = (lock::leases_stmt(&lease_keys), lock::lease_events(&event_keys));
-    let [_, events, lease_rows, reservation_rows] = sql::pipeline(
+    let (lock_leases, lock_events) = (lock::leases_status_stmt(&lease_keys), lock::lease_events(&event_keys));
+    let [lease_rows, events, reservation_rows] = sql::pipeline(
         tx,
         [
             (lock_leases.0, &lock_leases.1[..]),
             (lock_events.0, &lock_events.1[..]),
-            ("SELECT id, status, degraded FROM leases WHERE id = ANY($1)", &[&leases]),
             (
                 "SELECT lease_id, id, status FROM reservations WHERE lease_id = ANY($1)
                  ORDER BY lease_id, position",
