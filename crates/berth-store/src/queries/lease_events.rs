@@ -5,9 +5,7 @@
 use std::collections::HashMap;
 
 use berth_core::error::ErrorCode;
-use berth_core::lease::{
-    LeaseEventStatus, LeaseEventType, LeaseRecord, LeaseStatus, ReservationRecord, ReservationStatus, Slot,
-};
+use berth_core::lease::{LeaseEventStatus, LeaseEventType, LeaseRecord, ReservationRecord, ReservationStatus, Slot};
 use berth_core::Error;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -284,20 +282,7 @@ async fn hook_leases(c: &impl deadpool_postgres::GenericClient, ids: &[Uuid]) ->
     for r in &rows {
         let id: Uuid = r.get(0);
         if out.last().is_none_or(|l| l.id != id) {
-            let status: String = r.get(6);
-            out.push(LeaseRecord {
-                id,
-                name: r.get(1),
-                project_id: r.get(2),
-                user_id: r.get(3),
-                start: r.get(4),
-                end: r.get(5),
-                status: LeaseStatus::parse(&status).unwrap_or(LeaseStatus::Error),
-                degraded: r.get(7),
-                recurrence_id: r.get(8),
-                reservations: Vec::new(),
-                events: Vec::new(),
-            });
+            out.push(super::leases::lease_of(r));
         }
         let Some(reservation) = r.get::<_, Option<Uuid>>(9) else { continue };
         let status: String = r.get(12);

@@ -125,20 +125,7 @@ pub(crate) async fn load_leases(c: &impl GenericClient, ids: &[Uuid]) -> Result<
     .await?;
     let mut leases: HashMap<Uuid, Lease> = HashMap::new();
     for r in rows {
-        let status: String = r.get(6);
-        let record = LeaseRecord {
-            id: r.get(0),
-            name: r.get(1),
-            project_id: r.get(2),
-            user_id: r.get(3),
-            start: r.get(4),
-            end: r.get(5),
-            status: LeaseStatus::parse(&status).unwrap_or(LeaseStatus::Error),
-            degraded: r.get(7),
-            recurrence_id: r.get(8),
-            reservations: Vec::new(),
-            events: Vec::new(),
-        };
+        let record = lease_of(&r);
         leases.insert(
             record.id,
             Lease {
@@ -428,5 +415,25 @@ impl Store {
                 }
             })
             .collect())
+    }
+}
+
+/// A lease as its row reads (id, name, project_id, user_id, start, end,
+/// status, degraded, recurrence_id: the first nine columns), without its
+/// reservations and lease events.
+pub(crate) fn lease_of(r: &Row) -> LeaseRecord {
+    let status: String = r.get(6);
+    LeaseRecord {
+        id: r.get(0),
+        name: r.get(1),
+        project_id: r.get(2),
+        user_id: r.get(3),
+        start: r.get(4),
+        end: r.get(5),
+        status: LeaseStatus::parse(&status).unwrap_or(LeaseStatus::Error),
+        degraded: r.get(7),
+        recurrence_id: r.get(8),
+        reservations: Vec::new(),
+        events: Vec::new(),
     }
 }
