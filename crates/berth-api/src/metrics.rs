@@ -39,6 +39,15 @@ pub const DB_POOL_WAITERS: &str = "berth_db_pool_waiters";
 /// claim batcher under this name).
 pub const CLAIM_BATCH: &str = "berth_claim_batch_size";
 pub const CLAIM_BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+/// Store commands started over after a transient failure (deadlock,
+/// serialization failure, lost insert race), counted by berth-store.
+pub const COMMAND_RETRIES: &str = "berth_command_retries";
+/// New leases that passed over hosts another creation was writing, by host
+/// passed over, counted by berth-store.
+pub const PLACEMENT_PASSED_OVER: &str = "berth_lease_placement_passed_over";
+/// New leases whose chosen hosts another command took before the lock,
+/// decided again, counted by berth-store.
+pub const PLACEMENT_LOST_RACES: &str = "berth_lease_placement_lost_races";
 /// 1, with the version as a label.
 pub const BUILD_INFO: &str = "berth_build_info";
 
@@ -81,11 +90,17 @@ fn describe() {
     metrics::describe_gauge!(DB_POOL_WAITERS, "Tasks waiting for a database connection");
     metrics::describe_histogram!(CLAIM_BATCH, "Claims decided together in one transaction");
     metrics::describe_gauge!(BUILD_INFO, "1, labelled with the version of berthd");
+    metrics::describe_counter!(COMMAND_RETRIES, "Store commands started over after a transient failure");
+    metrics::describe_counter!(PLACEMENT_PASSED_OVER, "Hosts a new lease passed over as another creation wrote them");
+    metrics::describe_counter!(PLACEMENT_LOST_RACES, "New leases decided again after losing their chosen hosts");
     // The scrape itself is the first request a fresh process may answer:
     // its series exist before it is counted.
     let _ = metrics::counter!(HTTP_REQUESTS, "method" => "GET", "route" => "/metrics", "status" => "200");
     let _ = metrics::histogram!(HTTP_DURATION, "method" => "GET", "route" => "/metrics");
     let _ = metrics::histogram!(CLAIM_BATCH);
+    for name in [COMMAND_RETRIES, PLACEMENT_PASSED_OVER, PLACEMENT_LOST_RACES] {
+        metrics::counter!(name).increment(0);
+    }
     for name in [DB_POOL_MAX, DB_POOL_SIZE, DB_POOL_IDLE, DB_POOL_WAITERS] {
         metrics::gauge!(name).set(0.0);
     }
