@@ -135,13 +135,7 @@ async fn many_creations_at_once_never_book_a_host_twice() {
         let new = lease(&format!("l{k}"), "p", k % 4, k % 4 + 2, vec![hosts(1, 1, json!([]))]);
         tasks.push(tokio::spawn(async move { store.create_lease(&meta(), new).await }));
     }
-    let mut made = 0;
-    for t in tasks {
-        match t.await.unwrap() {
-            Ok(_) => made += 1,
-            Err(e) => assert_eq!(e.kind, ErrorKind::Capacity, "{e:?}"),
-        }
-    }
+    let made = count_made(tasks).await;
     // Hours [0, 6): at most three hosts at each instant, each held once.
     for id in &ids {
         assert!(peak_vcpus(&store, *id, 0, 6).await <= 8);
@@ -287,13 +281,7 @@ async fn creations_passing_over_each_other_never_book_a_host_twice() {
         let new = lease(&format!("l{k}"), "p", k % 6, k % 6 + 3, vec![hosts(n, n, json!([]))]);
         tasks.push(tokio::spawn(async move { store.create_lease(&meta(), new).await }));
     }
-    let mut made = 0;
-    for t in tasks {
-        match t.await.unwrap() {
-            Ok(_) => made += 1,
-            Err(e) => assert_eq!(e.kind, ErrorKind::Capacity, "{e:?}"),
-        }
-    }
+    let made = count_made(tasks).await;
     // Hours [0, 9): each host held once at each instant.
     for id in &ids {
         assert!(peak_vcpus(&store, *id, 0, 9).await <= 8);
@@ -302,4 +290,19 @@ async fn creations_passing_over_each_other_never_book_a_host_twice() {
     // host left empty would have taken any of the refused.
     assert!((3..=18).contains(&made), "made {made}");
     assert_replay_clean(&store).await;
+}
+
+/// How many of the creations `tasks` made a lease; any other answer than a
+/// refusal for capacity fails the test.
+async fn count_made(
+    tasks: Vec<tokio::task::JoinHandle<Result<Vec<berth_store::queries::leases::Lease>, berth_core::Error>>>,
+) -> usize {
+    let mut made = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(_) => made += 1,
+            Err(e) => assert_eq!(e.kind, ErrorKind::Capacity, "{e:?}"),
+        }
+    }
+    made
 }
