@@ -149,7 +149,13 @@ async fn claim_batch(inner: &Arc<Inner>, limit: i64) -> (Option<Batch>, Looked) 
         };
         inner.running.lock().expect("running").insert(
             claim.event,
-            Running { attempt: claim.attempt, expires: asked + inner.cfg.claim_ttl(), abort: None, ended: None },
+            Running {
+                attempt: claim.attempt,
+                expires: asked + inner.cfg.claim_ttl(),
+                abort: None,
+                recording: false,
+                ended: None,
+            },
         );
         slotted.push((claim, permit));
     }

@@ -45,6 +45,9 @@ pub(crate) async fn run_event(
         }
     };
     log_outcome(&claim, &finish.outcome);
+    if let Some(r) = inner.running.lock().expect("running").get_mut(&claim.event) {
+        r.recording = true;
+    }
     let _ = finish_tx.send(finish);
     drop(permit);
     inner.slot_freed();

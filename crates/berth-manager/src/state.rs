@@ -24,6 +24,11 @@ pub(crate) struct Running {
     /// the database's expiry).
     pub(crate) expires: Instant,
     pub(crate) abort: Option<AbortHandle>,
+    /// The hooks are over and the outcome is with the recorder, whose
+    /// write finds out whether the claim still held: the renewer, which
+    /// cannot tell a claim taken back from one just recorded, leaves the
+    /// entry to it.
+    pub(crate) recording: bool,
     /// An end event whose hooks all succeeded: the lease the policy service
     /// is told of once the outcome is recorded.
     pub(crate) ended: Option<LeaseValues>,
