@@ -144,10 +144,12 @@ env = {{ FLOATINGIP_STATE = "{}", FLOATINGIP_POOL = "198.51.100.1-198.51.100.3" 
     );
     let cfg = config(&dir, &plugins);
     let s = Server::launch(TestDatabase::new().await, &[], Some(&cfg)).await;
+    // Its before-end seconds after "now": the request may take a second
+    // on a busy machine, and a before-end date before the start is refused.
     let l = create(
         &s,
         ALICE,
-        json!({"name": "fip", "start_date": "now", "end_date": in_secs(3), "before_end_date": in_secs(1),
+        json!({"name": "fip", "start_date": "now", "end_date": in_secs(5), "before_end_date": in_secs(3),
                "reservations": [{"resource_type": "virtual:floatingip", "amount": 2}]}),
     )
     .await;
