@@ -62,13 +62,22 @@ async fn claims_are_logged_as_serde_writes_them() {
     assert_eq!(first.len(), 3);
     assert_eq!(again.len(), 3);
     assert!(again.iter().all(|c| c.rescued_from.as_deref() == Some("dead") && c.attempt == 2), "{again:?}");
-    let logged: Vec<_> = store
-        .read_log(Cursor::START, 1000)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|e| e.event_type == claimed_type())
-        .collect();
+    // The log shows the claims once no older transaction (of any test on
+    // the server) is still open.
+    let mut logged = Vec::new();
+    for _ in 0..200 {
+        logged = store
+            .read_log(Cursor::START, 1000)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.event_type == claimed_type())
+            .collect();
+        if logged.len() >= first.len() + again.len() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let expected: Vec<(Event, &str)> = first
         .iter()
         .map(|c| (c, "dead"))
