@@ -108,7 +108,8 @@ impl State {
             return None;
         }
         let latest = self.in_flight.values().max()?;
-        let until = (*latest + self.batch_time / 2).min(began + most);
+        let halfway = latest.checked_add(self.batch_time.checked_div(2)?)?;
+        let until = began.checked_add(most).map_or(halfway, |bound| halfway.min(bound));
         (until > now).then_some(until)
     }
 }
@@ -261,7 +262,8 @@ impl Claims {
         let mut state = self.state.lock().expect("claims");
         if let Some(began) = state.in_flight.remove(&lane) {
             // A moving average over about eight batches.
-            state.batch_time = (state.batch_time * 7 + began.elapsed()) / 8;
+            let sum = state.batch_time.saturating_mul(7).saturating_add(began.elapsed());
+            state.batch_time = sum.checked_div(8).unwrap_or_default();
         }
         for l in locks {
             if let Some(n) = state.busy.get_mut(&l) {
