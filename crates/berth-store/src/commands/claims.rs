@@ -190,15 +190,6 @@ impl Claims {
         }
     }
 
-    /// The next batch: waiting requests in arrival order, never two naming
-    /// the same consumer. Requests naming a consumer, provider or project
-    /// that a batch in flight locks are left for later while others wait
-    /// (they would only wait for that batch in the database); when only
-    /// such requests wait, those whose project alone is busy are taken all
-    /// the same (one busy project must not leave the other lanes idle, and
-    /// each lane adds to its own stripe of the project's sums), while a
-    /// request naming a busy consumer or provider waits for the lane that
-    /// holds it, which takes it next. Marks what the batch locks as busy.
     /// Waits, as [`State::gather_until`] says, for a fuller batch before
     /// the lane takes one; woken by each request pushed and batch ended.
     async fn gather(&self) {
@@ -228,6 +219,15 @@ impl Claims {
         }
     }
 
+    /// The next batch: waiting requests in arrival order, never two naming
+    /// the same consumer. Requests naming a consumer, provider or project
+    /// that a batch in flight locks are left for later while others wait
+    /// (they would only wait for that batch in the database); when only
+    /// such requests wait, those whose project alone is busy are taken all
+    /// the same (one busy project must not leave the other lanes idle, and
+    /// each lane adds to its own stripe of the project's sums), while a
+    /// request naming a busy consumer or provider waits for the lane that
+    /// holds it, which takes it next. Marks what the batch locks as busy.
     fn take(&self, lane: i16) -> (Vec<Pending>, Vec<Lock>) {
         let mut state = self.state.lock().expect("claims");
         let mut batch = Vec::new();
