@@ -78,7 +78,7 @@ async fn claim_until(store: &Store, providers: &[Uuid], projects: usize, deadlin
 
 async fn one(report: &mut Report, clients: usize, seconds: u64, lanes: usize, projects: usize) -> Result<()> {
     let db = TestDatabase::new().await;
-    let store = db.store(clients + 2).with_claim_lanes(lanes);
+    let store = crate::setup::claim_store(&db, clients + 2)?.with_claim_lanes(lanes);
     let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
     let providers =
         Arc::new(crate::setup::providers(&store, &meta, PROVIDERS, "bench-", 1_000_000, 1_000_000_000).await?);

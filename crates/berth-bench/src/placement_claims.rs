@@ -92,7 +92,7 @@ async fn claims(
     mode: &str,
 ) -> Result<f64> {
     let db = TestDatabase::new().await;
-    let store = db.store(clients + 4);
+    let store = crate::setup::claim_store(&db, clients + 4)?;
     let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
     let providers = crate::setup::providers(&store, &meta, PROVIDERS, "host-", VCPU, VCPU * 256).await?;
     let base = serve(store, auth).await?;

@@ -35,7 +35,7 @@ struct Phase {
 
 async fn phase(clients: usize, seconds: u64, limits: bool) -> Result<Phase> {
     let db = TestDatabase::new().await;
-    let store = db.store(clients + 2);
+    let store = crate::setup::claim_store(&db, clients + 2)?;
     let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
     let providers = crate::setup::providers(&store, &meta, PROVIDERS, "bench-", 1_000_000, 1_000_000_000).await?;
     if limits {

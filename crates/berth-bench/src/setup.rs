@@ -6,9 +6,21 @@ use anyhow::Result;
 use berth_core::event::Allocation;
 use berth_core::{EventMeta, Inventory, Window};
 use berth_store::commands::{ConsumerAllocations, GenerationCheck, NewProvider};
+use berth_store::testing::TestDatabase;
 use berth_store::Store;
 use chrono::Utc;
 use uuid::Uuid;
+
+/// A store on `db` for the claim scenarios: the claim lanes wait for a
+/// fuller batch as `BERTH_CLAIM_GATHER_US` says when it is set, as berthd
+/// reads it (the wrk scenario's berthd inherits it), else by default.
+pub fn claim_store(db: &TestDatabase, pool_size: usize) -> Result<Store> {
+    let store = db.store(pool_size);
+    Ok(match std::env::var("BERTH_CLAIM_GATHER_US") {
+        Ok(us) => store.with_claim_gather(std::time::Duration::from_micros(us.parse()?)),
+        Err(_) => store,
+    })
+}
 
 /// `count` providers named `{prefix}{i}`, each with this VCPU and MEMORY_MB
 /// inventory.

@@ -18,7 +18,7 @@ const PROVIDERS: usize = 100;
 
 pub async fn run(report: &mut Report, clients: usize, seconds: u64, replay: bool) -> Result<()> {
     let db = TestDatabase::new().await;
-    let store = db.store(clients + 2);
+    let store = crate::setup::claim_store(&db, clients + 2)?;
     let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
     let providers = crate::setup::providers(&store, &meta, PROVIDERS, "bench-", 100_000, 100_000_000).await?;
     let providers = Arc::new(providers);

@@ -117,7 +117,14 @@ impl Store {
     /// Decides claims in at most `lanes` transactions at once (see
     /// commands::claims; about the database server's cores).
     pub fn with_claim_lanes(mut self, lanes: usize) -> Store {
-        self.claims = std::sync::Arc::new(commands::Claims::with_lanes(lanes));
+        self.claims = std::sync::Arc::new(commands::Claims::new(lanes, self.claims.longest_gather()));
+        self
+    }
+
+    /// Lets a claim lane wait at most `gather` for a fuller batch while
+    /// another lane's is in flight (see commands::claims; zero: never).
+    pub fn with_claim_gather(mut self, gather: std::time::Duration) -> Store {
+        self.claims = std::sync::Arc::new(commands::Claims::new(self.claims.lanes(), gather));
         self
     }
 

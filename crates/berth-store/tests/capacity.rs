@@ -216,3 +216,51 @@ async fn one_project_claimed_in_many_lanes_sums_to_its_allocations() {
     assert_eq!(open_usage_matches_allocations(&db.url).await, 8);
     assert!(store.replay_verify().await.unwrap().is_clean());
 }
+
+/// Lanes that wait for fuller batches (here with no bound of their own:
+/// only the batch in flight ending or halfway ends a wait) answer every
+/// claim of many writers, and the claims keep to capacity and replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lanes_waiting_for_fuller_batches_answer_every_claim() {
+    let db = TestDatabase::new().await;
+    let store = db.store(WRITERS).with_claim_gather(std::time::Duration::from_secs(3600));
+    let mut providers = Vec::new();
+    for i in 0..4 {
+        providers.push(provider(&store, &format!("gather-{i}"), &[("VCPU", CAPACITY)]).await);
+    }
+    let providers = Arc::new(providers);
+    let (made, refused) = (Arc::new(std::sync::Mutex::new(Vec::new())), Arc::new(AtomicUsize::new(0)));
+    let mut tasks = Vec::new();
+    for w in 0..WRITERS {
+        let (store, providers, made, refused) = (store.clone(), providers.clone(), made.clone(), refused.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(300 + w as u64);
+            for _ in 0..ROUNDS {
+                let p = providers[rng.gen_range(0..providers.len())];
+                let id = Uuid::new_v4();
+                let req = consumer(id, GenerationCheck::New, vec![hold(p, "VCPU", 1, Window::from(Utc::now()))]);
+                match store.replace_allocations(&meta(), vec![req]).await {
+                    Ok(()) => made.lock().unwrap().push(id),
+                    Err(e) if e.kind == ErrorKind::Capacity => {
+                        refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => panic!("a claim failed: {e}"),
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let made = made.lock().unwrap().clone();
+    assert_eq!(made.len() + refused.load(Ordering::Relaxed), WRITERS * ROUNDS, "every claim answered");
+    assert_eq!(made.len(), providers.len() * CAPACITY as usize, "the providers filled, no more");
+    // A claim arriving alone, with no batch in flight, is decided at once.
+    store.delete_allocations(&meta(), made[0]).await.unwrap();
+    let again = |p| consumer(Uuid::new_v4(), GenerationCheck::New, vec![hold(p, "VCPU", 1, Window::from(Utc::now()))]);
+    let m = meta();
+    let answers = futures::future::join_all(providers.iter().map(|p| store.replace_allocations(&m, vec![again(*p)])));
+    assert_eq!(answers.await.iter().filter(|a| a.is_ok()).count(), 1, "what the delete gave back, no more");
+    assert_eq!(open_usage_matches_allocations(&db.url).await, 4);
+    assert!(store.replay_verify().await.unwrap().is_clean());
+}

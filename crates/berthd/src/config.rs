@@ -53,6 +53,9 @@ pub struct Config {
     /// waiting meanwhile are decided together in the next one. About the
     /// database server's cores.
     pub claim_lanes: usize,
+    /// `BERTH_CLAIM_GATHER_US`: longest a claim lane waits for a fuller
+    /// batch while another lane's batch is in flight (0: never waits).
+    pub claim_gather_us: u64,
     /// `BERTH_CLEANING_TIME`: minutes a host stays unreservable after a
     /// lease on it ends (Blazar's `cleaning_time`); a host's own
     /// `cleaning_time` capability overrides it. Every replica must be
@@ -99,6 +102,7 @@ impl Default for Config {
             connect_timeout_ms: 5_000,
             statement_timeout_ms: 30_000,
             claim_lanes: berth_store::commands::DEFAULT_CLAIM_LANES,
+            claim_gather_us: u64::try_from(berth_store::commands::DEFAULT_CLAIM_GATHER.as_micros()).unwrap_or(u64::MAX),
             cleaning_time: 0,
             plugins: berth_plugins::PluginsConfig::default(),
             policy: berth_plugins::PolicyConfig::default(),
@@ -212,6 +216,7 @@ const KEYS: &[&str] = &[
     "connect_timeout_ms",
     "statement_timeout_ms",
     "claim_lanes",
+    "claim_gather_us",
     "cleaning_time",
     "plugins",
     "policy",

@@ -210,6 +210,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     let store = Store::connect_with(&cfg.database_url, &cfg.pool())
         .context("database URL")?
         .with_claim_lanes(cfg.claim_lanes)
+        .with_claim_gather(std::time::Duration::from_micros(cfg.claim_gather_us))
         .with_cleaning_time(std::time::Duration::from_secs(u64::from(cfg.cleaning_time) * 60))
         .with_drawn_ties(true)
         .with_replicas(&cfg.read_database_urls, std::time::Duration::from_millis(cfg.max_replica_lag_ms), &cfg.pool())

@@ -12,12 +12,22 @@
 //!
 //! The batch runs in a task of its own, so a caller that goes away (a client
 //! hanging up) never cancels the transaction of the others.
+//!
+//! A lane about to take a batch while another lane's is in flight first
+//! waits until that batch is halfway (by how long batches take), at most
+//! [`DEFAULT_GATHER`]: lanes started in step would split the waiting claims
+//! unevenly, one taking most and the next a batch of one that pays a whole
+//! transaction for one claim. Kept half a batch apart, each lane takes
+//! what the other answered. A claim arriving while no batch is in flight
+//! is taken at once.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use berth_core::{Error, EventMeta};
-use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{oneshot, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::allocations::{write_allocations, ConsumerAllocations, Decision, Request};
@@ -31,6 +41,10 @@ const MAX_BATCH: usize = 32;
 /// a 2-core server, 2 lanes gave the most claims per second (1: 2,323/s,
 /// 2: 2,921 to 3,144/s, 3: 2,745/s, 6: 2,475/s).
 pub const DEFAULT_LANES: usize = 2;
+
+/// Longest a lane waits for a fuller batch while another lane's batch is
+/// in flight, unless configured (`Duration::ZERO`: never).
+pub const DEFAULT_GATHER: Duration = Duration::from_millis(2);
 
 struct Pending {
     meta: EventMeta,
@@ -64,6 +78,13 @@ struct State {
     busy: HashMap<Lock, usize>,
     /// The lane numbers no lane runs under now.
     idle_lanes: Vec<i16>,
+    /// When each lane with a batch in flight took it.
+    in_flight: HashMap<i16, Instant>,
+    /// Lanes waiting for a fuller batch: each will take the queue, so a
+    /// request pushed meanwhile needs no new lane.
+    gathering: usize,
+    /// How long a batch takes, a moving average (zero before the first).
+    batch_time: Duration,
 }
 
 impl State {
@@ -76,26 +97,62 @@ impl State {
             !busy && !matches!(l, Lock::Consumer(_) if taken.contains(&l))
         })
     }
+
+    /// Until when a lane about to take a batch at `now`, having waited
+    /// since `began`, waits for more requests: none (take now) when no
+    /// batch is in flight, the queue is empty (nothing to wait with) or
+    /// holds a full batch; otherwise until the latest batch in flight is
+    /// halfway, and no later than `most` after `began`.
+    fn gather_until(&self, began: Instant, now: Instant, most: Duration) -> Option<Instant> {
+        if self.queue.is_empty() || self.queue.len() >= MAX_BATCH {
+            return None;
+        }
+        let latest = self.in_flight.values().max()?;
+        let halfway = latest.checked_add(self.batch_time.checked_div(2)?)?;
+        let until = began.checked_add(most).map_or(halfway, |bound| halfway.min(bound));
+        (until > now).then_some(until)
+    }
 }
 
 /// The queue of claims waiting for a lane.
 pub(crate) struct Claims {
     state: Mutex<State>,
     lanes: Arc<Semaphore>,
+    /// How many lanes there are.
+    count: usize,
+    /// Longest a lane waits for a fuller batch.
+    gather: Duration,
+    /// Told of every request pushed and every batch ended, for the lanes
+    /// that wait for a fuller batch.
+    changed: Notify,
 }
 
 impl Default for Claims {
     fn default() -> Claims {
-        Claims::with_lanes(DEFAULT_LANES)
+        Claims::new(DEFAULT_LANES, DEFAULT_GATHER)
     }
 }
 
 impl Claims {
-    pub(crate) fn with_lanes(lanes: usize) -> Claims {
+    pub(crate) fn new(lanes: usize, gather: Duration) -> Claims {
         let lanes = lanes.clamp(1, usize::from(i16::MAX.unsigned_abs()) - 1);
         // Lanes are numbered from 1: stripe 0 is every other writer's.
         let idle_lanes = (1..=lanes).rev().map(|n| i16::try_from(n).expect("clamped")).collect();
-        Claims { state: Mutex::new(State { idle_lanes, ..State::default() }), lanes: Arc::new(Semaphore::new(lanes)) }
+        Claims {
+            state: Mutex::new(State { idle_lanes, ..State::default() }),
+            lanes: Arc::new(Semaphore::new(lanes)),
+            count: lanes,
+            gather,
+            changed: Notify::new(),
+        }
+    }
+
+    pub(crate) fn lanes(&self) -> usize {
+        self.count
+    }
+
+    pub(crate) fn longest_gather(&self) -> Duration {
+        self.gather
     }
 
     /// Decides one request, together with whatever else is waiting.
@@ -106,19 +163,59 @@ impl Claims {
         consumers: Vec<ConsumerAllocations>,
     ) -> Result<Decision, Error> {
         let (reply, answer) = oneshot::channel();
-        self.state.lock().expect("claims").queue.push_back(Pending { meta: meta.clone(), consumers, reply });
-        self.start_lane(store);
+        let gathering = {
+            let mut state = self.state.lock().expect("claims");
+            state.queue.push_back(Pending { meta: meta.clone(), consumers, reply });
+            state.gathering > 0
+        };
+        self.changed.notify_waiters();
+        // A lane waiting for a fuller batch takes this one too, at the
+        // latest when its wait ends.
+        if !gathering {
+            self.start_lane(store);
+        }
         answer.await.map_err(|_| Error::internal("the batch deciding this claim ended without an answer"))?
     }
 
     /// Starts a lane if one is free. Every request pushed is followed by
-    /// this call, and a lane only stops after finding the queue empty with
-    /// its permit given back, so no request is left waiting with no lane.
+    /// this call unless a lane is waiting for a fuller batch (it takes the
+    /// queue when its bounded wait ends), and a lane only stops after
+    /// finding the queue empty with its permit given back, so no request
+    /// is left waiting with no lane.
     fn start_lane(&self, store: &Store) {
         if let Ok(permit) = self.lanes.clone().try_acquire_owned() {
             let lane = self.state.lock().expect("claims").idle_lanes.pop().expect("a number for every permit");
             // Each lane writes its own stripe of the projects' sums.
             tokio::spawn(crate::projection::STRIPE.scope(lane, drain(store.clone(), permit, lane)));
+        }
+    }
+
+    /// Waits, as [`State::gather_until`] says, for a fuller batch before
+    /// the lane takes one; woken by each request pushed and batch ended.
+    async fn gather(&self) {
+        if self.gather.is_zero() {
+            return;
+        }
+        let began = Instant::now();
+        let mut counted = false;
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the look, so no change after it is missed.
+            changed.as_mut().enable();
+            let until = {
+                let mut state = self.state.lock().expect("claims");
+                let until = state.gather_until(began, Instant::now(), self.gather);
+                match (until.is_some(), counted) {
+                    (true, false) => state.gathering += 1,
+                    (false, true) => state.gathering -= 1,
+                    _ => {}
+                }
+                until
+            };
+            counted = until.is_some();
+            let Some(until) = until else { return };
+            let _ = tokio::time::timeout_at(until, changed).await;
         }
     }
 
@@ -131,7 +228,7 @@ impl Claims {
     /// each lane adds to its own stripe of the project's sums), while a
     /// request naming a busy consumer or provider waits for the lane that
     /// holds it, which takes it next. Marks what the batch locks as busy.
-    fn take(&self) -> (Vec<Pending>, Vec<Lock>) {
+    fn take(&self, lane: i16) -> (Vec<Pending>, Vec<Lock>) {
         let mut state = self.state.lock().expect("claims");
         let mut batch = Vec::new();
         let mut taken: HashSet<Lock> = HashSet::new();
@@ -154,11 +251,20 @@ impl Claims {
         for l in &taken {
             *state.busy.entry(l.clone()).or_default() += 1;
         }
+        if !batch.is_empty() {
+            state.in_flight.insert(lane, Instant::now());
+        }
         (batch, taken)
     }
 
-    fn release(&self, locks: Vec<Lock>) {
+    /// Ends the lane's batch: frees what it locked and counts how long it took.
+    fn release(&self, lane: i16, locks: Vec<Lock>) {
         let mut state = self.state.lock().expect("claims");
+        if let Some(began) = state.in_flight.remove(&lane) {
+            // A moving average over about eight batches.
+            let sum = state.batch_time.saturating_mul(7).saturating_add(began.elapsed());
+            state.batch_time = sum.checked_div(8).unwrap_or_default();
+        }
         for l in locks {
             if let Some(n) = state.busy.get_mut(&l) {
                 *n -= 1;
@@ -167,6 +273,8 @@ impl Claims {
                 }
             }
         }
+        drop(state);
+        self.changed.notify_waiters();
     }
 
     fn is_empty(&self) -> bool {
@@ -177,12 +285,13 @@ impl Claims {
 /// A lane: decides batches until the queue is empty.
 async fn drain(store: Store, permit: OwnedSemaphorePermit, lane: i16) {
     loop {
-        let (batch, locks) = store.claims.take();
+        store.claims.gather().await;
+        let (batch, locks) = store.claims.take(lane);
         if batch.is_empty() {
             break;
         }
         decide(&store, batch).await;
-        store.claims.release(locks);
+        store.claims.release(lane, locks);
     }
     store.claims.state.lock().expect("claims").idle_lanes.push(lane);
     drop(permit);
@@ -254,29 +363,67 @@ mod tests {
     /// holds: it would only wait for it in the database.
     #[test]
     fn a_busy_project_is_shared_but_a_busy_provider_is_not() {
-        let claims = Claims::with_lanes(2);
+        let claims = Claims::new(2, DEFAULT_GATHER);
         let (p1, p2, p3) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
         let first = claim(&claims, "project", p1);
-        let (batch, held) = claims.take();
+        let (batch, held) = claims.take(1);
         assert_eq!(consumers(&batch), [first]);
         let same_provider = claim(&claims, "project", p1);
         let other_provider = claim(&claims, "project", p2);
-        let (batch, second) = claims.take();
+        let (batch, second) = claims.take(2);
         assert_eq!(consumers(&batch), [other_provider], "only the project is shared");
         // Free requests go first, then those of a busy project.
         let busy_project = claim(&claims, "project", p3);
         let other_project = claim(&claims, "other", Uuid::new_v4());
-        let (batch, third) = claims.take();
+        let (batch, third) = claims.take(3);
         assert_eq!(consumers(&batch), [other_project]);
-        let (batch, fourth) = claims.take();
+        let (batch, fourth) = claims.take(4);
         assert_eq!(consumers(&batch), [busy_project]);
-        for locks in [second, third, fourth] {
-            claims.release(locks);
+        for (lane, locks) in [(2, second), (3, third), (4, fourth)] {
+            claims.release(lane, locks);
         }
-        let (batch, _) = claims.take();
+        let (batch, _) = claims.take(2);
         assert!(batch.is_empty(), "the claim on a busy provider waits for the lane that holds it");
-        claims.release(held);
-        let (batch, _) = claims.take();
+        claims.release(1, held);
+        let (batch, _) = claims.take(1);
         assert_eq!(consumers(&batch), [same_provider]);
+    }
+
+    /// A lane waits for a fuller batch only while another lane's batch is
+    /// in flight and something waits: a claim arriving alone is taken at
+    /// once, and no wait passes the bound or outlasts the batch in flight.
+    #[test]
+    fn a_lane_waits_for_a_fuller_batch_only_while_another_is_in_flight() {
+        let most = Duration::from_millis(2);
+        let claims = Claims::new(2, most);
+        let began = Instant::now();
+        let until = |claims: &Claims, now| claims.state.lock().unwrap().gather_until(began, now, most);
+        claim(&claims, "project", Uuid::new_v4());
+        assert_eq!(until(&claims, began), None, "no batch in flight: taken at once");
+
+        let (batch, held) = claims.take(1);
+        assert_eq!(batch.len(), 1);
+        assert_eq!(until(&claims, began), None, "nothing waits: nothing to wait with");
+        claim(&claims, "project", Uuid::new_v4());
+        let started = claims.state.lock().unwrap().in_flight[&1];
+        claims.state.lock().unwrap().batch_time = Duration::from_millis(10);
+        // Until the batch in flight is halfway, but no longer than the bound.
+        assert_eq!(until(&claims, began), Some((started + Duration::from_millis(5)).min(began + most)));
+        assert_eq!(until(&claims, began + most), None, "the bound has passed");
+        claims.state.lock().unwrap().batch_time = Duration::from_micros(10);
+        let halfway = started + Duration::from_micros(5);
+        assert_eq!(until(&claims, halfway), None, "the batch in flight is halfway");
+
+        claims.state.lock().unwrap().batch_time = Duration::from_millis(10);
+        claims.release(1, held);
+        assert_eq!(until(&claims, began), None, "the batch ended: taken at once");
+        let (batch, _) = claims.take(2);
+        assert_eq!(batch.len(), 1);
+
+        // A full batch waiting is taken at once.
+        for _ in 0..MAX_BATCH {
+            claim(&claims, "other", Uuid::new_v4());
+        }
+        assert_eq!(until(&claims, began), None);
     }
 }
