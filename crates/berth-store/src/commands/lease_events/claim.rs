@@ -27,10 +27,8 @@ use uuid::Uuid;
 
 use super::manager_meta;
 use crate::commands::{now, record};
+use crate::queries::lease_events::{reservation_of, slots_of, NextDue, HOOK_LEASE_COLUMNS, NEXT_DUE, SLOTS_JSON};
 use crate::queries::leases::lease_of;
-use crate::queries::lease_events::{
-    reservation_of, slots_of, NextDue, HOOK_LEASE_COLUMNS, NEXT_DUE, SLOTS_JSON,
-};
 use crate::{lock, sql, Store, StoreError};
 
 /// The claim statement's parameters: the most events, the claimer, the
