@@ -41,7 +41,7 @@ struct Batch {
 pub(crate) type Looked = Option<(NextDue, Instant)>;
 
 /// Claims batches while events are due and hook slots are free; the
-/// recorder waits meanwhile (`Inner::claims_made`). Answers when to look
+/// recorder may wait meanwhile (`Inner::claims_made`). Answers when to look
 /// next, if a claim was asked.
 pub(crate) async fn claim_due(
     inner: &Arc<Inner>,

@@ -3,11 +3,12 @@
 //! forgets those events and tells the policy service of the leases that
 //! ended.
 //!
-//! While a burst of due events is being claimed, the recorder waits (a
-//! while at most) for the claims to be made: recording competes with
-//! claiming for the database, and every event still unclaimed is late,
-//! while an outcome recorded a little later harms nobody (its claim is
-//! renewed meanwhile). Its batches are larger for it.
+//! With `record_wait_ms` set, while a burst of due events is being claimed
+//! the recorder waits (that long at most) for the claims to be made:
+//! recording competes with claiming for the database (an outcome recorded
+//! later harms nobody; its claim is renewed meanwhile). Off by default:
+//! measured on a 2-core machine, the wait serialised claiming and
+//! recording and cost throughput, without a clear gain for bursts.
 //!
 //! Once a batch is written, the scheduler is woken only if an event is due
 //! and unclaimed: one the batch's outcomes freed (a lease's next event, a
