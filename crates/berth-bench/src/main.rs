@@ -49,6 +49,10 @@ struct Args {
     /// when named.
     #[arg(long)]
     only: Option<String>,
+    /// The manager scenario's `record_wait_ms` (how long its recorder waits
+    /// for claims being made; 0: never). The manager's default when absent.
+    #[arg(long)]
+    manager_record_wait_ms: Option<u64>,
 }
 
 #[tokio::main]
@@ -89,7 +93,7 @@ async fn main() -> Result<()> {
         claim_lanes::run(&mut report, args.clients, args.seconds).await?;
     }
     if wants("manager") {
-        manager::run(&mut report, args.seconds.min(10)).await?;
+        manager::run(&mut report, args.seconds.min(10), args.manager_record_wait_ms).await?;
         in_process_memory(&mut report, "manager")?;
     }
     if wants("leases") {

@@ -3,15 +3,16 @@
 //! decides what is due, including events whose claim expired with a dead
 //! owner (rescues); this side only sizes the batches and tracks the claims.
 //!
-//! While one round's leases are read for its hooks, the next batches are
-//! already being claimed (on other connections), two at once during a
-//! burst: a burst of due events waits for one claim per two batches, not a
-//! claim and a read per batch.
+//! The claim statement answers the claimed events' leases as hooks see
+//! them; what else hooks need (whole hosts' names and other consumers) is
+//! read while the next batches are already being claimed (on other
+//! connections), two at once during a burst.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use berth_store::commands::{Claim, Finish};
+use berth_core::lease::LeaseRecord;
+use berth_store::commands::{Claim, Claimed, Finish};
 use berth_store::queries::lease_events::NextDue;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::JoinSet;
@@ -26,6 +27,8 @@ use crate::state::{Inner, Running};
 /// A claimed batch, each event with its hook slot.
 struct Batch {
     claims: Vec<(Claim, OwnedSemaphorePermit)>,
+    /// The claims' leases, read by the claim statement.
+    leases: Vec<LeaseRecord>,
     /// When the claim was answered, on the local monotonic clock.
     got: Instant,
     /// Whether it was as large as asked (more may be due).
@@ -38,7 +41,7 @@ struct Batch {
 pub(crate) type Looked = Option<(NextDue, Instant)>;
 
 /// Claims batches while events are due and hook slots are free; the
-/// recorder waits meanwhile (`Inner::claims_made`). Answers when to look
+/// recorder may wait meanwhile (`Inner::claims_made`). Answers when to look
 /// next, if a claim was asked.
 pub(crate) async fn claim_due(
     inner: &Arc<Inner>,
@@ -61,13 +64,14 @@ async fn claim_all(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>
     let mut lanes = 1;
     loop {
         let (one, two) = if lanes > 0 { limits(inner, lanes) } else { (None, None) };
-        let leases: Vec<Uuid> = ready.iter().flat_map(|b| b.claims.iter().map(|(c, _)| c.lease)).collect();
+        let leases: Vec<LeaseRecord> = ready.iter_mut().flat_map(|b| std::mem::take(&mut b.leases)).collect();
         let read = async {
-            // What the hooks need, read once for the batches claimed.
-            if leases.is_empty() {
+            // What else the hooks need (on whole hosts: the hosts' names
+            // and other consumers), read once for the batches claimed.
+            if ready.is_empty() {
                 None
             } else {
-                Some(inner.store.hook_contexts(&leases).await)
+                Some(inner.store.hook_contexts_of(leases).await)
             }
         };
         let lane = |limit: Option<i64>| async move {
@@ -125,8 +129,8 @@ fn limits(inner: &Inner, lanes: usize) -> (Option<i64>, Option<i64>) {
 /// the claim was answered.
 async fn claim_batch(inner: &Arc<Inner>, limit: i64) -> (Option<Batch>, Looked) {
     let asked = Instant::now();
-    let (claims, next) =
-        match inner.store.claim_lease_events_then_next(&inner.id, limit, chrono_of(inner.cfg.claim_ttl())).await {
+    let Claimed { claims, next, leases } =
+        match inner.store.claim_lease_events_for_hooks(&inner.id, limit, chrono_of(inner.cfg.claim_ttl())).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "claiming lease events");
@@ -159,7 +163,7 @@ async fn claim_batch(inner: &Arc<Inner>, limit: i64) -> (Option<Batch>, Looked) 
         );
         slotted.push((claim, permit));
     }
-    (Some(Batch { claims: slotted, got, full }), looked)
+    (Some(Batch { claims: slotted, leases, got, full }), looked)
 }
 
 /// Starts one task per claimed event of `batch`.

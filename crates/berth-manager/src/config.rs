@@ -31,6 +31,13 @@ pub struct ManagerConfig {
     pub retry_max_ms: u64,
     /// Notifications arriving within this long of each other cause one look.
     pub debounce_ms: u64,
+    /// While due events are being claimed, the recorder waits this long at
+    /// most before writing outcomes (it competes with the claims for the
+    /// database); 0, the default: it never waits (measured, waiting cost
+    /// throughput and did not clearly help bursts: docs/performance.md).
+    /// Never more than an eighth of `claim_ttl_ms` (the claims it holds
+    /// are renewed meanwhile).
+    pub record_wait_ms: u64,
     /// On shutdown, how long running hooks may take to finish; the claims of
     /// those that do not are left to expire (another berthd retries them).
     pub shutdown_grace_ms: u64,
@@ -49,6 +56,7 @@ impl Default for ManagerConfig {
             retry_min_ms: 1_000,
             retry_max_ms: 300_000,
             debounce_ms: 10,
+            record_wait_ms: 0,
             shutdown_grace_ms: 10_000,
         }
     }
@@ -63,6 +71,10 @@ impl ManagerConfig {
     }
     pub fn debounce(&self) -> Duration {
         Duration::from_millis(self.debounce_ms)
+    }
+    /// How long the recorder waits at most for claims being made.
+    pub fn record_wait(&self) -> Duration {
+        Duration::from_millis(self.record_wait_ms).min(self.claim_ttl() / 8)
     }
 
     /// Checks what would make the manager misbehave.

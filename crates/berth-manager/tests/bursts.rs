@@ -204,3 +204,57 @@ async fn a_burst_raced_by_two_managers_is_recorded_once_per_event() {
     let report = store.replay_verify().await.unwrap();
     assert!(report.is_clean(), "{:?}", report.differences);
 }
+
+/// A recorded outcome wakes the manager (not its poll, a minute away) when
+/// it lets an event run that is already due: here each lease's before-end,
+/// due with its start (the lease is shorter than an hour), waits for the
+/// start to be recorded.
+#[tokio::test]
+async fn an_outcome_recorded_wakes_the_manager_for_the_events_it_let_run() {
+    let db = TestDatabase::new().await;
+    let store = db.store(8);
+    let plugin = Arc::new(Counting::default());
+    let mut registry = Registry::new();
+    registry.register(plugin.clone());
+    let meta = EventMeta { actor: Some("test".into()), ..Default::default() };
+    let n = 5;
+    for i in 0..n {
+        let new = NewLease {
+            name: format!("short-{i}"),
+            project_id: "p1".into(),
+            user_id: "alice".into(),
+            dates: LeaseDates::One {
+                start: DateSpec::Now,
+                end: DateSpec::At(Utc::now() + chrono::Duration::seconds(2)),
+                before_end: None,
+            },
+            reservations: vec![NewReservation {
+                resource_type: "test:counting".into(),
+                params: serde_json::json!({}),
+                demand: Demand::Nothing,
+            }],
+        };
+        store.create_lease(&meta, new).await.unwrap();
+    }
+    let cfg = ManagerConfig { id: Some("m1".into()), poll_interval_ms: 60_000, ..Default::default() };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(Manager::new(store.clone(), Arc::new(registry), cfg).run(async move {
+        let _ = stopped.await;
+    }));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let ended = LeaseEventFilter {
+        status: Some(LeaseEventStatus::Done),
+        event_type: Some(LeaseEventType::EndLease),
+        ..Default::default()
+    };
+    while store.lease_events(&ended).await.unwrap().len() < n {
+        assert!(std::time::Instant::now() < deadline, "{:?}", store.lease_event_counts().await.unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = stop.send(());
+    running.await.unwrap();
+    let counts = store.lease_event_counts().await.unwrap();
+    assert_eq!(counts.get("DONE").copied(), Some(3 * n as i64), "{counts:?}");
+    let report = store.replay_verify().await.unwrap();
+    assert!(report.is_clean(), "{:?}", report.differences);
+}

@@ -101,3 +101,91 @@ async fn hooks_see_their_lease_as_it_is_read() {
         assert!(contexts[&id].provider_names.is_empty() && contexts[&id].others.is_empty());
     }
 }
+
+/// The recorder's question after a batch: is an event due and unclaimed?
+/// Yes for a start due, no once it is claimed (and the lease's next events
+/// are ahead), yes again once a claim has expired.
+#[tokio::test]
+async fn an_event_due_and_unclaimed_is_waiting() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    assert!(!store.lease_events_waiting().await.unwrap(), "no event at all");
+    let now = store.now().await.unwrap();
+    lease(&store, "ahead", now + Duration::hours(1), 1).await;
+    assert!(!store.lease_events_waiting().await.unwrap(), "only events ahead");
+    lease(&store, "due", now, 1).await;
+    assert!(store.lease_events_waiting().await.unwrap(), "a start due");
+    let claims = store.claim_lease_events("m1", 10, Duration::minutes(1)).await.unwrap();
+    assert_eq!(claims.len(), 1);
+    assert!(!store.lease_events_waiting().await.unwrap(), "the start claimed");
+    lease(&store, "rescued", now, 1).await;
+    let claims = store.claim_lease_events("m1", 10, Duration::zero()).await.unwrap();
+    assert_eq!(claims.len(), 1);
+    assert!(store.lease_events_waiting().await.unwrap(), "a claim expired");
+}
+
+/// The claim statement answers the claimed events' leases as hooks see
+/// them: with `hook_contexts_of`, the same contexts as a read of their own
+/// (`hook_contexts`), slots and the hosts' names included.
+#[tokio::test]
+async fn a_claim_answers_its_leases_as_hooks_read_them() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    for name in ["h1", "h2"] {
+        store
+            .enrol_host(
+                &meta(),
+                berth_store::commands::NewHost {
+                    name: name.into(),
+                    resources: Some((8, 16384, 100)),
+                    reservable: true,
+                    capabilities: std::collections::BTreeMap::new(),
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let now = store.now().await.unwrap();
+    let hosts = NewLease {
+        name: "hosts".into(),
+        project_id: "p1".into(),
+        user_id: "alice".into(),
+        dates: LeaseDates::One {
+            start: DateSpec::At(now),
+            end: DateSpec::At(now + Duration::hours(2)),
+            before_end: None,
+        },
+        reservations: vec![
+            NewReservation {
+                resource_type: "physical:host".into(),
+                params: serde_json::json!({"min": 2, "max": 2}),
+                demand: Demand::Hosts { min: 2, max: 2, hypervisor_properties: None, resource_properties: None },
+            },
+            NewReservation {
+                resource_type: "virtual:thing".into(),
+                params: serde_json::json!({}),
+                demand: Demand::Nothing,
+            },
+        ],
+    };
+    let a = store.create_lease(&meta(), hosts).await.unwrap()[0].record.id;
+    let b = lease(&store, "things", now, 3).await;
+    let claimed = store.claim_lease_events_for_hooks("m1", 10, Duration::minutes(1)).await.unwrap();
+    assert_eq!(claimed.claims.len(), 2);
+    let mut ids: Vec<Uuid> = claimed.leases.iter().map(|l| l.id).collect();
+    ids.sort();
+    let mut want = vec![a, b];
+    want.sort();
+    assert_eq!(ids, want, "each claimed lease once");
+    let slots: usize = claimed.leases.iter().flat_map(|l| &l.reservations).map(|r| r.slots.len()).sum();
+    assert_eq!(slots, 2, "the hosts' slots");
+    let answered = store.hook_contexts_of(claimed.leases).await.unwrap();
+    let read = store.hook_contexts(&[a, b]).await.unwrap();
+    assert_eq!(answered.len(), 2);
+    for id in [a, b] {
+        assert_eq!(answered[&id].lease, read[&id].lease);
+        assert_eq!(answered[&id].provider_names, read[&id].provider_names);
+        assert_eq!(answered[&id].others, read[&id].others);
+    }
+    assert_eq!(answered[&a].provider_names.len(), 2);
+}

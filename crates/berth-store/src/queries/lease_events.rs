@@ -90,6 +90,13 @@ pub(crate) const NEXT_DUE: &str = "least(
     (SELECT min(claim_expires_at) FROM lease_events
      WHERE status = 'IN_PROGRESS' AND claim_expires_at > statement_timestamp()))";
 
+/// Whether an event is due and unclaimed (each half one look into the
+/// claim's partial indexes).
+const WAITING: &str = "SELECT EXISTS (SELECT 1 FROM lease_events
+                   WHERE status = 'UNDONE' AND coalesce(retry_at, time) <= statement_timestamp())
+        OR EXISTS (SELECT 1 FROM lease_events
+                   WHERE status = 'IN_PROGRESS' AND claim_expires_at <= statement_timestamp())";
+
 /// Whole-host reservations: the type whose hooks act on the other consumers.
 const HOSTS: &str = "physical:host";
 
@@ -207,6 +214,14 @@ impl Store {
         Ok(NextDue { now: r.get(0), due: r.get(1) })
     }
 
+    /// Whether a lease event is due by the database's clock and not
+    /// claimed (waiting, or its claim expired), whatever holds it back.
+    pub async fn lease_events_waiting(&self) -> Result<bool, Error> {
+        let c = self.client().await?;
+        let r = crate::sql::query(&c, WAITING, &[]).await.map_err(db)?;
+        Ok(r.first().is_some_and(|r| r.get(0)))
+    }
+
     /// How many lease events are due by the database's clock and not yet
     /// claimed, and whether an operator has paused the managers (for
     /// metrics).
@@ -239,6 +254,20 @@ impl Store {
         let (names, others) = names_and_others(&c, &loaded).await?;
         Ok(loaded.into_iter().map(|lease| (lease.id, hook_context(lease, &names, &others))).collect())
     }
+
+    /// As [`Store::hook_contexts`], for leases already read as hooks see
+    /// them (by the claim statement): what else hooks need, read only when
+    /// a reservation has slots (no round trip otherwise).
+    pub async fn hook_contexts_of(&self, leases: Vec<LeaseRecord>) -> Result<HashMap<Uuid, HookContext>, Error> {
+        let slotted = leases.iter().flat_map(|l| &l.reservations).any(|r| !r.slots.is_empty());
+        let (names, others) = if slotted {
+            let c = self.client().await?;
+            names_and_others(&c, &leases).await?
+        } else {
+            (HashMap::new(), Vec::new())
+        };
+        Ok(leases.into_iter().map(|lease| (lease.id, hook_context(lease, &names, &others))).collect())
+    }
 }
 
 /// The leases `ids` as hooks see them, with their reservations and slots
@@ -248,17 +277,14 @@ async fn hook_leases(c: &impl deadpool_postgres::GenericClient, ids: &[Uuid]) ->
     if ids.is_empty() {
         return Ok(Vec::new());
     }
+    let leases = format!(
+        "SELECT {HOOK_LEASE_COLUMNS} FROM leases l LEFT JOIN reservations r ON r.lease_id = l.id
+         WHERE l.id = ANY($1) ORDER BY l.id, r.position"
+    );
     let [rows, slot_rows] = crate::sql::pipeline(
         c,
         [
-            (
-                "SELECT l.id, l.name, l.project_id, l.user_id, l.start_at, l.end_at, l.status, l.degraded,
-                        l.recurrence_id, r.id, r.resource_type, r.resource_id, r.status, r.params, r.created_at,
-                        r.missing_resources, r.resources_changed
-                 FROM leases l LEFT JOIN reservations r ON r.lease_id = l.id
-                 WHERE l.id = ANY($1) ORDER BY l.id, r.position",
-                &[&ids],
-            ),
+            (&leases, &[&ids]),
             (
                 "SELECT s.reservation_id, s.consumer_uuid, s.provider_uuid, s.resources
                  FROM reservation_slots s JOIN reservations r ON r.id = s.reservation_id
@@ -285,21 +311,54 @@ async fn hook_leases(c: &impl deadpool_postgres::GenericClient, ids: &[Uuid]) ->
             out.push(super::leases::lease_of(r));
         }
         let Some(reservation) = r.get::<_, Option<Uuid>>(9) else { continue };
-        let status: String = r.get(12);
         let lease = out.last_mut().expect("pushed above");
-        lease.reservations.push(ReservationRecord {
-            id: reservation,
-            resource_type: r.get(10),
-            resource_id: r.get(11),
-            status: ReservationStatus::parse(&status).unwrap_or(ReservationStatus::Error),
-            params: r.get(13),
-            slots: slots.remove(&reservation).unwrap_or_default(),
-            created_at: r.get(14),
-            missing_resources: r.get(15),
-            resources_changed: r.get(16),
-        });
+        lease.reservations.push(reservation_of(r, slots.remove(&reservation).unwrap_or_default()));
     }
     Ok(out)
+}
+
+/// The columns of a lease and one of its reservations (none: NULLs) as
+/// hooks see them, for [`super::leases::lease_of`] and [`reservation_of`]:
+/// a lease `l` joined with its reservations `r`.
+pub(crate) const HOOK_LEASE_COLUMNS: &str = "l.id, l.name, l.project_id, l.user_id, l.start_at, l.end_at,
+    l.status, l.degraded, l.recurrence_id, r.id, r.resource_type, r.resource_id, r.status, r.params,
+    r.created_at, r.missing_resources, r.resources_changed";
+
+/// The reservation in a row of [`HOOK_LEASE_COLUMNS`] (its id not NULL).
+pub(crate) fn reservation_of(r: &tokio_postgres::Row, slots: Vec<Slot>) -> ReservationRecord {
+    let status: String = r.get(12);
+    ReservationRecord {
+        id: r.get(9),
+        resource_type: r.get(10),
+        resource_id: r.get(11),
+        status: ReservationStatus::parse(&status).unwrap_or(ReservationStatus::Error),
+        params: r.get(13),
+        slots,
+        created_at: r.get(14),
+        missing_resources: r.get(15),
+        resources_changed: r.get(16),
+    }
+}
+
+/// A reservation's slots as one value (after [`HOOK_LEASE_COLUMNS`], in a
+/// statement that reads leases for hooks in one go), in the order
+/// [`hook_leases`] reads them.
+pub(crate) const SLOTS_JSON: &str = "(SELECT jsonb_agg(jsonb_build_array(s.consumer_uuid, s.provider_uuid, s.resources)
+                                  ORDER BY s.provider_uuid, s.consumer_uuid)
+     FROM reservation_slots s WHERE s.reservation_id = r.id)";
+
+/// The slots of [`SLOTS_JSON`].
+pub(crate) fn slots_of(v: Option<serde_json::Value>) -> Vec<Slot> {
+    let Some(serde_json::Value::Array(all)) = v else { return Vec::new() };
+    all.into_iter()
+        .filter_map(|s| {
+            let serde_json::Value::Array(mut s) = s else { return None };
+            let resources = s.pop().and_then(|r| serde_json::from_value(r).ok()).unwrap_or_default();
+            let provider = s.pop().and_then(|p| serde_json::from_value(p).ok())?;
+            let consumer = s.pop().and_then(|c| serde_json::from_value(c).ok())?;
+            Some(Slot { consumer, provider, resources })
+        })
+        .collect()
 }
 
 /// Another consumer on a whole host: (provider, consumer, project,

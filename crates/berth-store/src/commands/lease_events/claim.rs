@@ -18,7 +18,7 @@
 //! data built by the statement as serde writes it), so a claim is one
 //! statement in one round trip, with no transaction of its own around it.
 
-use berth_core::lease::{LeaseEventStatus, LeaseEventType};
+use berth_core::lease::{LeaseEventStatus, LeaseEventType, LeaseRecord};
 use berth_core::lease_event;
 use berth_core::time::DateMath;
 use berth_core::Event;
@@ -27,7 +27,8 @@ use uuid::Uuid;
 
 use super::manager_meta;
 use crate::commands::{now, record};
-use crate::queries::lease_events::{NextDue, NEXT_DUE};
+use crate::queries::lease_events::{reservation_of, slots_of, NextDue, HOOK_LEASE_COLUMNS, NEXT_DUE, SLOTS_JSON};
+use crate::queries::leases::lease_of;
 use crate::{lock, sql, Store, StoreError};
 
 /// The claim statement's parameters: the most events, the claimer, the
@@ -50,6 +51,18 @@ pub struct Claim {
     pub claim_expires_at: DateTime<Utc>,
     /// The claimer whose claim had expired, when this claim took it back.
     pub rescued_from: Option<String>,
+}
+
+/// What a claim statement answered.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    /// Due first, ends and before-ends before starts due at once.
+    pub claims: Vec<Claim>,
+    /// When to look next.
+    pub next: NextDue,
+    /// The claimed events' leases, as hooks see them without their other
+    /// consumers and provider names ([`Store::hook_contexts_of`]).
+    pub leases: Vec<LeaseRecord>,
 }
 
 /// Lease event types in firing order within one lease.
@@ -149,14 +162,25 @@ fn claim_sql() -> String {
          -- is in one answer or the other), and the database's clock read
          -- once the claims and their log rows are written (the filter runs
          -- both first), to sleep until it on the local clock.
-         SELECT c.lease_id, c.id, c.event_type, c.time, c.due, c.attempts, c.was, c.was_by, c.at,
+         -- With each claim, its lease and reservations as hooks see them,
+         -- from the snapshot it claimed from (not a read of their own, a
+         -- round trip more before any hook of the batch can start).
+         SELECT {HOOK_LEASE_COLUMNS}, {SLOTS_JSON},
+                c.lease_id, c.id, c.event_type, c.time, c.due, c.attempts, c.was, c.was_by, c.at,
                 c.claim_expires_at, t.now, t.next
          FROM (SELECT clock_timestamp() AS now, {NEXT_DUE} AS next
                WHERE (SELECT count(*) FROM claimed) + (SELECT count(*) FROM logged) >= 0) t
-         LEFT JOIN claimed c ON true",
+         LEFT JOIN claimed c ON true
+         LEFT JOIN leases l ON l.id = c.lease_id
+         LEFT JOIN reservations r ON r.lease_id = l.id
+         ORDER BY c.lease_id, c.id, r.position",
         data = claimed_data("n")
     )
 }
+
+/// Where the claim's own columns start in a row of the claim statement
+/// (after the lease's, the reservation's and its slots').
+const CLAIM_AT: usize = 18;
 
 /// A `LeaseEventClaimed` event's data, as serde writes it, for a claimed
 /// row `r` of the claim statement: the log is appended by the statement
@@ -205,20 +229,46 @@ pub(super) fn claimed_type() -> &'static str {
 /// A claimed row of the claim statement (none in its one row when it
 /// claimed nothing).
 fn claim_of(r: &tokio_postgres::Row) -> Option<Claim> {
-    let event_type: String = r.get::<_, Option<String>>(2)?;
-    let was: String = r.get(6);
+    let at = |i: usize| CLAIM_AT + i;
+    let event_type: String = r.get::<_, Option<String>>(at(2))?;
+    let was: String = r.get(at(6));
     Some(Claim {
-        lease: r.get(0),
-        event: r.get(1),
+        lease: r.get(at(0)),
+        event: r.get(at(1)),
         event_type: LeaseEventType::parse(&event_type).unwrap_or(LeaseEventType::EndLease),
-        time: r.get(3),
-        due: r.get(4),
-        attempt: r.get(5),
-        claimed_at: r.get(8),
-        claim_expires_at: r.get(9),
+        time: r.get(at(3)),
+        due: r.get(at(4)),
+        attempt: r.get(at(5)),
+        claimed_at: r.get(at(8)),
+        claim_expires_at: r.get(at(9)),
         rescued_from: (was == LeaseEventStatus::InProgress.as_str())
-            .then(|| r.get::<_, Option<String>>(7).unwrap_or_default()),
+            .then(|| r.get::<_, Option<String>>(at(7)).unwrap_or_default()),
     })
+}
+
+/// The claimed events and their leases as hooks see them, from the claim
+/// statement's rows (one per claim and reservation, by lease and claim): a
+/// lease's reservations are those of its first claim's rows.
+fn claims_and_leases(rows: &[tokio_postgres::Row]) -> (Vec<Claim>, Vec<LeaseRecord>) {
+    let mut claims: Vec<Claim> = Vec::new();
+    let mut leases: Vec<LeaseRecord> = Vec::new();
+    // Whether this claim's rows are its lease's reservations to keep.
+    let mut filling = false;
+    for r in rows {
+        let Some(claim) = claim_of(r) else { continue };
+        if claims.last().is_none_or(|c| c.event != claim.event) {
+            filling = leases.last().is_none_or(|l| l.id != claim.lease);
+            if filling {
+                leases.push(lease_of(r));
+            }
+            claims.push(claim);
+        }
+        if filling && r.get::<_, Option<Uuid>>(9).is_some() {
+            let lease = leases.last_mut().expect("pushed when filling began");
+            lease.reservations.push(reservation_of(r, slots_of(r.get(17))));
+        }
+    }
+    (claims, leases)
 }
 
 impl Store {
@@ -244,6 +294,20 @@ impl Store {
         limit: i64,
         ttl: chrono::Duration,
     ) -> Result<(Vec<Claim>, NextDue), berth_core::Error> {
+        let claimed = self.claim_lease_events_for_hooks(claimer, limit, ttl).await?;
+        Ok((claimed.claims, claimed.next))
+    }
+
+    /// As [`Store::claim_lease_events_then_next`], with the claimed events'
+    /// leases as hooks see them (without their lease events), read by the
+    /// same statement from the snapshot it claimed from:
+    /// [`Store::hook_contexts_of`] completes them.
+    pub async fn claim_lease_events_for_hooks(
+        &self,
+        claimer: &str,
+        limit: i64,
+        ttl: chrono::Duration,
+    ) -> Result<Claimed, berth_core::Error> {
         let statement = claim_sql();
         // At most a year: a claim's expiry stays a time the database can write.
         let ttl_us = ttl.num_microseconds().unwrap_or(i64::MAX).clamp(0, 365 * 86_400 * 1_000_000);
@@ -267,10 +331,10 @@ impl Store {
             }
         };
         let first = rows.first().ok_or_else(|| berth_core::Error::internal("the claim statement: no row"))?;
-        let next = NextDue { now: first.get(10), due: first.get(11) };
-        let mut claims: Vec<Claim> = rows.iter().filter_map(claim_of).collect();
+        let next = NextDue { now: first.get(CLAIM_AT + 10), due: first.get(CLAIM_AT + 11) };
+        let (mut claims, leases) = claims_and_leases(&rows);
         claims.sort_by_key(|c| (c.due, lease_event::priority(c.event_type), c.event));
-        Ok((claims, next))
+        Ok(Claimed { claims, next, leases })
     }
 
     /// Extends `claimer`'s claims on `events` (event id, attempt) to now +
