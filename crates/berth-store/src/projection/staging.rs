@@ -98,8 +98,54 @@ const MERGE: &str = merge!(
 
 /// Whether applying `event` reads or writes `consumers` or `allocations`
 /// (see `placement::apply`): the staged replacements must be merged first.
+/// No wildcard arm: a new event type must say.
 fn touches_allocations(event: &Event) -> bool {
-    matches!(event, Event::AllocationsReplaced { .. } | Event::ResourceClassRenamed { .. })
+    match event {
+        Event::AllocationsReplaced { .. } | Event::ResourceClassRenamed { .. } => true,
+        Event::ResourceClassCreated { .. }
+        | Event::ResourceClassDeleted { .. }
+        | Event::TraitCreated { .. }
+        | Event::TraitDeleted { .. }
+        | Event::ProviderCreated { .. }
+        | Event::ProviderUpdated { .. }
+        | Event::ProviderDeleted { .. }
+        | Event::InventoriesReplaced { .. }
+        | Event::ProviderTraitsReplaced { .. }
+        | Event::ProviderAggregatesReplaced { .. }
+        | Event::LeaseCreated { .. }
+        | Event::LeaseUpdated { .. }
+        | Event::LeaseDeleted { .. }
+        | Event::LeaseStatusChanged { .. }
+        | Event::ReservationStatusChanged { .. }
+        | Event::LeaseEventChanged { .. }
+        | Event::LeaseRecovered { .. }
+        | Event::HostEnrolled { .. }
+        | Event::HostUpdated { .. }
+        | Event::HostRemoved { .. }
+        | Event::HostPropertyChanged { .. }
+        | Event::ReservationDrawn { .. }
+        | Event::QuotaSet { .. }
+        | Event::QuotaUnset { .. }
+        | Event::QuotaOverLimit { .. }
+        | Event::RequestKeyed { .. }
+        | Event::HostDisabled { .. }
+        | Event::ReservationHealed { .. }
+        | Event::ReservationUnhealed { .. }
+        | Event::HealHookFinished { .. }
+        | Event::MaintenanceScheduled { .. }
+        | Event::MaintenanceCancelled { .. }
+        | Event::LeaseEventClaimed { .. }
+        | Event::LeaseEventClaimRenewed { .. }
+        | Event::LeaseEventRetrying { .. }
+        | Event::LeaseEventFinished { .. }
+        | Event::HostHeld { .. }
+        | Event::HostHoldReleased { .. }
+        | Event::LeaseEventRetried { .. }
+        | Event::LeaseEventCancelled { .. }
+        | Event::LeaseEventFired { .. }
+        | Event::ManagerPaused { .. }
+        | Event::ManagerResumed { .. } => false,
+    }
 }
 
 /// The providers a replacement that can be staged bumps: one naming them.
