@@ -505,8 +505,11 @@ async fn replaying_staged_replacements_gives_the_live_projections() {
         .unwrap();
     let (consumers, replaced, regenerated): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
     assert!(consumers > 0 && replaced > 0 && regenerated > 0, "{consumers} consumers, {replaced} replaced");
-    let renamed: i64 =
-        c.query_one("SELECT count(*) FROM allocations WHERE resource_class LIKE 'CUSTOM_ROUND_%'", &[]).await.unwrap().get(0);
+    let renamed: i64 = c
+        .query_one("SELECT count(*) FROM allocations WHERE resource_class LIKE 'CUSTOM_ROUND_%'", &[])
+        .await
+        .unwrap()
+        .get(0);
     let one = "(SELECT uuid FROM consumers WHERE created_at <> updated_at ORDER BY uuid LIMIT 1)";
     c.batch_execute(&format!("UPDATE consumers SET created_at = updated_at WHERE uuid = {one}")).await.unwrap();
     assert_eq!(differing(&store.replay_verify().await.unwrap()), [("consumers", 1, 1)], "{renamed} renamed held");

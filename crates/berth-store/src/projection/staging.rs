@@ -183,10 +183,8 @@ impl Staging {
         let mut i = 0;
         while i < events.len() {
             let staging = stageable(events[i]).is_some();
-            let end = events[i..]
-                .iter()
-                .position(|e| stageable(e).is_some() != staging)
-                .map_or(events.len(), |n| i + n);
+            let end =
+                events[i..].iter().position(|e| stageable(e).is_some() != staging).map_or(events.len(), |n| i + n);
             let run = &events[i..end];
             if staging {
                 self.stage(c, run).await?;
