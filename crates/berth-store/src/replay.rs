@@ -51,6 +51,9 @@ const NOT_LOOKED_UP: &[&str] = &["consumers_project_user", "consumers_type"];
 /// The tables whose indexes wait for the first read of staged rows
 /// (`projection::staging`).
 const INDEXED_LATER: &[&str] = &["consumers", "allocations"];
+/// The replay transaction's `work_mem`: a hash of a million consumers' keys
+/// fits (the server's default, 4 MB, spills the merge to disk in batches).
+const WORK_MEM: &str = "128MB";
 /// Events read and applied at a time: long runs for `apply_all`, a few MB.
 const PAGE: i64 = 10_000;
 
@@ -177,6 +180,9 @@ async fn scratch(tx: &Transaction<'_>) -> Result<(String, Vec<String>), StoreErr
     // Projection tables resolve to the scratch copies; the log to the live one.
     // The sums are rebuilt at the end (projection::SUMS).
     tx.batch_execute(&format!("SET LOCAL search_path TO {SCRATCH}, {live}; SET LOCAL berth.replaying = 'on'")).await?;
+    // The merge of the staged replacements, the sums and the comparison
+    // hash a million rows: in memory, not in batches spilled to disk.
+    tx.batch_execute(&format!("SET LOCAL work_mem = '{WORK_MEM}'")).await?;
     // The scratch tables start empty and grow by every event: plans
     // made at the start must keep to the indexes (see sql::GENERIC_PLANS).
     tx.query(crate::sql::GENERIC_PLANS, &[]).await?;
