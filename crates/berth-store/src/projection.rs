@@ -19,6 +19,7 @@ mod leases;
 mod placement;
 pub(crate) mod quotas;
 mod request_keys;
+pub(crate) mod staging;
 
 pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {
     match event {

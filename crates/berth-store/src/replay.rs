@@ -8,11 +8,15 @@
 //! Speed without a second way of applying events: each page of the log goes
 //! through `projection::apply_all`, which writes a run of consecutive events
 //! of one batchable kind on distinct rows with one statement and applies
-//! every other event alone through `projection::apply`, in log order. A
-//! second connection, in the same snapshot, reads and decodes the next pages
-//! meanwhile; memory stays within a few pages. The scratch tables are
-//! unlogged (they are rolled back anyway) and carry only the indexes that
-//! applying events looks rows up by.
+//! every other event alone through `projection::apply`, in log order; but
+//! allocation replacements naming their bumps, the bulk of a log, are
+//! staged in unindexed tables and merged set-wise
+//! (`projection::staging`). A second connection, in the same snapshot,
+//! reads and decodes the next pages meanwhile; memory stays within a few
+//! pages. The scratch tables are unlogged (they are rolled back anyway) and
+//! carry only the indexes that applying events looks rows up by; those of
+//! `consumers` and `allocations` are built only once something other than
+//! a staged replacement reads them.
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +25,7 @@ use deadpool_postgres::Transaction;
 use serde::Serialize;
 use tokio::sync::mpsc::Sender;
 
+use crate::projection::staging::{self, Staging};
 use crate::projection::{SUMS, TABLES};
 use crate::{Store, StoreError};
 
@@ -43,6 +48,12 @@ const CONSISTENCY: &[(&str, &str)] = &[(
 /// only): a replay of a million claims would maintain them a million times
 /// for no lookup. Left out of the scratch tables; the comparison scans.
 const NOT_LOOKED_UP: &[&str] = &["consumers_project_user", "consumers_type"];
+/// The tables whose indexes wait for the first read of staged rows
+/// (`projection::staging`).
+const INDEXED_LATER: &[&str] = &["consumers", "allocations"];
+/// The replay transaction's `work_mem`: a hash of a million consumers' keys
+/// fits (the server's default, 4 MB, spills the merge to disk in batches).
+const WORK_MEM: &str = "128MB";
 /// Events read and applied at a time: long runs for `apply_all`, a few MB.
 const PAGE: i64 = 10_000;
 
@@ -58,6 +69,10 @@ pub struct TableDifference {
 #[derive(Debug, Clone, Serialize)]
 pub struct ReplayReport {
     pub events: u64,
+    /// Of the events, the allocation replacements staged and merged
+    /// set-wise, and how many merges that took (`projection::staging`).
+    pub staged: u64,
+    pub merges: u64,
     /// Rebuilding the projections: reading and applying the log, the sums.
     pub elapsed: Duration,
     /// Comparing them with the live tables and the consistency checks.
@@ -81,9 +96,10 @@ impl Store {
                 .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
                 .start()
                 .await?;
-            let live = scratch(&tx).await?;
+            let (live, later) = scratch(&tx).await?;
             let started = Instant::now();
-            let events = self.apply_log(&tx).await?;
+            let mut staging = Staging::new(later);
+            let events = self.apply_log(&tx, &mut staging).await?;
             let summing = Instant::now();
             for sum in SUMS {
                 let (table, keys) = (sum.table, sum.keys);
@@ -106,7 +122,8 @@ impl Store {
                 "replayed"
             );
             tx.rollback().await?;
-            Ok(ReplayReport { events, elapsed, compared, differences })
+            let (staged, merges) = (staging.staged, staging.merges);
+            Ok(ReplayReport { events, staged, merges, elapsed, compared, differences })
         }
         .await;
         Ok(result?)
@@ -114,8 +131,9 @@ impl Store {
 }
 
 /// Makes the scratch schema, empty but for the standard vocabulary, and
-/// points the projection tables at it; answers the live schema.
-async fn scratch(tx: &Transaction<'_>) -> Result<String, StoreError> {
+/// points the projection tables at it; answers the live schema, and the
+/// definitions of the indexes of [`INDEXED_LATER`], not yet built.
+async fn scratch(tx: &Transaction<'_>) -> Result<(String, Vec<String>), StoreError> {
     let live: String = tx.query_one("SELECT current_schema()", &[]).await?.get(0);
     tx.batch_execute(&format!("DROP SCHEMA IF EXISTS {SCRATCH} CASCADE; CREATE SCHEMA {SCRATCH};")).await?;
     for t in TABLES {
@@ -133,7 +151,7 @@ async fn scratch(tx: &Transaction<'_>) -> Result<String, StoreError> {
     let unused: Vec<&str> = NOT_LOOKED_UP.to_vec();
     let indexes = tx
         .query(
-            "SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i
+            "SELECT pg_get_indexdef(i.indexrelid), t.relname::text FROM pg_index i
                  JOIN pg_class t ON t.oid = i.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace
                  JOIN pg_class x ON x.oid = i.indexrelid JOIN pg_am am ON am.oid = x.relam
              WHERE n.nspname = $1 AND t.relname = ANY($2)
@@ -142,10 +160,17 @@ async fn scratch(tx: &Transaction<'_>) -> Result<String, StoreError> {
             &[&live, &tables, &unused],
         )
         .await?;
+    let mut later = Vec::new();
     for index in indexes {
-        let definition: String = index.get(0);
-        tx.batch_execute(&definition.replacen(&format!(" ON {live}."), &format!(" ON {SCRATCH}."), 1)).await?;
+        let (definition, table): (String, String) = (index.get(0), index.get(1));
+        let definition = definition.replacen(&format!(" ON {live}."), &format!(" ON {SCRATCH}."), 1);
+        if INDEXED_LATER.contains(&table.as_str()) {
+            later.push(definition);
+        } else {
+            tx.batch_execute(&definition).await?;
+        }
     }
+    tx.batch_execute(&staging::CREATE.replace("{scratch}", SCRATCH)).await?;
     // The standard vocabulary is seeded by migrations, not by events.
     for t in ["resource_classes", "traits"] {
         tx.batch_execute(&format!("INSERT INTO {SCRATCH}.{t} SELECT * FROM {live}.{t} WHERE standard")).await?;
@@ -155,16 +180,19 @@ async fn scratch(tx: &Transaction<'_>) -> Result<String, StoreError> {
     // Projection tables resolve to the scratch copies; the log to the live one.
     // The sums are rebuilt at the end (projection::SUMS).
     tx.batch_execute(&format!("SET LOCAL search_path TO {SCRATCH}, {live}; SET LOCAL berth.replaying = 'on'")).await?;
+    // The merge of the staged replacements, the sums and the comparison
+    // hash a million rows: in memory, not in batches spilled to disk.
+    tx.batch_execute(&format!("SET LOCAL work_mem = '{WORK_MEM}'")).await?;
     // The scratch tables start empty and grow by every event: plans
     // made at the start must keep to the indexes (see sql::GENERIC_PLANS).
     tx.query(crate::sql::GENERIC_PLANS, &[]).await?;
-    Ok(live)
+    Ok((live, later))
 }
 
 impl Store {
     /// Applies every event of the log, in position order, a page at a time;
     /// answers how many. The pages come from [`read_log`], at most two ahead.
-    async fn apply_log(&self, tx: &Transaction<'_>) -> Result<u64, StoreError> {
+    async fn apply_log(&self, tx: &Transaction<'_>, staging: &mut Staging) -> Result<u64, StoreError> {
         let snapshot: String = tx.query_one("SELECT pg_export_snapshot()", &[]).await?.get(0);
         let (sender, mut pages) = tokio::sync::mpsc::channel(2);
         let reader = tokio::spawn(read_log(self.config.as_ref().clone(), snapshot, sender));
@@ -176,12 +204,22 @@ impl Store {
             let page: Vec<Event> = page?;
             let started = Instant::now();
             waiting = waiting.saturating_add(started.duration_since(asked));
-            crate::projection::apply_all(tx, &page.iter().collect::<Vec<&Event>>()).await?;
+            staging.apply_all(tx, &page.iter().collect::<Vec<&Event>>()).await?;
             applying = applying.saturating_add(started.elapsed());
             events += page.len() as u64;
         }
         reader.await.map_err(|e| Error::internal(format!("the log reader failed: {e}")))?;
-        tracing::info!(events, applying_ms = applying.as_millis(), waiting_ms = waiting.as_millis(), "log applied");
+        let merging = Instant::now();
+        staging.finish(tx).await?;
+        tracing::info!(
+            events,
+            applying_ms = applying.as_millis(),
+            waiting_ms = waiting.as_millis(),
+            merged_ms = merging.elapsed().as_millis(),
+            staged = staging.staged,
+            merges = staging.merges,
+            "log applied"
+        );
         Ok(events)
     }
 }
