@@ -196,6 +196,16 @@ impl<'a> Pipelined<'a> {
         Ok(rows.try_into().unwrap_or_else(|_| unreachable!("one result per statement")))
     }
 
+    /// As [`Pipelined::pipeline`], for however many statements.
+    pub(crate) async fn pipeline_all(&self, statements: &Statements<'_>) -> Result<Vec<Vec<Row>>, StoreError> {
+        self.send(statements, false).await
+    }
+
+    /// As [`Pipelined::commit_with`], for however many statements.
+    pub(crate) async fn commit_with_all(&self, statements: &Statements<'_>) -> Result<Vec<Vec<Row>>, StoreError> {
+        self.send(statements, true).await
+    }
+
     /// Commits, in a round trip of its own, unless it has committed already
     /// or never begun.
     pub(crate) async fn commit(&self) -> Result<(), StoreError> {

@@ -20,7 +20,7 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use super::timelines::{self, Over, Statement};
+use super::timelines::{self, Over, Statement, Timelines};
 use crate::StoreError;
 
 /// Where one reservation's slots may go.
@@ -138,16 +138,35 @@ pub(crate) async fn gather_candidates(
     cleaning: Duration,
 ) -> Result<Gathered, StoreError> {
     let (demands, named) = demands_and_named(items);
-    let over = Over { ids: &named, every_host: !demands.is_empty(), span, near, own: &[], cleaning };
+    let over = candidates_over(&demands, &named, span, near, cleaning);
     let read = timelines::read(c, &[], &over).await?;
+    Ok(candidates_of(read, project, &demands, &named))
+}
+
+/// What [`gather_candidates`] reads for `demands` and the providers
+/// `named` (as [`demands_and_named`] gives them), for a command to send with
+/// statements of its own (`timelines::Reads`); [`candidates_of`] makes the
+/// candidates of what it read.
+pub(crate) fn candidates_over<'a>(
+    demands: &[&Demand],
+    named: &'a [Uuid],
+    span: Window,
+    near: Window,
+    cleaning: Duration,
+) -> Over<'a> {
+    Over { ids: named, every_host: !demands.is_empty(), span, near, own: &[], cleaning }
+}
+
+/// The candidates of [`candidates_over`]'s read, for a lease of `project`.
+pub(crate) fn candidates_of(read: Timelines, project: &str, demands: &[&Demand], named: &[Uuid]) -> Gathered {
     let (hosts, candidates, index) =
         read.into_candidates(|id, h| named.contains(id) || demands.iter().any(|d| host::eligible(h, d, project)));
-    Ok(Gathered { hosts, candidates, index, draw: None, passed_over: BTreeSet::new() })
+    Gathered { hosts, candidates, index, draw: None, passed_over: BTreeSet::new() }
 }
 
 /// The demands of the items to place, and the providers they name (held
 /// or preferred).
-fn demands_and_named<'a>(items: &[Item<'a>]) -> (Vec<&'a Demand>, Vec<Uuid>) {
+pub(crate) fn demands_and_named<'a>(items: &[Item<'a>]) -> (Vec<&'a Demand>, Vec<Uuid>) {
     let demands = items
         .iter()
         .filter_map(|i| match i {
