@@ -10,6 +10,7 @@
 //! Advice reads the same way without locking (`queries::advice`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use berth_core::host::{self, Host};
 use berth_core::lease::{Demand, Slot};
@@ -38,13 +39,15 @@ pub(crate) struct Unfit {
     pub why: String,
 }
 
-/// The candidates of a set of items, with what others hold on them.
+/// The candidates of a set of items, with what others hold on them. A
+/// decision changes only the candidates (what it holds on them), so a copy
+/// to decide on again (`plan::plan_new`) shares the hosts and the index.
 #[derive(Clone)]
 pub(crate) struct Gathered {
-    hosts: BTreeMap<Uuid, Host>,
+    hosts: Arc<BTreeMap<Uuid, Host>>,
     pub candidates: Vec<Candidate>,
     /// Position in `candidates`, by provider.
-    pub index: HashMap<Uuid, usize>,
+    pub index: Arc<HashMap<Uuid, usize>>,
     /// Breaks best fit's ties among equally good hosts by this draw rather
     /// than by name (`schedule::place_drawn`): a new lease's own, so that
     /// creations at once spread over hosts alike instead of queueing on the
@@ -122,7 +125,7 @@ pub(crate) async fn gather_under(
     let mut read = timelines::read(c, lock, &over).await?;
     let locked = std::mem::take(&mut read.before);
     let (hosts, candidates, index) = read.into_candidates(|_, _| true);
-    Ok((locked, Gathered { hosts, candidates, index, draw: None, passed_over: BTreeSet::new() }))
+    Ok((locked, Gathered::new(hosts, candidates, index)))
 }
 
 /// The candidates of `items` for a lease of `project` (as [`candidate_ids`]
@@ -161,7 +164,14 @@ pub(crate) fn candidates_over<'a>(
 pub(crate) fn candidates_of(read: Timelines, project: &str, demands: &[&Demand], named: &[Uuid]) -> Gathered {
     let (hosts, candidates, index) =
         read.into_candidates(|id, h| named.contains(id) || demands.iter().any(|d| host::eligible(h, d, project)));
-    Gathered { hosts, candidates, index, draw: None, passed_over: BTreeSet::new() }
+    Gathered::new(hosts, candidates, index)
+}
+
+impl Gathered {
+    fn new(hosts: BTreeMap<Uuid, Host>, candidates: Vec<Candidate>, index: HashMap<Uuid, usize>) -> Gathered {
+        let (hosts, index) = (Arc::new(hosts), Arc::new(index));
+        Gathered { hosts, candidates, index, draw: None, passed_over: BTreeSet::new() }
+    }
 }
 
 /// The demands of the items to place, and the providers they name (held
