@@ -20,7 +20,6 @@ use std::str::FromStr;
 use berth_core::error::ErrorCode;
 use berth_core::{Error, Event, EventMeta};
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Transaction;
 use serde::Serialize;
 use tokio_postgres::GenericClient;
 
@@ -79,14 +78,18 @@ impl RecordedEvent {
 
 /// Appends `events` in order, in the caller's transaction. Each event's
 /// stream version is the stream's next one. Returns their positions.
-pub(crate) async fn append(tx: &Transaction<'_>, meta: &EventMeta, events: &[Event]) -> Result<Vec<i64>, StoreError> {
+pub(crate) async fn append(
+    tx: &impl deadpool_postgres::GenericClient,
+    meta: &EventMeta,
+    events: &[Event],
+) -> Result<Vec<i64>, StoreError> {
     append_expecting(tx, meta, events, None).await
 }
 
 /// Like [`append`], but fails with a conflict unless the first event's stream
 /// is at `expected_version` (0: the stream is new).
 pub(crate) async fn append_expecting(
-    tx: &Transaction<'_>,
+    tx: &impl deadpool_postgres::GenericClient,
     meta: &EventMeta,
     events: &[Event],
     expected_version: Option<i64>,
@@ -163,6 +166,12 @@ impl Append {
             a.metas.push(meta);
         }
         a
+    }
+
+    /// Events of one request.
+    pub(crate) fn one(meta: &EventMeta, events: &[Event]) -> Append {
+        let meta = serde_json::to_value(meta).expect("meta serializes");
+        Append::new(events.iter().map(|e| (e, meta.clone())))
     }
 
     /// Events of several requests, each with its own metadata.

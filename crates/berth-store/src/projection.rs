@@ -142,21 +142,56 @@ fn creations(events: &[&Event], i: usize) -> Option<usize> {
 /// leases with their reservations, slots and lease events, then the
 /// allocations (`placement::WRITE_ALLOCATIONS`).
 async fn apply_creations(c: &impl GenericClient, run: &[&Event]) -> Result<(), StoreError> {
-    let mut rows = leases::Created::default();
-    let mut allocations = Vec::new();
-    for e in run {
-        match e {
-            Event::ResourceClassCreated { name } => rows.class(name),
-            Event::LeaseCreated { lease, at } => rows.lease(lease, *at),
-            Event::AllocationsReplaced { providers_bumped: Some(bumped), .. } => {
-                allocations.push((*e, bumped.as_slice()))
+    let write = CreationsWrite::new(run);
+    let params = write.params();
+    let statements: Vec<crate::sql::Statement<'_>> = params.iter().map(|(sql, p)| (*sql, &p[..])).collect();
+    crate::sql::pipeline_all(c, &statements).await?;
+    Ok(())
+}
+
+/// A run of [`creations`] as the statements that write it, in the order
+/// they run: for [`apply_all`], or for a command to send with its append
+/// and its commit ([`creations_only`]).
+pub(crate) struct CreationsWrite<'a> {
+    rows: leases::Created<'a>,
+    allocations: Option<placement::AllocationsWrite<'a>>,
+}
+
+/// The statements' parameters, each with its statement.
+pub(crate) type Params<'a> = Vec<(&'static str, Vec<&'a (dyn tokio_postgres::types::ToSql + Sync)>)>;
+
+impl<'a> CreationsWrite<'a> {
+    fn new(run: &[&'a Event]) -> CreationsWrite<'a> {
+        let mut rows = leases::Created::default();
+        let mut allocations = Vec::new();
+        for e in run {
+            match e {
+                Event::ResourceClassCreated { name } => rows.class(name),
+                Event::LeaseCreated { lease, at } => rows.lease(lease, *at),
+                Event::AllocationsReplaced { providers_bumped: Some(bumped), .. } => {
+                    allocations.push((*e, bumped.as_slice()))
+                }
+                _ => unreachable!("not a lease creation's event: {e:?}"),
             }
-            _ => unreachable!("not a lease creation's event: {e:?}"),
         }
+        let allocations = (!allocations.is_empty()).then(|| placement::AllocationsWrite::new(&allocations));
+        CreationsWrite { rows, allocations }
     }
-    let params = rows.params();
-    let before: Vec<crate::sql::Statement<'_>> = params.iter().map(|(sql, p)| (*sql, &p[..])).collect();
-    placement::write_allocations_after(c, &before, &allocations).await
+
+    pub(crate) fn params(&self) -> Params<'_> {
+        let mut out: Params<'_> = self.rows.params().into_iter().collect();
+        if let Some(write) = &self.allocations {
+            let (sql, params) = write.statement();
+            out.push((sql, params.to_vec()));
+        }
+        out
+    }
+}
+
+/// The statements that apply `events`, as [`apply_all`] would, when they
+/// are one run of lease creations and nothing else (a lease's creation).
+pub(crate) fn creations_only<'a>(events: &[&'a Event]) -> Option<CreationsWrite<'a>> {
+    (!events.is_empty() && creations(events, 0) == Some(events.len())).then(|| CreationsWrite::new(events))
 }
 
 /// The one statement that applies `events`, as [`apply_all`] would, when

@@ -305,6 +305,37 @@ impl Check {
         }
     }
 
+    /// The scopes whose limits bear on leases of `project` made by `user`
+    /// (the defaults, the project's, the user's), as [`LIMITS`]' parameters:
+    /// those of a check of such leases and their slots, known before the
+    /// leases are placed, so that a command may read the limits in an earlier
+    /// round trip ([`Check::run_on_limits`]).
+    pub(crate) fn lease_scopes(project: &str, user: &str) -> [Vec<String>; 2] {
+        let scopes = BTreeSet::from([
+            (String::new(), String::new()),
+            (project.to_string(), String::new()),
+            (project.to_string(), user.to_string()),
+        ]);
+        [scopes.iter().map(|s| s.0.clone()).collect(), scopes.iter().map(|s| s.1.clone()).collect()]
+    }
+
+    /// As [`Check::run`], on the rows of [`LIMITS`] read with `scopes` after
+    /// the guards were locked: when they are this check's scopes and no limit
+    /// bears on them, nothing more is read (most projects have none); else
+    /// limits and usage are read again and decided on, as [`Check::run`] does.
+    pub(crate) async fn run_on_limits(
+        &self,
+        tx: &impl GenericClient,
+        guards: &[Row],
+        scopes: &[Vec<String>; 2],
+        limit_rows: &[Row],
+    ) -> Result<(), StoreError> {
+        if limit_rows.is_empty() && scopes[0] == self.scope_p && scopes[1] == self.scope_u {
+            return Ok(());
+        }
+        self.run(tx, guards).await
+    }
+
     /// Reads limits and usage and decides, after [`Check::lock`].
     pub(crate) async fn run(&self, tx: &impl GenericClient, guards: &[Row]) -> Result<(), StoreError> {
         let p = self.params();

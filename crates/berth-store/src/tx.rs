@@ -196,6 +196,16 @@ impl<'a> Pipelined<'a> {
         Ok(rows.try_into().unwrap_or_else(|_| unreachable!("one result per statement")))
     }
 
+    /// As [`Pipelined::pipeline`], for however many statements.
+    pub(crate) async fn pipeline_all(&self, statements: &Statements<'_>) -> Result<Vec<Vec<Row>>, StoreError> {
+        self.send(statements, false).await
+    }
+
+    /// As [`Pipelined::commit_with`], for however many statements.
+    pub(crate) async fn commit_with_all(&self, statements: &Statements<'_>) -> Result<Vec<Vec<Row>>, StoreError> {
+        self.send(statements, true).await
+    }
+
     /// Commits, in a round trip of its own, unless it has committed already
     /// or never begun.
     pub(crate) async fn commit(&self) -> Result<(), StoreError> {
@@ -232,12 +242,17 @@ impl<'a> Pipelined<'a> {
             steps.push(maybe_done(c.query(st, params)));
         }
         // Each step sends its messages when first polled, so they go out
-        // in order, and the server runs them so. One that is done at once
-        // sent nothing (a parameter that does not encode, a closed
-        // connection): the COMMIT must not go after the others then.
+        // in order, and the server runs them so. One that failed at once may
+        // have sent nothing (a parameter that does not encode, a closed
+        // connection): the COMMIT must not go after the others then. One
+        // done at once without error was sent and answered already (this
+        // thread paused after sending it while the server ran it): it is
+        // no reason to hold the COMMIT back.
         let mut unsent = false;
         for step in &mut steps {
-            unsent |= futures::poll!(&mut *step).is_ready();
+            if futures::poll!(&mut *step).is_ready() {
+                unsent |= std::pin::Pin::new(&mut *step).output_mut().is_none_or(|r| r.is_err());
+            }
         }
         if commit && !unsent {
             steps.push(maybe_done(Box::pin(async move { c.batch_execute(COMMIT).await.map(|()| Vec::new()) })));

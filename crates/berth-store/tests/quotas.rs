@@ -357,6 +357,34 @@ async fn leases_are_checked_whole_over_their_window_and_counted() {
     assert_replay_clean(&store).await;
 }
 
+/// A creation reads the limits bearing on it (the defaults, the project's,
+/// the user's) in its first round trip, and reads the usage only when one
+/// does: a limit set at any of the three scopes after one creation bears on
+/// the next; one unset no longer does.
+#[tokio::test]
+async fn a_limit_set_between_two_creations_bears_on_the_next() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    host(&store, "h1", 64).await;
+    store.create_lease(&meta(), lease("a", 40, 41, vec![slots(1, 3)])).await.unwrap();
+    for (n, scope) in [Scope::defaults(), Scope::project("p"), Scope::user("p", "u")].into_iter().enumerate() {
+        let (start, end) = (10 * n as i64 + 1, 10 * n as i64 + 2);
+        set(&store, scope.clone(), &[("VCPU", 3)]).await;
+        let e =
+            store.create_lease(&meta(), lease(&format!("over-{n}"), start, end, vec![slots(1, 4)])).await.unwrap_err();
+        assert_eq!((e.kind, e.code), (ErrorKind::Quota, ErrorCode::QuotaExceeded), "{scope:?}: {e}");
+        store.create_lease(&meta(), lease(&format!("under-{n}"), start, end, vec![slots(1, 3)])).await.unwrap();
+        store.unset_quota(&meta(), scope, vec![]).await.unwrap();
+        store.create_lease(&meta(), lease(&format!("free-{n}"), start, end, vec![slots(1, 4)])).await.unwrap();
+    }
+    // Counted leases too, by the same first read: 7 made.
+    set(&store, Scope::project("p"), &[("leases", 7)]).await;
+    let e = store.create_lease(&meta(), lease("eighth", 50, 51, vec![])).await.unwrap_err();
+    assert!(e.code == ErrorCode::QuotaExceeded && e.detail.contains("leases"), "{e}");
+    assert_eq!(store.leases(&Default::default()).await.unwrap().len(), 7);
+    assert_replay_clean(&store).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn forty_concurrent_leases_under_a_limit_of_ten_get_exactly_ten() {
     let db = TestDatabase::new().await;

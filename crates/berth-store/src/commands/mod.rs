@@ -38,7 +38,7 @@ pub use quotas::OverLimit;
 pub use request_keys::{Keyed, RequestKey};
 
 use berth_core::{Event, EventMeta};
-use deadpool_postgres::{GenericClient, Transaction};
+use deadpool_postgres::GenericClient;
 
 /// The instant a command decides at: the database's, read in its transaction.
 pub(crate) use crate::clock::now;
@@ -48,7 +48,11 @@ use crate::StoreError;
 
 /// Appends `events` and applies them, in the command's transaction; runs
 /// of like events are applied set-wise ([`crate::projection::apply_all`]).
-pub(crate) async fn record(tx: &Transaction<'_>, meta: &EventMeta, events: &[Event]) -> Result<Vec<i64>, StoreError> {
+pub(crate) async fn record(
+    tx: &impl GenericClient,
+    meta: &EventMeta,
+    events: &[Event],
+) -> Result<Vec<i64>, StoreError> {
     let refs: Vec<&Event> = events.iter().collect();
     appended_and_applied(crate::log::append(tx, meta, events), crate::projection::apply_all(tx, &refs)).await
 }
@@ -79,6 +83,32 @@ pub(crate) async fn record_each_and_commit(
     let ((append_sql, append_params), (apply_sql, apply_params)) = (append.statement(), apply.statement());
     let [positions, _] = tx.commit_with([(append_sql, &append_params[..]), (apply_sql, &apply_params[..])]).await?;
     Ok(Append::positions(&positions))
+}
+
+/// As [`record`], in a [`Pipelined`] transaction, and commits: in the same
+/// round trip when the events are a lease's creation and nothing else
+/// ([`crate::projection::creations_only`]: the append, the rows and the
+/// `COMMIT` go together), else recorded, then committed.
+pub(crate) async fn record_and_commit(
+    tx: &Pipelined<'_>,
+    meta: &EventMeta,
+    events: &[Event],
+) -> Result<Vec<i64>, StoreError> {
+    let refs: Vec<&Event> = events.iter().collect();
+    let Some(write) = crate::projection::creations_only(&refs) else {
+        let c = tx.client().await?;
+        let positions =
+            appended_and_applied(crate::log::append(c, meta, events), crate::projection::apply_all(c, &refs)).await?;
+        tx.commit().await?;
+        return Ok(positions);
+    };
+    let append = Append::one(meta, events);
+    let (append_sql, append_params) = append.statement();
+    let params = write.params();
+    let mut statements: Vec<crate::sql::Statement<'_>> = vec![(append_sql, &append_params[..])];
+    statements.extend(params.iter().map(|(sql, p)| (*sql, &p[..])));
+    let rows = tx.commit_with_all(&statements).await?;
+    Ok(Append::positions(&rows[0]))
 }
 
 /// Sends the append and the application together (pipelined; the server

@@ -10,6 +10,7 @@
 //! Advice reads the same way without locking (`queries::advice`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use berth_core::host::{self, Host};
 use berth_core::lease::{Demand, Slot};
@@ -20,7 +21,7 @@ use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use super::timelines::{self, Over, Statement};
+use super::timelines::{self, Over, Statement, Timelines};
 use crate::StoreError;
 
 /// Where one reservation's slots may go.
@@ -38,13 +39,15 @@ pub(crate) struct Unfit {
     pub why: String,
 }
 
-/// The candidates of a set of items, with what others hold on them.
+/// The candidates of a set of items, with what others hold on them. A
+/// decision changes only the candidates (what it holds on them), so a copy
+/// to decide on again (`plan::plan_new`) shares the hosts and the index.
 #[derive(Clone)]
 pub(crate) struct Gathered {
-    hosts: BTreeMap<Uuid, Host>,
+    hosts: Arc<BTreeMap<Uuid, Host>>,
     pub candidates: Vec<Candidate>,
     /// Position in `candidates`, by provider.
-    pub index: HashMap<Uuid, usize>,
+    pub index: Arc<HashMap<Uuid, usize>>,
     /// Breaks best fit's ties among equally good hosts by this draw rather
     /// than by name (`schedule::place_drawn`): a new lease's own, so that
     /// creations at once spread over hosts alike instead of queueing on the
@@ -122,7 +125,7 @@ pub(crate) async fn gather_under(
     let mut read = timelines::read(c, lock, &over).await?;
     let locked = std::mem::take(&mut read.before);
     let (hosts, candidates, index) = read.into_candidates(|_, _| true);
-    Ok((locked, Gathered { hosts, candidates, index, draw: None, passed_over: BTreeSet::new() }))
+    Ok((locked, Gathered::new(hosts, candidates, index)))
 }
 
 /// The candidates of `items` for a lease of `project` (as [`candidate_ids`]
@@ -138,16 +141,42 @@ pub(crate) async fn gather_candidates(
     cleaning: Duration,
 ) -> Result<Gathered, StoreError> {
     let (demands, named) = demands_and_named(items);
-    let over = Over { ids: &named, every_host: !demands.is_empty(), span, near, own: &[], cleaning };
+    let over = candidates_over(&demands, &named, span, near, cleaning);
     let read = timelines::read(c, &[], &over).await?;
+    Ok(candidates_of(read, project, &demands, &named))
+}
+
+/// What [`gather_candidates`] reads for `demands` and the providers
+/// `named` (as [`demands_and_named`] gives them), for a command to send with
+/// statements of its own (`timelines::Reads`); [`candidates_of`] makes the
+/// candidates of what it read.
+pub(crate) fn candidates_over<'a>(
+    demands: &[&Demand],
+    named: &'a [Uuid],
+    span: Window,
+    near: Window,
+    cleaning: Duration,
+) -> Over<'a> {
+    Over { ids: named, every_host: !demands.is_empty(), span, near, own: &[], cleaning }
+}
+
+/// The candidates of [`candidates_over`]'s read, for a lease of `project`.
+pub(crate) fn candidates_of(read: Timelines, project: &str, demands: &[&Demand], named: &[Uuid]) -> Gathered {
     let (hosts, candidates, index) =
         read.into_candidates(|id, h| named.contains(id) || demands.iter().any(|d| host::eligible(h, d, project)));
-    Ok(Gathered { hosts, candidates, index, draw: None, passed_over: BTreeSet::new() })
+    Gathered::new(hosts, candidates, index)
+}
+
+impl Gathered {
+    fn new(hosts: BTreeMap<Uuid, Host>, candidates: Vec<Candidate>, index: HashMap<Uuid, usize>) -> Gathered {
+        let (hosts, index) = (Arc::new(hosts), Arc::new(index));
+        Gathered { hosts, candidates, index, draw: None, passed_over: BTreeSet::new() }
+    }
 }
 
 /// The demands of the items to place, and the providers they name (held
 /// or preferred).
-fn demands_and_named<'a>(items: &[Item<'a>]) -> (Vec<&'a Demand>, Vec<Uuid>) {
+pub(crate) fn demands_and_named<'a>(items: &[Item<'a>]) -> (Vec<&'a Demand>, Vec<Uuid>) {
     let demands = items
         .iter()
         .filter_map(|i| match i {

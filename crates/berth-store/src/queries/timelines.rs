@@ -126,6 +126,58 @@ pub(crate) struct Over<'a> {
     pub cleaning: Duration,
 }
 
+/// The parameters of the statements that read `over`, for a caller to send
+/// them with others ([`Reads::statements`]) and make [`Timelines`] of their
+/// rows ([`Reads::timelines`]).
+pub(crate) struct Reads<'a> {
+    over: &'a Over<'a>,
+    near_end: DateTime<Utc>,
+    secs: f64,
+}
+
+/// The parameter lists of [`Reads`]' statements.
+pub(crate) struct ReadParams<'a> {
+    span: [&'a (dyn ToSql + Sync); 6],
+    around: [&'a (dyn ToSql + Sync); 5],
+}
+
+impl<'a> Reads<'a> {
+    pub(crate) fn new(over: &'a Over<'a>) -> Reads<'a> {
+        let near_end = over.near.end.unwrap_or(over.near.start);
+        let secs = over.cleaning.num_milliseconds().max(0) as f64 / 1000.0;
+        Reads { over, near_end, secs }
+    }
+
+    pub(crate) fn params(&self) -> ReadParams<'_> {
+        let o = self.over;
+        ReadParams {
+            span: [&o.ids, &o.every_host, &o.span.start, &o.span.end, &o.own, &self.secs],
+            around: [&o.ids, &o.every_host, &o.near.start, &self.near_end, &o.own],
+        }
+    }
+
+    /// What the rows of [`ReadParams::statements`] say; `before`: the rows
+    /// of a statement sent before them, kept in [`Timelines::before`].
+    pub(crate) fn timelines(&self, rows: [Vec<Row>; 4], before: Vec<Row>) -> Timelines {
+        let [host_rows, inventory_rows, hold_rows, gap_rows] = rows;
+        let hosts = hosts_from(host_rows, inventory_rows);
+        let mut holds: HashMap<Uuid, BTreeMap<String, Vec<(Window, i64)>>> = HashMap::new();
+        for r in hold_rows {
+            let w = Window { start: r.get(2), end: r.get(3) };
+            holds.entry(r.get(0)).or_default().entry(r.get(1)).or_default().push((w, r.get(4)));
+        }
+        let gaps = gap_rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
+        Timelines { hosts, holds, gaps, cleaning: self.over.cleaning, before }
+    }
+}
+
+impl ReadParams<'_> {
+    /// The four statements, in the order [`Reads::timelines`] takes their rows.
+    pub(crate) fn statements(&self) -> [Statement<'_>; 4] {
+        [(HOSTS, &self.span[..2]), (INVENTORIES, &self.span[..2]), (HOLDS, &self.span[..]), (GAPS, &self.around[..])]
+    }
+}
+
 /// Reads `over`, after the statements `before` (at most two) in the same
 /// round trip; the last of them answers in [`Timelines::before`].
 pub(crate) async fn read(
@@ -133,31 +185,22 @@ pub(crate) async fn read(
     before: &[Statement<'_>],
     over: &Over<'_>,
 ) -> Result<Timelines, StoreError> {
-    let near_end = over.near.end.unwrap_or(over.near.start);
-    let secs = over.cleaning.num_milliseconds().max(0) as f64 / 1000.0;
-    let span = [&over.ids as &(dyn ToSql + Sync), &over.every_host, &over.span.start, &over.span.end, &over.own, &secs];
-    let around = [&over.ids as &(dyn ToSql + Sync), &over.every_host, &over.near.start, &near_end, &over.own];
-    let reads = [(HOSTS, &span[..2]), (INVENTORIES, &span[..2]), (HOLDS, &span[..]), (GAPS, &around[..])];
-    let (before, [host_rows, inventory_rows, hold_rows, gap_rows]) = match before {
-        [] => (Vec::new(), sql::pipeline(c, reads).await?),
+    let reads = Reads::new(over);
+    let params = reads.params();
+    let [a, b, c2, d] = params.statements();
+    let (before, rows) = match before {
+        [] => (Vec::new(), sql::pipeline(c, [a, b, c2, d]).await?),
         [one] => {
-            let [x, a, b, c, d] = sql::pipeline(c, [*one, reads[0], reads[1], reads[2], reads[3]]).await?;
+            let [x, a, b, c, d] = sql::pipeline(c, [*one, a, b, c2, d]).await?;
             (x, [a, b, c, d])
         }
         [one, two] => {
-            let [_, x, a, b, c, d] = sql::pipeline(c, [*one, *two, reads[0], reads[1], reads[2], reads[3]]).await?;
+            let [_, x, a, b, c, d] = sql::pipeline(c, [*one, *two, a, b, c2, d]).await?;
             (x, [a, b, c, d])
         }
         _ => unreachable!("at most two statements before the reads"),
     };
-    let hosts = hosts_from(host_rows, inventory_rows);
-    let mut holds: HashMap<Uuid, BTreeMap<String, Vec<(Window, i64)>>> = HashMap::new();
-    for r in hold_rows {
-        let w = Window { start: r.get(2), end: r.get(3) };
-        holds.entry(r.get(0)).or_default().entry(r.get(1)).or_default().push((w, r.get(4)));
-    }
-    let gaps = gap_rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
-    Ok(Timelines { hosts, holds, gaps, cleaning: over.cleaning, before })
+    Ok(reads.timelines(rows, before))
 }
 
 /// The providers `ids` and, when `every_host`, every enrolled host: named,

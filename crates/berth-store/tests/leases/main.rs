@@ -329,6 +329,47 @@ async fn bad_dates_write_nothing() {
     assert!(store.lease(id, None).await.unwrap().record.start <= Utc::now());
 }
 
+/// A creation reads its candidates in its first round trip when its
+/// windows are fixed dates: a window that ends before it starts is still
+/// refused as a bad date (400), never read with, and writes nothing.
+#[tokio::test]
+async fn a_window_ending_before_it_starts_is_refused_before_any_host_is_read() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    host(&store, "h", 4, json!({})).await;
+    let backwards = lease("r", "p", 2, 1, vec![hosts(1, 1, json!([]))]);
+    assert_eq!(store.create_lease(&meta(), backwards).await.unwrap_err().code, ErrorCode::InvalidDate);
+    let empty = lease("e", "p", 2, 2, vec![slots(1, 1, None)]);
+    assert_eq!(store.create_lease(&meta(), empty).await.unwrap_err().code, ErrorCode::InvalidDate);
+    let recurring = NewLease {
+        dates: LeaseDates::Recurring(vec![(t(1), t(2)), (t(5), t(4))]),
+        ..lease("rec", "p", 0, 1, vec![hosts(1, 1, json!([]))])
+    };
+    assert_eq!(store.create_lease(&meta(), recurring).await.unwrap_err().code, ErrorCode::InvalidDate);
+    assert!(store.leases(&Default::default()).await.unwrap().is_empty());
+    store.create_lease(&meta(), lease("ok", "p", 1, 2, vec![hosts(1, 1, json!([]))])).await.unwrap();
+}
+
+/// Every creation reads the hosts anew: one made unreservable after a
+/// creation, or taken back, is seen so by the next.
+#[tokio::test]
+async fn a_host_made_unreservable_between_two_creations_is_seen_by_the_second() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    let (a, b) = (host(&store, "a", 4, json!({})).await, host(&store, "b", 4, json!({})).await);
+    let first = store.create_lease(&meta(), lease("1", "p", 1, 2, vec![hosts(1, 1, json!([]))])).await.unwrap();
+    let taken = first[0].record.reservations[0].slots[0].provider;
+    let other = if taken == a { b } else { a };
+    let reservable = |r| berth_store::commands::HostChange { reservable: Some(r), capabilities: BTreeMap::new() };
+    store.update_host(&meta(), other, reservable(false)).await.unwrap();
+    let e = store.create_lease(&meta(), lease("2", "p", 1, 2, vec![hosts(1, 1, json!([]))])).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Capacity, "{e}");
+    store.update_host(&meta(), other, reservable(true)).await.unwrap();
+    let second = store.create_lease(&meta(), lease("2", "p", 1, 2, vec![hosts(1, 1, json!([]))])).await.unwrap();
+    assert_eq!(second[0].record.reservations[0].slots[0].provider, other);
+    assert_replay_clean(&store).await;
+}
+
 #[tokio::test]
 async fn hosts_enrol_update_and_leave_when_free() {
     let db = TestDatabase::new().await;

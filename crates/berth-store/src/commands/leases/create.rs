@@ -13,17 +13,19 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
-use super::plan::{plan_new, unfit_error};
+use super::plan::{idle, plan_new, span_of, unfit_error};
 use super::slots::slot_events;
 use super::{name_free, LeaseDates, NewLease, NAME_TAKEN};
 use crate::clock::NOW;
-use crate::commands::record;
+use crate::commands::record_and_commit;
 use crate::commands::request_keys::{self, Keyed, RequestKey};
 use crate::lock::{self, Sorted};
-use crate::queries::fit::Item;
+use crate::queries::fit::{self, Item};
 use crate::queries::leases::{self as read, Lease};
-use crate::sql;
-use crate::Store;
+use crate::queries::timelines;
+use crate::sql::Statement;
+use crate::tx::Pipelined;
+use crate::{quota, Store};
 
 /// The windows a new lease asks for, checked against `at`; the before-end
 /// time of a single lease (a recurring one's follows each occurrence); and
@@ -46,6 +48,22 @@ fn windows_of(dates: &LeaseDates, at: DateTime<Utc>) -> Result<Windows, Error> {
             Ok((occ.clone(), None, true))
         }
     }
+}
+
+/// The windows a new lease asks for when they do not hang on the database's
+/// time (none starts now) and each is well formed (starts before it ends; a
+/// badly formed one is refused once the time is read): the candidates can be
+/// read before the time is.
+fn fixed_windows(dates: &LeaseDates) -> Option<Vec<Window>> {
+    let windows: Vec<Window> = match dates {
+        LeaseDates::One { start: DateSpec::At(s), end: DateSpec::At(e), .. } => {
+            vec![Window { start: *s, end: Some(*e) }]
+        }
+        LeaseDates::One { .. } => return None,
+        LeaseDates::Recurring(occ) => occ.iter().map(|(s, e)| Window { start: *s, end: Some(*e) }).collect(),
+    };
+    let formed = !windows.is_empty() && windows.iter().all(|w| w.end.is_some_and(|e| w.start < e));
+    formed.then_some(windows)
 }
 
 /// A lease's reservations as placed: each slot a new consumer.
@@ -108,24 +126,29 @@ impl Store {
         key: &RequestKey,
     ) -> Result<Keyed<Vec<Lease>>, Error> {
         check_new(&new)?;
-        crate::tx::command!(self, |tx| {
-            if let Some(ids) = request_keys::earlier(tx, key).await? {
-                return Ok(Keyed::Earlier(read::load_leases(tx, &ids).await?));
+        crate::tx::pipelined!(self, |tx| {
+            let c = tx.client().await?;
+            if let Some(ids) = request_keys::earlier(c, key).await? {
+                return Ok(Keyed::Earlier(read::load_leases(c, &ids).await?));
             }
             let (made, mut events, at) = create_in(tx, &new, self.cleaning_time(), self.drawn_ties).await?;
             events.push(request_keys::made(key, made.iter().map(|l| l.record.id).collect(), at));
-            record(tx, meta, &events).await?;
+            record_and_commit(tx, meta, &events).await?;
             Ok(Keyed::Made(made))
         })
     }
 
     /// Creates a lease (or, when recurring, one lease per occurrence), all or
     /// nothing. Returns the leases made, in order, as a read would show them.
+    /// Three round trips when the lease fits where first chosen and no quota
+    /// limit bears on it: `BEGIN` with the guard, the clock, the names and
+    /// the limits; the chosen hosts' lock with their read; the log's append
+    /// with the rows and `COMMIT` (`tx::Pipelined`).
     pub async fn create_lease(&self, meta: &EventMeta, new: NewLease) -> Result<Vec<Lease>, Error> {
         check_new(&new)?;
-        crate::tx::command!(self, |tx| {
+        crate::tx::pipelined!(self, |tx| {
             let (made, events, _) = create_in(tx, &new, self.cleaning_time(), self.drawn_ties).await?;
-            record(tx, meta, &events).await?;
+            record_and_commit(tx, meta, &events).await?;
             Ok(made)
         })
     }
@@ -146,7 +169,7 @@ fn check_new(new: &NewLease) -> Result<(), Error> {
 /// Plans `new` in `tx` and checks its quota; the leases it makes, the
 /// events that make them (not yet recorded), and the database's time.
 async fn create_in(
-    tx: &deadpool_postgres::Transaction<'_>,
+    tx: &Pipelined<'_>,
     new: &NewLease,
     cleaning: chrono::Duration,
     drawn_ties: bool,
@@ -155,27 +178,49 @@ async fn create_in(
         LeaseDates::Recurring(occ) => (1..=occ.len()).map(|k| format!("{}-{k}", new.name)).collect(),
         LeaseDates::One { .. } => vec![new.name.clone()],
     };
-    // Quota: the project's guard first; then the database's time and the
-    // names' check, all in one round trip.
+    let items: Vec<Item> = new.reservations.iter().map(|r| Item::Place(&r.demand, Vec::new())).collect();
+    // Quota: the project's guard first; then the database's time, the
+    // names' check and the limits bearing on the lease; then, unless the
+    // windows hang on the database's time, the candidates read without
+    // locks (`plan_new`); all in one round trip, which begins the
+    // transaction.
     let projects: Sorted<String> = std::iter::once(new.project_id.clone()).collect();
     let guard = [projects.param()];
     let except: Option<Uuid> = None;
     let name_check = [&new.project_id as &(dyn ToSql + Sync), &names, &except];
-    let [_, quota_guards, at, taken] = sql::pipeline(
-        tx,
-        [(lock::GUARD_INSERT, &guard[..]), (lock::GUARD_LOCK, &guard[..]), (NOW, &[]), (NAME_TAKEN, &name_check[..])],
-    )
-    .await?;
+    let scopes = quota::Check::lease_scopes(&new.project_id, &new.user_id);
+    let limits = [&scopes[0] as &(dyn ToSql + Sync), &scopes[1]];
+    let (demands, named) = fit::demands_and_named(&items);
+    let early = fixed_windows(&new.dates).filter(|_| !idle(&items));
+    let over = early.as_ref().map(|w| fit::candidates_over(&demands, &named, span_of(w), w[0], cleaning));
+    let reads = over.as_ref().map(timelines::Reads::new);
+    let read_params = reads.as_ref().map(|r| r.params());
+    let mut statements: Vec<Statement<'_>> = vec![
+        (lock::GUARD_INSERT, &guard[..]),
+        (lock::GUARD_LOCK, &guard[..]),
+        (NOW, &[]),
+        (NAME_TAKEN, &name_check[..]),
+        (quota::LIMITS, &limits[..]),
+    ];
+    statements.extend(read_params.iter().flat_map(|p| p.statements()));
+    let mut rows = tx.pipeline_all(&statements).await?.into_iter();
+    let mut next = move || rows.next().expect("one result per statement");
+    let (_, quota_guards, at, taken, limit_rows) = (next(), next(), next(), next(), next());
+    let read = reads.map(|r| {
+        let timelines = r.timelines([next(), next(), next(), next()], Vec::new());
+        fit::candidates_of(timelines, &new.project_id, &demands, &named)
+    });
+    let tx = tx.client().await?;
     let at: DateTime<Utc> = at[0].get(0);
     let (windows, before_end, recurring) = windows_of(&new.dates, at)?;
     name_free(taken.first())?;
-    let items: Vec<Item> = new.reservations.iter().map(|r| Item::Place(&r.demand, Vec::new())).collect();
     let wins: Vec<Window> = windows.iter().map(|(s, e)| Window { start: *s, end: Some(*e) }).collect();
+    debug_assert!(early.as_ref().is_none_or(|w| *w == wins), "the windows read early are the lease's");
     let types: Vec<&str> = new.reservations.iter().map(|r| r.resource_type.as_str()).collect();
-    let placed =
-        plan_new(tx, &new.project_id, &items, &wins, cleaning, drawn_ties.then(|| Uuid::new_v4().as_u64_pair().0))
-            .await?
-            .map_err(|u| unfit_error(u, &types, recurring))?;
+    let draw = drawn_ties.then(|| Uuid::new_v4().as_u64_pair().0);
+    let placed = plan_new(tx, &new.project_id, &items, &wins, cleaning, draw, read)
+        .await?
+        .map_err(|u| unfit_error(u, &types, recurring))?;
     let recurrence_id = recurring.then(Uuid::new_v4);
     let mut events = Vec::new();
     let mut made = Vec::new();
@@ -198,6 +243,6 @@ async fn create_in(
         created_events(record, at, &mut events);
     }
     // Quota: every slot of every lease made, and the leases themselves.
-    crate::quota::Check::for_events(at, &events).run(tx, &quota_guards).await?;
+    quota::Check::for_events(at, &events).run_on_limits(tx, &quota_guards, &scopes, &limit_rows).await?;
     Ok((made, events, at))
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use berth_core::dates::format_date;
 use berth_core::lease::{self, Demand};
 use berth_core::{Error, Window};
-use deadpool_postgres::Transaction;
+use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use crate::lock::{self, Sorted};
@@ -23,7 +23,7 @@ use crate::StoreError;
 /// not counted (an update's own slots and what draws from them). Hosts stay
 /// unreservable for `cleaning` after each lease (unless they name their own).
 pub(super) async fn plan(
-    tx: &Transaction<'_>,
+    tx: &impl GenericClient,
     project: &str,
     items: &[Item<'_>],
     windows: &[Window],
@@ -65,21 +65,26 @@ const PASSES: usize = 8;
 /// is always decided on what the locks protect. Best fit's ties go by
 /// `draw`, the lease's own (`Store::with_drawn_ties`), so that creations at
 /// once on hosts alike choose different ones rather than all queueing on
-/// the first by name.
+/// the first by name. `read`: the candidates read without locks already
+/// (`fit::candidates_of`), sent with the command's first statements.
 pub(super) async fn plan_new(
-    tx: &Transaction<'_>,
+    tx: &impl GenericClient,
     project: &str,
     items: &[Item<'_>],
     windows: &[Window],
     cleaning: chrono::Duration,
     draw: Option<u64>,
+    read: Option<Gathered>,
 ) -> Result<Result<Plan, Unfit>, StoreError> {
     if idle(items) {
         return plan(tx, project, items, windows, &[], cleaning).await;
     }
     let span = span_of(windows);
-    // The read without locks to decide again on, after passing over a host.
-    let mut unlocked: Option<Gathered> = None;
+    // The read without locks to decide on (again, after passing over a host).
+    let mut unlocked: Option<Gathered> = read.map(|mut g| {
+        g.draw = draw;
+        g
+    });
     let mut written: BTreeSet<Uuid> = BTreeSet::new();
     let (mut passes, mut lost) = (0, 0);
     // The savepoint is taken once; each later choice first rolls back to it.
@@ -137,7 +142,7 @@ pub(super) async fn plan_new(
 }
 
 /// The window from the first start to the last end of `windows`.
-fn span_of(windows: &[Window]) -> Window {
+pub(super) fn span_of(windows: &[Window]) -> Window {
     Window {
         start: windows.iter().map(|w| w.start).min().expect("a window"),
         end: windows.iter().filter_map(|w| w.end).max(),
@@ -145,7 +150,7 @@ fn span_of(windows: &[Window]) -> Window {
 }
 
 /// Nothing to place (reservations that hold no inventory).
-fn idle(items: &[Item<'_>]) -> bool {
+pub(super) fn idle(items: &[Item<'_>]) -> bool {
     items.iter().all(|i| match i {
         Item::Place(d, _) => matches!(d, Demand::Nothing),
         Item::Fixed(slots) => slots.is_empty(),
