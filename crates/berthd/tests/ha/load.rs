@@ -162,7 +162,15 @@ impl Client {
             if kept.len() > KEEP || (refused && !kept.is_empty()) {
                 let oldest = kept.remove(0);
                 let path = format!("/placement/allocations/{oldest}");
-                out.push(self.send(Op::Delete, &oldest, Method::DELETE, &path, ADMIN, None).await);
+                let o = self.send(Op::Delete, &oldest, Method::DELETE, &path, ADMIN, None).await;
+                // A delete without a clear answer (a 503 during the switch)
+                // may not have been made: it is tried again in its turn, or
+                // its VCPU would stay held and, leaked by every client, fill
+                // the provider for the rest of the run.
+                if !matches!(o.status, Some(s) if s < 500) {
+                    kept.insert(0, oldest);
+                }
+                out.push(o);
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
