@@ -57,26 +57,8 @@ async fn more_due_events_than_hook_slots_each_fire_once() {
     let plugin = Arc::new(Counting::default());
     let mut registry = Registry::new();
     registry.register(plugin.clone());
-    let meta = EventMeta { actor: Some("test".into()), ..Default::default() };
     let n = 60;
-    for i in 0..n {
-        let new = NewLease {
-            name: format!("burst-{i}"),
-            project_id: "p1".into(),
-            user_id: "alice".into(),
-            dates: LeaseDates::One {
-                start: DateSpec::Now,
-                end: DateSpec::At(Utc::now() + chrono::Duration::hours(1)),
-                before_end: None,
-            },
-            reservations: vec![NewReservation {
-                resource_type: "test:counting".into(),
-                params: serde_json::json!({}),
-                demand: Demand::Nothing,
-            }],
-        };
-        store.create_lease(&meta, new).await.unwrap();
-    }
+    book_now(&store, n, chrono::Duration::hours(1)).await;
     // Batches of 4 with 8 slots: full batches claimed back to back, and
     // the manager starved again and again.
     let cfg = ManagerConfig {
@@ -110,19 +92,15 @@ async fn more_due_events_than_hook_slots_each_fire_once() {
     assert!(report.is_clean(), "{:?}", report.differences);
 }
 
-/// Books `n` leases of the counting type starting now.
-async fn book_now(store: &berth_store::Store, n: usize) {
+/// Books `n` leases of the counting type starting now, each `length` long.
+async fn book_now(store: &berth_store::Store, n: usize, length: chrono::Duration) {
     let meta = EventMeta { actor: Some("test".into()), ..Default::default() };
     for i in 0..n {
         let new = NewLease {
-            name: format!("race-{i}"),
+            name: format!("lease-{i}"),
             project_id: "p1".into(),
             user_id: "alice".into(),
-            dates: LeaseDates::One {
-                start: DateSpec::Now,
-                end: DateSpec::At(Utc::now() + chrono::Duration::hours(1)),
-                before_end: None,
-            },
+            dates: LeaseDates::One { start: DateSpec::Now, end: DateSpec::At(Utc::now() + length), before_end: None },
             reservations: vec![NewReservation {
                 resource_type: "test:counting".into(),
                 params: serde_json::json!({}),
@@ -147,7 +125,7 @@ async fn a_burst_raced_by_two_managers_is_recorded_once_per_event() {
     registry.register(plugin.clone());
     let registry = Arc::new(registry);
     let n = 300;
-    book_now(&store, n).await;
+    book_now(&store, n, chrono::Duration::hours(1)).await;
     let mut stops = Vec::new();
     let mut runs = Vec::new();
     for id in ["m1", "m2"] {
@@ -216,26 +194,8 @@ async fn an_outcome_recorded_wakes_the_manager_for_the_events_it_let_run() {
     let plugin = Arc::new(Counting::default());
     let mut registry = Registry::new();
     registry.register(plugin.clone());
-    let meta = EventMeta { actor: Some("test".into()), ..Default::default() };
     let n = 5;
-    for i in 0..n {
-        let new = NewLease {
-            name: format!("short-{i}"),
-            project_id: "p1".into(),
-            user_id: "alice".into(),
-            dates: LeaseDates::One {
-                start: DateSpec::Now,
-                end: DateSpec::At(Utc::now() + chrono::Duration::seconds(2)),
-                before_end: None,
-            },
-            reservations: vec![NewReservation {
-                resource_type: "test:counting".into(),
-                params: serde_json::json!({}),
-                demand: Demand::Nothing,
-            }],
-        };
-        store.create_lease(&meta, new).await.unwrap();
-    }
+    book_now(&store, n, chrono::Duration::seconds(2)).await;
     let cfg = ManagerConfig { id: Some("m1".into()), poll_interval_ms: 60_000, ..Default::default() };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(Manager::new(store.clone(), Arc::new(registry), cfg).run(async move {
