@@ -112,7 +112,7 @@ pub(super) async fn write_allocations_after(
 /// ([`WRITE_ALLOCATIONS`]): run by [`write_allocations`], or sent by a
 /// command with its commit (`projection::one_statement`).
 pub(crate) struct AllocationsWrite<'a> {
-    cols: AllocationColumns<'a>,
+    cols: AllocationColumns<'a, uuid::Uuid>,
     bumped: Vec<uuid::Uuid>,
     counts: Vec<i64>,
     bumped_at: Vec<At>,
@@ -123,7 +123,10 @@ impl<'a> AllocationsWrite<'a> {
     pub(super) fn new(events: &[(&'a Event, &[uuid::Uuid])]) -> AllocationsWrite<'a> {
         let mut cols = AllocationColumns::default();
         for (e, bumped) in events {
-            cols.push(e, bumped);
+            let Event::AllocationsReplaced { consumer, .. } = e else {
+                unreachable!("only allocation replacements");
+            };
+            cols.push(e, bumped, *consumer);
         }
         AllocationsWrite {
             bumped: cols.bumps.keys().copied().collect(),
@@ -143,7 +146,7 @@ impl<'a> AllocationsWrite<'a> {
             &cols.types,
             &cols.ats,
             &cols.emptied,
-            &cols.a_consumer,
+            &cols.a_key,
             &cols.a_provider,
             &cols.a_class,
             &cols.a_used,
@@ -163,25 +166,29 @@ type At = chrono::DateTime<chrono::Utc>;
 /// Allocation replacements as the columns of [`WRITE_ALLOCATIONS`]: per
 /// consumer, per allocation, and per provider bumped.
 #[derive(Default)]
-struct AllocationColumns<'a> {
-    consumers: Vec<uuid::Uuid>,
-    projects: Vec<&'a str>,
-    users: Vec<&'a str>,
-    types: Vec<Option<&'a str>>,
-    ats: Vec<At>,
-    emptied: Vec<bool>,
-    a_consumer: Vec<uuid::Uuid>,
-    a_provider: Vec<uuid::Uuid>,
-    a_class: Vec<&'a str>,
-    a_used: Vec<i64>,
-    a_start: Vec<At>,
-    a_end: Vec<Option<At>>,
+pub(super) struct AllocationColumns<'a, K> {
+    pub(super) consumers: Vec<uuid::Uuid>,
+    pub(super) projects: Vec<&'a str>,
+    pub(super) users: Vec<&'a str>,
+    pub(super) types: Vec<Option<&'a str>>,
+    pub(super) ats: Vec<At>,
+    pub(super) emptied: Vec<bool>,
+    /// Per allocation, the replacement it belongs to, named by `K`.
+    pub(super) a_key: Vec<K>,
+    pub(super) a_provider: Vec<uuid::Uuid>,
+    pub(super) a_class: Vec<&'a str>,
+    pub(super) a_used: Vec<i64>,
+    pub(super) a_start: Vec<At>,
+    pub(super) a_end: Vec<Option<At>>,
     /// Per provider: how many bumps, and the instant of the last one.
-    bumps: std::collections::BTreeMap<uuid::Uuid, (i64, At)>,
+    pub(super) bumps: std::collections::BTreeMap<uuid::Uuid, (i64, At)>,
 }
 
-impl<'a> AllocationColumns<'a> {
-    fn push(&mut self, e: &'a Event, bumped: &[uuid::Uuid]) {
+impl<'a, K: Copy> AllocationColumns<'a, K> {
+    /// Adds the replacement `e`, which gives `bumped` a new generation; its
+    /// allocations' rows name it `key` (its consumer when written live, its
+    /// place in the log when staged).
+    pub(super) fn push(&mut self, e: &'a Event, bumped: &[uuid::Uuid], key: K) {
         let Event::AllocationsReplaced { consumer, project_id, user_id, consumer_type, allocations, at, .. } = e else {
             unreachable!("only allocation replacements");
         };
@@ -192,7 +199,7 @@ impl<'a> AllocationColumns<'a> {
         self.ats.push(*at);
         self.emptied.push(allocations.is_empty());
         for a in allocations {
-            self.a_consumer.push(*consumer);
+            self.a_key.push(key);
             self.a_provider.push(a.provider);
             self.a_class.push(a.resource_class.as_str());
             self.a_used.push(a.used);

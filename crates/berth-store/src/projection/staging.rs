@@ -22,6 +22,7 @@
 use berth_core::Event;
 use deadpool_postgres::GenericClient;
 
+use super::placement::AllocationColumns;
 use crate::{sql, StoreError};
 
 type At = chrono::DateTime<chrono::Utc>;
@@ -243,18 +244,19 @@ impl Staging {
             cols.push(self.seq, e);
             self.seq += 1;
         }
+        let (seqs, cols) = (&cols.seqs, &cols.rows);
         let bumped: Vec<uuid::Uuid> = cols.bumps.keys().copied().collect();
         let counts: Vec<i64> = cols.bumps.values().map(|b| b.0).collect();
         let bumped_at: Vec<At> = cols.bumps.values().map(|b| b.1).collect();
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 16] = [
-            &cols.seqs,
+            seqs,
             &cols.consumers,
             &cols.projects,
             &cols.users,
             &cols.types,
             &cols.ats,
             &cols.emptied,
-            &cols.a_seq,
+            &cols.a_key,
             &cols.a_provider,
             &cols.a_class,
             &cols.a_used,
@@ -271,58 +273,21 @@ impl Staging {
     }
 }
 
-/// Replacements as the columns of [`STAGE`]: per replacement, per
-/// allocation, and per provider bumped (how many bumps, the last instant).
+/// Replacements as the columns of [`STAGE`]: each one's place in the log,
+/// and its rows as the live write builds them, its allocations keyed by
+/// that place.
 #[derive(Default)]
 struct Columns<'a> {
     seqs: Vec<i64>,
-    consumers: Vec<uuid::Uuid>,
-    projects: Vec<&'a str>,
-    users: Vec<&'a str>,
-    types: Vec<Option<&'a str>>,
-    ats: Vec<At>,
-    emptied: Vec<bool>,
-    a_seq: Vec<i64>,
-    a_provider: Vec<uuid::Uuid>,
-    a_class: Vec<&'a str>,
-    a_used: Vec<i64>,
-    a_start: Vec<At>,
-    a_end: Vec<Option<At>>,
-    bumps: std::collections::BTreeMap<uuid::Uuid, (i64, At)>,
+    rows: AllocationColumns<'a, i64>,
 }
 
 impl<'a> Columns<'a> {
     fn push(&mut self, seq: i64, e: &'a Event) {
-        let Event::AllocationsReplaced {
-            consumer,
-            project_id,
-            user_id,
-            consumer_type,
-            allocations,
-            providers_bumped: Some(bumped),
-            at,
-        } = e
-        else {
+        let Event::AllocationsReplaced { providers_bumped: Some(bumped), .. } = e else {
             unreachable!("only replacements naming their bumps are staged");
         };
         self.seqs.push(seq);
-        self.consumers.push(*consumer);
-        self.projects.push(project_id.as_str());
-        self.users.push(user_id.as_str());
-        self.types.push(consumer_type.as_deref());
-        self.ats.push(*at);
-        self.emptied.push(allocations.is_empty());
-        for a in allocations {
-            self.a_seq.push(seq);
-            self.a_provider.push(a.provider);
-            self.a_class.push(a.resource_class.as_str());
-            self.a_used.push(a.used);
-            self.a_start.push(a.window.start);
-            self.a_end.push(a.window.end);
-        }
-        for p in bumped {
-            let b = self.bumps.entry(*p).or_insert((0, *at));
-            *b = (b.0 + 1, *at);
-        }
+        self.rows.push(e, bumped, seq);
     }
 }
