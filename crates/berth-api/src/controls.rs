@@ -74,8 +74,7 @@ async fn control(
     // Not found unless the caller may see the event's lease.
     let event = state.store.lease_event(id, state.rules.visible_project(&ctx, Action::EventsAllProjects)).await?;
     state.rules.authorize(&ctx, action, &Target::project(&event.project_id))?;
-    state.store.control_lease_event(&control_meta(&ctx, action), id, control).await?;
-    let event = state.store.lease_event(id, None).await?;
+    let event = state.store.control_lease_event(&control_meta(&ctx, action), id, control).await?;
     Ok(Json(json!({ "event": event_json(&event) })))
 }
 

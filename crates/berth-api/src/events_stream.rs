@@ -78,30 +78,33 @@ struct Watch {
 
 impl Watch {
     /// The lease events entry `e` changed, as they stand now, that pass.
-    async fn rows(&self, store: &Store, e: &RecordedEvent) -> Vec<LeaseEventRow> {
+    /// An error is the database's (the entry must be read again, not
+    /// skipped); an event gone since, or not the caller's, is no row.
+    async fn rows(&self, store: &Store, e: &RecordedEvent) -> Result<Vec<LeaseEventRow>, berth_core::Error> {
         if !KINDS.contains(&e.event_type.as_str()) {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         let lease = e.stream.strip_prefix("lease:").and_then(|l| Uuid::parse_str(l).ok());
         if lease.is_none() || (self.lease.is_some() && lease != self.lease) {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         let event = e.data.get("event").and_then(|v| v.as_str()).and_then(|s| Uuid::parse_str(s).ok());
         let rows = match event {
-            // Gone (its lease deleted since) or not the caller's: nothing to send.
-            Some(id) => {
-                let row = store.lease_event(id, self.project.as_deref()).await.ok();
-                row.map(|r| as_left_by(r, e)).into_iter().collect()
-            }
+            Some(id) => match store.lease_event(id, self.project.as_deref()).await {
+                Ok(row) => vec![as_left_by(row, e)],
+                Err(err) if err.code == ErrorCode::LeaseEventNotFound => Vec::new(),
+                Err(err) => return Err(err),
+            },
             None => {
                 let f = LeaseEventFilter { project_id: self.project.clone(), lease_id: lease, ..Default::default() };
-                store.lease_events(&f).await.unwrap_or_default()
+                store.lease_events(&f).await?
             }
         };
-        rows.into_iter()
+        Ok(rows
+            .into_iter()
             .filter(|r| self.status.is_none_or(|s| s.as_str() == r.status))
             .filter(|r| self.event_type.is_none_or(|t| t.as_str() == r.event_type))
-            .collect()
+            .collect())
     }
 }
 
@@ -231,8 +234,16 @@ fn follow(store: Store, after: Cursor, watch: Watch, slot: Slot) -> impl Stream<
                     Ok(page) => {
                         let full = page.len() as i64 == PAGE;
                         for e in &page {
+                            let rows = match watch.rows(&store, e).await {
+                                Ok(rows) => rows,
+                                // Read again from this entry after a pause, never skipped.
+                                Err(err) => {
+                                    tracing::warn!(error = %err, "lease event stream");
+                                    tokio::time::sleep(TAIL_INTERVAL * 4).await;
+                                    break;
+                                }
+                            };
                             after = e.cursor();
-                            let rows = watch.rows(&store, e).await;
                             let n = rows.len();
                             for (i, r) in rows.iter().enumerate() {
                                 let mut ev = SseEvent::default().data(event_json(r).to_string());

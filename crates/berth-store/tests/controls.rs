@@ -86,8 +86,10 @@ async fn every_control_is_recorded_and_replays() {
     assert_eq!(start.status, "ERROR");
     assert_eq!(store.lease(broken, None).await.unwrap().record.status.as_str(), "ERROR");
     assert_eq!(store.manager_state().await.unwrap().error, 1);
-    // Retried: due again from its first attempt.
-    store.control_lease_event(&meta(), start.id, Control::Retry).await.unwrap();
+    // Retried: due again from its first attempt; answered as the retry
+    // left it (a manager may claim it as soon as it commits).
+    let answered = store.control_lease_event(&meta(), start.id, Control::Retry).await.unwrap();
+    assert_eq!((answered.id, answered.status.as_str(), answered.attempts), (start.id, "UNDONE", 0));
     let retried = event_of(&store, broken, LeaseEventType::StartLease).await;
     assert_eq!((retried.status.as_str(), retried.attempts), ("UNDONE", 0));
     assert_eq!(fail_due(&store, "m2").await, 1);
@@ -103,7 +105,8 @@ async fn every_control_is_recorded_and_replays() {
     // A later lease: cancel its before-end, fire its start.
     let later = lease(&store, "later", DateSpec::At(Utc::now() + Duration::hours(2)), 5).await;
     let before_end = event_of(&store, later, LeaseEventType::BeforeEndLease).await;
-    store.control_lease_event(&meta(), before_end.id, Control::Cancel).await.unwrap();
+    let answered = store.control_lease_event(&meta(), before_end.id, Control::Cancel).await.unwrap();
+    assert_eq!(answered.status, "CANCELLED");
     let e = store.control_lease_event(&meta(), before_end.id, Control::Fire).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::LeaseEventNotPending);
     let start = event_of(&store, later, LeaseEventType::StartLease).await;

@@ -126,6 +126,20 @@ fn row(r: &tokio_postgres::Row) -> LeaseEventRow {
     }
 }
 
+/// One lease event as `client` sees it (inside a command: as the command
+/// left it); None when gone or not `project`'s.
+pub(crate) async fn lease_event_on(
+    client: &impl tokio_postgres::GenericClient,
+    id: Uuid,
+    project: Option<&str>,
+) -> Result<Option<LeaseEventRow>, tokio_postgres::Error> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM lease_events e JOIN leases l ON l.id = e.lease_id
+         WHERE e.id = $1 AND ($2::text IS NULL OR l.project_id = $2)"
+    );
+    Ok(client.query_opt(&sql, &[&id, &project]).await?.as_ref().map(row))
+}
+
 /// Lease events due now, for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DueNow {
@@ -140,17 +154,7 @@ impl Store {
     /// owns its lease.
     pub async fn lease_event(&self, id: Uuid, project: Option<&str>) -> Result<LeaseEventRow, Error> {
         let c = self.client().await?;
-        let r = c
-            .query_opt(
-                &format!(
-                    "SELECT {COLUMNS} FROM lease_events e JOIN leases l ON l.id = e.lease_id
-                     WHERE e.id = $1 AND ($2::text IS NULL OR l.project_id = $2)"
-                ),
-                &[&id, &project],
-            )
-            .await
-            .map_err(db)?;
-        r.as_ref().map(row).ok_or_else(|| {
+        lease_event_on(&**c, id, project).await.map_err(db)?.ok_or_else(|| {
             Error::not_found(
                 berth_core::error::ErrorCode::LeaseEventNotFound,
                 format!("lease event {id} could not be found"),

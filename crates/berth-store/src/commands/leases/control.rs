@@ -18,6 +18,7 @@ use uuid::Uuid;
 use super::update::update_locked;
 use super::{lock_lease, LeaseUpdate};
 use crate::commands::{now, record};
+use crate::queries::lease_events::{lease_event_on, LeaseEventRow};
 use crate::{lock, Store, StoreError};
 
 fn event_not_found(id: Uuid) -> Error {
@@ -64,8 +65,14 @@ async fn fire_window(
 }
 
 impl Store {
-    /// Retries, cancels or fires lease event `id`, when its status allows.
-    pub async fn control_lease_event(&self, meta: &EventMeta, id: Uuid, control: Control) -> Result<(), Error> {
+    /// Retries, cancels or fires lease event `id`, when its status allows;
+    /// answers the event as the control left it.
+    pub async fn control_lease_event(
+        &self,
+        meta: &EventMeta,
+        id: Uuid,
+        control: Control,
+    ) -> Result<LeaseEventRow, Error> {
         crate::tx::command!(self, |tx| {
             // A lease event never changes lease; its lease is locked first.
             let lease: Uuid = match tx.query_opt("SELECT lease_id FROM lease_events WHERE id = $1", &[&id]).await? {
@@ -90,7 +97,9 @@ impl Store {
                 }
             };
             record(tx, meta, &[event]).await?;
-            Ok(())
+            // Read before the commit: once committed, a manager may claim
+            // it at once, and the caller asked what the control did.
+            lease_event_on(&**tx, id, None).await?.ok_or_else(|| event_not_found(id).into())
         })
     }
 
