@@ -176,3 +176,65 @@ fn the_grafana_dashboard_shows_every_documented_series_and_no_other() {
     let unused: Vec<_> = documented.iter().filter(|d| !used.contains(*d)).collect();
     assert!(unused.is_empty(), "documented but on no panel: {unused:?}");
 }
+
+/// A Placement call at microversion 1.28, as admin; its status and body.
+async fn placement(s: &Server, method: reqwest::Method, path: &str, body: Value) -> (StatusCode, Value) {
+    let resp = reqwest::Client::new()
+        .request(method, format!("{}/placement{path}", s.url))
+        .header("x-auth-token", ADMIN)
+        .header("openstack-api-version", "placement 1.28")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    (status, serde_json::from_str(&resp.text().await.unwrap()).unwrap_or(Value::Null))
+}
+
+/// Every claim counts its wait for a lane once, and every batch its time
+/// once: what splits a claim's latency into the queue, the transaction and
+/// the rest (docs/metrics.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_claim_counts_its_wait_for_a_lane_and_each_batch_its_time() {
+    let s = std::sync::Arc::new(server().await);
+    let (st, rp) =
+        placement(&s, reqwest::Method::POST, "/resource_providers", serde_json::json!({"name": "c-1"})).await;
+    assert_eq!(st, StatusCode::OK, "{rp}");
+    let rp = rp["uuid"].as_str().unwrap().to_owned();
+    let inv = serde_json::json!({"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 1000}}});
+    let (st, body) = placement(&s, reqwest::Method::PUT, &format!("/resource_providers/{rp}/inventories"), inv).await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    let before = s.metrics().await;
+    let count = |m: &str, name: &str| value(m, name, &[]).unwrap_or_else(|| panic!("{name} in /metrics:\n{m}"));
+    assert_eq!(count(&before, "berth_claim_lane_wait_seconds_count"), 0.0, "{before}");
+
+    // Concurrent, so that some wait for a lane and share a batch.
+    let claims = 24;
+    let tasks: Vec<_> = (0..claims)
+        .map(|_| {
+            let (s, rp) = (s.clone(), rp.clone());
+            tokio::spawn(async move {
+                let body = serde_json::json!({"allocations": {rp: {"resources": {"VCPU": 1}}},
+                    "project_id": "p1", "user_id": "alice", "consumer_generation": null});
+                placement(&s, reqwest::Method::PUT, &format!("/allocations/{}", uuid::Uuid::new_v4()), body).await
+            })
+        })
+        .collect();
+    for t in tasks {
+        let (st, body) = t.await.unwrap();
+        assert_eq!(st, StatusCode::NO_CONTENT, "{body}");
+    }
+    let after = s.metrics().await;
+    assert_eq!(count(&after, "berth_claim_lane_wait_seconds_count"), f64::from(claims), "{after}");
+    assert_eq!(count(&after, "berth_claim_batch_size_sum"), f64::from(claims), "{after}");
+    let batches = count(&after, "berth_claim_batch_size_count");
+    assert_eq!(count(&after, "berth_claim_batch_seconds_count"), batches, "{after}");
+    // A wait and a transaction take time; each is below the requests' own.
+    let waited = count(&after, "berth_claim_lane_wait_seconds_sum");
+    let deciding = count(&after, "berth_claim_batch_seconds_sum");
+    assert!(deciding > 0.0, "{after}");
+    let route = "route=\"/placement/allocations/{consumer}\"";
+    let http = value(&after, "berth_http_request_duration_seconds_sum", &[route, "method=\"PUT\""])
+        .unwrap_or_else(|| panic!("the PUT route's duration:\n{after}"));
+    assert!(waited < http, "waits {waited} s within requests of {http} s");
+}

@@ -50,6 +50,8 @@ pub const DEFAULT_LANES: usize = 2;
 pub const DEFAULT_GATHER: Duration = Duration::ZERO;
 
 struct Pending {
+    /// When the request joined the queue.
+    queued: Instant,
     meta: EventMeta,
     consumers: Vec<ConsumerAllocations>,
     reply: oneshot::Sender<Result<Decision, Error>>,
@@ -168,7 +170,7 @@ impl Claims {
         let (reply, answer) = oneshot::channel();
         let gathering = {
             let mut state = self.state.lock().expect("claims");
-            state.queue.push_back(Pending { meta: meta.clone(), consumers, reply });
+            state.queue.push_back(Pending { queued: Instant::now(), meta: meta.clone(), consumers, reply });
             state.gathering > 0
         };
         self.changed.notify_waiters();
@@ -308,9 +310,15 @@ async fn drain(store: Store, permit: OwnedSemaphorePermit, lane: i16) {
 /// transaction itself fails (not a refusal: those are per request), each
 /// request is tried alone so that one cannot fail the others.
 async fn decide(store: &Store, batch: Vec<Pending>) {
+    let started = Instant::now();
     metrics::histogram!("berth_claim_batch_size").record(batch.len() as f64);
+    let waited = metrics::histogram!("berth_claim_lane_wait_seconds");
+    for p in &batch {
+        waited.record(started.saturating_duration_since(p.queued).as_secs_f64());
+    }
     let requests: Vec<Request<'_>> = batch.iter().map(|p| Request { meta: &p.meta, consumers: &p.consumers }).collect();
     let outcome = crate::tx::pipelined!(store, |tx| { write_allocations(tx, &requests).await });
+    metrics::histogram!("berth_claim_batch_seconds").record(started.elapsed().as_secs_f64());
     match outcome {
         Ok(decisions) => {
             for (p, d) in batch.into_iter().zip(decisions) {
@@ -353,7 +361,12 @@ mod tests {
             allocations: vec![allocation],
         }];
         let (reply, _) = oneshot::channel();
-        claims.state.lock().unwrap().queue.push_back(Pending { meta: EventMeta::default(), consumers, reply });
+        claims.state.lock().unwrap().queue.push_back(Pending {
+            queued: Instant::now(),
+            meta: EventMeta::default(),
+            consumers,
+            reply,
+        });
         consumer
     }
 
