@@ -308,9 +308,11 @@ impl Wal {
     async fn open(s: &Setup) -> Result<Wal> {
         let (c, conn) = tokio_postgres::connect(&s.db.url, tokio_postgres::NoTls).await?;
         tokio::spawn(conn);
-        let missing = c.batch_execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect").await.err().map(|e| {
-            e.as_db_error().map(|d| d.message().to_string()).unwrap_or_else(|| e.to_string())
-        });
+        let missing = c
+            .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+            .await
+            .err()
+            .map(|e| e.as_db_error().map(|d| d.message().to_string()).unwrap_or_else(|| e.to_string()));
         Ok(Wal { c, missing })
     }
 
@@ -334,11 +336,8 @@ impl Wal {
         // The inspector reads only what is flushed (the wal writer flushes
         // within its delay, 200 ms by default).
         for _ in 0..100 {
-            let flushed: bool = self
-                .c
-                .query_one("SELECT pg_current_wal_flush_lsn() >= $1::text::pg_lsn", &[&to])
-                .await?
-                .get(0);
+            let flushed: bool =
+                self.c.query_one("SELECT pg_current_wal_flush_lsn() >= $1::text::pg_lsn", &[&to]).await?.get(0);
             if flushed {
                 break;
             }

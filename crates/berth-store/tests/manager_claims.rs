@@ -237,11 +237,8 @@ async fn a_kept_connection_claims_and_survives_its_loss() {
         }
         assert!(failed <= lost, "a lost connection fails one claim at most ({failed} of {lost} lost)");
     }
-    let starts: i64 = c
-        .query_one("SELECT count(*) FROM lease_events WHERE status = 'IN_PROGRESS'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let starts: i64 =
+        c.query_one("SELECT count(*) FROM lease_events WHERE status = 'IN_PROGRESS'", &[]).await.unwrap().get(0);
     assert_eq!(starts, n as i64, "every start claimed once");
     drop(kept);
     let back = store.pool_status();
