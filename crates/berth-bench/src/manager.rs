@@ -266,10 +266,13 @@ pub async fn run(report: &mut Report, seconds: u64, record_wait_ms: Option<u64>)
         // is over: a start booked ahead of time could pass during a slow
         // booking and be refused as in the past.
         book(&s.store, &vec![DateSpec::Now; n], 16).await?;
+        let wal = Wal::open(&s).await?;
+        let from = wal.lsn().await?;
         let at = Utc::now();
         let t = Instant::now();
         let (stop, running) = start(&s, record_wait_ms);
         let end = wait_done(&s, n as i64, at, Duration::from_secs(600)).await?;
+        let to = wal.lsn().await?;
         let elapsed = end.duration_since(t).as_secs_f64();
         report.line(format!(
             "manager throughput, noop driver: {n} due events in {elapsed:.2} s = {:.0} events/s ({} driver calls; \
@@ -278,6 +281,7 @@ pub async fn run(report: &mut Report, seconds: u64, record_wait_ms: Option<u64>)
             s.plugin.driver.calls(),
             report.cores()
         ));
+        report.line(wal.per_event(&from, &to, n).await);
         let _ = stop.send(());
         running.await?;
         let r = s.store.replay_verify().await?;
@@ -287,4 +291,81 @@ pub async fn run(report: &mut Report, seconds: u64, record_wait_ms: Option<u64>)
         ));
     }
     Ok(())
+}
+
+/// What the database wrote while the manager fired the throughput
+/// scenario's events, from its write-ahead log (`pg_walinspect`): the
+/// records per event by kind (rows inserted, updated in place (HOT) or
+/// not, locked; index entries) and the bytes. The whole server's, but
+/// nothing else writes meanwhile (the bench's own look only reads).
+struct Wal {
+    c: tokio_postgres::Client,
+    /// Why there is no breakdown (the extension is not installed).
+    missing: Option<String>,
+}
+
+impl Wal {
+    async fn open(s: &Setup) -> Result<Wal> {
+        let (c, conn) = tokio_postgres::connect(&s.db.url, tokio_postgres::NoTls).await?;
+        tokio::spawn(conn);
+        let missing = c
+            .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+            .await
+            .err()
+            .map(|e| e.as_db_error().map(|d| d.message().to_string()).unwrap_or_else(|| e.to_string()));
+        Ok(Wal { c, missing })
+    }
+
+    /// Where the log ends now.
+    async fn lsn(&self) -> Result<String> {
+        Ok(self.c.query_one("SELECT pg_current_wal_insert_lsn()::text", &[]).await?.get(0))
+    }
+
+    /// The line: records per event between `from` and `to`.
+    async fn per_event(&self, from: &str, to: &str, n: usize) -> String {
+        if let Some(why) = &self.missing {
+            return format!("manager throughput, WAL per event: not measured ({why})");
+        }
+        match self.breakdown(from, to, n).await {
+            Ok(line) => line,
+            Err(e) => format!("manager throughput, WAL per event: not measured ({e})"),
+        }
+    }
+
+    async fn breakdown(&self, from: &str, to: &str, n: usize) -> Result<String> {
+        // The inspector reads only what is flushed (the wal writer flushes
+        // within its delay, 200 ms by default).
+        for _ in 0..100 {
+            let flushed: bool =
+                self.c.query_one("SELECT pg_current_wal_flush_lsn() >= $1::text::pg_lsn", &[&to]).await?.get(0);
+            if flushed {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let rows = self
+            .c
+            .query(
+                "SELECT \"resource_manager/record_type\", count, combined_size
+                 FROM pg_get_wal_stats($1::text::pg_lsn, $2::text::pg_lsn, true) WHERE count > 0",
+                &[&from, &to],
+            )
+            .await?;
+        let per = |k: &str| {
+            let c: i64 = rows.iter().filter(|r| r.get::<_, String>(0) == k).map(|r| r.get::<_, i64>(1)).sum();
+            c as f64 / n as f64
+        };
+        let bytes: f64 = rows.iter().map(|r| r.get::<_, i64>(2) as f64).sum::<f64>() / n as f64;
+        let records: f64 = rows.iter().map(|r| r.get::<_, i64>(1) as f64).sum::<f64>() / n as f64;
+        Ok(format!(
+            "manager throughput, WAL per event: {records:.1} records, {bytes:.0} bytes: rows inserted {:.2}, \
+             updated {:.2} (HOT {:.2}), locked {:.2}; index entries {:.2}; commits {:.3}",
+            per("Heap/INSERT") + per("Heap/INSERT+INIT"),
+            per("Heap/UPDATE") + per("Heap/UPDATE+INIT") + per("Heap/HOT_UPDATE") + per("Heap/HOT_UPDATE+INIT"),
+            per("Heap/HOT_UPDATE") + per("Heap/HOT_UPDATE+INIT"),
+            per("Heap/LOCK"),
+            per("Btree/INSERT_LEAF") + per("Btree/INSERT_UPPER") + per("Btree/INSERT_POST"),
+            per("Transaction/COMMIT"),
+        ))
+    }
 }

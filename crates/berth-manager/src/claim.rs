@@ -74,13 +74,13 @@ async fn claim_all(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>
                 Some(inner.store.hook_contexts_of(leases).await)
             }
         };
-        let lane = |limit: Option<i64>| async move {
+        let lane = |limit: Option<i64>, lane: usize| async move {
             match limit {
-                Some(limit) => claim_batch(inner, limit).await,
+                Some(limit) => claim_batch(inner, limit, lane).await,
                 None => (None, None),
             }
         };
-        let (contexts, (a, looked_a), (b, looked_b)) = tokio::join!(read, lane(one), lane(two));
+        let (contexts, (a, looked_a), (b, looked_b)) = tokio::join!(read, lane(one, 0), lane(two, 1));
         if let Some(contexts) = contexts {
             let contexts = contexts.map(Arc::new).map_err(|e| e.to_string());
             for batch in ready.drain(..) {
@@ -97,7 +97,7 @@ async fn claim_all(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>
 }
 
 /// Most claims made at once while a burst is claimed (`limits` sizes two).
-const CLAIM_LANES: usize = 2;
+pub(crate) const CLAIM_LANES: usize = 2;
 
 /// Of two looks made at once, the one that says to look sooner.
 fn sooner(a: Looked, b: Looked) -> Looked {
@@ -125,12 +125,15 @@ fn limits(inner: &Inner, lanes: usize) -> (Option<i64>, Option<i64>) {
 }
 
 /// Claims one batch of at most `limit` events (and takes a hook slot for
-/// each); `None` when nothing was claimed. With it, when to look next, if
-/// the claim was answered.
-async fn claim_batch(inner: &Arc<Inner>, limit: i64) -> (Option<Batch>, Looked) {
+/// each) on the connection `lane` keeps; `None` when nothing was claimed.
+/// With it, when to look next, if the claim was answered.
+async fn claim_batch(inner: &Arc<Inner>, limit: i64, lane: usize) -> (Option<Batch>, Looked) {
+    // Only this lane's claims use its connection: never waited for.
+    let mut kept = inner.kept[lane].lock().await;
     let asked = Instant::now();
+    let ttl = chrono_of(inner.cfg.claim_ttl());
     let Claimed { claims, next, leases } =
-        match inner.store.claim_lease_events_for_hooks(&inner.id, limit, chrono_of(inner.cfg.claim_ttl())).await {
+        match inner.store.claim_lease_events_kept(&mut kept, &inner.id, limit, ttl).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "claiming lease events");

@@ -37,3 +37,44 @@ impl Anchor {
         self.local + (t - self.database).to_std().unwrap_or(Duration::ZERO)
     }
 }
+
+/// How much before a due instant tokio's timer is asked to wake: it fires
+/// on a millisecond tick, after its deadline's tick has begun, and the
+/// runtime's poll for I/O rounds its wait up to a millisecond too; so far
+/// before, it wakes before the instant.
+const COARSE_MARGIN: Duration = Duration::from_millis(2);
+
+/// Sleeps until `at`, waking within tens of microseconds of it rather than
+/// on tokio's next millisecond tick (on average half a millisecond, at
+/// worst two, late): the timer for all but the last [`COARSE_MARGIN`],
+/// then a thread's sleep (the kernel's, to its timer slack) for the rest,
+/// off the runtime's threads. Dropped in that last part, the thread still
+/// sleeps its end out and nothing else happens.
+pub(crate) async fn sleep_until_precise(at: Instant) {
+    if let Some(coarse) = at.checked_sub(COARSE_MARGIN) {
+        tokio::time::sleep_until(coarse).await;
+    }
+    let left = at.saturating_duration_since(Instant::now());
+    if !left.is_zero() {
+        let _ = tokio::task::spawn_blocking(move || std::thread::sleep(left)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Never wakes before its instant, whether that is past, within the
+    /// timer's margin or beyond it.
+    #[tokio::test]
+    async fn a_precise_sleep_never_wakes_early() {
+        for us in [0u64, 300, 1_500, 2_000, 2_700, 6_100] {
+            let at = Instant::now() + Duration::from_micros(us);
+            sleep_until_precise(at).await;
+            assert!(Instant::now() >= at, "woke before an instant {us} µs ahead");
+        }
+        let past = Instant::now();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        sleep_until_precise(past).await;
+    }
+}

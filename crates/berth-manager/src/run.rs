@@ -14,7 +14,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::claim::claim_due;
-use crate::clock::Anchor;
+use crate::clock::{sleep_until_precise, Anchor};
 use crate::record::record_loop;
 use crate::renew::renew_loop;
 use crate::state::Inner;
@@ -77,7 +77,7 @@ async fn schedule(
                 continue;
             }
             _ = inner.refill.notified() => {}
-            _ = tokio::time::sleep_until(next) => {}
+            _ = sleep_until_precise(next) => {}
         }
         let looked = claim_due(inner, finish_tx, tasks).await;
         // A due time alone announces no `on_heal` call: at a steady stream

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use berth_plugins::policy::LeaseValues;
 use berth_plugins::{Policy, Registry};
+use berth_store::commands::KeptConnection;
 use berth_store::Store;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::AbortHandle;
@@ -57,6 +58,10 @@ pub(crate) struct Inner {
     pub(crate) claiming: AtomicBool,
     /// Told when claiming stops.
     pub(crate) claimed: Notify,
+    /// The connection each claim lane keeps for its claims: no pool
+    /// checkout before a claim, and the claim statement prepared (and
+    /// planned) once per lane rather than on every pooled connection.
+    pub(crate) kept: [tokio::sync::Mutex<KeptConnection>; crate::claim::CLAIM_LANES],
 }
 
 impl Inner {
@@ -78,6 +83,7 @@ impl Inner {
             healing: AtomicBool::new(false),
             claiming: AtomicBool::new(false),
             claimed: Notify::new(),
+            kept: Default::default(),
         }
     }
 }

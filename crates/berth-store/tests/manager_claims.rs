@@ -189,3 +189,58 @@ async fn a_claim_answers_its_leases_as_hooks_read_them() {
     }
     assert_eq!(answered[&a].provider_names.len(), 2);
 }
+
+/// A claimer's kept connection: its claims run on one connection, held out
+/// of the pool between them (given back when dropped), and a connection
+/// the server drops costs one failed claim at most (the pool's, dropped
+/// too, as many as were open); the next claim takes another and claims
+/// what the failed one did not, every event once.
+#[tokio::test]
+async fn a_kept_connection_claims_and_survives_its_loss() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    let now = store.now().await.unwrap();
+    let n = 6;
+    for i in 0..n {
+        lease(&store, &format!("l{i}"), now, 1).await;
+    }
+    let mut kept = berth_store::commands::KeptConnection::default();
+    let mut claimed = std::collections::HashSet::new();
+    let first = store.claim_lease_events_kept(&mut kept, "m1", 2, Duration::hours(3)).await.unwrap();
+    claimed.extend(first.claims.iter().map(|c| c.event));
+    let held = store.pool_status();
+    assert_eq!(held.open - held.idle, 1, "the kept connection is out of the pool: {held:?}");
+    let again = store.claim_lease_events_kept(&mut kept, "m1", 2, Duration::hours(3)).await.unwrap();
+    claimed.extend(again.claims.iter().map(|c| c.event));
+    assert_eq!(store.pool_status().open, held.open, "no other connection opened for the second claim");
+    // The server drops every other connection of this database.
+    let (c, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    c.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        &[],
+    )
+    .await
+    .unwrap();
+    let lost = store.pool_status().open;
+    let mut failed = 0;
+    while claimed.len() < n {
+        match store.claim_lease_events_kept(&mut kept, "m1", 2, Duration::hours(3)).await {
+            Ok(got) => {
+                assert!(!got.claims.is_empty(), "events due are left");
+                for cl in got.claims {
+                    assert!(claimed.insert(cl.event), "event {} claimed twice", cl.event);
+                }
+            }
+            Err(_) => failed += 1,
+        }
+        assert!(failed <= lost, "a lost connection fails one claim at most ({failed} of {lost} lost)");
+    }
+    let starts: i64 =
+        c.query_one("SELECT count(*) FROM lease_events WHERE status = 'IN_PROGRESS'", &[]).await.unwrap().get(0);
+    assert_eq!(starts, n as i64, "every start claimed once");
+    drop(kept);
+    let back = store.pool_status();
+    assert_eq!(back.open, back.idle, "dropped, the kept connection is back in the pool: {back:?}");
+}

@@ -30,7 +30,7 @@ pub(crate) use claims::Claims;
 pub use claims::{DEFAULT_GATHER as DEFAULT_CLAIM_GATHER, DEFAULT_LANES as DEFAULT_CLAIM_LANES};
 pub use heal::{Demands, HealOutcome, ToHeal};
 pub use hosts::{check_capabilities, HostChange, NewHost, HOST_FIELDS};
-pub use lease_events::{Claim, Claimed, Finish, HealHook, HeldHost, Outcome, Recorded};
+pub use lease_events::{Claim, Claimed, Finish, HealHook, HeldHost, KeptConnection, Outcome, Recorded};
 pub use leases::{LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate, SLOT_CONSUMER_TYPE};
 pub use maintenance::{MaintenanceWindow, NewMaintenance};
 pub use providers::{InventoryChange, NewProvider, ProviderUpdate};

@@ -271,6 +271,55 @@ fn claims_and_leases(rows: &[tokio_postgres::Row]) -> (Vec<Claim>, Vec<LeaseReco
     (claims, leases)
 }
 
+/// A connection one claimer keeps for its claim statements
+/// ([`Store::claim_lease_events_kept`]); empty until its first claim.
+/// Dropped, the connection goes back to the pool.
+#[derive(Default)]
+pub struct KeptConnection(Option<deadpool_postgres::Object>);
+
+/// Runs the claim statement on `c`: the claims, when to look next, and
+/// the claimed events' leases.
+async fn claim_on(
+    c: &deadpool_postgres::Object,
+    claimer: &str,
+    limit: i64,
+    ttl: chrono::Duration,
+) -> Result<Claimed, StoreError> {
+    let statement = claim_statement();
+    // At most a year: a claim's expiry stays a time the database can write.
+    let ttl_us = ttl.num_microseconds().unwrap_or(i64::MAX).clamp(0, 365 * 86_400 * 1_000_000);
+    let meta = serde_json::to_value(manager_meta(claimer)).expect("meta serializes");
+    let event_type = claimed_type();
+    let params: Params<'_> = [&limit, &claimer, &ttl_us, &meta, &event_type];
+    // One statement, so no transaction of its own: it claims and appends
+    // the claims to the log at once. A lost race for a stream's next
+    // version (another writer appended to the lease meanwhile) runs it
+    // again, as a command would be.
+    let mut pauses = crate::tx::backoff();
+    let rows = loop {
+        match sql::query(c, statement, &params).await.map_err(StoreError::from) {
+            Ok(rows) => break rows,
+            Err(e) if e.is_transient() => match pauses.next() {
+                Some(pause) => tokio::time::sleep(pause).await,
+                None => return Err(e),
+            },
+            Err(e) => return Err(e),
+        }
+    };
+    let first = rows.first().ok_or_else(|| berth_core::Error::internal("the claim statement: no row"))?;
+    let next = NextDue { now: first.get(CLAIM_AT + 10), due: first.get(CLAIM_AT + 11) };
+    let (mut claims, leases) = claims_and_leases(&rows);
+    claims.sort_by_key(|c| (c.due, lease_event::priority(c.event_type), c.event));
+    Ok(Claimed { claims, next, leases })
+}
+
+/// The claim statement, built once (the loop runs it several times a
+/// second; its text is the key of each connection's prepared statements).
+fn claim_statement() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(claim_sql)
+}
+
 impl Store {
     /// Claims up to `limit` due lease events (and events whose claim expired)
     /// for `claimer`, holding them for `ttl`. Ends and before-ends come
@@ -308,33 +357,34 @@ impl Store {
         limit: i64,
         ttl: chrono::Duration,
     ) -> Result<Claimed, berth_core::Error> {
-        let statement = claim_sql();
-        // At most a year: a claim's expiry stays a time the database can write.
-        let ttl_us = ttl.num_microseconds().unwrap_or(i64::MAX).clamp(0, 365 * 86_400 * 1_000_000);
-        let meta = serde_json::to_value(manager_meta(claimer)).expect("meta serializes");
-        let event_type = claimed_type();
-        let params: Params<'_> = [&limit, &claimer, &ttl_us, &meta, &event_type];
         let c = self.client().await?;
-        // One statement, so no transaction of its own: it claims and appends
-        // the claims to the log at once. A lost race for a stream's next
-        // version (another writer appended to the lease meanwhile) runs it
-        // again, as a command would be.
-        let mut pauses = crate::tx::backoff();
-        let rows = loop {
-            match sql::query(&c, &statement, &params).await.map_err(StoreError::from) {
-                Ok(rows) => break rows,
-                Err(e) if e.is_transient() => match pauses.next() {
-                    Some(pause) => tokio::time::sleep(pause).await,
-                    None => return Err(e.into()),
-                },
-                Err(e) => return Err(e.into()),
-            }
+        Ok(claim_on(&c, claimer, limit, ttl).await?)
+    }
+
+    /// As [`Store::claim_lease_events_for_hooks`], on the connection
+    /// `kept` holds (taken from the pool at its first claim, and again
+    /// after an error). A claim on a pooled connection waited for its
+    /// checkout and, the pool handing out its connections in turn, ran
+    /// where the claim statement was not prepared yet (a parse and plans of
+    /// their own on every connection of the pool).
+    pub async fn claim_lease_events_kept(
+        &self,
+        kept: &mut KeptConnection,
+        claimer: &str,
+        limit: i64,
+        ttl: chrono::Duration,
+    ) -> Result<Claimed, berth_core::Error> {
+        let c = match kept.0.take() {
+            Some(c) if !c.is_closed() => c,
+            _ => self.client().await?,
         };
-        let first = rows.first().ok_or_else(|| berth_core::Error::internal("the claim statement: no row"))?;
-        let next = NextDue { now: first.get(CLAIM_AT + 10), due: first.get(CLAIM_AT + 11) };
-        let (mut claims, leases) = claims_and_leases(&rows);
-        claims.sort_by_key(|c| (c.due, lease_event::priority(c.event_type), c.event));
-        Ok(Claimed { claims, next, leases })
+        let claimed = claim_on(&c, claimer, limit, ttl).await;
+        // After an error the connection may be the cause: the next claim
+        // takes another (this one goes back to the pool, which checks it).
+        if claimed.is_ok() {
+            kept.0 = Some(c);
+        }
+        Ok(claimed?)
     }
 
     /// Extends `claimer`'s claims on `events` (event id, attempt) to now +

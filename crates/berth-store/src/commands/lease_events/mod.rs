@@ -14,7 +14,7 @@ mod finish;
 mod heal_hooks;
 mod held;
 
-pub use claim::{Claim, Claimed};
+pub use claim::{Claim, Claimed, KeptConnection};
 pub use finish::{Finish, Outcome, Recorded};
 pub use heal_hooks::HealHook;
 pub use held::HeldHost;
