@@ -50,6 +50,10 @@ use berth_store::Store;
 pub use config::ManagerConfig;
 pub use retry::retry_delay;
 
+/// Database connections a running manager keeps out of the pool for its
+/// claims (one per claim lane).
+pub const KEPT_CONNECTIONS: usize = claim::CLAIM_LANES;
+
 use state::Inner;
 
 /// The manager of one berthd. Cheap to clone.

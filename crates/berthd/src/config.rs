@@ -8,6 +8,9 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+/// Connections a pool keeps for requests beyond the manager's.
+const MIN_FREE_CONNECTIONS: usize = 2;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -184,6 +187,22 @@ impl Config {
         }
     }
 
+    /// The pool leaves connections for requests beside those the manager
+    /// keeps: with fewer, every request would wait out
+    /// `pool_wait_timeout_ms` behind the manager's claims.
+    pub fn check_pool(&self) -> Result<(), String> {
+        let least = berth_manager::KEPT_CONNECTIONS + MIN_FREE_CONNECTIONS;
+        if self.pool_size < least {
+            return Err(format!(
+                "pool_size {} is too small: the manager keeps {} connections for its claims, \
+                 so at least {least}",
+                self.pool_size,
+                berth_manager::KEPT_CONNECTIONS
+            ));
+        }
+        Ok(())
+    }
+
     /// Every exec driver's program exists and may be run, checked at start
     /// rather than at the first lease that needs it.
     pub fn check_programs(&self) -> Result<()> {
@@ -229,6 +248,16 @@ const KEYS: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pool_the_manager_would_fill_is_refused() {
+        let least = berth_manager::KEPT_CONNECTIONS + MIN_FREE_CONNECTIONS;
+        let cfg = |pool_size| Config { pool_size, ..Config::default() };
+        assert!(cfg(least).check_pool().is_ok());
+        assert!(cfg(Config::default().pool_size).check_pool().is_ok());
+        let e = cfg(least - 1).check_pool().unwrap_err();
+        assert!(e.contains("pool_size") && e.contains(&least.to_string()), "{e}");
+    }
 
     #[test]
     fn the_top_level_keys_are_the_configurations() {

@@ -192,6 +192,7 @@ fn check(cfg: &Config) -> Result<berth_api::Rules> {
     cfg.plugins.check().context("the [plugins] configuration")?;
     cfg.check_programs().context("the [plugins] configuration")?;
     cfg.manager.check().map_err(anyhow::Error::msg).context("the [manager] configuration")?;
+    cfg.check_pool().map_err(anyhow::Error::msg).context("the database pool")?;
     cfg.api.check().map_err(anyhow::Error::msg).context("the [api] configuration")?;
     berth_notify::check(&cfg.notifications).map_err(anyhow::Error::msg).context("the [notifications] configuration")?;
     rules(cfg.policy_file.as_deref())
