@@ -92,12 +92,9 @@ async fn claim_all(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>
         if ready.is_empty() {
             return looked;
         }
-        lanes = if ready.iter().any(|b| b.full) { CLAIM_LANES } else { 0 };
+        lanes = if ready.iter().any(|b| b.full) { crate::state::CLAIM_LANES } else { 0 };
     }
 }
-
-/// Most claims made at once while a burst is claimed (`limits` sizes two).
-pub(crate) const CLAIM_LANES: usize = 2;
 
 /// Of two looks made at once, the one that says to look sooner.
 fn sooner(a: Looked, b: Looked) -> Looked {

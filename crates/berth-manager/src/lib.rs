@@ -52,7 +52,7 @@ pub use retry::retry_delay;
 
 /// Database connections a running manager keeps out of the pool for its
 /// claims (one per claim lane).
-pub const KEPT_CONNECTIONS: usize = claim::CLAIM_LANES;
+pub const KEPT_CONNECTIONS: usize = state::CLAIM_LANES;
 
 use state::Inner;
 

@@ -35,6 +35,10 @@ pub(crate) struct Running {
     pub(crate) ended: Option<LeaseValues>,
 }
 
+/// Most claims made at once while a burst is claimed (`claim::limits`
+/// sizes two); each lane keeps a connection of its own.
+pub(crate) const CLAIM_LANES: usize = 2;
+
 pub(crate) struct Inner {
     pub(crate) store: Store,
     pub(crate) registry: Arc<Registry>,
@@ -61,7 +65,7 @@ pub(crate) struct Inner {
     /// The connection each claim lane keeps for its claims: no pool
     /// checkout before a claim, and the claim statement prepared (and
     /// planned) once per lane rather than on every pooled connection.
-    pub(crate) kept: [tokio::sync::Mutex<KeptConnection>; crate::claim::CLAIM_LANES],
+    pub(crate) kept: [tokio::sync::Mutex<KeptConnection>; CLAIM_LANES],
 }
 
 impl Inner {
