@@ -378,13 +378,19 @@ impl Store {
             Some(c) if !c.is_closed() => c,
             _ => self.client().await?,
         };
-        let claimed = claim_on(&c, claimer, limit, ttl).await;
-        // After an error the connection may be the cause: the next claim
-        // takes another (this one goes back to the pool, which checks it).
-        if claimed.is_ok() {
-            kept.0 = Some(c);
+        match claim_on(&c, claimer, limit, ttl).await {
+            Ok(claimed) => {
+                kept.0 = Some(c);
+                Ok(claimed)
+            }
+            // The connection may be the cause (a server that dropped it,
+            // which the client may not have noticed yet): it is closed,
+            // not handed back for the next claim or request to fail on.
+            Err(e) => {
+                drop(deadpool_postgres::Object::take(c));
+                Err(e.into())
+            }
         }
-        Ok(claimed?)
     }
 
     /// Extends `claimer`'s claims on `events` (event id, attempt) to now +
