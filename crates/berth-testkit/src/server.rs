@@ -152,6 +152,29 @@ impl Server {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
+    /// A Placement call (`path` under `/placement`) at `microversion`
+    /// (`"1.28"`), as `token`; its status and body.
+    pub async fn placement(
+        &self,
+        method: Method,
+        path: &str,
+        token: &str,
+        microversion: &str,
+        body: Value,
+    ) -> (StatusCode, Value) {
+        let resp = self
+            .http
+            .request(method, format!("{}/placement{path}", self.url))
+            .header("x-auth-token", token)
+            .header("openstack-api-version", format!("placement {microversion}"))
+            .json(&body)
+            .send()
+            .await
+            .expect("request");
+        let status = resp.status();
+        (status, serde_json::from_str(&resp.text().await.unwrap()).unwrap_or(Value::Null))
+    }
+
     pub async fn get(&self, path: &str, token: &str) -> (StatusCode, Value) {
         self.call(Method::GET, path, token, None).await
     }

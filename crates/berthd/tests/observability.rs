@@ -179,16 +179,7 @@ fn the_grafana_dashboard_shows_every_documented_series_and_no_other() {
 
 /// A Placement call at microversion 1.28, as admin; its status and body.
 async fn placement(s: &Server, method: reqwest::Method, path: &str, body: Value) -> (StatusCode, Value) {
-    let resp = reqwest::Client::new()
-        .request(method, format!("{}/placement{path}", s.url))
-        .header("x-auth-token", ADMIN)
-        .header("openstack-api-version", "placement 1.28")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status();
-    (status, serde_json::from_str(&resp.text().await.unwrap()).unwrap_or(Value::Null))
+    s.placement(method, path, ADMIN, "1.28", body).await
 }
 
 /// Every claim counts its wait for a lane once, and every batch its time

@@ -43,15 +43,9 @@ async fn private_capabilities_are_hidden_from_members_wherever_a_host_is_shown()
 async fn place_consumer(s: &Server, consumer: &str, provider: &str, project: &str) {
     let body = json!({"allocations": {provider: {"resources": {"VCPU": 1}}},
         "project_id": project, "user_id": "someone", "consumer_generation": null});
-    let resp = reqwest::Client::new()
-        .put(format!("{}/placement/allocations/{consumer}", s.url))
-        .header("x-auth-token", ADMIN)
-        .header("openstack-api-version", "placement 1.28")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::NO_CONTENT, "{}", resp.text().await.unwrap());
+    let path = format!("/allocations/{consumer}");
+    let (status, answer) = s.placement(reqwest::Method::PUT, &path, ADMIN, "1.28", body).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{answer}");
 }
 
 #[tokio::test]
