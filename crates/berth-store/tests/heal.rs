@@ -31,7 +31,12 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 const WRITERS: usize = 8;
+/// Rounds always run; the workload is random and its interleaving is the
+/// scheduler's, so a run that has not yet moved slots on a heal, left one
+/// waiting, and scheduled and cancelled maintenance goes on, up to
+/// `MAX_ROUNDS` (invariants checked after each), before it fails.
 const ROUNDS: usize = 4;
+const MAX_ROUNDS: usize = 16;
 const STEPS: usize = 8;
 const HOSTS: usize = 6;
 const VCPUS: i64 = 8;
@@ -169,7 +174,8 @@ async fn host_failures_and_recoveries_keep_invariants_one_to_four() {
     let hosts = Arc::new(hosts);
     let t0 = store.now().await.unwrap();
     let mut mine: Vec<Vec<Uuid>> = vec![Vec::new(); WRITERS];
-    for round in 0..ROUNDS {
+    let mut round = 0;
+    while round < ROUNDS || (round < MAX_ROUNDS && !exercised(&db.url).await.enough()) {
         let mut tasks = Vec::new();
         for (w, leases) in mine.drain(..).enumerate() {
             let (store, hosts) = (store.clone(), hosts.clone());
@@ -186,6 +192,7 @@ async fn host_failures_and_recoveries_keep_invariants_one_to_four() {
             mine.push(t.await.unwrap());
         }
         check(&db.url, &store, &hosts).await;
+        round += 1;
     }
     // Everything back (maintenance cancelled, hosts enabled): what waited heals.
     for w in store.maintenance_windows().await.unwrap() {
@@ -209,26 +216,49 @@ async fn host_failures_and_recoveries_keep_invariants_one_to_four() {
         .get(0);
     assert_eq!(missing, 0, "with every host back, nothing is missing");
     // The run healed, and left some waiting on the way.
-    let count = |ty: &'static str, moved: bool| {
-        let c = &client;
-        async move {
-            let n: i64 = c
-                .query_one(
-                    "SELECT count(*) FROM log_events WHERE type = $1 AND (NOT $2 OR jsonb_array_length(data->'moves') > 0)",
-                    &[&ty, &moved],
-                )
-                .await
-                .unwrap()
-                .get(0);
-            n
-        }
-    };
-    let (moved, waited) = (count("ReservationHealed", true).await, count("ReservationUnhealed", false).await);
-    let (maintained, cancelled) =
-        (count("MaintenanceScheduled", false).await, count("MaintenanceCancelled", false).await);
-    println!("{moved} heals moved slots, {waited} waited; {maintained} maintenance windows, {cancelled} cancelled");
-    assert!(moved > 5 && waited > 0, "moved {moved}, waited {waited}");
-    assert!(maintained > 2 && cancelled > 0, "maintenance {maintained}, cancelled {cancelled}");
+    let seen = exercised(&db.url).await;
+    println!("{round} rounds: {seen:?}");
+    assert!(seen.enough(), "after {round} rounds the workload did too little: {seen:?}");
+}
+
+/// What the random workload has done so far, from the log.
+#[derive(Debug)]
+struct Exercised {
+    heals_that_moved: i64,
+    unhealed: i64,
+    maintenance_scheduled: i64,
+    maintenance_cancelled: i64,
+}
+
+impl Exercised {
+    fn enough(&self) -> bool {
+        self.heals_that_moved > 5
+            && self.unhealed > 0
+            && self.maintenance_scheduled > 2
+            && self.maintenance_cancelled > 0
+    }
+}
+
+async fn exercised(url: &str) -> Exercised {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let row = client
+        .query_one(
+            "SELECT count(*) FILTER (WHERE type = 'ReservationHealed' AND jsonb_array_length(data->'moves') > 0),
+                    count(*) FILTER (WHERE type = 'ReservationUnhealed'),
+                    count(*) FILTER (WHERE type = 'MaintenanceScheduled'),
+                    count(*) FILTER (WHERE type = 'MaintenanceCancelled')
+             FROM log_events",
+            &[],
+        )
+        .await
+        .unwrap();
+    Exercised {
+        heals_that_moved: row.get(0),
+        unhealed: row.get(1),
+        maintenance_scheduled: row.get(2),
+        maintenance_cancelled: row.get(3),
+    }
 }
 
 /// Invariants 1 to 4, and healing's own: no slot of a running lease on an
