@@ -66,6 +66,13 @@ impl ManagerConfig {
     pub fn poll_interval(&self) -> Duration {
         Duration::from_millis(self.poll_interval_ms.max(10))
     }
+    /// Due times this far ahead need not wake this manager: it looks at
+    /// least once per poll interval, and the look tells it the next due
+    /// time. Twice the interval, and a second for the time a creation takes
+    /// between inserting its events and committing them.
+    pub fn wake_horizon(&self) -> Duration {
+        self.poll_interval() * 2 + Duration::from_secs(1)
+    }
     pub fn claim_ttl(&self) -> Duration {
         Duration::from_millis(self.claim_ttl_ms.max(100))
     }

@@ -49,6 +49,9 @@ async fn schedule(
     shutdown: impl Future<Output = ()>,
 ) {
     let mut notes = inner.store.listen(LEASE_EVENTS);
+    // Until the database knows this manager's horizon, another manager's
+    // narrower one could keep a due time from notifying; each look retries.
+    let mut horizon_said = false;
     let poll = inner.cfg.poll_interval();
     let debounce = inner.cfg.debounce();
     let mut next = Instant::now();
@@ -79,6 +82,9 @@ async fn schedule(
             _ = inner.refill.notified() => {}
             _ = sleep_until_precise(next) => {}
         }
+        if !horizon_said {
+            horizon_said = say_wake_horizon(inner).await;
+        }
         let looked = claim_due(inner, finish_tx, tasks).await;
         // A due time alone announces no `on_heal` call: at a steady stream
         // of due events, looking for them on every wake cost a query each.
@@ -103,6 +109,17 @@ async fn schedule(
         };
         if let Some(due) = due {
             next = next.min(due);
+        }
+    }
+}
+
+/// Widens the database's wake horizon to this manager's; whether it did.
+async fn say_wake_horizon(inner: &Inner) -> bool {
+    match inner.store.widen_wake_horizon(inner.cfg.wake_horizon()).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "saying the manager's wake horizon");
+            false
         }
     }
 }

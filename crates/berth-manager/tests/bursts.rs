@@ -1,7 +1,8 @@
 //! Many lease events due at once, more than the hook slots: the manager
 //! claims the next batch while the last one's leases are read, and a
 //! starved manager claims again as slots come back. Each event still fires
-//! once, and the log replays to the same rows.
+//! once, and the log replays to the same rows. And an event due too far
+//! ahead to be announced still fires on time.
 
 // Tests pick times relative to the real clock, which is the database's
 // (one machine); the code under test reads only the database's.
@@ -18,6 +19,7 @@ use berth_core::EventMeta;
 use berth_manager::{Manager, ManagerConfig};
 use berth_plugins::{Hook, HookError, HookOutcome, Registry, ResourcePlugin, ResourceRequest};
 use berth_store::commands::{LeaseDates, NewLease, NewReservation};
+use berth_store::notify::{Notification, LEASE_EVENTS};
 use berth_store::queries::lease_events::LeaseEventFilter;
 use berth_store::testing::TestDatabase;
 use chrono::Utc;
@@ -27,6 +29,8 @@ use chrono::Utc;
 #[derive(Default)]
 struct Counting {
     starts: Mutex<HashMap<String, usize>>,
+    /// When each start hook began, on the database's clock's machine.
+    began: Mutex<Vec<chrono::DateTime<Utc>>>,
 }
 
 #[async_trait]
@@ -39,6 +43,7 @@ impl ResourcePlugin for Counting {
     }
     async fn on_start(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
         *self.starts.lock().unwrap().entry(hook.idempotency_key.clone()).or_default() += 1;
+        self.began.lock().unwrap().push(Utc::now());
         tokio::time::sleep(Duration::from_millis(20)).await;
         Ok(HookOutcome { detail: serde_json::Value::Null, effects: Vec::new() })
     }
@@ -217,4 +222,72 @@ async fn an_outcome_recorded_wakes_the_manager_for_the_events_it_let_run() {
     assert_eq!(counts.get("DONE").copied(), Some(3 * n as i64), "{counts:?}");
     let report = store.replay_verify().await.unwrap();
     assert!(report.is_clean(), "{:?}", report.differences);
+}
+
+/// A lease event due past the manager's wake horizon (twice its poll
+/// interval and a second) notifies nobody: the manager finds it on a poll,
+/// learns its due time there, and starts it on time, within a poll
+/// interval of it at worst.
+#[tokio::test]
+async fn an_event_due_past_the_wake_horizon_fires_on_time_unannounced() {
+    let db = TestDatabase::new().await;
+    let store = db.store(8);
+    let plugin = Arc::new(Counting::default());
+    let mut registry = Registry::new();
+    registry.register(plugin.clone());
+    let mut notes = store.listen(LEASE_EVENTS);
+    assert_eq!(notes.recv().await, Some(Notification::Connected));
+    let cfg = ManagerConfig { id: Some("m1".into()), poll_interval_ms: 1_000, ..Default::default() };
+    let poll = cfg.poll_interval();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(Manager::new(store.clone(), Arc::new(registry), cfg).run(async move {
+        let _ = stopped.await;
+    }));
+    let (c, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let said: Option<f64> =
+            c.query_one("SELECT extract(epoch FROM horizon)::float8 FROM manager_wake", &[]).await.unwrap().get(0);
+        if let Some(said) = said {
+            assert_eq!(said, 3.0, "twice the poll interval and a second");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the manager never said its horizon");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let due = store.now().await.unwrap() + chrono::Duration::seconds(5);
+    let new = NewLease {
+        name: "later".into(),
+        project_id: "p1".into(),
+        user_id: "alice".into(),
+        dates: LeaseDates::One {
+            start: DateSpec::At(due),
+            end: DateSpec::At(due + chrono::Duration::hours(1)),
+            before_end: None,
+        },
+        reservations: vec![NewReservation {
+            resource_type: "test:counting".into(),
+            params: serde_json::json!({}),
+            demand: Demand::Nothing,
+        }],
+    };
+    store.create_lease(&EventMeta::default(), new).await.unwrap();
+    let started_done = LeaseEventFilter {
+        status: Some(LeaseEventStatus::Done),
+        event_type: Some(LeaseEventType::StartLease),
+        ..Default::default()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while store.lease_events(&started_done).await.unwrap().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "{:?}", store.lease_event_counts().await.unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = stop.send(());
+    running.await.unwrap();
+    assert_eq!(notes.try_recv().ok(), None, "five seconds ahead is past the horizon: nothing to announce");
+    let began = plugin.began.lock().unwrap().clone();
+    assert_eq!(began.len(), 1);
+    let late = (began[0] - due).to_std().unwrap_or_default();
+    assert!(began[0] >= due && late < poll, "started {late:?} after its due time ({})", began[0] - due);
 }

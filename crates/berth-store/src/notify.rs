@@ -7,7 +7,7 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, NoTls};
 
-use crate::Store;
+use crate::{Store, StoreError};
 
 /// The channel lease events notify on when they become due (payload: the
 /// earliest due time, microseconds since the epoch).
@@ -21,7 +21,23 @@ pub enum Notification {
     Connected,
 }
 
+/// Widens the horizon past which a lease event's due time notifies nobody
+/// (`manager_wake`, migration V49): never narrows it, so it stays past what
+/// every manager sharing the database needs.
+const WIDEN_WAKE_HORIZON: &str =
+    "UPDATE manager_wake SET horizon = GREATEST(horizon, make_interval(secs => $1::float8))";
+
 impl Store {
+    /// Says that a manager looks for due events often enough to find those
+    /// due `horizon` from now or later without a notification: creations
+    /// and moves of such events then send none (the notification queue's
+    /// lock serialises the commits of every transaction that notifies).
+    pub async fn widen_wake_horizon(&self, horizon: Duration) -> Result<(), berth_core::Error> {
+        let c = self.client().await?;
+        c.execute(WIDEN_WAKE_HORIZON, &[&horizon.as_secs_f64()]).await.map_err(StoreError::from)?;
+        Ok(())
+    }
+
     /// Listens on `channel` until the receiver is dropped, reconnecting
     /// (with a pause) whenever the connection fails.
     pub fn listen(&self, channel: &'static str) -> mpsc::Receiver<Notification> {

@@ -1,13 +1,15 @@
 //! The manager's claim statement also answers when to look next, and the
 //! hooks' reads of a claimed batch: an event falling due while a claim runs
 //! is either claimed or in the next due time, never in neither; a hook sees
-//! its lease and reservations as the lease's own read shows them.
+//! its lease and reservations as the lease's own read shows them; and only
+//! due times a manager could miss notify it.
 
 mod common;
 
 use berth_core::dates::DateSpec;
 use berth_core::lease::Demand;
 use berth_store::commands::{LeaseDates, NewLease, NewReservation};
+use berth_store::notify::{Notification, LEASE_EVENTS};
 use berth_store::testing::TestDatabase;
 use berth_store::Store;
 use chrono::{DateTime, Duration, Utc};
@@ -243,4 +245,51 @@ async fn a_kept_connection_claims_and_survives_its_loss() {
     drop(kept);
     let back = store.pool_status();
     assert_eq!(back.open, back.idle, "dropped, the kept connection is back in the pool: {back:?}");
+}
+
+/// The next due time announced on the managers' channel, if one comes
+/// within a second.
+async fn announced(notes: &mut tokio::sync::mpsc::Receiver<Notification>) -> Option<DateTime<Utc>> {
+    match tokio::time::timeout(std::time::Duration::from_secs(1), notes.recv()).await {
+        Ok(Some(Notification::Payload(p))) => Some(DateTime::from_timestamp_micros(p.parse().unwrap()).unwrap()),
+        Ok(other) => panic!("not a due time: {other:?}"),
+        Err(_) => None,
+    }
+}
+
+/// Lease events notify the managers of a due time only when it falls
+/// before the widest horizon a manager said (it would find a later one by
+/// polling); before any said one, every due time notifies. Notifications
+/// arrive in commit order, so a far due time that notified would be read
+/// before the near one.
+#[tokio::test]
+async fn only_due_times_inside_the_managers_wake_horizon_notify() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    let mut notes = store.listen(LEASE_EVENTS);
+    assert_eq!(notes.recv().await, Some(Notification::Connected));
+    let now = store.now().await.unwrap();
+    let close = |a: Option<DateTime<Utc>>, b: DateTime<Utc>| a.is_some_and(|a| (a - b).num_milliseconds().abs() <= 1);
+
+    let day_ahead = now + Duration::days(1);
+    lease(&store, "unsaid", day_ahead, 1).await;
+    assert!(close(announced(&mut notes).await, day_ahead), "no horizon said: every due time notifies");
+
+    store.widen_wake_horizon(std::time::Duration::from_secs(10)).await.unwrap();
+    // A narrower horizon said later does not narrow it.
+    store.widen_wake_horizon(std::time::Duration::from_secs(2)).await.unwrap();
+    let far = lease(&store, "far", day_ahead, 1).await;
+    let soon = now + Duration::seconds(5);
+    lease(&store, "soon", soon, 1).await;
+    assert!(close(announced(&mut notes).await, soon), "a day ahead notified, or five seconds ahead did not");
+
+    // Moving an event waiting: the same rule.
+    let (c, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let moved = "UPDATE lease_events SET time = time + $2 * interval '1 second'
+                 WHERE lease_id = $1 AND event_type = 'start_lease' RETURNING time";
+    c.query_one(moved, &[&far, &60.0f64]).await.unwrap();
+    let back: DateTime<Utc> = c.query_one(moved, &[&far, &(-86_400.0f64 - 57.0)]).await.unwrap().get(0);
+    assert!(close(announced(&mut notes).await, back), "a day ahead notified, or three seconds ahead did not");
+    assert_eq!(announced(&mut notes).await, None);
 }
