@@ -147,11 +147,19 @@ async fn create(
     store.create_lease(&meta(), new).await.map(|_| ())
 }
 
+/// What berthd's manager says when it starts: leases booked a day ahead
+/// then notify no manager, as in a deployment.
+async fn manager_said_its_horizon(store: &Store) -> Result<()> {
+    store.widen_wake_horizon(berth_manager::ManagerConfig::default().wake_horizon()).await?;
+    Ok(())
+}
+
 /// Latencies of lease creation on hosts carrying `n` leases.
 async fn latencies_with(n: usize) -> Result<(Vec<Duration>, Duration)> {
     let db = TestDatabase::new().await;
     let store = db.store(4).with_drawn_ties(true);
     let hosts = hosts(&store, HOSTS).await?;
+    manager_said_its_horizon(&store).await?;
     let base = (Utc::now() + chrono::Duration::days(1)).duration_trunc(chrono::Duration::hours(1))?;
     let t = Instant::now();
     book(&store, &hosts, base, n).await?;
@@ -204,6 +212,7 @@ async fn throughput(report: &mut Report, clients: usize, seconds: u64) -> Result
     let db = TestDatabase::new().await;
     let store = db.store(clients + 2).with_drawn_ties(true);
     hosts(&store, 100).await?;
+    manager_said_its_horizon(&store).await?;
     let base = (Utc::now() + chrono::Duration::days(1)).duration_trunc(chrono::Duration::hours(1))?;
     crate::counts::install();
     let counted = COUNTED.map(crate::counts::get);
