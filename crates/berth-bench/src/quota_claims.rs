@@ -5,9 +5,11 @@
 //! takes its project's guard, reads its limits and its project's usage over
 //! time, and decides. Phases alternate (without, with, without, with), each
 //! on a fresh database, so that a slow spell of a shared machine falls on
-//! both sides.
+//! both sides. Backends are sampled by state in both, so that the cost
+//! splits into waits (the guard rows) and work.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,6 +21,7 @@ use berth_store::Store;
 use rand::Rng;
 use uuid::Uuid;
 
+use crate::claim_lanes::{sample, shares, Samples};
 use crate::report::{ms, percentile, Report};
 
 const PROVIDERS: usize = 100;
@@ -31,6 +34,7 @@ struct Phase {
     failures: usize,
     elapsed: f64,
     latencies: Vec<Duration>,
+    samples: Samples,
 }
 
 async fn phase(clients: usize, seconds: u64, limits: bool) -> Result<Phase> {
@@ -46,6 +50,8 @@ async fn phase(clients: usize, seconds: u64, limits: bool) -> Result<Phase> {
         }
     }
     let providers = Arc::new(providers);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = tokio::spawn(sample(db.url.clone(), db.name.clone(), stop.clone()));
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
     for _ in 0..clients {
@@ -53,7 +59,7 @@ async fn phase(clients: usize, seconds: u64, limits: bool) -> Result<Phase> {
         tasks.push(tokio::spawn(async move { claim_until(&store, &providers, &meta, deadline).await }));
     }
     let started = Instant::now();
-    let mut out = Phase { claims: 0, failures: 0, elapsed: 0.0, latencies: Vec::new() };
+    let mut out = Phase { claims: 0, failures: 0, elapsed: 0.0, latencies: Vec::new(), samples: Samples::new() };
     for t in tasks {
         let (l, f) = t.await?;
         out.claims += l.len();
@@ -61,6 +67,8 @@ async fn phase(clients: usize, seconds: u64, limits: bool) -> Result<Phase> {
         out.failures += f;
     }
     out.elapsed = started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    out.samples = sampler.await??;
     Ok(out)
 }
 
@@ -108,6 +116,11 @@ pub async fn run(report: &mut Report, clients: usize, seconds: u64) -> Result<()
             ms(percentile(&lat, 50.0)),
             ms(percentile(&lat, 99.0))
         ));
+        let mut samples = Samples::new();
+        for (state, n) in ps.iter().flat_map(|p| p.samples.iter()) {
+            *samples.entry(state.clone()).or_default() += n;
+        }
+        report.line(format!("  claims {name}: {}", shares(&samples)));
     }
     report.line(format!(
         "cost of quota checks on claims: {:.1}% ({:.0}/s with, {:.0}/s without, on {} cores; target at most 10%)",
