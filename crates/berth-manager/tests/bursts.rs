@@ -73,10 +73,7 @@ async fn more_due_events_than_hook_slots_each_fire_once() {
         max_in_flight: 8,
         ..Default::default()
     };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(Manager::new(store.clone(), Arc::new(registry), cfg).run(async move {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = start(&store, Arc::new(registry), cfg);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     // Not the poll (a minute): slots coming back and outcomes recorded wake it.
     let started_done = LeaseEventFilter {
@@ -95,6 +92,19 @@ async fn more_due_events_than_hook_slots_each_fire_once() {
     assert!(starts.values().all(|c| *c == 1), "a start hook ran twice: {starts:?}");
     let report = store.replay_verify().await.unwrap();
     assert!(report.is_clean(), "{:?}", report.differences);
+}
+
+/// Runs a manager until the sender is used or dropped.
+fn start(
+    store: &berth_store::Store,
+    registry: Arc<Registry>,
+    cfg: ManagerConfig,
+) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(Manager::new(store.clone(), registry, cfg).run(async move {
+        let _ = stopped.await;
+    }));
+    (stop, running)
 }
 
 /// Books `n` leases of the counting type starting now, each `length` long.
@@ -141,11 +151,9 @@ async fn a_burst_raced_by_two_managers_is_recorded_once_per_event() {
             max_in_flight: 64,
             ..Default::default()
         };
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (stop, running) = start(&store, registry.clone(), cfg);
         stops.push(stop);
-        runs.push(tokio::spawn(Manager::new(store.clone(), registry.clone(), cfg).run(async move {
-            let _ = stopped.await;
-        })));
+        runs.push(running);
     }
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let started_done = LeaseEventFilter {
@@ -202,10 +210,7 @@ async fn an_outcome_recorded_wakes_the_manager_for_the_events_it_let_run() {
     let n = 5;
     book_now(&store, n, chrono::Duration::seconds(2)).await;
     let cfg = ManagerConfig { id: Some("m1".into()), poll_interval_ms: 60_000, ..Default::default() };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(Manager::new(store.clone(), Arc::new(registry), cfg).run(async move {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = start(&store, Arc::new(registry), cfg);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let ended = LeaseEventFilter {
         status: Some(LeaseEventStatus::Done),
@@ -239,10 +244,7 @@ async fn an_event_due_past_the_wake_horizon_fires_on_time_unannounced() {
     assert_eq!(notes.recv().await, Some(Notification::Connected));
     let cfg = ManagerConfig { id: Some("m1".into()), poll_interval_ms: 1_000, ..Default::default() };
     let poll = cfg.poll_interval();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(Manager::new(store.clone(), Arc::new(registry), cfg).run(async move {
-        let _ = stopped.await;
-    }));
+    let (stop, running) = start(&store, Arc::new(registry), cfg);
     let (c, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(conn);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
