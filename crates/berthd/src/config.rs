@@ -188,16 +188,16 @@ impl Config {
     }
 
     /// The pool leaves connections for requests beside those the manager
-    /// keeps: with fewer, every request would wait out
+    /// keeps (when it runs here): with fewer, every request would wait out
     /// `pool_wait_timeout_ms` behind the manager's claims.
     pub fn check_pool(&self) -> Result<(), String> {
-        let least = berth_manager::KEPT_CONNECTIONS + MIN_FREE_CONNECTIONS;
+        let kept = if self.manager.enabled { berth_manager::KEPT_CONNECTIONS } else { 0 };
+        let least = kept + MIN_FREE_CONNECTIONS;
         if self.pool_size < least {
             return Err(format!(
-                "pool_size {} is too small: the manager keeps {} connections for its claims, \
-                 so at least {least}",
-                self.pool_size,
-                berth_manager::KEPT_CONNECTIONS
+                "pool_size {} is too small: the manager keeps {kept} connections for its claims \
+                 and requests need {MIN_FREE_CONNECTIONS}, so at least {least}",
+                self.pool_size
             ));
         }
         Ok(())
@@ -257,6 +257,12 @@ mod tests {
         assert!(cfg(Config::default().pool_size).check_pool().is_ok());
         let e = cfg(least - 1).check_pool().unwrap_err();
         assert!(e.contains("pool_size") && e.contains(&least.to_string()), "{e}");
+        // A berthd that runs no manager keeps none of its connections.
+        let mut without_manager = cfg(MIN_FREE_CONNECTIONS);
+        without_manager.manager.enabled = false;
+        assert!(without_manager.check_pool().is_ok());
+        without_manager.pool_size = MIN_FREE_CONNECTIONS - 1;
+        assert!(without_manager.check_pool().is_err());
     }
 
     #[test]
