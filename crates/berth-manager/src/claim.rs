@@ -22,7 +22,7 @@ use uuid::Uuid;
 use crate::clock::chrono_of;
 use crate::fire::run_event;
 use crate::metrics;
-use crate::state::{Inner, Running};
+use crate::state::{Inner, Running, CLAIM_LANES};
 
 /// A claimed batch, each event with its hook slot.
 struct Batch {
@@ -92,7 +92,7 @@ async fn claim_all(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>
         if ready.is_empty() {
             return looked;
         }
-        lanes = if ready.iter().any(|b| b.full) { crate::state::CLAIM_LANES } else { 0 };
+        lanes = if ready.iter().any(|b| b.full) { CLAIM_LANES } else { 0 };
     }
 }
 

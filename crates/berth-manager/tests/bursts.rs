@@ -109,21 +109,26 @@ fn start(
 
 /// Books `n` leases of the counting type starting now, each `length` long.
 async fn book_now(store: &berth_store::Store, n: usize, length: chrono::Duration) {
-    let meta = EventMeta { actor: Some("test".into()), ..Default::default() };
     for i in 0..n {
-        let new = NewLease {
-            name: format!("lease-{i}"),
-            project_id: "p1".into(),
-            user_id: "alice".into(),
-            dates: LeaseDates::One { start: DateSpec::Now, end: DateSpec::At(Utc::now() + length), before_end: None },
-            reservations: vec![NewReservation {
-                resource_type: "test:counting".into(),
-                params: serde_json::json!({}),
-                demand: Demand::Nothing,
-            }],
-        };
-        store.create_lease(&meta, new).await.unwrap();
+        book(store, &format!("lease-{i}"), DateSpec::Now, Utc::now() + length).await;
     }
+}
+
+/// Books one lease of the counting type from `start` to `end`.
+async fn book(store: &berth_store::Store, name: &str, start: DateSpec, end: chrono::DateTime<Utc>) {
+    let meta = EventMeta { actor: Some("test".into()), ..Default::default() };
+    let new = NewLease {
+        name: name.into(),
+        project_id: "p1".into(),
+        user_id: "alice".into(),
+        dates: LeaseDates::One { start, end: DateSpec::At(end), before_end: None },
+        reservations: vec![NewReservation {
+            resource_type: "test:counting".into(),
+            params: serde_json::json!({}),
+            demand: Demand::Nothing,
+        }],
+    };
+    store.create_lease(&meta, new).await.unwrap();
 }
 
 /// Two managers on one database, a burst many batches long: claims race
@@ -259,22 +264,7 @@ async fn an_event_due_past_the_wake_horizon_fires_on_time_unannounced() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let due = store.now().await.unwrap() + chrono::Duration::seconds(5);
-    let new = NewLease {
-        name: "later".into(),
-        project_id: "p1".into(),
-        user_id: "alice".into(),
-        dates: LeaseDates::One {
-            start: DateSpec::At(due),
-            end: DateSpec::At(due + chrono::Duration::hours(1)),
-            before_end: None,
-        },
-        reservations: vec![NewReservation {
-            resource_type: "test:counting".into(),
-            params: serde_json::json!({}),
-            demand: Demand::Nothing,
-        }],
-    };
-    store.create_lease(&EventMeta::default(), new).await.unwrap();
+    book(&store, "later", DateSpec::At(due), due + chrono::Duration::hours(1)).await;
     let started_done = LeaseEventFilter {
         status: Some(LeaseEventStatus::Done),
         event_type: Some(LeaseEventType::StartLease),
