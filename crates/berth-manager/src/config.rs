@@ -95,6 +95,29 @@ impl ManagerConfig {
         if self.retry_max_ms < self.retry_min_ms {
             return Err("manager.retry_max_ms must not be below manager.retry_min_ms".into());
         }
+        // The wake horizon (twice the interval) is written to the database
+        // as an interval, and the loop adds the interval to its clock.
+        if self.poll_interval_ms > MAX_POLL_INTERVAL_MS {
+            return Err(format!("manager.poll_interval_ms must be at most {MAX_POLL_INTERVAL_MS} (a day)"));
+        }
         Ok(())
+    }
+}
+
+/// A day: a manager that looks less often is misconfigured.
+const MAX_POLL_INTERVAL_MS: u64 = 86_400_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_poll_interval_past_a_day_is_refused() {
+        let cfg = |poll_interval_ms| ManagerConfig { poll_interval_ms, ..Default::default() };
+        assert!(cfg(MAX_POLL_INTERVAL_MS).check().is_ok());
+        for too_long in [MAX_POLL_INTERVAL_MS + 1, u64::MAX] {
+            let e = cfg(too_long).check().unwrap_err();
+            assert!(e.contains("poll_interval_ms"), "{e}");
+        }
     }
 }
