@@ -96,7 +96,7 @@ impl ManagerConfig {
             return Err("manager.retry_max_ms must not be below manager.retry_min_ms".into());
         }
         // The wake horizon (twice the interval) is written to the database
-        // as an interval, and the loop adds the interval to its clock.
+        // as an interval, whose range ends near 178 million years.
         if self.poll_interval_ms > MAX_POLL_INTERVAL_MS {
             return Err(format!("manager.poll_interval_ms must be at most {MAX_POLL_INTERVAL_MS} (a day)"));
         }
