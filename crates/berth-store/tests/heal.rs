@@ -5,7 +5,8 @@
 //! writers;
 //! between rounds every instant of every provider's timeline is within
 //! capacity (1), every instant of the project's usage within its limit (2),
-//! every slot holds what it says where it says (3: moves are whole), no
+//! every slot holds what it says where it says and in one place at a time
+//! (3: moves are whole), no
 //! slot of a lease still running sits on an unusable host unless its
 //! reservation is marked, no slot holds a host over its maintenance window
 //! unless its reservation is marked, and replay gives the projections (4).
@@ -285,7 +286,8 @@ async fn check(url: &str, store: &Store, hosts: &[Uuid]) {
         .unwrap();
     let usage: Vec<(Window, i64)> =
         rows.iter().map(|r| (Window { start: r.get(0), end: r.get(1) }, r.get(2))).collect();
-    assert!(timeline::peak(&usage, &everything) <= PROJECT_VCPU_LIMIT, "p1 over its limit");
+    assert!(timeline::peak(&usage, &everything) <= PROJECT_VCPU_LIMIT, "p1 over its limit: {usage:?}");
+    one_place_at_a_time(&c).await;
     // 3: each slot of a lease not ended holds its resources on its provider
     // from now (or its start) to its end, and nothing more from then on.
     let slots = c
@@ -340,4 +342,22 @@ async fn check(url: &str, store: &Store, hosts: &[Uuid]) {
     // 4.
     let report = store.replay_verify().await.unwrap();
     assert!(report.is_clean(), "{report:?}");
+}
+
+/// A slot is in one place at a time: a move cuts its old hold where its new
+/// one begins, never after (the past included: it counts in usage).
+async fn one_place_at_a_time(c: &tokio_postgres::Client) {
+    let twice = c
+        .query(
+            "SELECT a.consumer_uuid, a.provider_uuid, a.during::text, b.provider_uuid, b.during::text
+             FROM allocations a JOIN allocations b ON b.consumer_uuid = a.consumer_uuid
+                 AND b.resource_class = a.resource_class AND a.ctid < b.ctid AND a.during && b.during
+             WHERE a.consumer_uuid IN (SELECT consumer_uuid FROM reservation_slots)",
+            &[],
+        )
+        .await
+        .unwrap();
+    let twice: Vec<(Uuid, Uuid, String, Uuid, String)> =
+        twice.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4))).collect();
+    assert!(twice.is_empty(), "slots holding twice at once: {twice:?}");
 }

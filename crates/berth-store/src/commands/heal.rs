@@ -123,7 +123,7 @@ impl Store {
                 };
                 let locked = lock_all(tx, changed, demands, at, self.cleaning_time()).await?;
                 let generation = replace_traits_in(tx, meta, uuid, expected_generation, &traits).await?;
-                Ok((generation, heal_in(tx, meta, &locked, demands, at).await?))
+                Ok((generation, heal_in(tx, meta, &locked, demands).await?))
             }
         })
     }

@@ -108,8 +108,9 @@ impl Store {
     /// the manager to fire as it fires any end.
     pub async fn end_lease(&self, meta: &EventMeta, id: Uuid, project: Option<&str>) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
-            let at = now(tx).await?;
             let current = lock_lease(tx, id, project).await?.record;
+            // Read once the lease is ours: what changed it meanwhile is older.
+            let at = now(tx).await?;
             check_endable(&current, at)?;
             let update = LeaseUpdate { end: Some(DateSpec::At(at)), ..LeaseUpdate::default() };
             update_locked(tx, meta, current, &update, at, self.cleaning_time()).await
@@ -119,9 +120,9 @@ impl Store {
     /// Takes a lease out of ERROR (`lease_event::recovered` says where to).
     pub async fn recover_lease(&self, meta: &EventMeta, id: Uuid, project: Option<&str>) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
-            let at = now(tx).await?;
             // The lease's lock keeps the manager off its events meanwhile.
             let current = lock_lease(tx, id, project).await?.record;
+            let at = now(tx).await?;
             let (status, reservation_status) = lease_event::recovered(&current)?;
             let reservations = current.reservations.iter().map(|r| (r.id, reservation_status)).collect();
             record(tx, meta, &[Event::LeaseRecovered { id, status, reservations, at }]).await?;

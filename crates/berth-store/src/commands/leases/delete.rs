@@ -77,8 +77,9 @@ impl Store {
     /// Deletes a lease and frees what it held at once.
     pub async fn delete_lease(&self, meta: &EventMeta, id: Uuid, project: Option<&str>) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
-            let at = now(tx).await?;
             let current = lock_lease(tx, id, project).await?.record;
+            // Read once the lease is ours: what changed it meanwhile is older.
+            let at = now(tx).await?;
             let mut consumers: Vec<Uuid> =
                 current.reservations.iter().flat_map(|r| r.slots.iter().map(|s| s.consumer)).collect();
             consumers.sort();

@@ -29,6 +29,7 @@ use uuid::Uuid;
 use super::plan::plan;
 use super::slots::draws_of;
 use super::SLOT_CONSUMER_TYPE;
+use crate::clock::now;
 use crate::commands::record;
 use crate::queries::fit::{candidate_ids, Item};
 use crate::queries::leases::load_leases;
@@ -123,6 +124,12 @@ async fn unusable(tx: &Transaction<'_>, providers: &[Uuid]) -> Result<HashSet<Uu
 
 /// The leases to heal, locked, with what is unusable under them.
 pub(crate) struct Locked {
+    /// The instant the heal decides at, read once every lock was held: a
+    /// command that moved these slots while this one waited committed
+    /// before it, so its cut is never after this one's. An instant read
+    /// before the wait could cut a slot's old hold before the newer hold
+    /// another heal gave it began, and the slot would hold in two places.
+    at: DateTime<Utc>,
     leases: Vec<LeaseRecord>,
     down: HashSet<Uuid>,
     /// Maintenance windows on the hosts they hold: (host, window, heal).
@@ -158,16 +165,20 @@ pub(crate) struct Changed<'a> {
 }
 
 /// Locks the leases concerned, their slots on unusable hosts and the
-/// providers they may move to (with the changed hosts).
+/// providers they may move to (with the changed hosts). `seen_at`, the
+/// command's instant read before it waited, picks the leases not ended;
+/// the heal decides at the instant read after the locks ([`Locked::at`]).
 pub(crate) async fn lock_all(
     tx: &Transaction<'_>,
     changed: Changed<'_>,
     demands: &Demands,
-    at: DateTime<Utc>,
+    seen_at: DateTime<Utc>,
     cleaning: chrono::Duration,
 ) -> Result<Locked, StoreError> {
+    let at = seen_at;
     let down = changed.down;
     let mut out = Locked {
+        at,
         leases: Vec::new(),
         down: down.iter().copied().collect(),
         windows: Vec::new(),
@@ -186,6 +197,9 @@ pub(crate) async fn lock_all(
             tx.query(AFFECTED, &[&down, &at, &m_hosts, &m_start, &m_end]).await?.iter().map(|r| r.get(0)).collect();
         let new: Vec<Uuid> = ids.into_iter().filter(|id| seen.insert(*id)).collect();
         if new.is_empty() {
+            out.at = now(tx).await?;
+            // Picked at the earlier instant: one may have ended since.
+            out.leases.retain(|l| l.end > out.at);
             return Ok(out);
         }
         lock::leases(tx, &new).await?;
@@ -222,32 +236,32 @@ pub(crate) async fn lock_all(
 
 /// Heals every reservation on an unusable host (or marked missing), after
 /// recording `first` (the events that change hosts, e.g. `HostDisabled`,
-/// as `changed` says) once every lock is held.
+/// as `changed` says) once every lock is held. `seen_at`: as [`lock_all`].
 pub(crate) async fn heal_locked(
     tx: &Transaction<'_>,
     meta: &EventMeta,
     first: Vec<Event>,
     changed: Changed<'_>,
     demands: &Demands,
-    at: DateTime<Utc>,
+    seen_at: DateTime<Utc>,
     cleaning: chrono::Duration,
 ) -> Result<Vec<HealOutcome>, StoreError> {
-    let locked = lock_all(tx, changed, demands, at, cleaning).await?;
+    let locked = lock_all(tx, changed, demands, seen_at, cleaning).await?;
     if !first.is_empty() {
         record(tx, meta, &first).await?;
     }
-    heal_in(tx, meta, &locked, demands, at).await
+    heal_in(tx, meta, &locked, demands).await
 }
 
 /// Heals the leases [`lock_all`] locked, once the events that changed the
-/// hosts are recorded.
+/// hosts are recorded, at the instant read under the locks.
 pub(crate) async fn heal_in(
     tx: &Transaction<'_>,
     meta: &EventMeta,
     locked: &Locked,
     demands: &Demands,
-    at: DateTime<Utc>,
 ) -> Result<Vec<HealOutcome>, StoreError> {
+    let at = locked.at;
     let mut out = Vec::new();
     for lease in &locked.leases {
         let mut events = Vec::new();

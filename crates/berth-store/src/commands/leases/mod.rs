@@ -20,6 +20,8 @@ mod control;
 mod create;
 mod delete;
 pub(crate) mod heal;
+#[cfg(test)]
+mod heal_tests;
 mod plan;
 mod slots;
 mod update;

@@ -169,8 +169,9 @@ impl Store {
         update: LeaseUpdate,
     ) -> Result<(), Error> {
         crate::tx::command!(self, |tx| {
-            let at = now(tx).await?;
             let current = lock_lease(tx, id, project).await?.record;
+            // Read once the lease is ours: what changed it meanwhile is older.
+            let at = now(tx).await?;
             update_locked(tx, meta, current, &update, at, self.cleaning_time()).await
         })
     }
