@@ -23,7 +23,7 @@ use berth_core::error::ErrorKind;
 use berth_core::lease::Demand;
 use berth_core::quota::Scope;
 use berth_core::{timeline, EventMeta, Window};
-use berth_store::commands::{Demands, LeaseDates, NewHost, NewLease, NewMaintenance, NewReservation};
+use berth_store::commands::{Demands, LeaseDates, LeaseUpdate, NewHost, NewLease, NewMaintenance, NewReservation};
 use berth_store::testing::TestDatabase;
 use berth_store::Store;
 use chrono::{DateTime, Duration, Utc};
@@ -107,11 +107,11 @@ async fn cancel_maintenance(store: &Store, rng: &mut impl Rng) -> Result<(), ber
     }
 }
 
-/// One writer's step: create or delete a lease, fail or recover a host,
-/// schedule or cancel maintenance, or heal what waits.
+/// One writer's step: create, update or delete a lease, fail or recover a
+/// host, schedule or cancel maintenance, or heal what waits.
 async fn step(store: &Store, hosts: &[Uuid], mine: &mut Vec<Uuid>, rng: &mut impl Rng, t0: DateTime<Utc>) {
     let host = hosts[rng.gen_range(0..hosts.len())];
-    let outcome = match rng.gen_range(0..12) {
+    let outcome = match rng.gen_range(0..13) {
         0..=4 => {
             let start = if rng.gen_bool(0.4) {
                 DateSpec::Now
@@ -146,7 +146,14 @@ async fn step(store: &Store, hosts: &[Uuid], mine: &mut Vec<Uuid>, rng: &mut imp
             store.heal(&meta(), &d).await.map(|_| ())
         }
         10 => maintain(store, host, rng, t0).await,
-        _ => cancel_maintenance(store, rng).await,
+        11 => cancel_maintenance(store, rng).await,
+        // An update writes the slots again: what they held before stays.
+        _ if !mine.is_empty() => {
+            let id = mine[rng.gen_range(0..mine.len())];
+            let end = DateSpec::At(t0 + Duration::minutes(rng.gen_range(250..600)));
+            store.update_lease(&meta(), id, None, LeaseUpdate { end: Some(end), ..LeaseUpdate::default() }).await
+        }
+        _ => Ok(()),
     };
     match outcome {
         Ok(()) => {}

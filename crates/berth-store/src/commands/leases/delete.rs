@@ -9,7 +9,7 @@ use deadpool_postgres::Transaction;
 use uuid::Uuid;
 
 use super::lock_lease;
-use super::slots::released;
+use super::slots::{released, Past};
 use crate::commands::{now, record};
 use crate::lock;
 use crate::{Store, StoreError};
@@ -92,7 +92,11 @@ impl Store {
             let mut events = vec![Event::LeaseDeleted { id, at }];
             events.extend(classes_freed(tx, &current).await?);
             events.extend(
-                current.reservations.iter().flat_map(|r| r.slots.iter()).map(|s| released(s.consumer, &current, at)),
+                current
+                    .reservations
+                    .iter()
+                    .flat_map(|r| r.slots.iter())
+                    .map(|s| released(s.consumer, &current, &Past::new(), at)),
             );
             events.extend(pools_left(tx, &current, &providers, at).await?);
             record(tx, meta, &events).await?;

@@ -16,41 +16,104 @@ use crate::StoreError;
 /// What consumers draw from slots, by slot consumer and class.
 pub(super) type Drawn = HashMap<Uuid, BTreeMap<String, i64>>;
 
-/// Each slot's allocations over the lease's window: its resources less what
-/// consumers draw from it (`drawn`, by slot consumer).
-pub(super) fn slot_events(lease: &LeaseRecord, drawn: &Drawn, at: DateTime<Utc>) -> Vec<Event> {
-    let window = Window { start: lease.start, end: Some(lease.end) };
+/// What each slot held before the command's instant, inside its lease's
+/// window, by slot consumer: history, kept as it was (a heal's move
+/// included) when the slot's holds are written again from that instant on.
+pub(super) type Past = HashMap<Uuid, Vec<Allocation>>;
+
+/// What `slots` of `lease` (its new window) held before `at`, clipped to
+/// the window.
+pub(super) async fn past_of(
+    tx: &Transaction<'_>,
+    lease: &LeaseRecord,
+    slots: &[Uuid],
+    at: DateTime<Utc>,
+) -> Result<Past, StoreError> {
+    let until = at.min(lease.end);
+    let mut out = Past::new();
+    if until <= lease.start {
+        return Ok(out);
+    }
+    let rows = tx
+        .query(
+            "SELECT consumer_uuid, provider_uuid, resource_class, used, lower(during), upper(during) FROM allocations
+             WHERE consumer_uuid = ANY($1) AND during && tstzrange($2, $3)
+             ORDER BY consumer_uuid, lower(during), provider_uuid, resource_class",
+            &[&slots, &lease.start, &until],
+        )
+        .await?;
+    for r in &rows {
+        let (start, end): (DateTime<Utc>, Option<DateTime<Utc>>) = (r.get(4), r.get(5));
+        let window = Window { start: start.max(lease.start), end: Some(end.map_or(until, |e| e.min(until))) };
+        out.entry(r.get(0)).or_default().push(Allocation {
+            provider: r.get(1),
+            resource_class: r.get(2),
+            used: r.get(3),
+            window,
+        });
+    }
+    Ok(out)
+}
+
+/// Each slot's allocations: what it held before `at` (`past`, as it was),
+/// then from `at` (or the lease's start) to its end its resources less what
+/// consumers draw from it (`drawn`, by slot consumer), on its provider. A
+/// hold that goes on unchanged stays one allocation.
+pub(super) fn slot_events(lease: &LeaseRecord, drawn: &Drawn, past: &Past, at: DateTime<Utc>) -> Vec<Event> {
+    let from = lease.start.max(at);
     let none = BTreeMap::new();
     lease
         .reservations
         .iter()
         .flat_map(|r| r.slots.iter())
-        .map(|s| Event::AllocationsReplaced {
-            consumer: s.consumer,
-            project_id: lease.project_id.clone(),
-            user_id: lease.user_id.clone(),
-            consumer_type: Some(SLOT_CONSUMER_TYPE.to_string()),
-            allocations: s
-                .resources
-                .iter()
-                .map(|(class, used)| (class, used - drawn.get(&s.consumer).unwrap_or(&none).get(class).unwrap_or(&0)))
-                .filter(|(_, used)| *used > 0)
-                .map(|(class, used)| Allocation { provider: s.provider, resource_class: class.clone(), used, window })
-                .collect(),
-            providers_bumped: None,
-            at,
+        .map(|s| {
+            let mut allocations = past.get(&s.consumer).cloned().unwrap_or_default();
+            if from < lease.end {
+                let draws = drawn.get(&s.consumer).unwrap_or(&none);
+                for (class, used) in &s.resources {
+                    let used = used - draws.get(class).unwrap_or(&0);
+                    if used <= 0 {
+                        continue;
+                    }
+                    let goes_on = allocations.iter_mut().find(|a| {
+                        a.provider == s.provider
+                            && a.resource_class == *class
+                            && a.used == used
+                            && a.window.end == Some(from)
+                    });
+                    match goes_on {
+                        Some(a) => a.window.end = Some(lease.end),
+                        None => allocations.push(Allocation {
+                            provider: s.provider,
+                            resource_class: class.clone(),
+                            used,
+                            window: Window { start: from, end: Some(lease.end) },
+                        }),
+                    }
+                }
+            }
+            Event::AllocationsReplaced {
+                consumer: s.consumer,
+                project_id: lease.project_id.clone(),
+                user_id: lease.user_id.clone(),
+                consumer_type: Some(SLOT_CONSUMER_TYPE.to_string()),
+                allocations,
+                providers_bumped: None,
+                at,
+            }
         })
         .collect()
 }
 
-/// A slot given up: its consumer holds nothing any more.
-pub(super) fn released(consumer: Uuid, lease: &LeaseRecord, at: DateTime<Utc>) -> Event {
+/// A slot given up: its consumer holds nothing from `at` on (nothing at
+/// all when `past` has nothing of it, as for a deleted lease).
+pub(super) fn released(consumer: Uuid, lease: &LeaseRecord, past: &Past, at: DateTime<Utc>) -> Event {
     Event::AllocationsReplaced {
         consumer,
         project_id: lease.project_id.clone(),
         user_id: lease.user_id.clone(),
         consumer_type: Some(SLOT_CONSUMER_TYPE.to_string()),
-        allocations: Vec::new(),
+        allocations: past.get(&consumer).cloned().unwrap_or_default(),
         providers_bumped: None,
         at,
     }

@@ -12,7 +12,7 @@ use deadpool_postgres::Transaction;
 use uuid::Uuid;
 
 use super::plan::{plan, unfit_error};
-use super::slots::{draws_of, follow_end, released, slot_events, Drawn};
+use super::slots::{draws_of, follow_end, past_of, released, slot_events, Drawn, Past};
 use super::{check_name_free, lock_lease, LeaseUpdate, ReservationUpdate};
 use crate::commands::{now, record};
 use crate::lock;
@@ -87,6 +87,7 @@ fn reslot(
     u: &ReservationUpdate,
     drawn: &Drawn,
     current: &LeaseRecord,
+    past: &Past,
     at: DateTime<Utc>,
 ) -> Result<Vec<Event>, Error> {
     r.params = u.params.clone();
@@ -104,7 +105,7 @@ fn reslot(
             format!("the slot on {} is in use by a consumer; it cannot be given up", s.provider),
         ));
     }
-    Ok(old.iter().map(|s| released(s.consumer, current, at)).collect())
+    Ok(old.iter().map(|s| released(s.consumer, current, past, at)).collect())
 }
 
 /// Re-places `next`'s reservations over its window: the changed ones
@@ -141,13 +142,15 @@ async fn replace_slots(
         .await?
         .map_err(|u| unfit_error(u, &types, false))?;
     let per_item = placed.pop().expect("one window");
+    // What the slots held before now stays where it was.
+    let past = past_of(tx, next, &slots, at).await?;
     let mut events = Vec::new();
     for (r, placed) in next.reservations.iter_mut().zip(per_item) {
         if let Some(u) = changed.get(&r.id) {
-            events.extend(reslot(r, placed, u, &drawn, current, at)?);
+            events.extend(reslot(r, placed, u, &drawn, current, &past, at)?);
         }
     }
-    events.extend(slot_events(next, &drawn, at));
+    events.extend(slot_events(next, &drawn, &past, at));
     if next.end != current.end {
         let providers: Vec<Uuid> =
             current.reservations.iter().flat_map(|r| r.slots.iter().map(|s| s.provider)).collect();
