@@ -3,7 +3,8 @@
 //! never skips a change) and, for each change to a lease event the caller
 //! may see, sends that event as `GET /v1/events` shows one, as the change
 //! left it (a claim shows IN_PROGRESS even when the outcome followed at
-//! once), the entry's cursor as its `id`. The first message (`event: start`) carries the
+//! once; a lease's creation shows its events as they were made, even read
+//! after they ran), the entry's cursor as its `id`. The first message (`event: start`) carries the
 //! cursor it starts after, so a client that reconnects before any change
 //! resumes there too (`Last-Event-ID` or `after`). Without a cursor it
 //! starts at the log's end: changes from now on.
@@ -19,10 +20,11 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::routing::get;
 use axum::{Extension, Router};
 use berth_core::error::ErrorCode;
-use berth_core::lease::{LeaseEventStatus, LeaseEventStatus as S, LeaseEventType};
+use berth_core::lease::{LeaseEventStatus, LeaseEventStatus as S, LeaseEventType, LeaseRecord};
 use berth_core::Event;
 use berth_store::queries::lease_events::{LeaseEventFilter, LeaseEventRow};
 use berth_store::{Cursor, RecordedEvent, Store};
+use chrono::{DateTime, Utc};
 use futures::Stream;
 use uuid::Uuid;
 
@@ -77,7 +79,7 @@ struct Watch {
 }
 
 impl Watch {
-    /// The lease events entry `e` changed, as they stand now, that pass.
+    /// The lease events entry `e` changed, as it left them, that pass.
     /// An error is the database's (the entry must be read again, not
     /// skipped); an event gone since, or not the caller's, is no row.
     async fn rows(&self, store: &Store, e: &RecordedEvent) -> Result<Vec<LeaseEventRow>, berth_core::Error> {
@@ -95,10 +97,23 @@ impl Watch {
                 Err(err) if err.code == ErrorCode::LeaseEventNotFound => Vec::new(),
                 Err(err) => return Err(err),
             },
-            None => {
-                let f = LeaseEventFilter { project_id: self.project.clone(), lease_id: lease, ..Default::default() };
-                store.lease_events(&f).await?
-            }
+            // A lease's creation or update, from the lease it carries. A
+            // stream starts below the horizon, which a long transaction
+            // anywhere on the server holds back, so its first entries may
+            // be older than what the caller has seen: as they stand, a
+            // creation read late showed its start's outcome before its claim.
+            None => match e.event() {
+                Ok(Event::LeaseCreated { lease, at }) if self.visible(&lease) => as_created(&lease, at),
+                Ok(Event::LeaseUpdated { lease, at }) if self.visible(&lease) => {
+                    let f = LeaseEventFilter {
+                        project_id: self.project.clone(),
+                        lease_id: Some(lease.id),
+                        ..Default::default()
+                    };
+                    as_updated(&lease, at, store.lease_events(&f).await?)
+                }
+                _ => Vec::new(),
+            },
         };
         Ok(rows
             .into_iter()
@@ -106,6 +121,49 @@ impl Watch {
             .filter(|r| self.event_type.is_none_or(|t| t.as_str() == r.event_type))
             .collect())
     }
+
+    /// Whether the caller may see `lease`'s events.
+    fn visible(&self, lease: &LeaseRecord) -> bool {
+        self.project.as_ref().is_none_or(|p| *p == lease.project_id)
+    }
+}
+
+/// `lease`'s events as its creation made them: nothing run yet.
+fn as_created(lease: &LeaseRecord, at: DateTime<Utc>) -> Vec<LeaseEventRow> {
+    lease
+        .events
+        .iter()
+        .map(|e| LeaseEventRow {
+            id: e.id,
+            lease_id: lease.id,
+            lease_name: lease.name.clone(),
+            project_id: lease.project_id.clone(),
+            event_type: e.event_type.as_str().to_string(),
+            time: e.time,
+            status: e.status.as_str().to_string(),
+            attempts: 0,
+            last_error: None,
+            claimed_by: None,
+            claim_expires_at: None,
+            retry_at: None,
+            created_at: at,
+            updated_at: at,
+        })
+        .collect()
+}
+
+/// `lease`'s events as its update left them: an update moves only their
+/// times (and the lease's name); the rest, which the manager writes, as it
+/// stands in `current`. An event gone since shows as the update carried it.
+fn as_updated(lease: &LeaseRecord, at: DateTime<Utc>, current: Vec<LeaseEventRow>) -> Vec<LeaseEventRow> {
+    let mut current: HashMap<Uuid, LeaseEventRow> = current.into_iter().map(|r| (r.id, r)).collect();
+    as_created(lease, at)
+        .into_iter()
+        .map(|made| match current.remove(&made.id) {
+            Some(now) => LeaseEventRow { time: made.time, lease_name: made.lease_name, ..now },
+            None => made,
+        })
+        .collect()
 }
 
 /// `row` as entry `e` left it: the fields the entry changed, from the

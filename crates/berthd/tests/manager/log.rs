@@ -146,3 +146,45 @@ async fn a_log_reader_and_a_live_tail_see_every_entry_of_a_busy_run_once() {
     assert_eq!(st, StatusCode::BAD_REQUEST, "{body}");
     s.replay_verify();
 }
+
+/// A lease event stream that starts behind changes already made (a long
+/// transaction anywhere on the server holds the horizon back; here, a
+/// cursor from the log's start) shows each change as it left the event:
+/// the creation's UNDONE, then each claim and retry, the outcome last. As
+/// they stood, the creation read late showed the outcome first, before the
+/// claims, which a CLI tail once printed under load.
+#[tokio::test]
+async fn an_event_stream_that_starts_behind_shows_each_change_as_it_left_the_event() {
+    let (_rx, base) = receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(&dir, &webhook_plugins(&base, "", "", "fail=until_fixed"));
+    let s = Server::launch(TestDatabase::new().await, &[], Some(&cfg)).await;
+    let lease = create(
+        &s,
+        ALICE,
+        json!({"name": "late", "start_date": "now", "end_date": in_secs(3600),
+               "reservations": [{"resource_type": "virtual:thing"}]}),
+    )
+    .await;
+    let id = lease["id"].as_str().unwrap();
+    let failed = wait_event(&s, id, "start_lease", "ERROR", 20).await;
+    assert_eq!(failed["attempts"], 3, "{failed}");
+    // The start message, the creation, three claims, two retries, the outcome.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let url = format!("{}/v1/events/stream?after=0-0&lease_id={id}&event_type=start_lease", s.url);
+    let seen = tokio::spawn(sse_collect(url, None, stop_rx, 8));
+    let guard = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        let _ = stop_tx.send(true);
+    });
+    let seen = seen.await.unwrap();
+    guard.abort();
+    let statuses: Vec<&str> = seen.iter().skip(1).map(|(_, e)| e["status"].as_str().unwrap()).collect();
+    assert_eq!(
+        statuses,
+        ["UNDONE", "IN_PROGRESS", "UNDONE", "IN_PROGRESS", "UNDONE", "IN_PROGRESS", "ERROR"],
+        "{seen:?}"
+    );
+    let attempts: Vec<i64> = seen.iter().skip(1).map(|(_, e)| e["attempts"].as_i64().unwrap()).collect();
+    assert_eq!(attempts, [0, 1, 1, 2, 2, 3, 3], "{seen:?}");
+}
