@@ -94,7 +94,7 @@ fn reservation_records(new: &NewLease, per_item: Vec<Vec<Placed>>, at: DateTime<
 /// The events that make `record`: the class Placement requests name to
 /// draw from each reservation, the lease, and its slots' allocations.
 fn created_events(record: LeaseRecord, at: DateTime<Utc>, events: &mut Vec<Event>) {
-    let slots = slot_events(&record, &HashMap::new(), &Past::new(), at);
+    let slots = slot_events(&record, &HashMap::new(), &Past::new(), record.start, at);
     events.extend(
         record.reservations.iter().map(|r| Event::ResourceClassCreated { name: lease::reservation_class(r.id) }),
     );

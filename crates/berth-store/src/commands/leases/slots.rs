@@ -55,12 +55,18 @@ pub(super) async fn past_of(
     Ok(out)
 }
 
-/// Each slot's allocations: what it held before `at` (`past`, as it was),
-/// then from `at` (or the lease's start) to its end its resources less what
+/// Each slot's allocations: what it held before `from` (`past`, as it
+/// was), then from `from` to the lease's end its resources less what
 /// consumers draw from it (`drawn`, by slot consumer), on its provider. A
-/// hold that goes on unchanged stays one allocation.
-pub(super) fn slot_events(lease: &LeaseRecord, drawn: &Drawn, past: &Past, at: DateTime<Utc>) -> Vec<Event> {
-    let from = lease.start.max(at);
+/// hold that goes on unchanged stays one allocation. `at`: the command's
+/// instant, for the events.
+pub(super) fn slot_events(
+    lease: &LeaseRecord,
+    drawn: &Drawn,
+    past: &Past,
+    from: DateTime<Utc>,
+    at: DateTime<Utc>,
+) -> Vec<Event> {
     let none = BTreeMap::new();
     lease
         .reservations

@@ -142,15 +142,20 @@ async fn replace_slots(
         .await?
         .map_err(|u| unfit_error(u, &types, false))?;
     let per_item = placed.pop().expect("one window");
-    // What the slots held before now stays where it was.
-    let past = past_of(tx, next, &slots, at).await?;
+    // A started lease's slots keep what they held before now where it was
+    // and hold anew from now; one not started holds over its whole window.
+    let (past, from) = if current.has_started(at) {
+        (past_of(tx, next, &slots, at).await?, next.start.max(at))
+    } else {
+        (Past::new(), next.start)
+    };
     let mut events = Vec::new();
     for (r, placed) in next.reservations.iter_mut().zip(per_item) {
         if let Some(u) = changed.get(&r.id) {
             events.extend(reslot(r, placed, u, &drawn, current, &past, at)?);
         }
     }
-    events.extend(slot_events(next, &drawn, &past, at));
+    events.extend(slot_events(next, &drawn, &past, from, at));
     if next.end != current.end {
         let providers: Vec<Uuid> =
             current.reservations.iter().flat_map(|r| r.slots.iter().map(|s| s.provider)).collect();
