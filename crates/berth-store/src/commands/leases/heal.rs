@@ -27,8 +27,7 @@ use deadpool_postgres::Transaction;
 use uuid::Uuid;
 
 use super::plan::plan;
-use super::slots::draws_of;
-use super::SLOT_CONSUMER_TYPE;
+use super::slots::{draws_of, slot_replaced};
 use crate::clock::now;
 use crate::commands::record;
 use crate::queries::fit::{candidate_ids, Item};
@@ -427,15 +426,7 @@ async fn move_events(
             used: *used,
             window,
         }));
-        out.push(Event::AllocationsReplaced {
-            consumer: m.consumer,
-            project_id: lease.project_id.clone(),
-            user_id: lease.user_id.clone(),
-            consumer_type: Some(SLOT_CONSUMER_TYPE.to_string()),
-            allocations,
-            providers_bumped: None,
-            at,
-        });
+        out.push(slot_replaced(m.consumer, lease, allocations, at));
     }
     Ok(out)
 }

@@ -98,31 +98,34 @@ pub(super) fn slot_events(
                     }
                 }
             }
-            Event::AllocationsReplaced {
-                consumer: s.consumer,
-                project_id: lease.project_id.clone(),
-                user_id: lease.user_id.clone(),
-                consumer_type: Some(SLOT_CONSUMER_TYPE.to_string()),
-                allocations,
-                providers_bumped: None,
-                at,
-            }
+            slot_replaced(s.consumer, lease, allocations, at)
         })
         .collect()
 }
 
-/// A slot given up: its consumer holds nothing from `at` on (nothing at
-/// all when `past` has nothing of it, as for a deleted lease).
-pub(super) fn released(consumer: Uuid, lease: &LeaseRecord, past: &Past, at: DateTime<Utc>) -> Event {
+/// The event that makes slot `consumer` of `lease` hold `allocations`:
+/// all it holds, its past included.
+pub(super) fn slot_replaced(
+    consumer: Uuid,
+    lease: &LeaseRecord,
+    allocations: Vec<Allocation>,
+    at: DateTime<Utc>,
+) -> Event {
     Event::AllocationsReplaced {
         consumer,
         project_id: lease.project_id.clone(),
         user_id: lease.user_id.clone(),
         consumer_type: Some(SLOT_CONSUMER_TYPE.to_string()),
-        allocations: past.get(&consumer).cloned().unwrap_or_default(),
+        allocations,
         providers_bumped: None,
         at,
     }
+}
+
+/// A slot given up: its consumer holds nothing from `at` on (nothing at
+/// all when `past` has nothing of it, as for a deleted lease).
+pub(super) fn released(consumer: Uuid, lease: &LeaseRecord, past: &Past, at: DateTime<Utc>) -> Event {
+    slot_replaced(consumer, lease, past.get(&consumer).cloned().unwrap_or_default(), at)
 }
 
 /// What consumers draw from these slots: (slot, consumer, resources).
