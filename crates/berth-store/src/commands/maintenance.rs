@@ -38,6 +38,18 @@ pub struct MaintenanceWindow {
 }
 
 impl NewMaintenance {
+    /// Refuses a window without hosts or that ends by its start, before
+    /// anything reads it (a range cannot end before it starts).
+    fn check(&self) -> Result<(), Error> {
+        if self.hosts.is_empty() || self.end <= self.start {
+            return Err(Error::invalid(
+                ErrorCode::MaintenanceInvalid,
+                "a maintenance window needs hosts and start < end",
+            ));
+        }
+        Ok(())
+    }
+
     fn window(&self) -> Window {
         Window { start: self.start, end: Some(self.end) }
     }
@@ -52,6 +64,7 @@ impl Store {
     /// The reservations a maintenance window would hit (and those waiting
     /// to heal), for their plugins to say what they need.
     pub async fn reservations_hit(&self, new: &NewMaintenance) -> Result<Vec<ToHeal>, Error> {
+        new.check()?;
         let c = self.client().await?;
         let at = now(&c).await?;
         Ok(to_heal(&c, new.changed(), at)
@@ -68,12 +81,7 @@ impl Store {
         new: &NewMaintenance,
         demands: &Demands,
     ) -> Result<(Uuid, Vec<HealOutcome>), Error> {
-        if new.hosts.is_empty() || new.end <= new.start {
-            return Err(Error::invalid(
-                ErrorCode::MaintenanceInvalid,
-                "a maintenance window needs hosts and start < end",
-            ));
-        }
+        new.check()?;
         crate::tx::command!(self, |tx| {
             let at = now(tx).await?;
             if new.end <= at {
