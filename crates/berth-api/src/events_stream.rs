@@ -4,10 +4,12 @@
 //! may see, sends that event as `GET /v1/events` shows one, as the change
 //! left it (a claim shows IN_PROGRESS even when the outcome followed at
 //! once; a lease's creation shows its events as they were made, even read
-//! after they ran), the entry's cursor as its `id`. The first message (`event: start`) carries the
-//! cursor it starts after, so a client that reconnects before any change
-//! resumes there too (`Last-Event-ID` or `after`). Without a cursor it
-//! starts at the log's end: changes from now on.
+//! after they ran), the entry's cursor as its `id`. The first message
+//! (`event: start`) carries the cursor it starts after, so a client that
+//! reconnects before any change resumes there too (`Last-Event-ID` or
+//! `after`). Without a cursor it starts at the log's horizon: changes from
+//! now on, and perhaps a few just before that a transaction still running
+//! held back (each shown as it left the event, so in order).
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
