@@ -174,10 +174,9 @@ pub(crate) async fn lock_all(
     seen_at: DateTime<Utc>,
     cleaning: chrono::Duration,
 ) -> Result<Locked, StoreError> {
-    let at = seen_at;
     let down = changed.down;
     let mut out = Locked {
-        at,
+        at: seen_at,
         leases: Vec::new(),
         down: down.iter().copied().collect(),
         windows: Vec::new(),
@@ -192,8 +191,12 @@ pub(crate) async fn lock_all(
     // Twice at most in practice: a lease that took one of these hosts
     // between the read and the provider locks is seen on the second pass.
     loop {
-        let ids: Vec<Uuid> =
-            tx.query(AFFECTED, &[&down, &at, &m_hosts, &m_start, &m_end]).await?.iter().map(|r| r.get(0)).collect();
+        let ids: Vec<Uuid> = tx
+            .query(AFFECTED, &[&down, &seen_at, &m_hosts, &m_start, &m_end])
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
         let new: Vec<Uuid> = ids.into_iter().filter(|id| seen.insert(*id)).collect();
         if new.is_empty() {
             out.at = now(tx).await?;
@@ -209,7 +212,7 @@ pub(crate) async fn lock_all(
             .collect();
         out.down.extend(unusable(tx, &held).await?);
         out.down.retain(|h| !changed.up.contains(h));
-        out.windows.extend(windows_on(tx, &held, at).await?);
+        out.windows.extend(windows_on(tx, &held, seen_at).await?);
         let bad: Vec<Uuid> = leases
             .iter()
             .flat_map(|l| l.reservations.iter().flat_map(move |r| r.slots.iter().map(move |s| (l, s))))
