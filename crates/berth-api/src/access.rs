@@ -60,8 +60,9 @@ macro_rules! actions {
 }
 
 actions! {
-    // Placement: admin or service everywhere (as Placement's secure-RBAC
-    // defaults), except a project's usages, which its readers may see.
+    // Placement: rule for rule Placement's secure-RBAC defaults: admin or
+    // service everywhere, a project's usages also to its readers, the
+    // reshaper to the service alone.
     ResourceProvidersList => "placement:resource_providers:list", "rule:admin_or_service", "GET /placement/resource_providers";
     ResourceProvidersCreate => "placement:resource_providers:create", "rule:admin_or_service", "POST /placement/resource_providers";
     ResourceProvidersShow => "placement:resource_providers:show", "rule:admin_or_service", "GET /placement/resource_providers/{uuid}";
@@ -93,7 +94,8 @@ actions! {
     AllocationsUpdate => "placement:allocations:update", "rule:admin_or_service", "PUT /placement/allocations/{consumer_uuid}";
     AllocationsDelete => "placement:allocations:delete", "rule:admin_or_service", "DELETE /placement/allocations/{consumer_uuid}";
     Usages => "placement:usages", "rule:admin_or_service or rule:project_reader", "GET /placement/usages (target: the project asked about)";
-    Reshape => "placement:reshaper:reshape", "rule:admin_or_service", "POST /placement/reshaper";
+    // Only a compute service reshapes its own tree (Placement's default).
+    Reshape => "placement:reshaper:reshape", "rule:service", "POST /placement/reshaper";
     AllocationCandidates => "placement:allocation_candidates:list", "rule:admin_or_service", "GET /placement/allocation_candidates";
     // Blazar: leases are their project's (readers read, members write);
     // hosts are the administrator's.
@@ -205,9 +207,10 @@ impl Rules {
         self.policy.overridden()
     }
 
-    /// Whether `ctx` may do `action` to `target`.
+    /// Whether `ctx` may do `action` to `target`. Every rule is
+    /// project-scoped: a system-scoped caller is refused before any.
     pub fn allows(&self, ctx: &Context, action: Action, target: &Target<'_>) -> bool {
-        self.policy.check(action.name(), ctx, target)
+        !ctx.is_system_scoped() && self.policy.check(action.name(), ctx, target)
     }
 
     /// 403 unless `ctx` may do `action` to `target` (Blazar's error
@@ -244,9 +247,15 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), n, "a rule name is used twice");
         let admin = Context::new("root", "p1", vec!["admin".into(), "member".into(), "reader".into()]);
+        let service = Context::new("nova", "service", vec!["service".into()]);
         for a in Action::ALL {
-            // The admin passes every default rule: none refers to a missing rule or says "!".
-            assert!(rules.allows(&admin, *a, &Target::project("p2")), "{}", a.name());
+            // The admin passes every default rule but the service's own: none
+            // refers to a missing rule or says "!".
+            let service_only = [Action::Reshape].contains(a);
+            assert_eq!(rules.allows(&admin, *a, &Target::project("p2")), !service_only, "{}", a.name());
+            if service_only {
+                assert!(rules.allows(&service, *a, &Target::project("p2")), "{}", a.name());
+            }
         }
     }
 }

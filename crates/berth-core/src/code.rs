@@ -102,6 +102,8 @@ pub enum ErrorCode {
     Unauthenticated,
     /// A token Berth cannot use: ids too long or with control characters, no project (401).
     BadToken,
+    /// A restricted token (an application credential's access rules) that may not make this request (401).
+    AccessRules,
     /// The identity service did not answer in time, or answered an error (503).
     AuthUnavailable,
     Forbidden,
@@ -194,6 +196,7 @@ impl ErrorCode {
             ErrorCode::PolicyDenied => "berth.policy.denied",
             ErrorCode::Unauthenticated => "berth.unauthenticated",
             ErrorCode::BadToken => "berth.auth.bad_token",
+            ErrorCode::AccessRules => "berth.auth.access_rules",
             ErrorCode::AuthUnavailable => "berth.auth.unavailable",
             ErrorCode::Forbidden => "berth.forbidden",
             ErrorCode::RouteNotFound => "berth.route_not_found",

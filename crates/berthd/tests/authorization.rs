@@ -44,6 +44,8 @@ fn expected(method: &str, path: &str) -> Option<&'static str> {
         ("GET", "/v1/whoami") => "UAAAAA",
         ("GET", "/v1/calendar") => "UAAAFA",
         ("GET", "/placement/usages") => "UAAFAA",
+        // Only a compute service reshapes its own tree.
+        ("POST", "/placement/reshaper") => "UFFFAF",
         (_, p) if p.starts_with("/placement/") => PLACEMENT,
         ("GET", "/v1/leases" | "/v1/events" | "/v1/events/stream") | ("POST", "/v1/availability") => "UAAAFA",
         ("POST", "/v1/leases") => "UFAAFA",

@@ -10,6 +10,12 @@
 //! set are ignored. `iss`, `aud`, `exp` and `nbf` are checked with
 //! `leeway_s`. Which claims name the user, the project and the roles is
 //! configurable. A refused token is never logged.
+//!
+//! A token with an `access_rules` claim (`access_rules_claim`; Keystone's
+//! shape: a list of `{service, method, path}`) may make only the requests
+//! those rules allow, as a restricted application credential. OAuth's
+//! `scope` claim is not read: its values (`openid profile …`) name what a
+//! client may learn of the user, not which requests it may make.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -21,6 +27,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::access_rules::{AccessRule, AccessRules};
 use super::{noauth, Context, Failure};
 
 /// `[jwt]` in the configuration.
@@ -42,6 +49,8 @@ pub struct JwtConfig {
     pub user_claim: String,
     pub project_claim: String,
     pub roles_claim: String,
+    /// The claim that restricts a token to the requests its rules allow.
+    pub access_rules_claim: String,
     /// A token naming an unknown key refetches the set at most this often (seconds).
     pub refetch_interval_s: u64,
     /// Fetching the key set gives up after this long (milliseconds).
@@ -59,6 +68,7 @@ impl Default for JwtConfig {
             user_claim: "sub".into(),
             project_claim: "project_id".into(),
             roles_claim: "roles".into(),
+            access_rules_claim: "access_rules".into(),
             refetch_interval_s: 60,
             timeout_ms: 5_000,
         }
@@ -192,7 +202,15 @@ impl Jwt {
             _ => Vec::new(),
         };
         let roles = roles.into_iter().map(|r| noauth::id("role", r).map(str::to_string)).collect::<Result<_, _>>()?;
-        Ok(Context::new(noauth::id("user", user)?, noauth::id("project", project)?, roles))
+        let mut ctx = Context::new(noauth::id("user", user)?, noauth::id("project", project)?, roles);
+        // A restriction that cannot be read restricts to nothing: refused.
+        ctx.access_rules = match claims.get(&self.cfg.access_rules_claim) {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(AccessRules::new(Vec::<AccessRule>::deserialize(v).map_err(|_| {
+                bad(format!("the token's {} claim is not a list of access rules", self.cfg.access_rules_claim))
+            })?)),
+        };
+        Ok(ctx)
     }
 }
 

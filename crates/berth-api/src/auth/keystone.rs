@@ -10,8 +10,15 @@
 //! valid and hold one of `service_token_roles`, and then the user's token is
 //! accepted even if it expired meanwhile (never if it was revoked).
 //!
+//! A token made from an application credential with access rules carries
+//! them (Berth asks with `OpenStack-Identity-Access-Rules: 1`, a promise to
+//! enforce them): the context keeps them, and [`super::Authenticator`]
+//! refuses any request they do not allow, unless a valid service token came
+//! with it (a chain of services, as keystonemiddleware has it).
+//!
 //! Keystone unreachable, slow past `timeout_ms`, or answering an error: 503
-//! with `Retry-After`, never a 401 and never a hang.
+//! with `Retry-After`, never a 401 and never a hang. An answer that says the
+//! subject token itself is malformed (400, 413, 431) is a 401.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use super::access_rules::{AccessRule, AccessRules};
 use super::{Context, Failure, ServiceCaller};
 
 /// `[keystone]` in the configuration.
@@ -112,6 +120,13 @@ struct Token {
     #[serde(default)]
     roles: Vec<Role>,
     expires_at: DateTime<Utc>,
+    application_credential: Option<ApplicationCredential>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct ApplicationCredential {
+    /// `None`: unrestricted; `Some([])`: allowed nothing.
+    access_rules: Option<Vec<AccessRule>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -228,6 +243,12 @@ impl Keystone {
         let mut ctx = Context::new(user.user.id.clone(), project.id.clone(), user.roles());
         ctx.user_domain_id = user.user.domain.as_ref().map(|d| d.id.clone());
         ctx.project_domain_id = project.domain.as_ref().map(|d| d.id.clone());
+        // A service token vouches for the chain of requests: the user's
+        // credential's rules governed the request that started it.
+        if service.is_none() {
+            ctx.access_rules =
+                user.application_credential.as_ref().and_then(|a| a.access_rules.clone()).map(AccessRules::new);
+        }
         ctx.service = service.map(|s| ServiceCaller {
             user_id: s.user.id.clone(),
             project_id: s.project.as_ref().map(|p| p.id.clone()),
@@ -281,6 +302,10 @@ impl Keystone {
                     return Ok(Some(doc.token));
                 }
                 StatusCode::NOT_FOUND => return Ok(None),
+                // Keystone could not read the subject token: a bad token, not an outage.
+                StatusCode::BAD_REQUEST
+                | StatusCode::PAYLOAD_TOO_LARGE
+                | StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => return Ok(None),
                 StatusCode::UNAUTHORIZED if !renewed => continue,
                 s => return Err(Failure::Unavailable(format!("Keystone answered {s} to a validation"))),
             }

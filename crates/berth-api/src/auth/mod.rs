@@ -8,20 +8,36 @@
 //!
 //! What a context may do is the policy's question ([`crate::access`]): the
 //! context keeps its roles to itself, so no handler can check them by hand.
+//! Which requests a restricted token may make at all is its access rules'
+//! ([`access_rules`]), checked here, once, for every mode.
 
+pub mod access_rules;
 pub mod jwt;
 pub mod keystone;
 pub mod login;
 pub mod noauth;
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequestParts, OriginalUri};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use berth_core::error::ErrorCode;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
+use access_rules::AccessRules;
+
+/// The longest token looked at (bytes): Fernet tokens are a few hundred,
+/// JWTs a few kilobytes. A longer one is refused before any call out, so
+/// no caller can make Keystone (or the JWKS fetch) carry its headers.
+pub const MAX_TOKEN: usize = 8 * 1024;
+
+/// The headers that carry tokens.
+const TOKEN_HEADERS: [header::HeaderName; 3] = [
+    header::HeaderName::from_static("x-auth-token"),
+    header::HeaderName::from_static("x-service-token"),
+    header::AUTHORIZATION,
+];
 
 /// The authentication mode, as the configuration names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -64,6 +80,11 @@ pub struct Context {
     project_domain_id: Option<String>,
     /// The service that sent the request on the user's behalf (`X-Service-Token`).
     service: Option<ServiceCaller>,
+    /// The only requests the token may make (a restricted credential), if limited.
+    access_rules: Option<AccessRules>,
+    /// A system-scoped caller (noauth's `OpenStack-System-Scope`): every
+    /// rule is project-scoped, so the policy refuses it everything.
+    system_scoped: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +103,8 @@ impl Context {
             user_domain_id: None,
             project_domain_id: None,
             service: None,
+            access_rules: None,
+            system_scoped: false,
         }
     }
 
@@ -93,6 +116,11 @@ impl Context {
 
     pub fn is_anonymous(&self) -> bool {
         self.user_id.is_empty()
+    }
+
+    /// Scoped to the system rather than a project: no rule admits it.
+    pub fn is_system_scoped(&self) -> bool {
+        self.system_scoped
     }
 }
 
@@ -147,13 +175,30 @@ impl Authenticator {
         }
     }
 
-    /// The caller of a request; `Failure::Missing` when it sent no token.
-    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Context, Failure> {
+    /// The caller of `method` on `path` (as the client sent it);
+    /// `Failure::Missing` when it sent no token. A token longer than
+    /// [`MAX_TOKEN`] is refused before anything else, and a token whose
+    /// access rules do not allow this request is refused as not valid here.
+    pub async fn authenticate(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<Context, Failure> {
+        if TOKEN_HEADERS.iter().any(|h| headers.get(h).is_some_and(|v| v.len() > MAX_TOKEN)) {
+            return Err(Failure::Invalid(
+                ErrorCode::BadToken,
+                format!("The token is longer than Berth accepts ({MAX_TOKEN} bytes)."),
+            ));
+        }
         let ctx = match self {
             Authenticator::Noauth => noauth::context(headers),
             Authenticator::Keystone(k) => k.authenticate(headers).await,
             Authenticator::Jwt(j) => j.authenticate(headers).await,
         }?;
+        if let Some(rules) = &ctx.access_rules {
+            if !rules.allow(method, path) {
+                return Err(Failure::Invalid(
+                    ErrorCode::AccessRules,
+                    format!("The token's access rules do not allow {method} {path}."),
+                ));
+            }
+        }
         crate::access_log::record_caller(&ctx.project_id, &ctx.user_id);
         Ok(ctx)
     }
@@ -240,7 +285,7 @@ impl FromRequestParts<crate::AppState> for Context {
         if let Some(ctx) = parts.extensions.get::<Context>() {
             return Ok(ctx.clone());
         }
-        match state.auth.authenticate(&parts.headers).await {
+        match state.auth.authenticate(&parts.method, asked_path(parts), &parts.headers).await {
             Ok(ctx) => {
                 parts.extensions.insert(ctx.clone());
                 Ok(ctx)
@@ -258,10 +303,15 @@ impl FromRequestParts<crate::AppState> for MaybeAnonymous {
     type Rejection = Rejection;
 
     async fn from_request_parts(parts: &mut Parts, state: &crate::AppState) -> Result<Self, Self::Rejection> {
-        match state.auth.authenticate(&parts.headers).await {
+        match state.auth.authenticate(&parts.method, asked_path(parts), &parts.headers).await {
             Ok(ctx) => Ok(MaybeAnonymous(ctx)),
             Err(Failure::Missing) => Ok(MaybeAnonymous(Context::anonymous())),
             Err(f) => Err(state.auth.reject(f)),
         }
     }
+}
+
+/// The path the client asked for: a nested router sees only the rest of it.
+fn asked_path(parts: &Parts) -> &str {
+    parts.extensions.get::<OriginalUri>().map_or(parts.uri.path(), |u| u.0.path())
 }

@@ -1,7 +1,11 @@
 //! OpenStack's noauth2 rules, for local use and tests: `X-Auth-Token:
 //! user[:project]` (no project: the project is the user, as noauth2 has it);
-//! the token `admin` has the admin role; `X-Roles`, when present, sets the
-//! roles. berthd serves it on loopback addresses only unless told otherwise.
+//! the token `admin` has the admin and service roles; `X-Roles`, when present, sets the
+//! roles, and `X-Project-Id` the project, as behind Placement's own noauth.
+//! `OpenStack-System-Scope: all` makes a system-scoped caller, which every
+//! rule refuses (all are project-scoped, as Placement's and Blazar's are
+//! when scope is enforced), so Placement's secure-RBAC tests run as written.
+//! berthd serves it on loopback addresses only unless told otherwise.
 
 use axum::http::HeaderMap;
 use berth_core::error::ErrorCode;
@@ -17,10 +21,14 @@ pub(super) fn context(headers: &HeaderMap) -> Result<Context, Failure> {
     if token.is_empty() {
         return Err(Failure::Missing);
     }
-    let (user, project) = match token.split_once(':') {
+    let (user, mut project) = match token.split_once(':') {
         Some((u, p)) => (id("user", u)?, id("project", p)?),
         None => (id("user", token)?, id("user", token)?),
     };
+    if let Some(p) = headers.get("x-project-id") {
+        project = id("project", p.to_str().map_err(|_| bad("X-Project-Id must be visible ASCII".into()))?.trim())?;
+    }
+    let system = headers.get("openstack-system-scope").is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"all"));
     let roles = match headers.get("x-roles") {
         Some(r) => {
             let r = r.to_str().map_err(|_| bad("X-Roles must be visible ASCII".into()))?;
@@ -30,10 +38,14 @@ pub(super) fn context(headers: &HeaderMap) -> Result<Context, Failure> {
                 .map(|s| id("role", s).map(str::to_string))
                 .collect::<Result<_, _>>()?
         }
-        None if user == "admin" => vec!["admin".into(), "member".into(), "reader".into()],
+        // The local operator: the administrator and the services at once, as
+        // noauth2's admin is under Placement's legacy defaults (it reshapes).
+        None if user == "admin" => vec!["admin".into(), "member".into(), "reader".into(), "service".into()],
         None => vec!["member".into(), "reader".into()],
     };
-    Ok(Context::new(user, project, roles))
+    let mut ctx = Context::new(user, project, roles);
+    ctx.system_scoped = system;
+    Ok(ctx)
 }
 
 fn bad(why: String) -> Failure {
@@ -83,5 +95,18 @@ mod tests {
         assert!(matches!(ctx("   ", None), Err(Failure::Missing)));
         assert!(matches!(ctx("alice:p1", Some(&"r".repeat(65))), Err(Failure::Invalid(..))));
         assert!(ctx(&"u".repeat(64), None).is_ok());
+    }
+
+    #[test]
+    fn a_project_header_and_system_scope_are_honoured() {
+        let mut h = HeaderMap::new();
+        h.insert("x-auth-token", HeaderValue::from_static("user"));
+        h.insert("x-project-id", HeaderValue::from_static("p9"));
+        let c = context(&h).unwrap();
+        assert_eq!((c.user_id.as_str(), c.project_id.as_str(), c.system_scoped), ("user", "p9", false));
+        h.insert("openstack-system-scope", HeaderValue::from_static("all"));
+        assert!(context(&h).unwrap().system_scoped);
+        h.insert("x-project-id", HeaderValue::from_static(""));
+        assert!(matches!(context(&h), Err(Failure::Invalid(ErrorCode::BadToken, _))));
     }
 }

@@ -3,8 +3,11 @@
 //! what the policy says; a service may act with a user's token; a revoked
 //! token is refused once its cache entry ends; an expired token is 401; a
 //! stopped Keystone is 503 with Retry-After, and berthd serves again when
-//! it returns. `make test` starts the shared Keystone
-//! (scripts/keystone/with-keystone.sh); without it these tests fail.
+//! it returns; a restricted application credential makes only the requests
+//! its access rules allow (`access_rules`); oversized and malformed tokens
+//! are 401, never a call out or an outage (`tokens`). `make test` starts the
+//! shared Keystone (scripts/keystone/with-keystone.sh); without it these
+//! tests fail.
 
 // Tests pick times relative to the real clock, which is the database's
 // (one machine); the code under test reads only the database's.
@@ -19,6 +22,9 @@ use berth_testkit::Server;
 use chrono::{DurationRound, Utc};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
+
+mod access_rules;
+mod tokens;
 
 fn run_sh() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/keystone/run.sh")
