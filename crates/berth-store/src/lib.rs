@@ -103,10 +103,11 @@ impl Store {
     /// not answer.
     pub fn connect_with(url: &str, settings: &PoolSettings) -> Result<Store, StoreError> {
         let (pool, config) = open_pool(url, settings, settings.wait_timeout)?;
+        let lanes = commands::sized_claim_lanes(commands::cores(), settings.max_size);
         Ok(Store {
             pool,
             config: std::sync::Arc::new(config),
-            claims: Default::default(),
+            claims: std::sync::Arc::new(commands::Claims::new(lanes, commands::DEFAULT_CLAIM_GATHER)),
             carried: Default::default(),
             replicas: None,
             cleaning: chrono::Duration::zero(),

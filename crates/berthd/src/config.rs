@@ -53,9 +53,10 @@ pub struct Config {
     /// or of the manager may run (then 503).
     pub statement_timeout_ms: u64,
     /// `BERTH_CLAIM_LANES`: claim transactions in flight at once; claims
-    /// waiting meanwhile are decided together in the next one. About the
-    /// database server's cores.
-    pub claim_lanes: usize,
+    /// waiting meanwhile are decided together in the next one. Unset: one
+    /// per two cores of this machine, 2 to 8, at most a quarter of
+    /// `pool_size` ([`berth_store::commands::sized_claim_lanes`]).
+    pub claim_lanes: Option<usize>,
     /// `BERTH_CLAIM_GATHER_US`: longest a claim lane waits for a fuller
     /// batch while another lane's batch is in flight (0: never waits).
     pub claim_gather_us: u64,
@@ -104,7 +105,7 @@ impl Default for Config {
             pool_wait_timeout_ms: 5_000,
             connect_timeout_ms: 5_000,
             statement_timeout_ms: 30_000,
-            claim_lanes: berth_store::commands::DEFAULT_CLAIM_LANES,
+            claim_lanes: None,
             claim_gather_us: u64::try_from(berth_store::commands::DEFAULT_CLAIM_GATHER.as_micros()).unwrap_or(u64::MAX),
             cleaning_time: 0,
             plugins: berth_plugins::PluginsConfig::default(),
@@ -118,6 +119,12 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The claim lanes: as configured, else sized to this machine's cores and the pool.
+    pub fn claim_lanes(&self) -> usize {
+        self.claim_lanes
+            .unwrap_or_else(|| berth_store::commands::sized_claim_lanes(berth_store::commands::cores(), self.pool_size))
+    }
+
     /// The database pool as configured.
     pub fn pool(&self) -> berth_store::PoolSettings {
         let ms = std::time::Duration::from_millis;
@@ -276,6 +283,17 @@ mod tests {
         let mut keys = KEYS.to_vec();
         keys.sort_unstable();
         assert_eq!(fields, keys);
+    }
+
+    #[test]
+    fn claim_lanes_are_sized_to_the_machine_unless_set() {
+        use berth_store::commands::{cores, sized_claim_lanes};
+        let cfg = Config::default();
+        assert_eq!(cfg.claim_lanes(), sized_claim_lanes(cores(), cfg.pool_size));
+        assert_eq!(Config { pool_size: 8, ..Config::default() }.claim_lanes(), 2);
+        assert_eq!(Config { claim_lanes: Some(5), ..Config::default() }.claim_lanes(), 5);
+        let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/berth.example.toml");
+        assert_eq!(Config::load(Some(&example)).unwrap().claim_lanes, None, "the example leaves them sized");
     }
 
     #[test]

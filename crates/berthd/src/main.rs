@@ -203,6 +203,12 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     let rules = Arc::new(check(&cfg)?);
     let auth = Arc::new(authenticator(&cfg).await?);
     tracing::info!(enabled = ?cfg.plugins.enabled, "resource types");
+    tracing::info!(
+        claim_lanes = cfg.claim_lanes(),
+        cores = berth_store::commands::cores(),
+        configured = cfg.claim_lanes.is_some(),
+        "claim lanes"
+    );
     berth_api::metrics::install(&[(berth_manager::metrics::LAG, berth_manager::metrics::LAG_BUCKETS)]);
     berth_manager::metrics::describe();
     berth_notify::metrics::describe();
@@ -210,7 +216,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     berth_store::replicas::describe();
     let store = Store::connect_with(&cfg.database_url, &cfg.pool())
         .context("database URL")?
-        .with_claim_lanes(cfg.claim_lanes)
+        .with_claim_lanes(cfg.claim_lanes())
         .with_claim_gather(std::time::Duration::from_micros(cfg.claim_gather_us))
         .with_cleaning_time(std::time::Duration::from_secs(u64::from(cfg.cleaning_time) * 60))
         .with_drawn_ties(true)

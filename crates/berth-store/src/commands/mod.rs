@@ -27,7 +27,7 @@ mod request_keys;
 pub use allocations::{ConsumerAllocations, GenerationCheck, ReshapeInventory};
 /// Placement's codes for what a request names that does not exist.
 pub(crate) use claims::Claims;
-pub use claims::{DEFAULT_GATHER as DEFAULT_CLAIM_GATHER, DEFAULT_LANES as DEFAULT_CLAIM_LANES};
+pub use claims::{cores, sized_lanes as sized_claim_lanes, DEFAULT_GATHER as DEFAULT_CLAIM_GATHER};
 pub use heal::{Demands, HealOutcome, ToHeal};
 pub use hosts::{check_capabilities, HostChange, NewHost, HOST_FIELDS};
 pub use lease_events::{Claim, Claimed, Finish, HealHook, HeldHost, KeptConnection, Outcome, Recorded};
