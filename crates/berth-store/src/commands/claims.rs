@@ -51,10 +51,10 @@ pub const MAX_SIZED_LANES: usize = 8;
 /// not waiting), and the best count grew with cores (2 on 2 cores, 8 on
 /// 16), so one lane per two cores between [`DEFAULT_LANES`] and
 /// [`MAX_SIZED_LANES`]. Each lane holds a connection while its batch is
-/// in flight: a quarter of the pool at most, so requests and the manager
-/// keep the rest.
+/// in flight: beyond [`DEFAULT_LANES`], a quarter of the pool at most, so
+/// requests and the manager keep the rest.
 pub fn sized_lanes(cores: usize, pool_size: usize) -> usize {
-    (cores / 2).clamp(DEFAULT_LANES, MAX_SIZED_LANES).min(pool_size / 4).max(1)
+    (cores / 2).clamp(DEFAULT_LANES, MAX_SIZED_LANES).min((pool_size / 4).max(DEFAULT_LANES))
 }
 
 /// This machine's cores, as the scheduler lets this process use them.
@@ -400,10 +400,11 @@ mod tests {
         assert_eq!(sized_lanes(8, pool), 4);
         assert_eq!(sized_lanes(16, pool), 8, "8 lanes were best on 16 cores");
         assert_eq!(sized_lanes(64, pool), 8, "16 lanes gave no more than 8");
-        // A small pool keeps three quarters of its connections for the rest.
+        // A small pool keeps three quarters of its connections for the
+        // rest, but never fewer lanes than two.
         assert_eq!(sized_lanes(16, 16), 4);
-        assert_eq!(sized_lanes(16, 4), 1);
-        assert_eq!(sized_lanes(2, 1), 1);
+        assert_eq!(sized_lanes(16, 4), 2);
+        assert_eq!(sized_lanes(2, 1), 2);
     }
 
     #[test]
