@@ -13,6 +13,7 @@ mod candidates_memory;
 mod claim_lanes;
 mod counts;
 mod daemon;
+mod db_cost;
 mod manager;
 mod pgbench;
 mod placement_claims;

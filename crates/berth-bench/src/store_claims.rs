@@ -22,6 +22,7 @@ pub async fn run(report: &mut Report, clients: usize, seconds: u64, replay: bool
     let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
     let providers = crate::setup::providers(&store, &meta, PROVIDERS, "bench-", 100_000, 100_000_000).await?;
     let providers = Arc::new(providers);
+    let before = crate::db_cost::Snapshot::take(&db.url).await?;
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
     for _ in 0..clients {
@@ -50,6 +51,9 @@ pub async fn run(report: &mut Report, clients: usize, seconds: u64, replay: bool
         failures += f;
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let after = crate::db_cost::Snapshot::take(&db.url).await?;
+    let (cost, tables) =
+        (after.per_unit_since(&before, latencies.len()), after.tables_per_unit_since(&before, latencies.len()));
     latencies.sort();
     report.rate(
         &format!("store allocation commands ({clients} writers, {PROVIDERS} providers, {failures} failed)"),
@@ -60,6 +64,8 @@ pub async fn run(report: &mut Report, clients: usize, seconds: u64, replay: bool
         ms(percentile(&latencies, 50.0)),
         ms(percentile(&latencies, 99.0))
     ));
+    report.line(format!("store allocation command, per claim: {cost}"));
+    report.line(format!("  rows per claim by table: {tables}"));
     let mut over = 0;
     for p in providers.iter() {
         let inv = store.inventories(*p).await?;
