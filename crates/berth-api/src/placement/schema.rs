@@ -1,8 +1,10 @@
 //! A small JSON Schema validator for Placement's request bodies and query
 //! strings. It covers the keywords Placement's schemas use and words its
 //! errors the way Placement's clients (and its conformance tests) expect:
-//! `'total' is a required property`, `Failed validating 'minimum' in
-//! schema['properties']['total']`.
+//! `'total' is a required property  Failed validating 'required' in
+//! schema: {...}  On instance: {...}`, all on one line, as Placement's
+//! error document carries it (its clients show only the last line of an
+//! error's detail).
 //!
 //! Of several errors, the shallowest is reported (the first found among
 //! equals), as the reference implementation's "best match" does.
@@ -19,14 +21,32 @@ pub struct Invalid {
     pub keyword: &'static str,
     /// Where the failing keyword sits in the schema (without the keyword).
     pub schema_path: Vec<String>,
-    /// Where the failing value sits in the instance.
+    /// Where the failing value sits in the instance: object keys quoted,
+    /// array indexes bare, as Python writes them (`['a']`, `[0]`).
     pub instance_path: Vec<String>,
+    /// The schema node whose keyword failed.
+    pub schema: Box<Value>,
+    /// The value that failed it.
+    pub instance: Box<Value>,
 }
 
+/// The error on one line: the message, the keyword and schema node, the
+/// value, as Placement's validator words them. Placement's error document
+/// turns the line breaks of that wording into spaces, and so does this
+/// (two where a blank line was), so that a client that shows only an
+/// error's last line shows the reason whole.
 impl std::fmt::Display for Invalid {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let at: String = self.schema_path.iter().map(|p| format!("[{}]", py_str(p))).collect();
-        write!(f, "{}\n\nFailed validating {} in schema{}", self.message, py_str(self.keyword), at)
+        let on: String = self.instance_path.iter().map(|p| format!("[{p}]")).collect();
+        write!(
+            f,
+            "{}  Failed validating {} in schema{at}:     {}  On instance{on}:     {}",
+            self.message,
+            py_str(self.keyword),
+            py_repr(&self.schema),
+            py_repr(&self.instance)
+        )
     }
 }
 
@@ -40,13 +60,28 @@ pub fn validate(instance: &Value, schema: &Value) -> Result<(), Invalid> {
     }
 }
 
-/// A Python-style repr of a string.
+/// A Python-style repr of a string: control characters escaped, so that
+/// it is one line whatever the string holds.
 pub fn py_str(s: &str) -> String {
-    if s.contains('\'') && !s.contains('"') {
-        format!("\"{s}\"")
-    } else {
-        format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+    let quote = if s.contains('\'') && !s.contains('"') { '"' } else { '\'' };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
     }
+    out.push(quote);
+    out
 }
 
 /// A Python-style repr of a JSON value.
@@ -110,12 +145,32 @@ fn matches(pattern: &str, s: &str) -> bool {
     })
 }
 
-/// Where a check is, in the schema or in the instance: borrowed from them
-/// (copied only into an error).
+/// Where a check is in the schema: borrowed from it (copied only into an
+/// error).
 type Path<'a> = Vec<Cow<'a, str>>;
+
+/// One step into the instance: an object's key or an array's index.
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+/// Where a check is in the instance.
+type At<'a> = Vec<Step<'a>>;
 
 fn owned(path: &[Cow<'_, str>]) -> Vec<String> {
     path.iter().map(|p| p.to_string()).collect()
+}
+
+/// The instance path as Python indexes it: keys quoted, indexes bare.
+fn indexes(at: &[Step<'_>]) -> Vec<String> {
+    at.iter()
+        .map(|s| match s {
+            Step::Key(k) => py_str(k),
+            Step::Index(i) => i.to_string(),
+        })
+        .collect()
 }
 
 fn unexpected(extras: &[&String]) -> String {
@@ -128,7 +183,7 @@ fn check<'a>(
     instance: &'a Value,
     schema: &'a Value,
     spath: &mut Path<'a>,
-    ipath: &mut Path<'a>,
+    ipath: &mut At<'a>,
     errors: &mut Vec<Invalid>,
 ) {
     let Some(s) = schema.as_object() else { return };
@@ -139,7 +194,14 @@ fn check<'a>(
     let mut failed: Vec<(&'static str, String)> = Vec::new();
     check_node(instance, s, spath, ipath, errors, &mut |keyword, message| failed.push((keyword, message)));
     for (keyword, message) in failed {
-        errors.push(Invalid { message, keyword, schema_path: owned(spath), instance_path: owned(ipath) });
+        errors.push(Invalid {
+            message,
+            keyword,
+            schema_path: owned(spath),
+            instance_path: indexes(ipath),
+            schema: Box::new(schema.clone()),
+            instance: Box::new(instance.clone()),
+        });
     }
 }
 
@@ -147,7 +209,7 @@ fn check_node<'a>(
     instance: &'a Value,
     s: &'a Map<String, Value>,
     spath: &mut Path<'a>,
-    ipath: &mut Path<'a>,
+    ipath: &mut At<'a>,
     errors: &mut Vec<Invalid>,
     fail: &mut impl FnMut(&'static str, String),
 ) {
@@ -200,7 +262,7 @@ fn check_array<'a>(
     a: &'a [Value],
     s: &'a Map<String, Value>,
     spath: &mut Path<'a>,
-    ipath: &mut Path<'a>,
+    ipath: &mut At<'a>,
     errors: &mut Vec<Invalid>,
     fail: &mut impl FnMut(&'static str, String),
 ) {
@@ -218,7 +280,7 @@ fn check_array<'a>(
     if let Some(items) = s.get("items") {
         spath.push(Cow::Borrowed("items"));
         for (i, item) in a.iter().enumerate() {
-            ipath.push(Cow::Owned(i.to_string()));
+            ipath.push(Step::Index(i));
             check(item, items, spath, ipath, errors);
             ipath.pop();
         }
@@ -273,7 +335,7 @@ fn check_object<'a>(
     o: &'a Map<String, Value>,
     s: &'a Map<String, Value>,
     spath: &mut Path<'a>,
-    ipath: &mut Path<'a>,
+    ipath: &mut At<'a>,
     errors: &mut Vec<Invalid>,
     fail: &mut impl FnMut(&'static str, String),
 ) {
@@ -298,7 +360,7 @@ fn check_object<'a>(
         if let Some(sub) = properties.and_then(|p| p.get(key)) {
             known = true;
             spath.extend([Cow::Borrowed("properties"), Cow::Borrowed(key.as_str())]);
-            ipath.push(Cow::Borrowed(key.as_str()));
+            ipath.push(Step::Key(key.as_str()));
             check(value, sub, spath, ipath, errors);
             ipath.pop();
             spath.truncate(spath.len() - 2);
@@ -307,7 +369,7 @@ fn check_object<'a>(
             if matches(pattern, key) {
                 known = true;
                 spath.extend([Cow::Borrowed("patternProperties"), Cow::Borrowed(pattern.as_str())]);
-                ipath.push(Cow::Borrowed(key.as_str()));
+                ipath.push(Step::Key(key.as_str()));
                 check(value, sub, spath, ipath, errors);
                 ipath.pop();
                 spath.truncate(spath.len() - 2);
@@ -335,7 +397,7 @@ fn check_object<'a>(
         Some(sub @ Value::Object(_)) => {
             spath.push(Cow::Borrowed("additionalProperties"));
             for key in extras {
-                ipath.push(Cow::Borrowed(key.as_str()));
+                ipath.push(Step::Key(key.as_str()));
                 check(&o[key], sub, spath, ipath, errors);
                 ipath.pop();
             }
@@ -373,8 +435,17 @@ mod tests {
         assert!(validate(&json!({"total": 3}), &schema()).is_ok());
         assert_eq!(
             err(json!({"total": 0})),
-            "0 is less than the minimum of 1\n\nFailed validating 'minimum' in schema['properties']['total']"
+            "0 is less than the minimum of 1  Failed validating 'minimum' in schema['properties']['total']:     \
+             {'type': 'integer', 'minimum': 1, 'maximum': 2147483647}  On instance['total']:     0"
         );
+        assert_eq!(
+            err(json!({"total": 1, "list": ["a", 7]})),
+            "7 is not of type 'string'  Failed validating 'type' in schema['properties']['list']['items']:     \
+             {'type': 'string'}  On instance['list'][1]:     7"
+        );
+        let e = err(json!({"total": 1, "name": "two\nlines"}));
+        assert!(!e.contains('\n'), "one line: {e}");
+        assert!(e.contains(r"'two\nlines' is too long"), "{e}");
         assert!(err(json!({})).starts_with("'total' is a required property"));
         assert!(
             err(json!({"total": 1, "bad": 1})).contains("Additional properties are not allowed ('bad' was unexpected)")
