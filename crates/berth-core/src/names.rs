@@ -38,11 +38,14 @@ pub fn is_custom_name(name: &str) -> bool {
 /// Placement lists them).
 pub fn in_standard_order(classes: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut v: Vec<String> = classes.into_iter().collect();
-    v.sort_by_key(|c| {
-        let pos = STANDARD_RESOURCE_CLASSES.iter().position(|s| s == c).unwrap_or(usize::MAX);
-        (pos, c.clone())
-    });
+    v.sort_by(|a, b| class_rank(a).cmp(&class_rank(b)));
     v
+}
+
+/// Where a class goes in Placement's order of classes: the standard ones
+/// by their canonical place, then custom ones by name. A sort key.
+pub fn class_rank(class: &str) -> (usize, &str) {
+    (STANDARD_RESOURCE_CLASSES.iter().position(|s| *s == class).unwrap_or(usize::MAX), class)
 }
 
 #[cfg(test)]

@@ -2,8 +2,6 @@
 //! `/resource_providers/{uuid}/allocations`. Allocations written here hold
 //! from now, open-ended; reads show what is held now.
 
-use std::collections::BTreeMap;
-
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -13,6 +11,7 @@ use berth_core::event::Allocation;
 use berth_core::Window;
 use berth_store::commands::{ConsumerAllocations, GenerationCheck};
 use chrono::{DateTime, Utc};
+use indexmap::IndexMap;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
@@ -30,16 +29,18 @@ use crate::AppState;
 /// The owner Placement records for consumers written without one (before 1.8).
 pub const INCOMPLETE_CONSUMER: &str = "00000000-0000-0000-0000-000000000000";
 
+/// A provider's resources in the order the request gives them: they are
+/// answered in it.
 #[derive(Debug, Deserialize)]
 pub struct Resources {
-    pub resources: BTreeMap<String, i64>,
+    pub resources: IndexMap<String, i64>,
 }
 
 /// One consumer's allocations as 1.12 and later write them (PUT, each entry
-/// of POST and of the reshaper).
+/// of POST and of the reshaper), its providers in the request's order.
 #[derive(Debug, Deserialize)]
 pub struct ConsumerBody {
-    pub allocations: BTreeMap<String, Resources>,
+    pub allocations: IndexMap<String, Resources>,
     pub project_id: Option<String>,
     pub user_id: Option<String>,
     #[serde(default)]
@@ -58,7 +59,7 @@ struct ListBody {
 #[derive(Debug, Deserialize)]
 struct ListItem {
     resource_provider: ListProvider,
-    resources: BTreeMap<String, i64>,
+    resources: IndexMap<String, i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -71,8 +72,11 @@ fn missing_provider(raw: &str) -> ApiError {
 }
 
 /// Turns a request's allocations into the command's, held from `now` (the
-/// database's) on.
-fn holds(by_provider: Vec<(String, BTreeMap<String, i64>)>, now: DateTime<Utc>) -> Result<Vec<Allocation>, ApiError> {
+/// database's) on, in the request's order (which the answers keep).
+fn holds(
+    by_provider: impl IntoIterator<Item = (String, IndexMap<String, i64>)>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Allocation>, ApiError> {
     let window = Window::from(now);
     let mut out = Vec::new();
     for (raw, resources) in by_provider {
@@ -96,7 +100,7 @@ impl ConsumerBody {
         } else {
             GenerationCheck::Any
         };
-        let allocations = holds(self.allocations.into_iter().map(|(p, r)| (p, r.resources)).collect(), now)?;
+        let allocations = holds(self.allocations.into_iter().map(|(p, r)| (p, r.resources)), now)?;
         Ok(ConsumerAllocations {
             consumer,
             project_id: self.project_id.unwrap_or_else(|| INCOMPLETE_CONSUMER.into()),
@@ -137,7 +141,9 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> 
     let Some(view) = s.store.consumer_now(consumer).await? else {
         return Ok(p.json(StatusCode::OK, &json!({"allocations": {}}), now));
     };
-    let mut by_provider: BTreeMap<Uuid, (i64, Map<String, Value>)> = BTreeMap::new();
+    // Providers by their first allocation, classes in allocation order: the
+    // order the consumer's allocations were asked for, as the view has them.
+    let mut by_provider: IndexMap<Uuid, (i64, Map<String, Value>)> = IndexMap::new();
     for (provider, generation, class, used) in &view.allocations {
         by_provider.entry(*provider).or_insert_with(|| (*generation, Map::new())).1.insert(class.clone(), json!(used));
     }
@@ -215,10 +221,7 @@ pub async fn put(
             user_id: b.user_id.unwrap_or_else(|| INCOMPLETE_CONSUMER.into()),
             consumer_type: None,
             generation: GenerationCheck::Any,
-            allocations: holds(
-                b.allocations.into_iter().map(|i| (i.resource_provider.uuid, i.resources)).collect(),
-                now,
-            )?,
+            allocations: holds(b.allocations.into_iter().map(|i| (i.resource_provider.uuid, i.resources)), now)?,
         }
     };
     let prefix = format!("Unable to allocate inventory for consumer {consumer}: ");
@@ -240,7 +243,7 @@ pub async fn post_many(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result
     p.since(p.mv.post_allocations())?;
     p.json_content()?;
     p.authorize(Action::AllocationsManage)?;
-    let consumers: BTreeMap<String, ConsumerBody> = p.body(&bytes, schemas::POST_ALLOCATIONS.get(p.mv))?;
+    let consumers: IndexMap<String, ConsumerBody> = p.body(&bytes, schemas::POST_ALLOCATIONS.get(p.mv))?;
     let commands = consumers_commands(p.mv, consumers, s.store.now().await?)?;
     s.store
         .replace_allocations(&p.meta(), commands)
@@ -253,7 +256,7 @@ pub async fn post_many(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result
 /// held from `now` (the database's) on.
 pub fn consumers_commands(
     mv: Version,
-    consumers: BTreeMap<String, ConsumerBody>,
+    consumers: IndexMap<String, ConsumerBody>,
     now: DateTime<Utc>,
 ) -> Result<Vec<ConsumerAllocations>, ApiError> {
     consumers

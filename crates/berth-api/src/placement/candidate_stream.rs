@@ -22,6 +22,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
+use berth_core::names::class_rank;
 use berth_store::queries::candidates::{Candidate, CandidateSearch, ProviderSummary};
 use berth_store::Store;
 use serde::ser::{SerializeMap, Serializer};
@@ -177,7 +178,7 @@ impl Serialize for Dict<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut map = s.serialize_map(Some(self.0.len()))?;
         for (provider, resources) in self.0 {
-            map.serialize_entry(provider, &Resources { resources })?;
+            map.serialize_entry(provider, &Resources { resources: Ranked(resources) })?;
         }
         map.end()
     }
@@ -185,7 +186,23 @@ impl Serialize for Dict<'_> {
 
 #[derive(Serialize)]
 struct Resources<'a> {
-    resources: &'a BTreeMap<String, i64>,
+    resources: Ranked<'a, i64>,
+}
+
+/// Amounts by class, written in Placement's order of classes.
+struct Ranked<'a, V>(&'a BTreeMap<String, V>);
+
+impl<V: Serialize> Serialize for Ranked<'_, V> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(in_class_order(self.0))
+    }
+}
+
+/// The entries of a map by class, in Placement's order of classes.
+fn in_class_order<V>(by_class: &BTreeMap<String, V>) -> Vec<(&String, &V)> {
+    let mut v: Vec<(&String, &V)> = by_class.iter().collect();
+    v.sort_by(|a, b| class_rank(a.0).cmp(&class_rank(b.0)));
+    v
 }
 
 #[derive(Serialize)]
@@ -205,9 +222,13 @@ impl Serialize for List<'_> {
         #[derive(Serialize)]
         struct Entry<'a> {
             resource_provider: Provider<'a>,
-            resources: &'a BTreeMap<String, i64>,
+            resources: Ranked<'a, i64>,
         }
-        s.collect_seq(self.0.iter().map(|(uuid, resources)| Entry { resource_provider: Provider { uuid }, resources }))
+        s.collect_seq(
+            self.0
+                .iter()
+                .map(|(uuid, resources)| Entry { resource_provider: Provider { uuid }, resources: Ranked(resources) }),
+        )
     }
 }
 
@@ -217,9 +238,8 @@ fn summaries_json(v: Version, summaries: &BTreeMap<Uuid, ProviderSummary>) -> Va
     let shown: Map<String, Value> = summaries
         .iter()
         .map(|(p, s)| {
-            let resources: Map<String, Value> = s
-                .resources
-                .iter()
+            let resources: Map<String, Value> = in_class_order(&s.resources)
+                .into_iter()
                 .map(|(c, (capacity, used))| (c.clone(), json!({"capacity": capacity, "used": used})))
                 .collect();
             let mut out = json!({"resources": resources});

@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use berth_core::error::ErrorCode;
 use berth_core::inventory::MAX_AMOUNT;
+use berth_core::names::class_rank;
 use berth_core::Inventory;
 use berth_store::commands::InventoryChange;
 use serde::Deserialize;
@@ -75,8 +76,12 @@ fn one_json(inv: &Inventory, generation: i64) -> Value {
     Value::Object(m)
 }
 
+/// A provider's inventories, in Placement's order of classes.
 fn all_json(invs: &BTreeMap<String, Inventory>, generation: i64) -> Value {
-    let invs: Map<String, Value> = invs.iter().map(|(c, i)| (c.clone(), Value::Object(inventory_json(i)))).collect();
+    let mut ordered: Vec<(&String, &Inventory)> = invs.iter().collect();
+    ordered.sort_by(|a, b| class_rank(a.0).cmp(&class_rank(b.0)));
+    let invs: Map<String, Value> =
+        ordered.into_iter().map(|(c, i)| (c.clone(), Value::Object(inventory_json(i)))).collect();
     json!({"resource_provider_generation": generation, "inventories": invs})
 }
 

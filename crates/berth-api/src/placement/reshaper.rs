@@ -26,7 +26,7 @@ use crate::AppState;
 #[derive(Deserialize)]
 struct Body {
     inventories: BTreeMap<String, ProviderInventories>,
-    allocations: BTreeMap<String, ConsumerBody>,
+    allocations: indexmap::IndexMap<String, ConsumerBody>,
 }
 
 #[derive(Deserialize)]

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use berth_core::names::class_rank;
 use berth_store::queries::placement::ConsumerTypeFilter;
 use serde_json::{json, Map, Value};
 
@@ -31,7 +32,7 @@ pub async fn provider(p: Pl, State(s): State<AppState>, Path(raw): Path<String>)
     p.authorize(Action::ProviderUsages)?;
     let uuid = provider_uuid(&raw)?;
     let rp = s.store.placement_provider(uuid).await?;
-    let usages = s.store.provider_usages_now(uuid).await?;
+    let usages = in_class_order(s.store.provider_usages_now(uuid).await?);
     let body = json!({"resource_provider_generation": rp.generation, "usages": usages});
     Ok(p.json(StatusCode::OK, &body, served_now()))
 }
@@ -66,7 +67,8 @@ pub async fn totals(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -
         Some("unknown") => ConsumerTypeFilter::Untyped,
         Some(t) => ConsumerTypeFilter::Named(t.to_string()),
     });
-    let rows = s.store.usages_now(project, user, filter.as_ref()).await?;
+    let mut rows = s.store.usages_now(project, user, filter.as_ref()).await?;
+    rows.sort_by(|a, b| class_rank(&a.resource_class).cmp(&class_rank(&b.resource_class)));
     let usages: Value = if filter.is_some() {
         let mut groups: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
         for r in rows {
@@ -76,7 +78,14 @@ pub async fn totals(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -
         }
         json!(groups)
     } else {
-        json!(rows.into_iter().map(|r| (r.resource_class, r.used)).collect::<BTreeMap<_, _>>())
+        Value::Object(rows.into_iter().map(|r| (r.resource_class, json!(r.used))).collect())
     };
     Ok(p.json(StatusCode::OK, &json!({"usages": usages}), served_now()))
+}
+
+/// Amounts by class, in Placement's order of classes.
+fn in_class_order(by_class: impl IntoIterator<Item = (String, i64)>) -> Map<String, Value> {
+    let mut v: Vec<(String, i64)> = by_class.into_iter().collect();
+    v.sort_by(|a, b| class_rank(&a.0).cmp(&class_rank(&b.0)));
+    v.into_iter().map(|(c, n)| (c, json!(n))).collect()
 }

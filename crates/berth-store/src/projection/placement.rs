@@ -137,9 +137,9 @@ impl<'a> AllocationsWrite<'a> {
         }
     }
 
-    pub(crate) fn statement(&self) -> (&'static str, [&(dyn tokio_postgres::types::ToSql + Sync); 16]) {
+    pub(crate) fn statement(&self) -> (&'static str, [&(dyn tokio_postgres::types::ToSql + Sync); 17]) {
         let cols = &self.cols;
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 16] = [
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 17] = [
             &cols.consumers,
             &cols.projects,
             &cols.users,
@@ -156,6 +156,7 @@ impl<'a> AllocationsWrite<'a> {
             &self.counts,
             &self.bumped_at,
             &self.stripe,
+            &cols.a_ordinal,
         ];
         (WRITE_ALLOCATIONS, params)
     }
@@ -180,6 +181,8 @@ pub(super) struct AllocationColumns<'a, K> {
     pub(super) a_used: Vec<i64>,
     pub(super) a_start: Vec<At>,
     pub(super) a_end: Vec<Option<At>>,
+    /// Per allocation, its place in its replacement's list.
+    pub(super) a_ordinal: Vec<i32>,
     /// Per provider: how many bumps, and the instant of the last one.
     pub(super) bumps: std::collections::BTreeMap<uuid::Uuid, (i64, At)>,
 }
@@ -198,7 +201,8 @@ impl<'a, K: Copy> AllocationColumns<'a, K> {
         self.types.push(consumer_type.as_deref());
         self.ats.push(*at);
         self.emptied.push(allocations.is_empty());
-        for a in allocations {
+        for (ordinal, a) in allocations.iter().enumerate() {
+            self.a_ordinal.push(i32::try_from(ordinal).unwrap_or(i32::MAX));
             self.a_key.push(key);
             self.a_provider.push(a.provider);
             self.a_class.push(a.resource_class.as_str());
@@ -231,10 +235,11 @@ const WRITE_ALLOCATIONS: &str =
                       updated_at = excluded.updated_at),
               a AS MATERIALIZED (
                   SELECT * FROM unnest($7::uuid[], $8::uuid[], $9::text[], $10::int8[], $11::timestamptz[],
-                                       $12::timestamptz[]) AS a(c, p, rc, u, s, e)),
+                                       $12::timestamptz[], $17::int4[]) AS a(c, p, rc, u, s, e, o)),
               added AS (
-                  INSERT INTO allocations (consumer_uuid, provider_uuid, resource_class, used, during, project_id, user_id)
-                  SELECT a.c, a.p, a.rc, a.u, tstzrange(a.s, a.e, '[)'), c.p, c.u FROM a JOIN c ON c.uuid = a.c),
+                  INSERT INTO allocations (consumer_uuid, provider_uuid, resource_class, used, during, project_id, user_id,
+                                           ordinal)
+                  SELECT a.c, a.p, a.rc, a.u, tstzrange(a.s, a.e, '[)'), c.p, c.u, a.o FROM a JOIN c ON c.uuid = a.c),
               counted AS (
                   INSERT INTO provider_open_usage AS o (provider_uuid, resource_class, used)
                   SELECT p, rc, sum(d)::int8 FROM (

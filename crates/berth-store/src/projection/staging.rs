@@ -33,7 +33,7 @@ pub(crate) const CREATE: &str = "
     CREATE UNLOGGED TABLE {scratch}.staged_consumers (
         seq int8, uuid uuid, project_id text, user_id text, consumer_type text, at timestamptz, emptied bool);
     CREATE UNLOGGED TABLE {scratch}.staged_allocations (
-        seq int8, provider_uuid uuid, resource_class text, used int8, during tstzrange)";
+        seq int8, provider_uuid uuid, resource_class text, used int8, during tstzrange, ordinal int4)";
 
 /// A page's replacements appended to the staging tables, and the providers
 /// they bump given their new generations (as `WRITE_ALLOCATIONS` does).
@@ -41,10 +41,10 @@ const STAGE: &str = "
     WITH c AS (INSERT INTO staged_consumers (seq, uuid, project_id, user_id, consumer_type, at, emptied)
                    SELECT * FROM unnest($1::int8[], $2::uuid[], $3::text[], $4::text[], $5::text[],
                                         $6::timestamptz[], $7::bool[])),
-         a AS (INSERT INTO staged_allocations (seq, provider_uuid, resource_class, used, during)
-                   SELECT s, p, rc, u, tstzrange(st, e, '[)')
+         a AS (INSERT INTO staged_allocations (seq, provider_uuid, resource_class, used, during, ordinal)
+                   SELECT s, p, rc, u, tstzrange(st, e, '[)'), o
                    FROM unnest($8::int8[], $9::uuid[], $10::text[], $11::int8[], $12::timestamptz[],
-                               $13::timestamptz[]) AS x(s, p, rc, u, st, e)),
+                               $13::timestamptz[], $17::int4[]) AS x(s, p, rc, u, st, e, o)),
          b AS MATERIALIZED (SELECT * FROM unnest($14::uuid[], $15::int8[], $16::timestamptz[]) AS b(uuid, n, at))
     UPDATE providers p SET generation = p.generation + b.n, updated_at = b.at
     FROM b WHERE p.uuid = ANY($14) AND p.uuid = b.uuid";
@@ -78,8 +78,9 @@ macro_rules! merge {
                         SELECT uuid, project_id, user_id, consumer_type, writes, created, at FROM l ",
             $on_conflict,
             ")
-             INSERT INTO allocations (consumer_uuid, provider_uuid, resource_class, used, during, project_id, user_id)
-             SELECT l.uuid, a.provider_uuid, a.resource_class, a.used, a.during, l.project_id, l.user_id
+             INSERT INTO allocations (consumer_uuid, provider_uuid, resource_class, used, during, project_id, user_id,
+                                      ordinal)
+             SELECT l.uuid, a.provider_uuid, a.resource_class, a.used, a.during, l.project_id, l.user_id, a.ordinal
              FROM staged_allocations a JOIN l ON l.seq = a.seq;
              TRUNCATE staged_consumers, staged_allocations"
         )
@@ -248,7 +249,7 @@ impl Staging {
         let bumped: Vec<uuid::Uuid> = cols.bumps.keys().copied().collect();
         let counts: Vec<i64> = cols.bumps.values().map(|b| b.0).collect();
         let bumped_at: Vec<At> = cols.bumps.values().map(|b| b.1).collect();
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 16] = [
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 17] = [
             seqs,
             &cols.consumers,
             &cols.projects,
@@ -265,6 +266,7 @@ impl Staging {
             &bumped,
             &counts,
             &bumped_at,
+            &cols.a_ordinal,
         ];
         sql::execute(c, STAGE, &params).await?;
         self.staged += run.len() as u64;

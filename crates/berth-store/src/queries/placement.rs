@@ -272,7 +272,9 @@ impl Store {
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
-    /// What each consumer holds on a provider now.
+    /// What each consumer holds on a provider now: consumers in the order
+    /// their allocations were last written, each one's classes in the order
+    /// they were asked for.
     pub async fn provider_allocations_now(&self, uuid: Uuid) -> Result<Vec<ProviderAllocation>, Error> {
         let c = self.client().await?;
         let rows = c
@@ -280,7 +282,7 @@ impl Store {
                 "SELECT a.consumer_uuid, c.generation, a.resource_class, sum(a.used)::int8
                  FROM allocations a JOIN consumers c ON c.uuid = a.consumer_uuid
                  WHERE a.provider_uuid = $1 AND a.during @> now()
-                 GROUP BY 1, 2, 3 ORDER BY 1, 3",
+                 GROUP BY 1, 2, 3, c.updated_at ORDER BY c.updated_at, 1, min(a.ordinal), 3",
                 &[&uuid],
             )
             .await
@@ -304,7 +306,8 @@ impl Store {
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
-    /// A consumer and what it holds now; `None` when it holds nothing now.
+    /// A consumer and what it holds now, in the order its allocations were
+    /// asked for; `None` when it holds nothing now.
     pub async fn consumer_now(&self, uuid: Uuid) -> Result<Option<ConsumerView>, Error> {
         let c = self.client().await?;
         let rows = c
@@ -315,7 +318,7 @@ impl Store {
                  JOIN allocations a ON a.consumer_uuid = c.uuid AND a.during @> now()
                  JOIN providers p ON p.uuid = a.provider_uuid
                  WHERE c.uuid = $1
-                 GROUP BY 1, 2, 3, 4, 5, 6, 7 ORDER BY 5, 7",
+                 GROUP BY 1, 2, 3, 4, 5, 6, 7 ORDER BY min(a.ordinal), 5, 7",
                 &[&uuid],
             )
             .await
