@@ -45,6 +45,25 @@ check "allocation show" "512" osc resource provider allocation show "$consumer" 
 check "usage show" "2" osc resource provider usage show "$rp" -f value
 check "allocation unset" "" osc resource provider allocation unset "$consumer" --provider "$rp"
 check "usage after unset" "0" osc resource provider usage show "$rp" -f value
+# A refusal: osc-placement shows only the last line of the error's detail,
+# which must be the reason (not just "Failed validating ...").
+refused() { # refused NAME EXPECTED-SUBSTRING COMMAND...: fails, and says why
+  name=$1 want=$2
+  shift 2
+  if out=$("$@" 2>&1); then
+    failed=$((failed + 1))
+    echo "$label: FAILED $name: it succeeded: $out" >&2
+  else
+    check "$name" "$want" printf '%s\n' "$out"
+  fi
+}
+generation=$(osc resource provider show "$rp" -f value -c generation)
+refused "bad aggregate" "JSON does not validate: 'abc' is not a 'uuid'" \
+  osc resource provider aggregate set "$rp" --aggregate abc --generation "$generation"
+refused "bad resource class" "JSON does not validate: 'fake_class' does not match" \
+  osc resource class create fake_class
+refused "bad inventory" "JSON does not validate: 0 is less than the minimum of 1" \
+  osc resource provider inventory set "$rp" --resource VCPU=0
 check "trait list" "MISC_SHARES_VIA_AGGREGATE" osc trait list -f value
 check "resource class list" "MEMORY_MB" osc resource class list -f value
 report
