@@ -35,6 +35,7 @@ mod root;
 mod serve;
 mod streams;
 mod tags;
+mod whole;
 mod wording;
 
 use std::sync::Arc;

@@ -1,10 +1,12 @@
 //! Pages of a list, as OpenStack APIs page: `limit` (at most the server's
 //! `max_page`, which is also the default) and `marker` (the last item of
 //! the previous page) in the query, and `<name>_links` with a `next` link
-//! in the answer when the page is full.
+//! in the answer when the page is full. Blazar's own lists asked neither
+//! answer the whole list instead, as Blazar does ([`crate::whole`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{FromRequestParts, Query};
 use axum::http::request::Parts;
@@ -14,6 +16,7 @@ use serde_json::{json, Value};
 
 use crate::config::ApiConfig;
 use crate::error::ApiError;
+use crate::whole::Whole;
 
 /// A paged list's query: every parameter as given, with the server's most
 /// per page. The page is read by [`Listing::page`] after the handler's
@@ -21,12 +24,30 @@ use crate::error::ApiError;
 pub struct Listing {
     pub query: HashMap<String, String>,
     max_page: usize,
+    /// When the request timeout, counted from now, ends.
+    deadline: tokio::time::Instant,
+}
+
+/// What a request asks of one of Blazar's lists.
+pub enum Ask {
+    /// `limit` or `marker` given: that page, linked to the next.
+    Page(Page),
+    /// Neither: all of it.
+    Whole(Whole),
 }
 
 impl Listing {
     /// `limit` and `marker` (see [`Page::of`]).
     pub fn page(&self) -> Result<Page, ApiError> {
         Page::of(&self.query, self.max_page)
+    }
+
+    /// A page when `limit` or `marker` is given, else the whole list.
+    pub fn ask(&self) -> Result<Ask, ApiError> {
+        if self.query.contains_key("limit") || self.query.contains_key("marker") {
+            return Ok(Ask::Page(self.page()?));
+        }
+        Ok(Ask::Whole(Whole::new(self.max_page, self.deadline)))
     }
 }
 
@@ -40,7 +61,9 @@ impl<S: Send + Sync> FromRequestParts<S> for Listing {
         let Query(query) = Query::<HashMap<String, String>>::from_request_parts(parts, state)
             .await
             .map_err(|e| ApiError::bad_request(ErrorCode::BadEncoding, e.body_text()))?;
-        Ok(Listing { query, max_page: config.max_page })
+        // A year caps a configured timeout so the sum cannot overflow.
+        let timeout = Duration::from_secs(config.request_timeout_s.min(365 * 86_400));
+        Ok(Listing { query, max_page: config.max_page, deadline: tokio::time::Instant::now() + timeout })
     }
 }
 
@@ -115,27 +138,6 @@ impl Page {
         }
         out
     }
-
-    /// The page of `items` (already in list order) after the one whose
-    /// `id_key` is the marker; a marker naming none of them is a 400.
-    pub fn slice(&self, items: Vec<Value>, id_key: &str) -> Result<Vec<Value>, ApiError> {
-        let start = match &self.marker {
-            None => 0,
-            Some(m) => {
-                let at = items.iter().position(|i| i.get(id_key).is_some_and(|v| v.as_str() == Some(m.as_str())));
-                match at {
-                    Some(i) => i + 1,
-                    None => {
-                        return Err(ApiError::bad_request(
-                            ErrorCode::BadMarker,
-                            format!("marker {m:?} names nothing in this list"),
-                        ))
-                    }
-                }
-            }
-        };
-        Ok(items.into_iter().skip(start).take(self.limit).collect())
-    }
 }
 
 #[cfg(test)]
@@ -159,12 +161,5 @@ mod tests {
         assert_eq!(full["leases_links"][0]["href"], "/v1/leases?status=ACTIVE&limit=2&marker=b");
         let short = page.answer("leases", "/v1/leases", &query, vec![json!({"id": "a"})], "id");
         assert!(short.get("leases_links").is_none());
-        let items = vec![json!({"n": "a"}), json!({"n": "b"}), json!({"n": "c"})];
-        let after_a = Page { limit: 1, marker: Some("a".into()) };
-        assert_eq!(after_a.slice(items.clone(), "n").unwrap(), vec![json!({"n": "b"})]);
-        assert_eq!(
-            Page { limit: 1, marker: Some("z".into()) }.slice(items, "n").unwrap_err().code,
-            ErrorCode::BadMarker
-        );
     }
 }

@@ -62,6 +62,12 @@ pub async fn stale_ok<F: std::future::Future>(after: Option<Lsn>, f: F) -> F::Ou
     STALE_OK.scope(after, f).await
 }
 
+/// The token of the [`stale_ok`] scope this runs in, if any: for work the
+/// scope's reads go on with after it ends (a streamed answer's later pages).
+pub fn stale_ok_scope() -> Option<Option<Lsn>> {
+    STALE_OK.try_with(|a| *a).ok()
+}
+
 /// The standbys, tried in turn.
 pub(crate) struct Replicas {
     list: Vec<Replica>,

@@ -11,7 +11,7 @@ use axum::Json;
 use berth_core::dates::format_date;
 use berth_core::error::ErrorCode;
 use berth_store::commands::{HostChange, Keyed, NewHost, HOST_FIELDS};
-use berth_store::queries::leases::{Host, HostAllocation};
+use berth_store::queries::hosts::{AllocationFilter, Host, HostAllocation};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
@@ -20,12 +20,11 @@ use super::{idempotency, meta, object_body, opt_str, path_id};
 use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::error::ApiError;
-use crate::paging::Listing;
 use crate::tags;
 use crate::AppState;
 
 /// The host as Blazar shows it, without the capabilities in `hidden`.
-fn host_json(h: &Host, hidden: &BTreeSet<String>) -> Value {
+pub(super) fn host_json(h: &Host, hidden: &BTreeSet<String>) -> Value {
     let mut o = Map::new();
     for (k, v) in h.capabilities.iter().filter(|(k, _)| !hidden.contains(*k)) {
         o.insert(k.clone(), v.clone());
@@ -50,14 +49,14 @@ fn host_json(h: &Host, hidden: &BTreeSet<String>) -> Value {
     Value::Object(o)
 }
 
-fn allocation_json(a: &HostAllocation) -> Value {
+pub(super) fn allocation_json(a: &HostAllocation) -> Value {
     json!({
         "resource_id": a.host,
         "reservations": a.reservations.iter().map(|(r, l)| json!({"id": r, "lease_id": l})).collect::<Vec<_>>(),
     })
 }
 
-fn bad(m: impl Into<String>) -> ApiError {
+pub(super) fn bad(m: impl Into<String>) -> ApiError {
     ApiError::bad_request(ErrorCode::HostInvalid, m)
 }
 
@@ -90,42 +89,11 @@ fn host_id(id: &str) -> Result<Uuid, ApiError> {
 
 /// The capabilities `ctx` may not see: the private ones, unless its rules
 /// let it (admins, as Blazar hides them from everyone else).
-async fn hidden_from(state: &AppState, ctx: &Context) -> Result<BTreeSet<String>, ApiError> {
+pub(super) async fn hidden_from(state: &AppState, ctx: &Context) -> Result<BTreeSet<String>, ApiError> {
     if state.rules.allows(ctx, Action::HostsGetPrivateProperties, &Target::own(ctx)) {
         return Ok(BTreeSet::new());
     }
-    let all = state.store.host_properties(true).await?;
-    Ok(all.into_iter().filter(|p| p.private).map(|p| p.name).collect())
-}
-
-#[utoipa::path(
-    get,
-    path = "/v1/os-hosts",
-    tag = tags::HOSTS,
-    summary = "List reservable hosts",
-    params(
-        crate::paging::PageParams,
-    ),
-    responses(
-        (status = 200, description = "A page of hosts", body = bodies::Hosts),
-    ),
-)]
-pub(super) async fn list(
-    State(state): State<AppState>,
-    ctx: Context,
-    listing: Listing,
-) -> Result<Json<Value>, ApiError> {
-    let q = &listing.query;
-    state.rules.authorize(&ctx, Action::HostsList, &Target::own(&ctx))?;
-    let page = listing.page()?;
-    let marker = match &page.marker {
-        Some(m) => Some(Uuid::parse_str(m).map_err(|_| bad(format!("marker {m:?} is not a host id")))?),
-        None => None,
-    };
-    let hidden = hidden_from(&state, &ctx).await?;
-    let hosts = state.store.hosts(marker, page.sql_limit()).await?;
-    let shown = hosts.iter().map(|h| host_json(h, &hidden)).collect();
-    Ok(Json(page.answer("hosts", "/v1/os-hosts", q, shown, "id")))
+    Ok(state.store.private_host_properties().await?)
 }
 
 #[utoipa::path(
@@ -268,7 +236,7 @@ pub(super) async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-fn uuid_param(q: &HashMap<String, String>, key: &str) -> Result<Option<Uuid>, ApiError> {
+pub(super) fn uuid_param(q: &HashMap<String, String>, key: &str) -> Result<Option<Uuid>, ApiError> {
     match q.get(key) {
         Some(v) => Uuid::parse_str(v).map(Some).map_err(|_| bad(format!("{key} {v:?} is not an id"))),
         None => Ok(None),
@@ -276,36 +244,8 @@ fn uuid_param(q: &HashMap<String, String>, key: &str) -> Result<Option<Uuid>, Ap
 }
 
 /// Whose reservations `ctx` sees in host allocations (`None`: everyone's).
-fn project_scope<'c>(state: &AppState, ctx: &'c Context) -> Option<&'c str> {
+pub(super) fn project_scope<'c>(state: &AppState, ctx: &'c Context) -> Option<&'c str> {
     state.rules.visible_project(ctx, Action::LeasesGetAllProjects)
-}
-
-#[utoipa::path(
-    get,
-    path = "/v1/os-hosts/allocations",
-    tag = tags::HOSTS,
-    summary = "Which leases hold which hosts",
-    params(
-        ("lease_id" = Option<String>, Query, description = "Only this lease's reservations"),
-        ("reservation_id" = Option<String>, Query, description = "Only this reservation"),
-        crate::paging::PageParams,
-    ),
-    responses(
-        (status = 200, description = "A page of hosts with their reservations", body = bodies::HostAllocations),
-    ),
-)]
-pub(super) async fn allocations(
-    State(state): State<AppState>,
-    ctx: Context,
-    listing: Listing,
-) -> Result<Json<Value>, ApiError> {
-    let q = &listing.query;
-    state.rules.authorize(&ctx, Action::HostsGetAllocations, &Target::own(&ctx))?;
-    let page = listing.page()?;
-    let (lease, reservation) = (uuid_param(q, "lease_id")?, uuid_param(q, "reservation_id")?);
-    let all = state.store.host_allocations(None, lease, reservation, project_scope(&state, &ctx)).await?;
-    let shown = page.slice(all.iter().map(allocation_json).collect(), "resource_id")?;
-    Ok(Json(page.answer("allocations", "/v1/os-hosts/allocations", q, shown, "resource_id")))
 }
 
 #[utoipa::path(
@@ -330,52 +270,9 @@ pub(super) async fn allocation(
     state.rules.authorize(&ctx, Action::HostsGetAllocations, &Target::own(&ctx))?;
     let (lease, reservation) = (uuid_param(&q, "lease_id")?, uuid_param(&q, "reservation_id")?);
     let scope = project_scope(&state, &ctx);
-    let one = state.store.host_allocations(Some(host_id(&id)?), lease, reservation, scope).await?;
-    let a = one.first().map(allocation_json).unwrap_or(Value::Null);
-    Ok(Json(json!({ "allocation": a })))
-}
-
-fn truthy(q: &HashMap<String, String>, key: &str) -> bool {
-    q.get(key).is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"))
-}
-
-#[utoipa::path(
-    get,
-    path = "/v1/os-hosts/properties",
-    tag = tags::HOSTS,
-    summary = "The extra capabilities hosts have",
-    params(
-        ("detail" = Option<String>, Query, description = "`true`: with whether each is private and its values"),
-        ("all" = Option<String>, Query, description = "`true`: private ones too (admins)"),
-        crate::paging::PageParams,
-    ),
-    responses(
-        (status = 200, description = "A page of capabilities", body = bodies::Properties),
-    ),
-)]
-pub(super) async fn properties(
-    State(state): State<AppState>,
-    ctx: Context,
-    listing: Listing,
-) -> Result<Json<Value>, ApiError> {
-    let q = &listing.query;
-    state.rules.authorize(&ctx, Action::HostsGetProperties, &Target::own(&ctx))?;
-    let page = listing.page()?;
-    let detail = truthy(q, "detail");
-    let all = truthy(q, "all") && state.rules.allows(&ctx, Action::HostsGetPrivateProperties, &Target::own(&ctx));
-    let props = state.store.host_properties(all).await?;
-    let out: Vec<Value> = props
-        .iter()
-        .map(|p| {
-            if detail {
-                json!({"property": p.name, "private": p.private, "values": p.values})
-            } else {
-                json!({"property": p.name})
-            }
-        })
-        .collect();
-    let shown = page.slice(out, "property")?;
-    Ok(Json(page.answer("resource_properties", "/v1/os-hosts/properties", q, shown, "property")))
+    let one =
+        state.store.host_allocation(host_id(&id)?, AllocationFilter { lease, reservation, project: scope }).await?;
+    Ok(Json(json!({ "allocation": allocation_json(&one) })))
 }
 
 #[utoipa::path(

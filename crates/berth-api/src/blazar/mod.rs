@@ -5,6 +5,7 @@
 
 mod availability;
 mod bodies;
+mod host_lists;
 mod hosts;
 mod idempotency;
 mod leases;
@@ -35,14 +36,14 @@ pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
         leases::delete,
         leases::control::end,
         leases::control::recover,
-        hosts::list,
+        host_lists::list,
         hosts::create,
         hosts::show,
         hosts::update,
         hosts::delete,
-        hosts::allocations,
+        host_lists::allocations,
         hosts::allocation,
-        hosts::properties,
+        host_lists::properties,
         hosts::set_property,
         availability::advise,
         availability::extension,
@@ -64,9 +65,9 @@ pub fn routes() -> Router<AppState> {
         .route("/leases/{id}/end", post(leases::control::end))
         .route("/leases/{id}/recover", post(leases::control::recover))
         .route("/availability", post(availability::advise))
-        .route("/os-hosts", get(hosts::list).post(hosts::create))
-        .route("/os-hosts/allocations", get(hosts::allocations))
-        .route("/os-hosts/properties", get(hosts::properties))
+        .route("/os-hosts", get(host_lists::list).post(hosts::create))
+        .route("/os-hosts/allocations", get(host_lists::allocations))
+        .route("/os-hosts/properties", get(host_lists::properties))
         .route("/os-hosts/properties/{name}", patch(hosts::set_property))
         .route("/os-hosts/{id}", get(hosts::show).put(hosts::update).delete(hosts::delete))
         .route("/os-hosts/{id}/allocation", get(hosts::allocation))

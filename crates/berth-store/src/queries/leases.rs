@@ -1,6 +1,6 @@
-//! Reads of leases and hosts.
+//! Reads of leases.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use berth_core::error::ErrorCode;
 use berth_core::lease::{
@@ -45,39 +45,24 @@ pub struct LeaseFilter {
     /// Only this project's (None: every project; for admins).
     pub project_id: Option<String>,
     pub status: Option<LeaseStatus>,
-    /// Leases created after this one.
-    pub marker: Option<Uuid>,
+    /// Leases after this place in the list.
+    pub after: Option<LeaseKey>,
     pub limit: Option<i64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Host {
-    pub id: Uuid,
-    pub name: String,
-    pub vcpus: i64,
-    pub memory_mb: i64,
-    pub local_gb: i64,
-    pub reservable: bool,
-    /// Unusable: disabled by an admin or a plugin's report (why), or its
-    /// provider has Nova's `COMPUTE_STATUS_DISABLED` trait.
-    pub disabled: Option<String>,
-    pub capabilities: BTreeMap<String, Value>,
+/// A lease's place in lists: creation order, the id breaking ties. A list
+/// goes on from the key itself, not from its lease, so a lease deleted
+/// between two pages ends neither the list nor the paging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseKey {
     pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
+    pub id: Uuid,
 }
 
-/// The reservations holding a host.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct HostAllocation {
-    pub host: Uuid,
-    pub reservations: Vec<(Uuid, Uuid)>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct HostProperty {
-    pub name: String,
-    pub private: bool,
-    pub values: Vec<Value>,
+impl Lease {
+    pub fn key(&self) -> LeaseKey {
+        LeaseKey { created_at: self.created_at, id: self.record.id }
+    }
 }
 
 fn db(e: tokio_postgres::Error) -> Error {
@@ -240,33 +225,6 @@ pub(crate) fn visible(lease: Option<Lease>, id: Uuid, project: Option<&str>) -> 
     }
 }
 
-const HOST_SELECT: &str = "SELECT p.uuid, p.name,
-        coalesce((SELECT total FROM inventories i WHERE i.provider_uuid = p.uuid AND i.resource_class = 'VCPU'), 0),
-        coalesce((SELECT total FROM inventories i WHERE i.provider_uuid = p.uuid AND i.resource_class = 'MEMORY_MB'), 0),
-        coalesce((SELECT total FROM inventories i WHERE i.provider_uuid = p.uuid AND i.resource_class = 'DISK_GB'), 0),
-        h.reservable, h.capabilities, h.created_at, h.updated_at,
-        CASE WHEN h.disabled THEN coalesce(h.disabled_reason, 'admin')
-             WHEN EXISTS (SELECT 1 FROM provider_traits t
-                          WHERE t.provider_uuid = p.uuid AND t.trait = 'COMPUTE_STATUS_DISABLED')
-             THEN 'COMPUTE_STATUS_DISABLED' END
-    FROM hosts h JOIN providers p ON p.uuid = h.provider_uuid";
-
-fn host(r: &tokio_postgres::Row) -> Host {
-    let caps: Value = r.get(6);
-    Host {
-        id: r.get(0),
-        name: r.get(1),
-        vcpus: r.get(2),
-        memory_mb: r.get(3),
-        local_gb: r.get(4),
-        reservable: r.get(5),
-        disabled: r.get(9),
-        capabilities: serde_json::from_value(caps).unwrap_or_default(),
-        created_at: r.get(7),
-        updated_at: r.get(8),
-    }
-}
-
 impl Store {
     /// One lease, if `project` (None: admin) may see it.
     pub async fn lease(&self, id: Uuid, project: Option<&str>) -> Result<Lease, Error> {
@@ -275,31 +233,39 @@ impl Store {
         visible(found.pop(), id, project)
     }
 
-    /// Leases in creation order, filtered.
+    /// The place of lease `marker` in lists, if `project` (None: every
+    /// project) may see it.
+    pub async fn lease_key(&self, marker: Uuid, project: Option<&str>) -> Result<LeaseKey, Error> {
+        let c = self.read_client().await?;
+        let row = c
+            .query_opt(
+                "SELECT created_at FROM leases WHERE id = $1 AND ($2::text IS NULL OR project_id = $2)",
+                &[&marker, &project],
+            )
+            .await
+            .map_err(db)?;
+        match row {
+            Some(r) => Ok(LeaseKey { created_at: r.get(0), id: marker }),
+            None => Err(Error::invalid(ErrorCode::InvalidLease, format!("marker {marker} is not a lease you can see"))),
+        }
+    }
+
+    /// Leases in creation order, filtered: a keyset read on
+    /// `leases_created` (or `leases_project_created`), so a page costs the
+    /// same however many leases come before it.
     pub async fn leases(&self, filter: &LeaseFilter) -> Result<Vec<Lease>, Error> {
         let c = self.read_client().await?;
         let status = filter.status.map(|s| s.as_str());
         let limit = filter.limit.unwrap_or(i64::MAX).clamp(0, i64::MAX);
-        if let Some(m) = filter.marker {
-            let seen = c
-                .query_opt(
-                    "SELECT 1 FROM leases WHERE id = $1 AND ($2::text IS NULL OR project_id = $2)",
-                    &[&m, &filter.project_id],
-                )
-                .await
-                .map_err(db)?;
-            if seen.is_none() {
-                return Err(Error::invalid(ErrorCode::InvalidLease, format!("marker {m} is not a lease you can see")));
-            }
-        }
+        let (after_at, after_id) = (filter.after.map(|k| k.created_at), filter.after.map(|k| k.id));
         let ids: Vec<Uuid> = c
             .query(
                 "SELECT l.id FROM leases l
                  WHERE ($1::text IS NULL OR l.project_id = $1)
                    AND ($2::text IS NULL OR l.status = $2)
-                   AND ($3::uuid IS NULL OR (l.created_at, l.id) > (SELECT created_at, id FROM leases WHERE id = $3))
-                 ORDER BY l.created_at, l.id LIMIT $4",
-                &[&filter.project_id, &status, &filter.marker, &limit],
+                   AND ($3::timestamptz IS NULL OR (l.created_at, l.id) > ($3, $4::uuid))
+                 ORDER BY l.created_at, l.id LIMIT $5",
+                &[&filter.project_id, &status, &after_at, &after_id, &limit],
             )
             .await
             .map_err(db)?
@@ -307,114 +273,6 @@ impl Store {
             .map(|r| r.get(0))
             .collect();
         Ok(load_leases(&c, &ids).await?)
-    }
-
-    /// At most `limit` hosts by name, after the host `marker` if given (a
-    /// marker that names no host is refused).
-    pub async fn hosts(&self, marker: Option<Uuid>, limit: i64) -> Result<Vec<Host>, Error> {
-        let c = self.read_client().await?;
-        if let Some(m) = marker {
-            let known = c.query_opt("SELECT 1 FROM hosts WHERE provider_uuid = $1", &[&m]).await.map_err(db)?;
-            if known.is_none() {
-                return Err(Error::invalid(ErrorCode::HostInvalid, format!("marker {m} is not a host")));
-            }
-        }
-        let rows = c
-            .query(
-                &format!(
-                    "{HOST_SELECT}
-                     WHERE $1::uuid IS NULL
-                        OR (p.name, p.uuid) > (SELECT name, uuid FROM providers WHERE uuid = $1)
-                     ORDER BY p.name, p.uuid LIMIT $2"
-                ),
-                &[&marker, &limit],
-            )
-            .await
-            .map_err(db)?;
-        Ok(rows.iter().map(host).collect())
-    }
-
-    pub async fn host(&self, id: Uuid) -> Result<Host, Error> {
-        let c = self.client().await?;
-        let row = c.query_opt(&format!("{HOST_SELECT} WHERE p.uuid = $1"), &[&id]).await.map_err(db)?;
-        row.map(|r| host(&r))
-            .ok_or_else(|| Error::not_found(ErrorCode::HostNotFound, format!("host {id} could not be found")))
-    }
-
-    /// Every host (or one) with the reservations holding it, optionally
-    /// only those of one lease, one reservation, or one project's leases.
-    pub async fn host_allocations(
-        &self,
-        host: Option<Uuid>,
-        lease: Option<Uuid>,
-        reservation: Option<Uuid>,
-        project: Option<&str>,
-    ) -> Result<Vec<HostAllocation>, Error> {
-        let c = self.client().await?;
-        let hosts: Vec<Uuid> = c
-            .query(
-                "SELECT h.provider_uuid FROM hosts h JOIN providers p ON p.uuid = h.provider_uuid
-                 WHERE $1::uuid IS NULL OR h.provider_uuid = $1 ORDER BY p.name",
-                &[&host],
-            )
-            .await
-            .map_err(db)?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        if let Some(h) = host {
-            if hosts.is_empty() {
-                return Err(Error::not_found(ErrorCode::HostNotFound, format!("host {h} could not be found")));
-            }
-        }
-        let rows = c
-            .query(
-                "SELECT DISTINCT s.provider_uuid, r.id, r.lease_id FROM reservation_slots s
-                 JOIN reservations r ON r.id = s.reservation_id
-                 JOIN leases l ON l.id = r.lease_id
-                 WHERE s.provider_uuid = ANY($1)
-                   AND ($2::uuid IS NULL OR r.lease_id = $2) AND ($3::uuid IS NULL OR r.id = $3)
-                   AND ($4::text IS NULL OR l.project_id = $4)
-                 ORDER BY 1, 3, 2",
-                &[&hosts, &lease, &reservation, &project],
-            )
-            .await
-            .map_err(db)?;
-        let mut by_host: HashMap<Uuid, Vec<(Uuid, Uuid)>> = HashMap::new();
-        for r in rows {
-            by_host.entry(r.get(0)).or_default().push((r.get(1), r.get(2)));
-        }
-        Ok(hosts
-            .into_iter()
-            .map(|h| HostAllocation { host: h, reservations: by_host.remove(&h).unwrap_or_default() })
-            .collect())
-    }
-
-    /// Host properties with the values hosts have; private ones only when
-    /// `include_private`.
-    pub async fn host_properties(&self, include_private: bool) -> Result<Vec<HostProperty>, Error> {
-        let c = self.client().await?;
-        let rows = c
-            .query(
-                "SELECT hp.name, hp.private,
-                        coalesce((SELECT jsonb_agg(DISTINCT h.capabilities -> hp.name) FROM hosts h
-                                  WHERE h.capabilities ? hp.name), '[]'::jsonb)
-                 FROM host_properties hp WHERE $1 OR NOT hp.private ORDER BY hp.name",
-                &[&include_private],
-            )
-            .await
-            .map_err(db)?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                let values: Value = r.get(2);
-                HostProperty {
-                    name: r.get(0),
-                    private: r.get(1),
-                    values: values.as_array().cloned().unwrap_or_default(),
-                }
-            })
-            .collect())
     }
 }
 

@@ -14,6 +14,7 @@ pub mod advice;
 pub mod calendar;
 pub mod candidates;
 pub(crate) mod fit;
+pub mod hosts;
 pub mod lease_events;
 pub mod leases;
 pub mod manager;

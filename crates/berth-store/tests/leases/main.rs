@@ -401,7 +401,7 @@ async fn hosts_enrol_update_and_leave_when_free() {
     assert_eq!((got.vcpus, got.memory_mb, got.local_gb), (4, 4096, 100));
     let id =
         store.create_lease(&meta(), lease("a", "p", 1, 2, vec![hosts(1, 1, json!([]))])).await.unwrap()[0].record.id;
-    let allocs = store.host_allocations(None, None, None, None).await.unwrap();
+    let allocs = store.host_allocations(None, 1000, Default::default()).await.unwrap();
     assert_eq!(allocs[0].reservations.len(), 1);
     assert_eq!(store.remove_host(&meta(), h).await.unwrap_err().code, ErrorCode::HostInUse);
     store.delete_lease(&meta(), id, None).await.unwrap();

@@ -19,7 +19,7 @@ use berth_core::dates::DateSpec;
 use berth_core::error::ErrorCode;
 use berth_core::lease::LeaseStatus;
 use berth_store::commands::{Keyed, LeaseDates, LeaseUpdate, NewLease};
-use berth_store::queries::leases::{Lease, LeaseFilter};
+use berth_store::queries::leases::{Lease, LeaseFilter, LeaseKey};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -29,8 +29,9 @@ use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::config::ApiConfig;
 use crate::error::ApiError;
-use crate::paging::Listing;
+use crate::paging::{Ask, Listing};
 use crate::tags;
+use crate::whole::Items;
 use crate::AppState;
 pub(super) use parse::reservations;
 use parse::{date_field, fixed_date, reservation_changes, shifted};
@@ -150,14 +151,10 @@ pub(super) async fn create(
         crate::paging::PageParams,
     ),
     responses(
-        (status = 200, description = "A page of leases", body = bodies::Leases),
+        (status = 200, description = "The leases in creation order: all of them, or a page when `limit` or `marker` is given", body = bodies::Leases),
     ),
 )]
-pub(super) async fn list(
-    State(state): State<AppState>,
-    ctx: Context,
-    listing: Listing,
-) -> Result<Json<Value>, ApiError> {
+pub(super) async fn list(State(state): State<AppState>, ctx: Context, listing: Listing) -> Result<Response, ApiError> {
     let q = &listing.query;
     state.rules.authorize(&ctx, Action::LeasesList, &Target::own(&ctx))?;
     let bad = |m: String| ApiError::bad_request(ErrorCode::InvalidLease, m);
@@ -171,14 +168,32 @@ pub(super) async fn list(
         Some(s) => Some(LeaseStatus::parse(s).ok_or_else(|| bad(format!("status {s:?} is not a lease status")))?),
         None => None,
     };
-    let page = listing.page()?;
-    let marker = match &page.marker {
-        Some(m) => Some(Uuid::parse_str(m).map_err(|_| bad(format!("marker {m:?} is not a lease id")))?),
-        None => None,
-    };
-    let filter = LeaseFilter { project_id, status, marker, limit: Some(page.sql_limit()) };
-    let leases = state.store.leases(&filter).await?;
-    Ok(Json(page.answer("leases", "/v1/leases", q, leases.iter().map(lease_json).collect(), "id")))
+    match listing.ask()? {
+        Ask::Page(page) => {
+            let after = match &page.marker {
+                Some(m) => {
+                    let m = Uuid::parse_str(m).map_err(|_| bad(format!("marker {m:?} is not a lease id")))?;
+                    Some(state.store.lease_key(m, project_id.as_deref()).await?)
+                }
+                None => None,
+            };
+            let filter = LeaseFilter { project_id, status, after, limit: Some(page.sql_limit()) };
+            let leases = state.store.leases(&filter).await?;
+            let shown = leases.iter().map(lease_json).collect();
+            Ok(Json(page.answer("leases", "/v1/leases", q, shown, "id")).into_response())
+        }
+        Ask::Whole(whole) => {
+            // The visibility is in the filter, decided above, before any lease is read.
+            let filter = LeaseFilter { project_id, status, after: None, limit: Some(whole.sql_limit()) };
+            let first = state.store.leases(&filter).await?;
+            let store = state.store.clone();
+            let items = Items { render: Box::new(lease_json), key: Lease::key };
+            Ok(whole.answer("leases", first, items, move |after: LeaseKey| {
+                let (store, filter) = (store.clone(), LeaseFilter { after: Some(after), ..filter.clone() });
+                async move { store.leases(&filter).await }
+            }))
+        }
+    }
 }
 
 #[utoipa::path(
