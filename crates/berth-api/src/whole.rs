@@ -66,8 +66,12 @@ impl Whole {
         serde_json::to_writer(&mut head, &serde_json::json!({ name: [] })).expect("a JSON value writes to memory");
         head.truncate(head.len() - 2); // `]}`: the items go on before it
         let after = self.write(&mut head, &first, &items, true);
+        let Some(after) = after else {
+            // All of it in one page: an answer of known length.
+            return json_response(Body::from(head));
+        };
         let rest = Rest { whole: self, items, next, scope: stale_ok_scope() };
-        let tail = futures::stream::unfold(after.map(|k| (k, rest)), |state| async move {
+        let tail = futures::stream::unfold(Some((after, rest)), |state| async move {
             let (after, mut rest) = state?;
             match rest.read(after).await {
                 Ok((chunk, after)) => Some((Ok(chunk), after.map(|k| (k, rest)))),
@@ -75,9 +79,7 @@ impl Whole {
             }
         });
         let body = futures::stream::once(async move { Chunk::Ok(head.into()) }).chain(tail);
-        let mut resp = Response::new(Body::from_stream(body));
-        resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        resp
+        json_response(Body::from_stream(body))
     }
 
     /// Writes `page`'s items to `buf`, and the list's end if the page is
@@ -97,6 +99,12 @@ impl Whole {
             }
         }
     }
+}
+
+fn json_response(body: Body) -> Response {
+    let mut resp = Response::new(body);
+    resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
 }
 
 /// What the body reads the pages after the first with.

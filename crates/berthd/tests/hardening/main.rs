@@ -7,6 +7,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod input;
+mod lists;
 mod outages;
 mod reservations;
 mod visibility;
