@@ -210,6 +210,11 @@ impl Server {
         assert!(!log.contains("panicked"), "berthd panicked:\n{log}");
     }
 
+    /// The daemon's process id (to read its memory in `/proc`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGKILL: the daemon dies at once, in the middle of whatever it does.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
