@@ -17,7 +17,8 @@ pub struct ApiConfig {
     /// Seconds a client has to send a request's headers before its
     /// connection is closed.
     pub header_read_timeout_s: u64,
-    /// Most entries one page of a list may hold, whatever `limit` asks.
+    /// Most entries one page of a list may hold, whatever `limit` asks; the
+    /// page size Blazar's lists asked for everything are read and written in.
     pub max_page: usize,
     /// Most allocation requests one `GET /allocation_candidates` answer
     /// holds, whatever `limit` asks (Placement's `max_allocation_candidates`,

@@ -73,7 +73,9 @@ impl<S: Send + Sync> FromRequestParts<S> for Listing {
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)] // a declaration for the document: no request is parsed into it
 pub(crate) struct PageParams {
-    /// At most this many (the server's maximum, 1,000 by default)
+    /// At most this many (the server's maximum, 1,000 by default). Blazar's
+    /// lists asked neither `limit` nor `marker` answer all of it, as Blazar
+    /// does; Berth's own lists then answer one page of the maximum
     #[param(minimum = 1)]
     limit: Option<u32>,
     /// The last item of the previous page
