@@ -63,7 +63,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Listing {
             .map_err(|e| ApiError::bad_request(ErrorCode::BadEncoding, e.body_text()))?;
         // A year caps a configured timeout so the sum cannot overflow.
         let timeout = Duration::from_secs(config.request_timeout_s.min(365 * 86_400));
-        Ok(Listing { query, max_page: config.max_page, deadline: tokio::time::Instant::now() + timeout })
+        let deadline = tokio::time::Instant::now().checked_add(timeout).expect("a year from now is a time");
+        Ok(Listing { query, max_page: config.max_page, deadline })
     }
 }
 

@@ -64,7 +64,7 @@ impl Whole {
     {
         let mut head = Vec::new();
         serde_json::to_writer(&mut head, &serde_json::json!({ name: [] })).expect("a JSON value writes to memory");
-        head.truncate(head.len() - 2); // `]}`: the items go on before it
+        head.truncate(head.len().saturating_sub(2)); // `]}`: the items go on before it
         let after = self.write(&mut head, &first, &items, true);
         let Some(after) = after else {
             // All of it in one page: an answer of known length.
@@ -174,7 +174,7 @@ mod tests {
     }
 
     fn in_a_minute() -> Instant {
-        Instant::now() + Duration::from_secs(60)
+        Instant::now().checked_add(Duration::from_secs(60)).unwrap()
     }
 
     #[tokio::test]
@@ -199,7 +199,7 @@ mod tests {
         let (text, broke) = read(whole.answer("things", vec![1, 2], numbers(), failing)).await;
         assert!(broke, "{text}");
         assert!(serde_json::from_str::<Value>(&text).is_err(), "a broken list must not parse: {text}");
-        let late = Whole::new(2, Instant::now() + Duration::from_millis(50));
+        let late = Whole::new(2, Instant::now().checked_add(Duration::from_millis(50)).unwrap());
         let slow = |after: u32| async move {
             tokio::time::sleep(Duration::from_secs(5)).await;
             Ok(vec![after + 1])
