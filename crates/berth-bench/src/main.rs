@@ -21,6 +21,7 @@ mod quota_claims;
 mod read_candidates;
 mod replay_large;
 mod report;
+mod scale;
 mod setup;
 mod store_claims;
 mod store_leases;
@@ -45,15 +46,21 @@ struct Args {
     #[arg(long, default_value_t = 1_000_000)]
     replay_events: usize,
     /// Only these scenarios (comma-separated): store-claims, replay, replay-large, placement-claims,
-    /// wrk-claims, quota-claims, claim-lanes, manager, leases, candidates-memory, read-candidates.
-    /// claim-lanes (1, 2 and 4 lanes against 1 and 64 projects, with lock waits sampled) runs only
-    /// when named.
+    /// wrk-claims, quota-claims, claim-lanes, manager, leases, candidates-memory, read-candidates,
+    /// scale. claim-lanes (1, 2 and 4 lanes against 1 and 64 projects, with lock waits sampled) and
+    /// scale (lease creation at each of `--scale-hosts`) run only when named.
     #[arg(long)]
     only: Option<String>,
     /// The manager scenario's `record_wait_ms` (how long its recorder waits
     /// for claims being made; 0: never). The manager's default when absent.
     #[arg(long)]
     manager_record_wait_ms: Option<u64>,
+    /// Host counts the `scale` scenario creates leases on, each in a fresh database.
+    #[arg(long, value_delimiter = ',', default_values_t = [100usize, 1_000, 10_000])]
+    scale_hosts: Vec<usize>,
+    /// Leases the `scale` scenario books at random before it times creations.
+    #[arg(long, default_value_t = 0)]
+    scale_leases: usize,
 }
 
 #[tokio::main]
@@ -92,6 +99,10 @@ async fn main() -> Result<()> {
     }
     if args.only.as_deref().is_some_and(|o| o.split(',').any(|s| s == "claim-lanes")) {
         claim_lanes::run(&mut report, args.clients, args.seconds).await?;
+    }
+    if args.only.as_deref().is_some_and(|o| o.split(',').any(|s| s == "scale")) {
+        scale::run(&mut report, &args.scale_hosts, args.scale_leases).await?;
+        in_process_memory(&mut report, "scale")?;
     }
     if wants("manager") {
         manager::run(&mut report, args.seconds.min(10), args.manager_record_wait_ms).await?;

@@ -1,0 +1,227 @@
+//! Lease creation as the cloud grows: the same one-host leases on 100 hosts
+//! and on 100,000 should cost about the same, since a creation should read
+//! and decide over what fits it, not over every host enrolled.
+//!
+//! For each host count: a fresh database, that many hosts enrolled through
+//! the store (64 VCPU each, a `rack` capability, one host in 20 per rack),
+//! `leases` leases booked beforehand at random 2-hour windows over the next
+//! year (as the log would hold them, in batches), then one-host leases
+//! created one at a time at random 2-hour windows over the year: first with
+//! no property, then asking for one rack (one host in 20). Prints p50 and
+//! p99 of each, and each p50 against the smallest cloud's.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use berth_core::dates::DateSpec;
+use berth_core::event::Allocation;
+use berth_core::lease::{self, Demand, LeaseRecord, LeaseStatus, ReservationRecord, ReservationStatus, Slot};
+use berth_core::{Event, EventMeta, Window};
+use berth_store::commands::{LeaseDates, NewHost, NewLease, NewReservation, SLOT_CONSUMER_TYPE};
+use berth_store::testing::TestDatabase;
+use berth_store::Store;
+use chrono::{DateTime, DurationRound, Utc};
+use rand::Rng;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use crate::report::{ms, percentile, Report};
+
+/// Creations timed per host count and kind of request (after a warm-up).
+const MEASURED: usize = 200;
+const WARMUP: usize = 20;
+/// Racks: a rack holds one host in this many.
+const RACKS: usize = 20;
+/// Enrolments at once.
+const ENROLLING: usize = 8;
+
+fn meta() -> EventMeta {
+    EventMeta { actor: Some("bench".into()), ..Default::default() }
+}
+
+fn whole() -> BTreeMap<String, i64> {
+    BTreeMap::from([("VCPU".to_string(), 64), ("MEMORY_MB".to_string(), 262_144), ("DISK_GB".to_string(), 2_000)])
+}
+
+/// `n` hosts, enrolled `ENROLLING` at a time.
+async fn enrol(store: &Arc<Store>, n: usize) -> Result<Vec<Uuid>> {
+    let mut tasks = Vec::new();
+    for part in 0..ENROLLING {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut out = Vec::new();
+            for i in (part..n).step_by(ENROLLING) {
+                let new = NewHost {
+                    name: format!("scale-host-{i:06}"),
+                    resources: Some((64, 262_144, 2_000)),
+                    reservable: true,
+                    capabilities: BTreeMap::from([("rack".to_string(), Value::from(format!("r{}", i % RACKS)))]),
+                };
+                out.push(store.enrol_host(&meta(), new).await?);
+            }
+            anyhow::Ok(out)
+        }));
+    }
+    let mut hosts = Vec::new();
+    for t in tasks {
+        hosts.extend(t.await??);
+    }
+    Ok(hosts)
+}
+
+/// A random 2-hour window, on the hour, within a year of `base`.
+fn random_window(base: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
+    let h = rand::thread_rng().gen_range(0..24 * 365);
+    let start = base + chrono::Duration::hours(h);
+    (start, start + chrono::Duration::hours(2))
+}
+
+/// Books `n` one-host leases at random windows on random hosts, as the log
+/// would hold them (the events lease creation records), in batches. Two
+/// may overlap on a host: it only makes that host busier.
+async fn book(store: &Store, hosts: &[Uuid], base: DateTime<Utc>, n: usize) -> Result<()> {
+    let at = Utc::now();
+    let whole = whole();
+    let mut batch = Vec::new();
+    for i in 0..n {
+        let provider = hosts[rand::thread_rng().gen_range(0..hosts.len())];
+        let (start, end) = random_window(base);
+        let slot = Slot { consumer: Uuid::new_v4(), provider, resources: whole.clone() };
+        let record = LeaseRecord {
+            id: Uuid::new_v4(),
+            name: format!("booked-{i}"),
+            project_id: "bench".into(),
+            user_id: "bench".into(),
+            start,
+            end,
+            status: LeaseStatus::Pending,
+            degraded: false,
+            recurrence_id: None,
+            reservations: vec![ReservationRecord {
+                id: Uuid::new_v4(),
+                resource_type: "physical:host".into(),
+                resource_id: Uuid::new_v4(),
+                status: ReservationStatus::Pending,
+                params: json!({"min": 1, "max": 1}),
+                slots: vec![slot.clone()],
+                created_at: at,
+                missing_resources: false,
+                resources_changed: false,
+            }],
+            events: lease::new_events(start, end - chrono::Duration::minutes(30), end),
+        };
+        let window = Window { start, end: Some(end) };
+        batch.push(Event::LeaseCreated { lease: record, at });
+        batch.push(Event::AllocationsReplaced {
+            consumer: slot.consumer,
+            project_id: "bench".into(),
+            user_id: "bench".into(),
+            consumer_type: Some(SLOT_CONSUMER_TYPE.into()),
+            allocations: whole
+                .iter()
+                .map(|(c, u)| Allocation { provider, resource_class: c.clone(), used: *u, window })
+                .collect(),
+            providers_bumped: None,
+            at,
+        });
+        if batch.len() >= 2_000 {
+            store.append(&meta(), &batch, None).await?;
+            batch.clear();
+        }
+    }
+    if !batch.is_empty() {
+        store.append(&meta(), &batch, None).await?;
+    }
+    Ok(())
+}
+
+/// One host, in `rack` when given.
+fn one_host(rack: Option<&str>) -> Result<NewReservation> {
+    let query = match rack {
+        Some(r) => berth_core::query::parse("resource_properties", &json!(["==", "$rack", r]))?,
+        None => None,
+    };
+    Ok(NewReservation {
+        resource_type: "physical:host".into(),
+        params: json!({"min": 1, "max": 1}),
+        demand: Demand::Hosts { min: 1, max: 1, hypervisor_properties: None, resource_properties: query },
+    })
+}
+
+/// Latencies of `count` creations at random windows, sorted; refusals for
+/// capacity counted apart.
+async fn creations(
+    store: &Store,
+    base: DateTime<Utc>,
+    tag: &str,
+    rack: Option<&str>,
+    count: usize,
+) -> Result<(Vec<Duration>, usize)> {
+    let (mut out, mut refused) = (Vec::new(), 0);
+    for j in 0..count {
+        let (start, end) = random_window(base);
+        let new = NewLease {
+            name: format!("{tag}-{j}"),
+            project_id: "bench".into(),
+            user_id: "bench".into(),
+            dates: LeaseDates::One { start: DateSpec::At(start), end: DateSpec::At(end), before_end: None },
+            reservations: vec![one_host(rack)?],
+        };
+        let t = Instant::now();
+        match store.create_lease(&meta(), new).await {
+            Ok(_) => out.push(t.elapsed()),
+            Err(e) if e.kind == berth_core::error::ErrorKind::Capacity => refused += 1,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    out.sort();
+    Ok((out, refused))
+}
+
+/// p50 of creations with no property and with one rack, on `hosts` hosts.
+async fn one_size(report: &mut Report, hosts: usize, leases: usize) -> Result<(Duration, Duration)> {
+    let db = TestDatabase::new().await;
+    let store = Arc::new(db.store(ENROLLING + 2).with_drawn_ties(true));
+    store.widen_wake_horizon(berth_manager::ManagerConfig::default().wake_horizon()).await?;
+    let t = Instant::now();
+    let ids = enrol(&store, hosts).await?;
+    let base = (Utc::now() + chrono::Duration::days(1)).duration_trunc(chrono::Duration::hours(1))?;
+    book(&store, &ids, base, leases).await?;
+    db.analyze().await;
+    let ready = t.elapsed();
+    creations(&store, base, "warm", None, WARMUP).await?;
+    let mut p50s = Vec::new();
+    for (what, tag, rack) in [("one host", "plain", None), ("one host in a rack (1 in 20)", "rack", Some("r7"))] {
+        let (l, refused) = creations(&store, base, tag, rack, MEASURED).await?;
+        let line = format!(
+            "lease creation, {what}, {hosts} hosts, {leases} leases booked (ready in {:.1} s): p50 {}, p99 {}, \
+             {refused} refused",
+            ready.as_secs_f64(),
+            ms(percentile(&l, 50.0)),
+            ms(percentile(&l, 99.0)),
+        );
+        report.line(line);
+        p50s.push(percentile(&l, 50.0));
+    }
+    Ok((p50s[0], p50s[1]))
+}
+
+/// Each host count in `sizes`, with `leases` booked beforehand; p50 against
+/// the first size's.
+pub async fn run(report: &mut Report, sizes: &[usize], leases: usize) -> Result<()> {
+    let mut first: Option<(usize, Duration, Duration)> = None;
+    for &n in sizes {
+        let (plain, rack) = one_size(report, n, leases).await?;
+        match first {
+            None => first = Some((n, plain, rack)),
+            Some((n0, p0, r0)) => report.line(format!(
+                "lease creation p50 at {n} hosts against {n0}: {:.2}x, in a rack {:.2}x (target at most 2x)",
+                plain.as_secs_f64() / p0.as_secs_f64(),
+                rack.as_secs_f64() / r0.as_secs_f64(),
+            )),
+        }
+    }
+    Ok(())
+}
