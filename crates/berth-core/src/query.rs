@@ -7,6 +7,7 @@
 //! else is compared as text.
 
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
@@ -163,6 +164,35 @@ fn compare(a: &Scalar, b: &Scalar) -> Option<Ordering> {
 }
 
 impl Query {
+    /// Properties a host must hold as exactly these strings to match: each
+    /// `==` of a property and a text that reads as no number and no
+    /// boolean, alone or in a top-level `and` (no other value compares
+    /// equal to such a text). Necessary, not sufficient: a store may narrow
+    /// what it reads by them, and still asks [`Query::matches`].
+    pub fn required_texts(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        let conjuncts = match self {
+            Query::And(qs) => qs.iter().collect(),
+            q => vec![q],
+        };
+        for q in conjuncts {
+            let Query::Compare(CmpOp::Eq, a, b) = q else {
+                continue;
+            };
+            let ((Term::Property(p), Term::Literal(Value::String(s)))
+            | (Term::Literal(Value::String(s)), Term::Property(p))) = (a, b)
+            else {
+                continue;
+            };
+            if matches!(scalar(&Value::String(s.clone())), Some(Scalar::Text(_)))
+                && !matches!(s.to_ascii_lowercase().as_str(), "true" | "false")
+            {
+                out.entry(p.clone()).or_insert_with(|| s.clone());
+            }
+        }
+        out
+    }
+
     /// Whether a host whose properties `lookup` answers matches. A property
     /// the host lacks makes its comparison false.
     pub fn matches(&self, lookup: &dyn Fn(&str) -> Option<Value>) -> bool {
@@ -267,6 +297,32 @@ mod tests {
             json!("\"x\""),
         ] {
             assert!(parse("q", &bad).is_err(), "{bad} should be refused");
+        }
+    }
+
+    #[test]
+    fn required_texts_are_held_by_every_host_that_matches() {
+        let required = |v: Value| q(v).required_texts();
+        assert_eq!(required(json!(["==", "$rack", "r7"])), BTreeMap::from([("rack".into(), "r7".into())]));
+        let both = required(json!(["and", ["=", "r7", "$rack"], ["==", "$zone", "b"], [">", "$vcpus", 2]]));
+        assert_eq!(both, BTreeMap::from([("rack".into(), "r7".into()), ("zone".into(), "b".into())]));
+        // Numbers, booleans and anything under `or` or `not` require no text.
+        for none in [
+            json!(["==", "$n", "10"]),
+            json!(["==", "$gpu", "True"]),
+            json!(["==", "$n", 10]),
+            json!(["or", ["==", "$rack", "r7"], ["==", "$rack", "r8"]]),
+            json!(["not", ["==", "$rack", "r7"]]),
+            json!(["!=", "$rack", "r7"]),
+        ] {
+            assert!(required(none.clone()).is_empty(), "{none} requires no text");
+        }
+        // Every value a host may hold: those that match hold the texts.
+        let values = [json!("r7"), json!(" r7"), json!("R7"), json!(7), json!("7"), json!(true), json!(["r7"])];
+        for v in values {
+            let h = host(&[("rack", v.clone())]);
+            let query = q(json!(["==", "$rack", "r7"]));
+            assert_eq!(query.matches(&h), v == json!("r7"), "{v}");
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod hosts;
 pub mod lease_events;
 pub mod leases;
 pub mod manager;
+pub(crate) mod near;
 pub mod placement;
 pub mod quotas;
 pub(crate) mod timelines;

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
-use super::plan::{idle, plan_new, span_of, unfit_error};
+use super::plan::{idle, plan_new, reads_near, span_of, unfit_error};
 use super::slots::{slot_events, Past};
 use super::{name_free, LeaseDates, NewLease, NAME_TAKEN};
 use crate::clock::NOW;
@@ -191,7 +191,8 @@ async fn create_in(
     let scopes = quota::Check::lease_scopes(&new.project_id, &new.user_id);
     let limits = [&scopes[0] as &(dyn ToSql + Sync), &scopes[1]];
     let (demands, named) = fit::demands_and_named(&items);
-    let early = fixed_windows(&new.dates).filter(|_| !idle(&items));
+    // A lease decided on the hosts near its window reads them itself.
+    let early = fixed_windows(&new.dates).filter(|w| !idle(&items) && !reads_near(&items, w));
     let over = early.as_ref().map(|w| fit::candidates_over(&demands, &named, span_of(w), w[0], cleaning));
     let reads = over.as_ref().map(timelines::Reads::new);
     let read_params = reads.as_ref().map(|r| r.params());

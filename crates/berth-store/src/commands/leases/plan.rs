@@ -14,8 +14,9 @@ use uuid::Uuid;
 
 use crate::lock::{self, Sorted};
 use crate::queries::fit::{
-    candidate_ids, chosen, decide, gather_candidates, gather_under, still_fits, Gathered, Item, Plan, Unfit,
+    candidate_ids, chosen, decide, gather, gather_candidates, gather_under, still_fits, Gathered, Item, Plan, Unfit,
 };
+use crate::queries::near;
 use crate::StoreError;
 
 /// Places every item of a lease of `project` over every window, in one
@@ -94,11 +95,7 @@ pub(super) async fn plan_new(
     while lost < TRIES {
         let read = match unlocked.take() {
             Some(g) => g,
-            None => {
-                let mut g = gather_candidates(tx, project, items, span, windows[0], cleaning).await?;
-                g.draw = draw;
-                g
-            }
+            None => read_new(tx, project, items, windows, cleaning, draw).await?,
         };
         let mut g = read.clone();
         g.passed_over.clone_from(&written);
@@ -139,6 +136,70 @@ pub(super) async fn plan_new(
         lock::give_back_chosen(tx).await?;
     }
     plan(tx, project, items, windows, &[], cleaning).await
+}
+
+/// The read a new lease is decided on without locks: the hosts near its
+/// window when best fit's choice among them is its choice among all
+/// ([`read_near`]), else every candidate.
+async fn read_new(
+    tx: &impl GenericClient,
+    project: &str,
+    items: &[Item<'_>],
+    windows: &[Window],
+    cleaning: chrono::Duration,
+    draw: Option<u64>,
+) -> Result<Gathered, StoreError> {
+    if let Some(g) = read_near(tx, project, items, windows, cleaning, draw).await? {
+        return Ok(g);
+    }
+    metrics::counter!("berth_lease_placement_full_reads").increment(1);
+    let mut g = gather_candidates(tx, project, items, span_of(windows), windows[0], cleaning).await?;
+    g.draw = draw;
+    Ok(g)
+}
+
+/// Whether a new lease of `items` over `windows` is first decided on the
+/// hosts near its window (`queries::near`): one whole-host reservation, one
+/// window with an end.
+pub(super) fn reads_near(items: &[Item<'_>], windows: &[Window]) -> bool {
+    matches!((items, windows), ([Item::Place(Demand::Hosts { .. }, prefer)], [w]) if prefer.is_empty() && w.end.is_some())
+}
+
+/// The hosts near the window of a lease [`reads_near`] reads so, with what
+/// others hold on them, if best fit's choice among them is the choice it
+/// would make among every candidate: every host that could take the lease
+/// was read, or the lease takes as many hosts as it may and none is less
+/// tight than the tightest host left out could be (`near::Near::bound`).
+/// `None`: read every candidate instead.
+async fn read_near(
+    tx: &impl GenericClient,
+    project: &str,
+    items: &[Item<'_>],
+    windows: &[Window],
+    cleaning: chrono::Duration,
+    draw: Option<u64>,
+) -> Result<Option<Gathered>, StoreError> {
+    if !reads_near(items, windows) {
+        return Ok(None);
+    }
+    let ([Item::Place(demand @ Demand::Hosts { max, .. }, _)], [window]) = (items, windows) else {
+        return Ok(None);
+    };
+    let Some(near) = near::read(tx, project, demand, *window, cleaning, draw).await? else {
+        return Ok(None);
+    };
+    let mut g = gather(tx, &near.ids, *window, *window, &[], cleaning).await?;
+    g.draw = draw;
+    if near.complete {
+        return Ok(Some(g));
+    }
+    let Ok(plan) = decide(&mut g.clone(), project, items, windows) else {
+        return Ok(None);
+    };
+    let placed = &plan[0][0];
+    let tight = placed.len() == *max as usize
+        && placed.iter().all(|p| g.index.get(&p.provider).is_some_and(|&i| g.candidates[i].gap(window) <= near.bound));
+    Ok(tight.then_some(g))
 }
 
 /// The window from the first start to the last end of `windows`.

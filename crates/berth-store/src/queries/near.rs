@@ -1,0 +1,208 @@
+//! The few hosts a new whole-host lease is decided on, found through
+//! indexes rather than by reading every host enrolled: best fit
+//! (`berth_core::schedule`) takes the free host whose free time around the
+//! window is tightest, so the hosts worth reading are those free over the
+//! window whose last hold ends nearest before it, those whose next hold
+//! starts nearest after it, and, for when no hold is near, a few other free
+//! hosts (from a point the lease's draw picks, or by name). Each list is a
+//! scan of one index in the order best fit ranks by, bounded by a row
+//! count; so a creation reads about the same on 100 hosts as on 100,000.
+//!
+//! Every filter here is necessary for a host to be placed on, never
+//! sufficient: a host left out could not have been chosen, and the hosts
+//! read are still decided on by berth-core's rules (`queries::fit`).
+//! [`Near::bound`] says how tight a host not read can be, so the caller
+//! knows whether its choice among the hosts read is the one best fit makes
+//! among all of them.
+
+use std::collections::BTreeSet;
+
+use berth_core::lease::Demand;
+use berth_core::schedule::GAP_HORIZON;
+use berth_core::Window;
+use chrono::{DateTime, Duration, Utc};
+use deadpool_postgres::GenericClient;
+use serde_json::Value;
+use tokio_postgres::types::ToSql;
+use uuid::Uuid;
+
+use crate::{sql, StoreError};
+
+/// `h`, a host, may be placed on by a lease of `$4`: reservable, enabled
+/// (Nova's COMPUTE_STATUS_DISABLED too), holding the texts `$5` the
+/// demand's properties require, and not kept for other projects (a
+/// project named in a list kept as a string holds it as a substring).
+/// `around`: the window `[$1, $2)` widened on both sides by no more than
+/// the host's cleaning time (the smaller of the default, `$3` seconds, and
+/// its own when it is a plain count of minutes; none otherwise), over which
+/// nothing of any class it has, and no maintenance, may be held.
+macro_rules! usable_and_free {
+    () => {
+        " h.reservable AND NOT h.disabled AND h.capabilities @> $5
+          AND NOT EXISTS (SELECT 1 FROM provider_traits t
+                          WHERE t.provider_uuid = h.provider_uuid AND t.trait = 'COMPUTE_STATUS_DISABLED')
+          AND (NOT h.capabilities ? 'authorized_projects'
+               OR CASE jsonb_typeof(h.capabilities->'authorized_projects')
+                  WHEN 'string' THEN strpos(h.capabilities->>'authorized_projects', $4) > 0
+                  WHEN 'array' THEN h.capabilities->'authorized_projects' @> jsonb_build_array($4::text)
+                  ELSE false END)
+          AND NOT EXISTS (SELECT 1 FROM allocations o
+                          WHERE o.provider_uuid = h.provider_uuid AND o.during && c.around
+                            AND EXISTS (SELECT 1 FROM inventories i
+                                        WHERE i.provider_uuid = o.provider_uuid
+                                          AND i.resource_class = o.resource_class))
+          AND NOT EXISTS (SELECT 1 FROM maintenance_windows m
+                          WHERE m.provider_uuid = h.provider_uuid AND m.during && c.around)"
+    };
+}
+
+/// The window widened by the host's cleaning time, as [`usable_and_free`] reads it.
+macro_rules! around {
+    () => {
+        " CROSS JOIN LATERAL (
+             SELECT tstzrange($1::timestamptz - by, $2::timestamptz + by, '[)') AS around
+             FROM (SELECT CASE WHEN NOT h.capabilities ? 'cleaning_time' THEN make_interval(secs => $3)
+                               WHEN h.capabilities->>'cleaning_time' ~ '^[0-9]{1,8}$'
+                               THEN least(make_interval(secs => $3),
+                                          make_interval(mins => (h.capabilities->>'cleaning_time')::int))
+                               ELSE interval '0' END AS by) b
+         ) c"
+    };
+}
+
+/// Holds of usable free hosts, up to `$6` rows each way: 0, those ending
+/// at or before `$1`, latest first; 1, those starting at or after `$2`,
+/// earliest first; each within best fit's horizon (`GAP_HORIZON`, a year),
+/// beyond which every gap counts the same. Then `$others`: 2, up to `$7`
+/// other usable free hosts.
+macro_rules! near {
+    ($others:expr) => {
+        concat!(
+            "(SELECT 0, a.provider_uuid, upper(a.during)
+              FROM allocations a JOIN hosts h ON h.provider_uuid = a.provider_uuid",
+            around!(),
+            " WHERE upper(a.during) IS NOT NULL AND upper(a.during) <= $1
+                AND upper(a.during) > $1::timestamptz - interval '8760 hours' AND",
+            usable_and_free!(),
+            " ORDER BY upper(a.during) DESC LIMIT $6)
+             UNION ALL
+             (SELECT 1, a.provider_uuid, lower(a.during)
+              FROM allocations a JOIN hosts h ON h.provider_uuid = a.provider_uuid",
+            around!(),
+            " WHERE upper(a.during) IS NOT NULL AND lower(a.during) >= $2
+                AND lower(a.during) < $2::timestamptz + interval '8760 hours' AND",
+            usable_and_free!(),
+            " ORDER BY lower(a.during) LIMIT $6)
+             UNION ALL ",
+            $others
+        )
+    };
+}
+
+/// [`near!`], the other hosts from the uuid `$8` on, wrapping round: where
+/// best fit breaks ties by a draw (`Store::with_drawn_ties`), a draw's own
+/// point, so that creations at once read different hosts.
+const NEAR_DRAWN: &str = near!(concat!(
+    "(SELECT 2, h.provider_uuid, NULL::timestamptz FROM hosts h",
+    around!(),
+    " WHERE h.provider_uuid >= $8 AND",
+    usable_and_free!(),
+    " ORDER BY h.provider_uuid LIMIT $7)
+     UNION ALL
+     (SELECT 2, h.provider_uuid, NULL::timestamptz FROM hosts h",
+    around!(),
+    " WHERE h.provider_uuid < $8 AND",
+    usable_and_free!(),
+    " ORDER BY h.provider_uuid LIMIT $7)"
+));
+
+/// [`near!`], the other hosts by name: where best fit breaks ties by name.
+const NEAR_BY_NAME: &str = near!(concat!(
+    "(SELECT 2, h.provider_uuid, NULL::timestamptz
+      FROM providers p JOIN hosts h ON h.provider_uuid = p.uuid",
+    around!(),
+    " WHERE",
+    usable_and_free!(),
+    " ORDER BY p.name LIMIT $7)"
+));
+
+/// Rows read each way per host wanted, beyond [`BASE_ROWS`]: a whole-host
+/// lease holds a row per class (three, usually), and hosts busy over the
+/// window or kept for others are passed over in the scan, not in the rows.
+const ROWS_PER_HOST: i64 = 16;
+/// Rows read each way at least: some twenty hosts each way, enough that
+/// the tightest host is almost always among them (and [`Near::bound`]
+/// says when it may not be).
+const BASE_ROWS: i64 = 64;
+/// Other hosts read: enough to choose among by draw or name when no hold is near.
+const OTHERS: i64 = 16;
+
+/// What [`read`] found.
+pub(crate) struct Near {
+    /// The hosts read, each once.
+    pub ids: Vec<Uuid>,
+    /// No host left out has a gap around the window (`Candidate::gap`)
+    /// shorter than this.
+    pub bound: Duration,
+    /// Every host that could take the lease was read.
+    pub complete: bool,
+}
+
+/// The hosts near `window` that `demand`, a whole-host demand of a lease of
+/// `project`, may be placed on (`None` for any other demand, or a window
+/// without end); `cleaning`: the default cleaning time; `draw`: the
+/// lease's draw, which picks where the other hosts are read from (by name
+/// without one).
+pub(crate) async fn read(
+    c: &impl GenericClient,
+    project: &str,
+    demand: &Demand,
+    window: Window,
+    cleaning: Duration,
+    draw: Option<u64>,
+) -> Result<Option<Near>, StoreError> {
+    let (Demand::Hosts { max, resource_properties, .. }, Some(end)) = (demand, window.end) else {
+        return Ok(None);
+    };
+    let texts = resource_properties.as_ref().map(|q| q.required_texts()).unwrap_or_default();
+    let required: Value =
+        texts.into_iter().map(|(k, v)| (k, Value::String(v))).collect::<serde_json::Map<_, _>>().into();
+    let secs = cleaning.num_milliseconds().max(0) as f64 / 1000.0;
+    let wanted = i64::from(*max);
+    let rows = BASE_ROWS.saturating_add(ROWS_PER_HOST.saturating_mul(wanted));
+    let others = OTHERS.saturating_add(wanted.saturating_mul(2));
+    let from = Uuid::from_u64_pair(draw.unwrap_or(0), 0);
+    let params: [&(dyn ToSql + Sync); 8] = [&window.start, &end, &secs, &project, &required, &rows, &others, &from];
+    let found = match draw {
+        Some(_) => sql::query(c, NEAR_DRAWN, &params).await?,
+        None => sql::query(c, NEAR_BY_NAME, &params[..7]).await?,
+    };
+    let mut ids = BTreeSet::new();
+    let (mut before, mut after, mut more) = (Vec::new(), Vec::new(), 0i64);
+    for r in &found {
+        let (list, id, at): (i32, Uuid, Option<DateTime<Utc>>) = (r.get(0), r.get(1), r.get(2));
+        match (list, at) {
+            (0, Some(at)) => before.push(at),
+            (1, Some(at)) => after.push(at),
+            _ => more += 1,
+        }
+        ids.insert(id);
+    }
+    // A list that came back short holds every host it could: a host not
+    // read has no hold within the horizon that way. One that came back
+    // full stops at its last row: a host not read ends its last hold no
+    // later (starts its next no sooner) than that.
+    let full = |list: &[DateTime<Utc>]| list.len() as i64 >= rows;
+    let gap_before = match before.last() {
+        Some(at) if full(&before) => window.start.signed_duration_since(*at).min(GAP_HORIZON),
+        _ => GAP_HORIZON,
+    };
+    let gap_after = match after.last() {
+        Some(at) if full(&after) => at.signed_duration_since(end).min(GAP_HORIZON),
+        _ => GAP_HORIZON,
+    };
+    let bound = gap_before.checked_add(&gap_after).unwrap_or(Duration::MAX);
+    // Fewer other hosts than asked for: every usable free host was read.
+    let complete = more < others;
+    Ok(Some(Near { ids: ids.into_iter().collect(), bound, complete }))
+}
