@@ -34,6 +34,8 @@ const MEASURED: usize = 200;
 const WARMUP: usize = 20;
 /// Racks: a rack holds one host in this many.
 const RACKS: usize = 20;
+/// Creations that read every candidate host (counted by the store).
+const FULL_READS: &str = "berth_lease_placement_full_reads";
 /// Enrolments at once.
 const ENROLLING: usize = 8;
 
@@ -193,11 +195,14 @@ async fn one_size(report: &mut Report, hosts: usize, leases: usize) -> Result<(D
     let ready = t.elapsed();
     creations(&store, base, "warm", None, WARMUP).await?;
     let mut p50s = Vec::new();
+    crate::counts::install();
     for (what, tag, rack) in [("one host", "plain", None), ("one host in a rack (1 in 20)", "rack", Some("r7"))] {
+        let full_before = crate::counts::get(FULL_READS).unwrap_or(0);
         let (l, refused) = creations(&store, base, tag, rack, MEASURED).await?;
+        let full = crate::counts::get(FULL_READS).map_or("not counted".into(), |n| (n - full_before).to_string());
         let line = format!(
             "lease creation, {what}, {hosts} hosts, {leases} leases booked (ready in {:.1} s): p50 {}, p99 {}, \
-             {refused} refused",
+             {refused} refused, {full} decided on every host",
             ready.as_secs_f64(),
             ms(percentile(&l, 50.0)),
             ms(percentile(&l, 99.0)),

@@ -23,6 +23,9 @@ pub(crate) mod heal;
 #[cfg(test)]
 #[allow(clippy::arithmetic_side_effects)] // the tests' own sums, of small known times
 mod heal_tests;
+#[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // the tests' own sums, of small known times
+mod near_tests;
 mod plan;
 mod slots;
 mod update;

@@ -171,7 +171,7 @@ pub(super) fn reads_near(items: &[Item<'_>], windows: &[Window]) -> bool {
 /// was read, or the lease takes as many hosts as it may and none is less
 /// tight than the tightest host left out could be (`near::Near::bound`).
 /// `None`: read every candidate instead.
-async fn read_near(
+pub(super) async fn read_near(
     tx: &impl GenericClient,
     project: &str,
     items: &[Item<'_>],

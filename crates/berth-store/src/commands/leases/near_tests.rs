@@ -1,0 +1,215 @@
+//! A whole-host lease decided on the hosts near its window (`queries::near`)
+//! takes a host as tight as best fit takes over every candidate: the
+//! calendar stays as packed. Checked on a cloud booked at random, with
+//! property queries, cleaning times (the default and hosts' own) and hosts
+//! that may not be placed on (disabled, unreservable, kept for another
+//! project), window after window, each then booked for real.
+
+use std::collections::BTreeMap;
+
+use berth_core::dates::DateSpec;
+use berth_core::lease::Demand;
+use berth_core::{EventMeta, Window};
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::heal::Demands;
+use super::plan::read_near;
+use crate::commands::{HostChange, LeaseDates, NewHost, NewLease, NewReservation};
+use crate::queries::fit::{decide, gather_candidates, Gathered, Item, Plan};
+use crate::queries::leases::Lease;
+use crate::testing::TestDatabase;
+use crate::Store;
+
+const HOSTS: usize = 40;
+const BOOKED: usize = 200;
+const PROBES: usize = 150;
+
+fn hosts_demand(rack: Option<usize>, max: u32) -> Demand {
+    let query = rack.map(|r| berth_core::query::parse("q", &json!(["==", "$rack", format!("r{r}")])).unwrap().unwrap());
+    Demand::Hosts { min: 1, max, hypervisor_properties: None, resource_properties: query }
+}
+
+/// Forty hosts in four racks; some with a cleaning time of their own, one
+/// disabled, one unreservable, one kept for another project.
+async fn cloud(store: &Store) -> Vec<Uuid> {
+    let meta = EventMeta::default();
+    let mut ids = Vec::new();
+    for i in 0..HOSTS {
+        let mut capabilities = BTreeMap::from([("rack".to_string(), Value::from(format!("r{}", i % 4)))]);
+        match i {
+            5 => capabilities.insert("cleaning_time".into(), json!(0)),
+            6 => capabilities.insert("cleaning_time".into(), json!("120")),
+            7 => capabilities.insert("authorized_projects".into(), json!("other")),
+            _ => None,
+        };
+        let new =
+            NewHost { name: format!("h{i:02}"), resources: Some((64, 4096, 100)), reservable: i != 9, capabilities };
+        ids.push(store.enrol_host(&meta, new).await.unwrap());
+    }
+    store.set_host_disabled(&meta, ids[8], true, None, &Demands::new()).await.unwrap();
+    ids
+}
+
+/// A random window of 1 to 12 hours starting within 20 days of `base`, on the half hour.
+fn window(rng: &mut StdRng, base: DateTime<Utc>) -> Window {
+    let start = base + Duration::minutes(30 * rng.gen_range(0..48 * 20));
+    Window { start, end: Some(start + Duration::hours(rng.gen_range(1..=12))) }
+}
+
+async fn book(store: &Store, name: String, w: Window, demand: Demand) {
+    let new = NewLease {
+        name,
+        project_id: "p1".into(),
+        user_id: "u".into(),
+        dates: LeaseDates::One { start: DateSpec::At(w.start), end: DateSpec::At(w.end.unwrap()), before_end: None },
+        reservations: vec![NewReservation { resource_type: "physical:host".into(), params: json!({}), demand }],
+    };
+    if let Err(e) = store.create_lease(&EventMeta::default(), new).await {
+        assert_eq!(e.kind, berth_core::error::ErrorKind::Capacity, "{e:?}");
+    }
+}
+
+/// The gaps around `w` of the hosts `plan` took, tightest first.
+fn gaps(g: &Gathered, plan: &Plan, w: &Window) -> Vec<Duration> {
+    let mut out: Vec<Duration> = plan[0][0].iter().map(|p| g.candidates[g.index[&p.provider]].gap(w)).collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn hosts_near_the_window_pack_the_calendar_as_every_host_does() {
+    let db = TestDatabase::new().await;
+    let cleaning = Duration::minutes(30);
+    let store = db.store(4).with_cleaning_time(cleaning.to_std().unwrap());
+    let ids = cloud(&store).await;
+    let base = (store.now().await.unwrap() + Duration::days(1)).duration_trunc(Duration::hours(1)).unwrap();
+    let mut rng = StdRng::seed_from_u64(30);
+    // Leases on hosts picked at random first, so that tight hosts are
+    // everywhere, not only where best fit packed them.
+    for k in 0..BOOKED {
+        let on = ids[rng.gen_range(10..HOSTS)];
+        let w = window(&mut rng, base);
+        let _ = try_create(&store, &format!("b{k}"), w, one(None), Some(on)).await;
+    }
+    let (mut near_used, mut same_host) = (0, 0);
+    for k in 0..PROBES {
+        let w = window(&mut rng, base);
+        let rack = rng.gen_bool(0.3).then(|| rng.gen_range(0..4));
+        let demand = hosts_demand(rack, if rng.gen_bool(0.2) { 3 } else { 1 });
+        let items = [Item::Place(&demand, Vec::new())];
+        let draw = rng.gen_bool(0.5).then(|| rng.gen());
+        let c = store.client().await.unwrap();
+        let near = read_near(&c, "p1", &items, &[w], cleaning, draw).await.unwrap();
+        let mut full = gather_candidates(&c, "p1", &items, w, w, cleaning).await.unwrap();
+        full.draw = draw;
+        drop(c);
+        let by_all = decide(&mut full.clone(), "p1", &items, &[w]);
+        if let Some(g) = near {
+            near_used += 1;
+            let by_near = decide(&mut g.clone(), "p1", &items, &[w]);
+            match (&by_near, &by_all) {
+                (Ok(n), Ok(a)) => {
+                    assert_eq!(
+                        gaps(&g, n, &w),
+                        gaps(&full, a, &w),
+                        "probe {k} over {w:?}: as tight as over every host"
+                    );
+                    for p in &n[0][0] {
+                        assert!(![ids[7], ids[8], ids[9]].contains(&p.provider), "probe {k}: a host it may not use");
+                    }
+                    same_host += usize::from(n == a);
+                }
+                (Err(_), Err(_)) => {}
+                _ => panic!("probe {k} over {w:?}: near {:?}, every host {:?}", by_near.is_ok(), by_all.is_ok()),
+            }
+        }
+        book(&store, format!("l{k}"), w, demand).await;
+    }
+    assert!(near_used >= PROBES * 3 / 4, "decided on the hosts near the window {near_used} times of {PROBES}");
+    assert!(same_host >= near_used * 9 / 10, "the same hosts {same_host} times of {near_used}");
+}
+
+/// A host the near read must see change at once: each change is made
+/// between two creations at the same window, and the second must see it.
+#[tokio::test]
+async fn the_next_creation_sees_a_host_disabled_changed_shrunk_or_freed() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4);
+    let meta = EventMeta::default();
+    let ids = cloud(&store).await;
+    let base = (store.now().await.unwrap() + Duration::days(1)).duration_trunc(Duration::hours(1)).unwrap();
+    let w = Window { start: base + Duration::hours(10), end: Some(base + Duration::hours(12)) };
+    // A lease ending as the window starts makes h12 the tightest host.
+    let before = Window { start: base + Duration::hours(8), end: Some(w.start) };
+    let on = |lease: &Lease| lease.record.reservations[0].slots[0].provider;
+    let tight = create(&store, "before", before, one(Some(0)), Some(ids[12])).await;
+    assert_eq!(on(&tight), ids[12]);
+    let first = create(&store, "first", w, one(None), None).await;
+    assert_eq!(on(&first), ids[12], "the tightest host");
+    store.delete_lease(&meta, first.record.id, None).await.unwrap();
+    // Disabled: the next creation passes it over.
+    store.set_host_disabled(&meta, ids[12], true, None, &Demands::new()).await.unwrap();
+    let second = create(&store, "second", w, one(None), None).await;
+    assert_ne!(on(&second), ids[12], "a disabled host");
+    store.delete_lease(&meta, second.record.id, None).await.unwrap();
+    store.set_host_disabled(&meta, ids[12], false, None, &Demands::new()).await.unwrap();
+    // Its rack changed: a creation asking for its old rack passes it over,
+    // one asking for the new one takes it.
+    let change = HostChange { capabilities: BTreeMap::from([("rack".into(), json!("r1"))]), ..Default::default() };
+    store.update_host(&meta, ids[12], change).await.unwrap();
+    let third = create(&store, "third", w, one(Some(0)), None).await;
+    assert_ne!(on(&third), ids[12], "a host no longer in the rack asked for");
+    let fourth = create(&store, "fourth", w, one(Some(1)), None).await;
+    assert_eq!(on(&fourth), ids[12], "a host now in the rack asked for");
+    // Shrunk: the next creation takes it whole as it is now.
+    store.delete_lease(&meta, fourth.record.id, None).await.unwrap();
+    let inventory = |total| berth_core::Inventory { total, ..Default::default() };
+    let smaller = [("VCPU", 32), ("MEMORY_MB", 4096), ("DISK_GB", 100)];
+    let smaller: BTreeMap<String, _> = smaller.into_iter().map(|(c, t)| (c.to_string(), inventory(t))).collect();
+    store.replace_inventories(&meta, ids[12], None, smaller).await.unwrap();
+    let fifth = create(&store, "fifth", w, one(None), None).await;
+    assert_eq!(on(&fifth), ids[12]);
+    let whole = &fifth.record.reservations[0].slots[0].resources;
+    assert_eq!(whole.get("VCPU"), Some(&32), "the host as it is now: {whole:?}");
+    // Freed: a lease over the window deleted, the next creation takes its host.
+    let sixth = create(&store, "sixth", w, one(Some(1)), None).await;
+    assert_ne!(on(&sixth), ids[12]);
+    store.delete_lease(&meta, fifth.record.id, None).await.unwrap();
+    let seventh = create(&store, "seventh", w, one(None), None).await;
+    assert_eq!(on(&seventh), ids[12], "the tightest host, freed");
+}
+
+fn one(rack: Option<usize>) -> NewReservation {
+    NewReservation { resource_type: "physical:host".into(), params: json!({}), demand: hosts_demand(rack, 1) }
+}
+
+/// Creates a one-reservation lease of "p1" over `w`; with `on`, asks for
+/// that host by name.
+async fn create(store: &Store, name: &str, w: Window, r: NewReservation, on: Option<Uuid>) -> Lease {
+    try_create(store, name, w, r, on).await.unwrap()
+}
+
+async fn try_create(
+    store: &Store,
+    name: &str,
+    w: Window,
+    mut r: NewReservation,
+    on: Option<Uuid>,
+) -> Result<Lease, berth_core::Error> {
+    if let (Some(on), Demand::Hosts { hypervisor_properties, .. }) = (on, &mut r.demand) {
+        let name = store.provider(on).await.unwrap().name;
+        *hypervisor_properties = berth_core::query::parse("q", &json!(["==", "$name", name])).unwrap();
+    }
+    let new = NewLease {
+        name: name.into(),
+        project_id: "p1".into(),
+        user_id: "u".into(),
+        dates: LeaseDates::One { start: DateSpec::At(w.start), end: DateSpec::At(w.end.unwrap()), before_end: None },
+        reservations: vec![r],
+    };
+    Ok(store.create_lease(&EventMeta::default(), new).await?.remove(0))
+}
