@@ -67,7 +67,9 @@ const PASSES: usize = 8;
 /// `draw`, the lease's own (`Store::with_drawn_ties`), so that creations at
 /// once on hosts alike choose different ones rather than all queueing on
 /// the first by name. `read`: the candidates read without locks already
-/// (`fit::candidates_of`), sent with the command's first statements.
+/// (`fit::candidates_of`), sent with the command's first statements; without
+/// it, the read is [`read_new`]'s: for one whole-host reservation over one
+/// window, the hosts near the window when they are enough.
 pub(super) async fn plan_new(
     tx: &impl GenericClient,
     project: &str,
