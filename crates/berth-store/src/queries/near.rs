@@ -33,11 +33,7 @@ use crate::StoreError;
 /// (Nova's COMPUTE_STATUS_DISABLED too), holding the texts `$5` the
 /// demand's properties require, and not kept for other projects (a
 /// project named in a list kept as a string holds it as a substring).
-/// `around`: the window `[$1, $2)` widened on both sides by no more than
-/// the host's cleaning time (the smaller of the default, `$3` seconds, and
-/// its own when it is a plain count of minutes; none otherwise), over which
-/// nothing of any class it has, and no maintenance, may be held.
-macro_rules! usable_and_free {
+macro_rules! usable {
     () => {
         " h.reservable AND NOT h.disabled AND h.capabilities @> $5
           AND NOT EXISTS (SELECT 1 FROM provider_traits t
@@ -46,18 +42,26 @@ macro_rules! usable_and_free {
                OR CASE jsonb_typeof(h.capabilities->'authorized_projects')
                   WHEN 'string' THEN strpos(h.capabilities->>'authorized_projects', $4) > 0
                   WHEN 'array' THEN h.capabilities->'authorized_projects' @> jsonb_build_array($4::text)
-                  ELSE false END)
-          AND NOT EXISTS (SELECT 1 FROM allocations o
-                          WHERE o.provider_uuid = h.provider_uuid AND o.during && c.around
-                            AND EXISTS (SELECT 1 FROM inventories i
-                                        WHERE i.provider_uuid = o.provider_uuid
-                                          AND i.resource_class = o.resource_class))
-          AND NOT EXISTS (SELECT 1 FROM maintenance_windows m
-                          WHERE m.provider_uuid = h.provider_uuid AND m.during && c.around)"
+                  ELSE false END) "
     };
 }
 
-/// The window widened by the host's cleaning time, as [`usable_and_free`] reads it.
+/// `h` holds nothing of any class it has, and no maintenance, over
+/// `c.around`: the window `[$1, $2)` widened on both sides by no more than
+/// the host's cleaning time (the smaller of the default, `$3` seconds, and
+/// its own when it is a plain count of minutes; none otherwise).
+macro_rules! free {
+    () => {
+        " NOT EXISTS (SELECT 1 FROM allocations o
+                      WHERE o.provider_uuid = h.provider_uuid AND o.during && c.around
+                        AND EXISTS (SELECT 1 FROM inventories i
+                                    WHERE i.provider_uuid = o.provider_uuid AND i.resource_class = o.resource_class))
+          AND NOT EXISTS (SELECT 1 FROM maintenance_windows m
+                          WHERE m.provider_uuid = h.provider_uuid AND m.during && c.around) "
+    };
+}
+
+/// The window widened by the host's cleaning time, as [`free!`] reads it.
 macro_rules! around {
     () => {
         " CROSS JOIN LATERAL (
@@ -67,34 +71,45 @@ macro_rules! around {
                                THEN least(make_interval(secs => $3),
                                           make_interval(mins => (h.capabilities->>'cleaning_time')::int))
                                ELSE interval '0' END AS by) b
-         ) c"
+         ) c "
     };
 }
 
-/// Holds of usable free hosts, up to `$6` rows each way: 0, those ending
-/// at or before `$1`, latest first; 1, those starting at or after `$2`,
-/// earliest first; each within best fit's horizon (`GAP_HORIZON`, a year),
-/// beyond which every gap counts the same. Then `$others`: 2, up to `$7`
-/// other usable free hosts.
+/// Holds of usable hosts, `$6` rows each way, within best fit's horizon
+/// (`GAP_HORIZON`, a year, beyond which every gap counts the same):
+/// `before`, ending at or before `$1`, latest first; `after`, starting at
+/// or after `$2`, earliest first. Rows answered: 0 and 1, each list's last
+/// instant and length; 2, the hosts of either list free over the window
+/// (each checked once, however many holds it has in the lists); then
+/// `$others`: 3, up to `$7` other usable free hosts.
 macro_rules! near {
     ($others:expr) => {
         concat!(
-            "(SELECT 0, a.provider_uuid, upper(a.during)
-              FROM allocations a JOIN hosts h ON h.provider_uuid = a.provider_uuid",
-            around!(),
-            " WHERE upper(a.during) IS NOT NULL AND upper(a.during) <= $1
-                AND upper(a.during) > $1::timestamptz - interval '8760 hours' AND",
-            usable_and_free!(),
-            " ORDER BY upper(a.during) DESC LIMIT $6)
+            "WITH before AS MATERIALIZED (
+                 SELECT a.provider_uuid, upper(a.during) AS at
+                 FROM allocations a JOIN hosts h ON h.provider_uuid = a.provider_uuid
+                 WHERE upper(a.during) IS NOT NULL AND upper(a.during) <= $1
+                   AND upper(a.during) > $1::timestamptz - interval '8760 hours' AND",
+            usable!(),
+            "    ORDER BY upper(a.during) DESC LIMIT $6
+             ), after AS MATERIALIZED (
+                 SELECT a.provider_uuid, lower(a.during) AS at
+                 FROM allocations a JOIN hosts h ON h.provider_uuid = a.provider_uuid
+                 WHERE upper(a.during) IS NOT NULL AND lower(a.during) >= $2
+                   AND lower(a.during) < $2::timestamptz + interval '8760 hours' AND",
+            usable!(),
+            "    ORDER BY lower(a.during) LIMIT $6
+             )
+             SELECT 0, NULL::uuid, min(at), count(*) FROM before
+             UNION ALL SELECT 1, NULL::uuid, max(at), count(*) FROM after
              UNION ALL
-             (SELECT 1, a.provider_uuid, lower(a.during)
-              FROM allocations a JOIN hosts h ON h.provider_uuid = a.provider_uuid",
+             SELECT 2, h.provider_uuid, NULL::timestamptz, 0::int8
+             FROM (SELECT provider_uuid FROM before UNION SELECT provider_uuid FROM after) s
+             JOIN hosts h ON h.provider_uuid = s.provider_uuid",
             around!(),
-            " WHERE upper(a.during) IS NOT NULL AND lower(a.during) >= $2
-                AND lower(a.during) < $2::timestamptz + interval '8760 hours' AND",
-            usable_and_free!(),
-            " ORDER BY lower(a.during) LIMIT $6)
-             UNION ALL ",
+            " WHERE",
+            free!(),
+            " UNION ALL ",
             $others
         )
     };
@@ -104,26 +119,32 @@ macro_rules! near {
 /// best fit breaks ties by a draw (`Store::with_drawn_ties`), a draw's own
 /// point, so that creations at once read different hosts.
 const NEAR_DRAWN: &str = near!(concat!(
-    "(SELECT 2, h.provider_uuid, NULL::timestamptz FROM hosts h",
+    "(SELECT 3, h.provider_uuid, NULL::timestamptz, 0::int8 FROM hosts h",
     around!(),
     " WHERE h.provider_uuid >= $8 AND",
-    usable_and_free!(),
+    usable!(),
+    " AND",
+    free!(),
     " ORDER BY h.provider_uuid LIMIT $7)
      UNION ALL
-     (SELECT 2, h.provider_uuid, NULL::timestamptz FROM hosts h",
+     (SELECT 3, h.provider_uuid, NULL::timestamptz, 0::int8 FROM hosts h",
     around!(),
     " WHERE h.provider_uuid < $8 AND",
-    usable_and_free!(),
+    usable!(),
+    " AND",
+    free!(),
     " ORDER BY h.provider_uuid LIMIT $7)"
 ));
 
 /// [`near!`], the other hosts by name: where best fit breaks ties by name.
 const NEAR_BY_NAME: &str = near!(concat!(
-    "(SELECT 2, h.provider_uuid, NULL::timestamptz
+    "(SELECT 3, h.provider_uuid, NULL::timestamptz, 0::int8
       FROM providers p JOIN hosts h ON h.provider_uuid = p.uuid",
     around!(),
     " WHERE",
-    usable_and_free!(),
+    usable!(),
+    " AND",
+    free!(),
     " ORDER BY p.name LIMIT $7)"
 ));
 
@@ -139,13 +160,14 @@ const AS_BEFORE: &str = "SELECT set_config('plan_cache_mode',
                                 (SELECT reset_val FROM pg_settings WHERE name = 'plan_cache_mode'), true)";
 
 /// Rows read each way per host wanted, beyond [`BASE_ROWS`]: a whole-host
-/// lease holds a row per class (three, usually), and hosts busy over the
-/// window or kept for others are passed over in the scan, not in the rows.
-const ROWS_PER_HOST: i64 = 16;
-/// Rows read each way at least: some twenty hosts each way, enough that
-/// the tightest host is almost always among them (and [`Near::bound`]
-/// says when it may not be).
-const BASE_ROWS: i64 = 64;
+/// lease holds a row per class (three, usually).
+const ROWS_PER_HOST: i64 = 32;
+/// Rows read each way at least, at the first depth: some forty leases each
+/// way. A row costs an index entry and a host's look-up (the free check is
+/// made once per host, after), so a list can run long; how far it must run
+/// for [`Near::bound`] to vouch for the choice grows with how sparse the
+/// holds near the window are, so a caller may read again deeper.
+const BASE_ROWS: i64 = 128;
 /// Other hosts read: enough to choose among by draw or name when no hold is near.
 const OTHERS: i64 = 16;
 
@@ -164,7 +186,7 @@ pub(crate) struct Near {
 /// `project`, may be placed on (`None` for any other demand, or a window
 /// without end); `cleaning`: the default cleaning time; `draw`: the
 /// lease's draw, which picks where the other hosts are read from (by name
-/// without one).
+/// without one); `depth`: how many times the usual rows each way.
 pub(crate) async fn read(
     c: &impl GenericClient,
     project: &str,
@@ -172,6 +194,7 @@ pub(crate) async fn read(
     window: Window,
     cleaning: Duration,
     draw: Option<u64>,
+    depth: i64,
 ) -> Result<Option<Near>, StoreError> {
     let (Demand::Hosts { max, resource_properties, .. }, Some(end)) = (demand, window.end) else {
         return Ok(None);
@@ -181,7 +204,7 @@ pub(crate) async fn read(
         texts.into_iter().map(|(k, v)| (k, Value::String(v))).collect::<serde_json::Map<_, _>>().into();
     let secs = cleaning.num_milliseconds().max(0) as f64 / 1000.0;
     let wanted = i64::from(*max);
-    let rows = BASE_ROWS.saturating_add(ROWS_PER_HOST.saturating_mul(wanted));
+    let rows = BASE_ROWS.saturating_add(ROWS_PER_HOST.saturating_mul(wanted)).saturating_mul(depth);
     let others = OTHERS.saturating_add(wanted.saturating_mul(2));
     let from = Uuid::from_u64_pair(draw.unwrap_or(0), 0);
     let params: [&(dyn ToSql + Sync); 8] = [&window.start, &end, &secs, &project, &required, &rows, &others, &from];
@@ -191,27 +214,27 @@ pub(crate) async fn read(
     };
     let [_, found, _] = sql::pipeline(c, [(CUSTOM, &[]), near, (AS_BEFORE, &[])]).await?;
     let mut ids = BTreeSet::new();
-    let (mut before, mut after, mut more) = (Vec::new(), Vec::new(), 0i64);
+    let (mut before, mut after, mut more) = ((None, 0), (None, 0), 0i64);
     for r in &found {
-        let (list, id, at): (i32, Uuid, Option<DateTime<Utc>>) = (r.get(0), r.get(1), r.get(2));
-        match (list, at) {
-            (0, Some(at)) => before.push(at),
-            (1, Some(at)) => after.push(at),
-            _ => more += 1,
+        let (list, id, at, n): (i32, Option<Uuid>, Option<DateTime<Utc>>, i64) =
+            (r.get(0), r.get(1), r.get(2), r.get(3));
+        match list {
+            0 => before = (at, n),
+            1 => after = (at, n),
+            _ => more += i64::from(list == 3),
         }
-        ids.insert(id);
+        ids.extend(id);
     }
-    // A list that came back short holds every host it could: a host not
-    // read has no hold within the horizon that way. One that came back
-    // full stops at its last row: a host not read ends its last hold no
-    // later (starts its next no sooner) than that.
-    let full = |list: &[DateTime<Utc>]| list.len() as i64 >= rows;
-    let gap_before = match before.last() {
-        Some(at) if full(&before) => window.start.signed_duration_since(*at).min(GAP_HORIZON),
+    // A list that came back short holds every usable host it could: a host
+    // not read has no hold within the horizon that way. One that came back
+    // full stops at its last row: a usable host not read ends its last hold
+    // no later (starts its next no sooner) than that.
+    let gap_before = match before {
+        (Some(at), n) if n >= rows => window.start.signed_duration_since(at).min(GAP_HORIZON),
         _ => GAP_HORIZON,
     };
-    let gap_after = match after.last() {
-        Some(at) if full(&after) => at.signed_duration_since(end).min(GAP_HORIZON),
+    let gap_after = match after {
+        (Some(at), n) if n >= rows => at.signed_duration_since(end).min(GAP_HORIZON),
         _ => GAP_HORIZON,
     };
     let bound = gap_before.checked_add(&gap_after).unwrap_or(Duration::MAX);

@@ -187,22 +187,34 @@ pub(super) async fn read_near(
     let ([Item::Place(demand @ Demand::Hosts { max, .. }, _)], [window]) = (items, windows) else {
         return Ok(None);
     };
-    let Some(near) = near::read(tx, project, demand, *window, cleaning, draw).await? else {
-        return Ok(None);
-    };
-    let mut g = gather(tx, &near.ids, *window, *window, &[], cleaning).await?;
-    g.draw = draw;
-    if near.complete {
-        return Ok(Some(g));
+    for depth in DEPTHS {
+        let Some(near) = near::read(tx, project, demand, *window, cleaning, draw, depth).await? else {
+            return Ok(None);
+        };
+        let mut g = gather(tx, &near.ids, *window, *window, &[], cleaning).await?;
+        g.draw = draw;
+        if near.complete {
+            return Ok(Some(g));
+        }
+        let Ok(plan) = decide(&mut g.clone(), project, items, windows) else {
+            continue;
+        };
+        let placed = &plan[0][0];
+        let tight = placed.len() == *max as usize
+            && placed
+                .iter()
+                .all(|p| g.index.get(&p.provider).is_some_and(|&i| g.candidates[i].gap(window) <= near.bound));
+        if tight {
+            return Ok(Some(g));
+        }
     }
-    let Ok(plan) = decide(&mut g.clone(), project, items, windows) else {
-        return Ok(None);
-    };
-    let placed = &plan[0][0];
-    let tight = placed.len() == *max as usize
-        && placed.iter().all(|p| g.index.get(&p.provider).is_some_and(|&i| g.candidates[i].gap(window) <= near.bound));
-    Ok(tight.then_some(g))
+    Ok(None)
 }
+
+/// How deep the near read looks, in turn, before every candidate is read:
+/// the usual rows each way, then four times as many (holds sparse around
+/// the window need longer lists to vouch for the tightest host).
+const DEPTHS: [i64; 2] = [1, 4];
 
 /// The window from the first start to the last end of `windows`.
 pub(super) fn span_of(windows: &[Window]) -> Window {
