@@ -16,10 +16,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use berth_core::dates::DateSpec;
-use berth_core::event::Allocation;
-use berth_core::lease::{self, Demand, LeaseRecord, LeaseStatus, ReservationRecord, ReservationStatus, Slot};
-use berth_core::{Event, EventMeta, Window};
-use berth_store::commands::{LeaseDates, NewHost, NewLease, NewReservation, SLOT_CONSUMER_TYPE};
+use berth_core::lease::Demand;
+use berth_core::EventMeta;
+use berth_store::commands::{LeaseDates, NewHost, NewLease, NewReservation};
 use berth_store::testing::TestDatabase;
 use berth_store::Store;
 use chrono::{DateTime, DurationRound, Utc};
@@ -80,63 +79,16 @@ fn random_window(base: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
     (start, start + chrono::Duration::hours(2))
 }
 
-/// Books `n` one-host leases at random windows on random hosts, as the log
-/// would hold them (the events lease creation records), in batches. Two
-/// may overlap on a host: it only makes that host busier.
+/// Books `n` one-host leases at random windows on random hosts. Two may
+/// overlap on a host: it only makes that host busier.
 async fn book(store: &Store, hosts: &[Uuid], base: DateTime<Utc>, n: usize) -> Result<()> {
-    let at = Utc::now();
-    let whole = whole();
-    let mut batch = Vec::new();
-    for i in 0..n {
-        let provider = hosts[rand::thread_rng().gen_range(0..hosts.len())];
-        let (start, end) = random_window(base);
-        let slot = Slot { consumer: Uuid::new_v4(), provider, resources: whole.clone() };
-        let record = LeaseRecord {
-            id: Uuid::new_v4(),
-            name: format!("booked-{i}"),
-            project_id: "bench".into(),
-            user_id: "bench".into(),
-            start,
-            end,
-            status: LeaseStatus::Pending,
-            degraded: false,
-            recurrence_id: None,
-            reservations: vec![ReservationRecord {
-                id: Uuid::new_v4(),
-                resource_type: "physical:host".into(),
-                resource_id: Uuid::new_v4(),
-                status: ReservationStatus::Pending,
-                params: json!({"min": 1, "max": 1}),
-                slots: vec![slot.clone()],
-                created_at: at,
-                missing_resources: false,
-                resources_changed: false,
-            }],
-            events: lease::new_events(start, end - chrono::Duration::minutes(30), end),
-        };
-        let window = Window { start, end: Some(end) };
-        batch.push(Event::LeaseCreated { lease: record, at });
-        batch.push(Event::AllocationsReplaced {
-            consumer: slot.consumer,
-            project_id: "bench".into(),
-            user_id: "bench".into(),
-            consumer_type: Some(SLOT_CONSUMER_TYPE.into()),
-            allocations: whole
-                .iter()
-                .map(|(c, u)| Allocation { provider, resource_class: c.clone(), used: *u, window })
-                .collect(),
-            providers_bumped: None,
-            at,
-        });
-        if batch.len() >= 2_000 {
-            store.append(&meta(), &batch, None).await?;
-            batch.clear();
-        }
-    }
-    if !batch.is_empty() {
-        store.append(&meta(), &batch, None).await?;
-    }
-    Ok(())
+    let leases: Vec<_> = (0..n)
+        .map(|_| {
+            let (start, end) = random_window(base);
+            (hosts[rand::thread_rng().gen_range(0..hosts.len())], start, end)
+        })
+        .collect();
+    crate::setup::book(store, &meta(), &whole(), leases).await
 }
 
 /// One host, in `rack` when given.

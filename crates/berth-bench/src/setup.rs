@@ -4,11 +4,13 @@ use std::collections::BTreeMap;
 
 use anyhow::Result;
 use berth_core::event::Allocation;
-use berth_core::{EventMeta, Inventory, Window};
-use berth_store::commands::{ConsumerAllocations, GenerationCheck, NewProvider};
+use berth_core::lease::{self, LeaseRecord, LeaseStatus, ReservationRecord, ReservationStatus, Slot};
+use berth_core::{Event, EventMeta, Inventory, Window};
+use berth_store::commands::{ConsumerAllocations, GenerationCheck, NewProvider, SLOT_CONSUMER_TYPE};
 use berth_store::testing::TestDatabase;
 use berth_store::Store;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
+use serde_json::json;
 use uuid::Uuid;
 
 /// A store on `db` for the claim scenarios: the claim lanes wait for a
@@ -61,4 +63,66 @@ pub fn claim(provider: Uuid, project_id: String, user_id: String) -> ConsumerAll
             Allocation { provider, resource_class: "MEMORY_MB".into(), used: 256, window: now },
         ],
     }
+}
+
+/// Books one-host leases `(host, start, end)` holding `whole` of each, as
+/// the log would hold them (the events lease creation records, without
+/// deciding each one), appended in batches: what the lease scenarios book
+/// before they time creations.
+pub async fn book(
+    store: &Store,
+    meta: &EventMeta,
+    whole: &BTreeMap<String, i64>,
+    leases: impl IntoIterator<Item = (Uuid, DateTime<Utc>, DateTime<Utc>)>,
+) -> Result<()> {
+    let at = Utc::now();
+    let mut batch = Vec::new();
+    for (i, (provider, start, end)) in leases.into_iter().enumerate() {
+        let slot = Slot { consumer: Uuid::new_v4(), provider, resources: whole.clone() };
+        let record = LeaseRecord {
+            id: Uuid::new_v4(),
+            name: format!("booked-{i}"),
+            project_id: "bench".into(),
+            user_id: "bench".into(),
+            start,
+            end,
+            status: LeaseStatus::Pending,
+            degraded: false,
+            recurrence_id: None,
+            reservations: vec![ReservationRecord {
+                id: Uuid::new_v4(),
+                resource_type: "physical:host".into(),
+                resource_id: Uuid::new_v4(),
+                status: ReservationStatus::Pending,
+                params: json!({"min": 1, "max": 1}),
+                slots: vec![slot.clone()],
+                created_at: at,
+                missing_resources: false,
+                resources_changed: false,
+            }],
+            events: lease::new_events(start, end - chrono::Duration::minutes(30), end),
+        };
+        let window = Window { start, end: Some(end) };
+        batch.push(Event::LeaseCreated { lease: record, at });
+        batch.push(Event::AllocationsReplaced {
+            consumer: slot.consumer,
+            project_id: "bench".into(),
+            user_id: "bench".into(),
+            consumer_type: Some(SLOT_CONSUMER_TYPE.into()),
+            allocations: whole
+                .iter()
+                .map(|(c, u)| Allocation { provider, resource_class: c.clone(), used: *u, window })
+                .collect(),
+            providers_bumped: None,
+            at,
+        });
+        if batch.len() >= 2_000 {
+            store.append(meta, &batch, None).await?;
+            batch.clear();
+        }
+    }
+    if !batch.is_empty() {
+        store.append(meta, &batch, None).await?;
+    }
+    Ok(())
 }

@@ -17,10 +17,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use berth_core::dates::DateSpec;
-use berth_core::event::Allocation;
-use berth_core::lease::{self, Demand, LeaseRecord, LeaseStatus, ReservationRecord, ReservationStatus, Slot};
-use berth_core::{Event, EventMeta, Window};
-use berth_store::commands::{LeaseDates, NewHost, NewLease, NewReservation, SLOT_CONSUMER_TYPE};
+use berth_core::lease::Demand;
+use berth_core::EventMeta;
+use berth_store::commands::{LeaseDates, NewHost, NewLease, NewReservation};
 use berth_store::testing::TestDatabase;
 use berth_store::Store;
 use chrono::{DateTime, DurationRound, Utc};
@@ -70,65 +69,15 @@ async fn hosts(store: &Store, n: usize) -> Result<Vec<Uuid>> {
     Ok(out)
 }
 
-/// Books `n` leases as the log would hold them, in batches (the same
-/// events lease creation records, without deciding each one).
+/// Books `n` leases, two hours apart on each host in turn.
 async fn book(store: &Store, hosts: &[Uuid], base: DateTime<Utc>, n: usize) -> Result<()> {
-    let at = Utc::now();
     let whole =
         BTreeMap::from([("VCPU".to_string(), 16), ("MEMORY_MB".to_string(), 65_536), ("DISK_GB".to_string(), 1_000)]);
-    let mut batch = Vec::new();
-    for i in 0..n {
-        let provider = hosts[i % hosts.len()];
+    let leases = (0..n).map(|i| {
         let k = (i / hosts.len()) as i64;
-        let (start, end) = (hour(base, 2 * k), hour(base, 2 * k + 1));
-        let slot = Slot { consumer: Uuid::new_v4(), provider, resources: whole.clone() };
-        let rid = Uuid::new_v4();
-        let record = LeaseRecord {
-            id: Uuid::new_v4(),
-            name: format!("booked-{i}"),
-            project_id: "bench".into(),
-            user_id: "bench".into(),
-            start,
-            end,
-            status: LeaseStatus::Pending,
-            degraded: false,
-            recurrence_id: None,
-            reservations: vec![ReservationRecord {
-                id: rid,
-                resource_type: "physical:host".into(),
-                resource_id: Uuid::new_v4(),
-                status: ReservationStatus::Pending,
-                params: json!({"min": 1, "max": 1}),
-                slots: vec![slot.clone()],
-                created_at: at,
-                missing_resources: false,
-                resources_changed: false,
-            }],
-            events: lease::new_events(start, end - chrono::Duration::minutes(30), end),
-        };
-        let window = Window { start, end: Some(end) };
-        batch.push(Event::LeaseCreated { lease: record, at });
-        batch.push(Event::AllocationsReplaced {
-            consumer: slot.consumer,
-            project_id: "bench".into(),
-            user_id: "bench".into(),
-            consumer_type: Some(SLOT_CONSUMER_TYPE.into()),
-            allocations: whole
-                .iter()
-                .map(|(c, u)| Allocation { provider, resource_class: c.clone(), used: *u, window })
-                .collect(),
-            providers_bumped: None,
-            at,
-        });
-        if batch.len() >= 2_000 {
-            store.append(&meta(), &batch, None).await?;
-            batch.clear();
-        }
-    }
-    if !batch.is_empty() {
-        store.append(&meta(), &batch, None).await?;
-    }
-    Ok(())
+        (hosts[i % hosts.len()], hour(base, 2 * k), hour(base, 2 * k + 1))
+    });
+    crate::setup::book(store, &meta(), &whole, leases).await
 }
 
 async fn create(

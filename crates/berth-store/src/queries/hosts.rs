@@ -91,17 +91,14 @@ fn host(r: &Row) -> Host {
     }
 }
 
+/// A host's name by its id.
+const HOST_NAME: &str = "SELECT p.name FROM hosts h JOIN providers p ON p.uuid = h.provider_uuid WHERE p.uuid = $1";
+
 impl Store {
     /// The name of host `id`, a list's place for a marker naming it.
     pub async fn host_name(&self, id: Uuid) -> Result<Option<String>, Error> {
         let c = self.read_client().await?;
-        let row = c
-            .query_opt(
-                "SELECT p.name FROM hosts h JOIN providers p ON p.uuid = h.provider_uuid WHERE p.uuid = $1",
-                &[&id],
-            )
-            .await
-            .map_err(db)?;
+        let row = c.query_opt(HOST_NAME, &[&id]).await.map_err(db)?;
         Ok(row.map(|r| r.get(0)))
     }
 
@@ -147,13 +144,7 @@ impl Store {
     /// Host `id` with the reservations holding it that `filter` shows.
     pub async fn host_allocation(&self, id: Uuid, filter: AllocationFilter<'_>) -> Result<HostAllocation, Error> {
         let c = self.client().await?;
-        let row = c
-            .query_opt(
-                "SELECT p.name FROM hosts h JOIN providers p ON p.uuid = h.provider_uuid WHERE p.uuid = $1",
-                &[&id],
-            )
-            .await
-            .map_err(db)?;
+        let row = c.query_opt(HOST_NAME, &[&id]).await.map_err(db)?;
         let Some(name) = row.map(|r| r.get(0)) else {
             return Err(Error::not_found(ErrorCode::HostNotFound, format!("host {id} could not be found")));
         };
