@@ -13,7 +13,7 @@ run: deps
 
 ## test: every test, against a throwaway PostgreSQL and Keystone started for the run
 test: deps
-	$(CARGO) build -p berthd
+	$(CARGO) build -p berthd -p berth-cli
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 	  $(KEYSTONE) $(DEBUG)/berthd with-postgres -- $(CARGO) nextest run --workspace --no-fail-fast; \
 	else \
@@ -24,11 +24,11 @@ test: deps
 ## synchronous standby of the test's own, claims and lease creations driven against
 ## two berthd while the primary stops and the standby is promoted (docs/ha.md)
 test-ha: deps
-	$(CARGO) build -p berthd
+	$(CARGO) build -p berthd -p berth-cli
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
-	  $(CARGO) nextest run -p berthd --test ha --run-ignored only --no-capture; \
+	  $(CARGO) nextest run -p berth-tests --test black_box --run-ignored only -E 'test(/^ha::/)' --no-capture; \
 	else \
-	  $(CARGO) test -p berthd --test ha -- --ignored --nocapture; \
+	  $(CARGO) test -p berth-tests --test black_box -- --ignored --nocapture ha::; \
 	fi
 
 ## conformance: Placement's own API tests (and the osc-placement client) against a

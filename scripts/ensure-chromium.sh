@@ -1,7 +1,7 @@
 #!/bin/sh
 # Makes sure headless Chromium is installed, and Playwright for Python in
 # target/console-venv to drive it: the console's browser tests
-# (crates/berthd/tests/console) need both, and skip loudly without them.
+# (tests/console) need both, and skip loudly without them.
 # On Debian or Ubuntu, as root, installs the distribution's chromium;
 # elsewhere says what to install. (Recommends are skipped: a font is all the
 # pages need beyond the browser.)

@@ -1,0 +1,163 @@
+//! The berth CLI against a real berthd: hosts, leases, availability, in
+//! table and JSON output, with BERTH_URL and BERTH_TOKEN.
+
+// Tests pick times relative to the real clock, which is the database's
+// (one machine); the code under test reads only the database's.
+#![allow(clippy::disallowed_methods)]
+
+use berth_testkit::{berth, berth_json as json, Server};
+
+fn future(days: i64, hour: u32) -> String {
+    let d = chrono::Utc::now().date_naive() + chrono::Duration::days(days);
+    format!("{d} {hour:02}:00")
+}
+
+/// A dry run lists the occurrences, Mondays as crontab reads `1`, and books nothing.
+fn a_dry_run_lists_the_occurrences_and_books_nothing(s: &Server) {
+    let dry = json(
+        s,
+        "alice:p1",
+        &[
+            "lease",
+            "create",
+            "weekly",
+            "--start",
+            "2031-03-03 00:00",
+            "--cron",
+            "0 9 * * 1",
+            "--duration",
+            "1h",
+            "--until",
+            "2031-03-17 00:00",
+            "--reservation",
+            "resource_type=physical:host,min=1,max=1",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(dry.as_array().map(Vec::len), Some(2), "{dry}");
+    assert_eq!(dry[1]["start_date"], "2031-03-10T09:00:00.000000");
+    assert_eq!(dry[0]["fits"], true);
+    let (ok, table, _) = berth(s, "alice:p1", &["lease", "list"]);
+    assert!(ok && !table.contains("weekly"), "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_manages_hosts_and_leases() {
+    let s = Server::start().await;
+    let host = json(
+        &s,
+        "admin",
+        &["host", "create", "cli-1", "--vcpus", "4", "--memory-mb", "4096", "--local-gb", "10", "--extra", "gpu=true"],
+    );
+    assert_eq!(host["gpu"], "true");
+    let (ok, table, _) = berth(&s, "admin", &["host", "list"]);
+    assert!(ok && table.contains("cli-1") && table.contains("| hypervisor_hostname |"), "{table}");
+    let (ok, _, err) = berth(&s, "alice:p1", &["host", "create", "cli-2"]);
+    assert!(!ok && err.contains("403"), "{err}");
+
+    let (start, end) = (future(3, 10), future(3, 12));
+    let res = "resource_type=physical:host,min=1,max=1,resource_properties=[\"=\", \"$gpu\", \"true\"]";
+    let lease =
+        json(&s, "alice:p1", &["lease", "create", "cli-lease", "--start", &start, "--end", &end, "--reservation", res]);
+    assert_eq!(lease["status"], "PENDING");
+    let id = lease["id"].as_str().unwrap().to_string();
+    // A second lease on the only GPU host overlaps: the error names the reservation.
+    let (ok, _, err) =
+        berth(&s, "bob:p2", &["lease", "create", "other", "--start", &start, "--end", &end, "--reservation", res]);
+    assert!(!ok && err.contains("berth.lease.reservation_0.no_capacity"), "{err}");
+
+    let (ok, table, _) = berth(&s, "alice:p1", &["lease", "list"]);
+    assert!(ok && table.contains("cli-lease") && table.contains("PENDING"), "{table}");
+    a_create_run_again_with_its_key_makes_nothing(&s);
+    let shown = json(&s, "alice:p1", &["lease", "show", "cli-lease"]);
+    assert_eq!(shown["id"], id.as_str());
+    a_dry_run_lists_the_occurrences_and_books_nothing(&s);
+    // A duration without a unit is refused before anything is sent.
+    let (ok, _, err) = berth(&s, "alice:p1", &["lease", "update", "cli-lease", "--prolong-for", "1"]);
+    assert!(!ok && err.contains("give a unit: 1m, 1h, 1d"), "{err}");
+    assert_eq!(json(&s, "alice:p1", &["lease", "show", "cli-lease"])["end_date"], lease["end_date"]);
+    // Reservation values go typed: the stored parameters are numbers.
+    assert_eq!(lease["reservations"][0]["min"], 1, "{lease}");
+    let longer = json(&s, "alice:p1", &["lease", "update", "cli-lease", "--prolong-for", "1h"]);
+    assert!(longer["end_date"].as_str().unwrap().contains("T13:00:00"), "{longer}");
+    let shorter = json(&s, "alice:p1", &["lease", "update", &id, "--reduce-by", "30m", "--name", "renamed"]);
+    assert!(shorter["end_date"].as_str().unwrap().contains("T12:30:00"), "{shorter}");
+    assert_eq!(shorter["name"], "renamed");
+
+    let allocs = json(&s, "admin", &["host", "allocations"]);
+    assert_eq!(allocs[0]["reservations"][0]["lease_id"], id.as_str());
+    let advice = json(
+        &s,
+        "alice:p1",
+        &[
+            "availability",
+            "--reservation",
+            "resource_type=physical:host,min=1,max=1",
+            "--duration",
+            "2h",
+            "--from",
+            &future(3, 9),
+            "--until",
+            &future(3, 20),
+            "--limit",
+            "1",
+        ],
+    );
+    assert!(advice[0]["start_date"].as_str().unwrap().contains("T12:30:00"), "{advice}");
+
+    let (ok, out, _) = berth(&s, "alice:p1", &["lease", "delete", "renamed"]);
+    assert!(ok && out.contains("Deleted lease"), "{out}");
+    let (ok, out, err) = berth(&s, "admin", &["host", "delete", "cli-1"]);
+    assert!(ok, "{out}{err}");
+    assert!(json(&s, "admin", &["host", "list"]).as_array().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_credentials_the_cli_says_how_to_authenticate() {
+    let s = Server::start().await;
+    let out = std::process::Command::new(berth_testkit::berth_bin())
+        .args(["lease", "list"])
+        .env("BERTH_URL", &s.url)
+        .env_remove("BERTH_TOKEN")
+        .env_remove("OS_CLOUD")
+        .env_remove("OS_AUTH_URL")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "no token is guessed");
+    assert!(err.contains("BERTH_TOKEN") && err.contains("OS_AUTH_URL") && err.contains("OS_CLOUD"), "{err}");
+}
+
+/// `--idempotency-key` sent twice with one request: the second command
+/// answers the lease the first made; with another request, a 409.
+fn a_create_run_again_with_its_key_makes_nothing(s: &Server) {
+    let (start, end) = (future(6, 10), future(6, 12));
+    let res = "resource_type=physical:host,min=1,max=1";
+    let args = ["lease", "create", "keyed", "--start", &start, "--end", &end, "--reservation", res];
+    let first = json(s, "alice:p1", &[&args[..], &["--idempotency-key", "cli-k"]].concat());
+    let again = json(s, "alice:p1", &[&args[..], &["--idempotency-key", "cli-k"]].concat());
+    assert_eq!(first["id"], again["id"]);
+    let listed = json(s, "alice:p1", &["lease", "list"]);
+    let keyed = listed.as_array().unwrap().iter().filter(|l| l["name"] == "keyed").count();
+    assert_eq!(keyed, 1, "{listed}");
+    let (ok, _, err) = berth(
+        s,
+        "alice:p1",
+        &[
+            "lease",
+            "create",
+            "keyed2",
+            "--start",
+            &start,
+            "--end",
+            &end,
+            "--reservation",
+            res,
+            "--idempotency-key",
+            "cli-k",
+        ],
+    );
+    assert!(!ok && err.contains("409") && err.contains("idempotency_key_reused"), "{err}");
+    let (ok, _, err) = berth(s, "alice:p1", &["lease", "delete", first["id"].as_str().unwrap()]);
+    assert!(ok, "{err}");
+}

@@ -1,0 +1,118 @@
+//! Black-box: the berthd binary on a real database.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use berth_store::testing::TestDatabase;
+
+struct Daemon {
+    child: Child,
+    base: String,
+}
+
+impl Daemon {
+    fn start(db: &TestDatabase) -> Daemon {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(berth_testkit::berthd_bin())
+            .arg("serve")
+            .env("BERTH_DATABASE_URL", &db.url)
+            .env("BERTH_LISTEN", format!("127.0.0.1:{port}"))
+            .env("BERTH_AUTH", "noauth")
+            .env("BERTH_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let d = Daemon { child, base: format!("http://127.0.0.1:{port}") };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if reqwest::blocking::get(format!("{}/healthz", d.base)).is_ok() {
+                return d;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("berthd did not come up");
+    }
+
+    fn terminate(mut self) -> std::process::ExitStatus {
+        // SAFETY: sending a signal to our own child process.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "berthd ignored SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+fn berthd(args: &[&str], db: &TestDatabase) -> std::process::Output {
+    Command::new(berth_testkit::berthd_bin())
+        .args(args)
+        .env("BERTH_DATABASE_URL", &db.url)
+        .env("BERTH_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serves_version_and_probes_then_stops_on_sigterm() {
+    let db = TestDatabase::new().await;
+    let status = tokio::task::spawn_blocking(move || {
+        let d = Daemon::start(&db);
+        let root: serde_json::Value = reqwest::blocking::get(format!("{}/", d.base)).unwrap().json().unwrap();
+        assert_eq!(root["name"], "berth");
+        assert_eq!(root["apis"]["placement"]["max_version"], "1.39");
+        let health = reqwest::blocking::get(format!("{}/healthz", d.base)).unwrap();
+        assert_eq!(health.status(), 200);
+        let ready = reqwest::blocking::get(format!("{}/readyz", d.base)).unwrap();
+        assert_eq!(ready.status(), 200);
+        assert!(ready.headers().contains_key("x-openstack-request-id"));
+        d.terminate()
+    })
+    .await
+    .unwrap();
+    assert!(status.success(), "berthd exited with {status} after SIGTERM");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn migrate_and_replay_verify_report_through_exit_codes() {
+    let db = TestDatabase::new().await;
+    let out = berthd(&["migrate"], &db);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let store = db.store(2);
+    let meta = berth_core::EventMeta::default();
+    let p = store
+        .create_provider(&meta, berth_store::commands::NewProvider { uuid: None, name: "h".into(), parent: None })
+        .await
+        .unwrap();
+    let out = berthd(&["replay", "--verify"], &db);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("projections match the log"));
+
+    // A projection that drifted from the log is found and fails the check.
+    let (c, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    c.execute("UPDATE providers SET name = 'drifted' WHERE uuid = $1", &[&p]).await.unwrap();
+    let out = berthd(&["replay", "--verify"], &db);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("DIFFERENT providers"));
+}
+
+#[test]
+fn a_missing_config_file_is_a_clear_error() {
+    let out = Command::new(berth_testkit::berthd_bin())
+        .args(["serve", "--config", "/nonexistent/berth.toml"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+}

@@ -1,0 +1,33 @@
+//! Black-box tests of berthd and the berth CLI, one module per area; the
+//! failover tests (`ha`) are ignored here and run by `make test-ha`.
+
+mod authorization;
+mod blazarclient;
+mod cleaning;
+mod cli;
+mod clock;
+mod config;
+mod console;
+mod controls_cli;
+mod daemon;
+mod events_cli;
+mod flavor_cli;
+mod follow;
+mod ha;
+mod hardening;
+mod heal;
+mod heal_cli;
+mod jwt_api;
+mod keystone;
+mod leases_api;
+mod manager;
+mod observability;
+mod openapi;
+mod output;
+mod plugin_check;
+mod plugin_tutorial;
+mod plugins_api;
+mod policy_file;
+mod quotas_api;
+mod quotas_cli;
+mod readme_tour;

@@ -1,0 +1,99 @@
+//! The README's tour, run command by command against a started berthd with
+//! the demo inventory, so that it cannot drift from what Berth does: every
+//! command must succeed (a `--follow` may only be stopped by its time running
+//! out).
+
+use std::process::Command;
+
+use berth_store::testing::TestDatabase;
+use berth_testkit::{berth_bin, berthd_bin, Server};
+
+const README: &str = include_str!("../README.md");
+
+/// The `sh` blocks of the tour, in order.
+fn tour_blocks() -> Vec<String> {
+    let start = README.find("## A tour").expect("the README has a tour");
+    let end = start + README[start..].find("### The same through Keystone").expect("the tour ends before Keystone");
+    let mut blocks = Vec::new();
+    let mut rest = &README[start..end];
+    while let Some(open) = rest.find("```sh\n") {
+        let body = &rest[open + 6..];
+        let close = body.find("```").expect("a closed block");
+        blocks.push(body[..close].to_owned());
+        rest = &body[close..][3..];
+    }
+    assert!(blocks.len() >= 4, "the tour's blocks: {blocks:?}");
+    blocks
+}
+
+/// The block's commands: lines joined until bash reads them as complete
+/// (continuations, a `for` loop).
+fn commands(block: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for line in block.lines() {
+        if cur.is_empty() && (line.trim().is_empty() || line.trim_start().starts_with('#')) {
+            continue;
+        }
+        cur.push_str(line);
+        cur.push('\n');
+        let complete =
+            !line.ends_with('\\') && Command::new("bash").args(["-n", "-c", &cur]).output().unwrap().status.success();
+        if complete {
+            out.push(std::mem::take(&mut cur));
+        }
+    }
+    assert!(cur.is_empty(), "an unfinished command: {cur}");
+    out
+}
+
+fn quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_readme_tour_runs() {
+    assert!(
+        Command::new("jq").arg("--version").output().is_ok_and(|o| o.status.success()),
+        "the README tour uses jq: install it (apt-get install jq)"
+    );
+    let db = TestDatabase::new().await;
+    let s = Server::launch(db, &[("BERTH_MANAGER__POLL_INTERVAL_MS", "200")], None).await;
+    berth_store::dev::load_demo_inventory(&s.db.store(2)).await.unwrap();
+
+    // One shell for the whole tour (its exports carry), each command checked.
+    let mut script = String::from("set -o pipefail\n");
+    for block in tour_blocks() {
+        for cmd in commands(&block) {
+            let cmd = cmd.replace("http://127.0.0.1:8778", &s.url);
+            let run = if cmd.contains("--follow") {
+                // Never ends by itself: it must still be running after 3 s.
+                format!("timeout 3 bash -c {}\n[ $? -eq 124 ]\n", quoted(&cmd))
+            } else {
+                cmd.clone()
+            };
+            script.push_str(&format!(
+                "echo \"\\$ \"{q}\n{run}rc=$?; if [ $rc -ne 0 ]; then echo \"TOUR FAILED (exit $rc): \"{q} >&2; exit 1; fi\n",
+                q = quoted(cmd.trim_end())
+            ));
+        }
+    }
+    let bin_dir = berth_bin().parent().unwrap().to_owned();
+    assert_eq!(berthd_bin().parent(), Some(bin_dir.as_path()));
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .env("PATH", path)
+        .env("BERTH_DATABASE_URL", &s.db.url)
+        .env_remove("BERTH_TOKEN")
+        .env_remove("BERTH_LOG")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the tour failed:\n{stdout}\n{stderr}");
+    // The tour's outcomes, beside every command succeeding.
+    assert!(stdout.contains("\"workshop\"") || stdout.contains("workshop"), "{stdout}");
+    assert!(stdout.contains("berth.lease.reservation_0.no_capacity"), "the 409 is shown: {stdout}");
+    assert!(stdout.contains("projections match the log"), "{stdout}");
+    s.assert_no_panic();
+}
