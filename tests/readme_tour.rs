@@ -58,8 +58,9 @@ async fn the_readme_tour_runs() {
         "the README tour uses jq: install it (apt-get install jq)"
     );
     let db = TestDatabase::new().await;
-    let s = Server::launch(db, &[("BERTH_MANAGER__POLL_INTERVAL_MS", "200")], None).await;
-    berth_store::dev::load_demo_inventory(&s.db.store(2)).await.unwrap();
+    // What `make run` (`berthd dev`) serves: the demo hosts included.
+    let env = [("BERTH_MANAGER__POLL_INTERVAL_MS", "200"), ("BERTH_DEMO_INVENTORY", "true")];
+    let s = Server::launch(db, &env, None).await;
 
     // One shell for the whole tour (its exports carry), each command checked.
     let mut script = String::from("set -o pipefail\n");

@@ -5,8 +5,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use berth_postgres::LocalPostgres;
 use berth_store::queries::lease_events::LeaseEventFilter;
-use berth_store::{Cursor, LocalPostgres, PoolSettings, RecordedEvent, Store};
+use berth_store::{Cursor, PoolSettings, RecordedEvent, Store};
 use berth_testkit::receiver::Receiver;
 use berth_testkit::{Server, ADMIN};
 use tokio::task::JoinHandle;

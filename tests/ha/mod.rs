@@ -21,8 +21,8 @@ mod reads;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use berth_postgres::LocalPostgres;
 use berth_store::testing::TestDatabase;
-use berth_store::LocalPostgres;
 use berth_testkit::{receiver, Server, ADMIN};
 use reqwest::StatusCode;
 use serde_json::json;

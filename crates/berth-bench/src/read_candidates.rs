@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use berth_core::EventMeta;
-use berth_store::launcher::{LocalPostgres, THROWAWAY_SETTINGS};
+use berth_postgres::{LocalPostgres, THROWAWAY_SETTINGS};
 use berth_store::Store;
 
 use crate::daemon::Daemon;

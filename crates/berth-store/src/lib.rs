@@ -5,7 +5,7 @@
 //! the projections and the one function that applies an event to them, the
 //! commands (each one transaction at READ COMMITTED that locks, decides with
 //! berth-core's rules, appends and applies), the queries over projections,
-//! replay, and a launcher for a local PostgreSQL.
+//! and replay; with the `testing` feature, fresh test databases.
 //!
 //! Nothing outside this crate writes SQL. This crate knows nothing of HTTP.
 
@@ -13,8 +13,6 @@
 
 pub mod clock;
 pub mod commands;
-pub mod dev;
-pub mod launcher;
 pub mod log;
 pub mod migrate;
 pub mod notifier;
@@ -38,7 +36,6 @@ mod tx_tests;
 
 pub use clock::ClockOffset;
 pub use error::StoreError;
-pub use launcher::LocalPostgres;
 pub use log::{Cursor, RecordedEvent};
 
 use std::time::Duration;

@@ -9,8 +9,8 @@ use std::sync::OnceLock;
 
 use tokio_postgres::NoTls;
 
-use crate::launcher::{LocalPostgres, THROWAWAY_SETTINGS};
 use crate::Store;
+use berth_postgres::{LocalPostgres, THROWAWAY_SETTINGS};
 
 /// Advisory lock key held while making the template ("berthtpl").
 const TEMPLATE_LOCK: i64 = 0x6265_7274_6874_706c;

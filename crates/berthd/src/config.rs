@@ -86,6 +86,9 @@ pub struct Config {
     /// than this from the database's (decisions use the database's clock
     /// either way).
     pub clock_skew_warn_s: f64,
+    /// `BERTH_DEMO_INVENTORY`: make four demo hosts at start when the
+    /// database has no provider yet (`berthd dev` turns it on).
+    pub demo_inventory: bool,
 }
 
 impl Default for Config {
@@ -114,6 +117,7 @@ impl Default for Config {
             notifications: berth_notify::NotificationsConfig::default(),
             clock_skew_warn_s: berth_api::clock::DEFAULT_WARN_S,
             api: berth_api::ApiConfig::default(),
+            demo_inventory: false,
         }
     }
 }
@@ -250,6 +254,7 @@ const KEYS: &[&str] = &[
     "manager",
     "notifications",
     "clock_skew_warn_s",
+    "demo_inventory",
 ];
 
 #[cfg(test)]

@@ -1,13 +1,12 @@
 //! `berthd dev` and `berthd with-postgres`: a PostgreSQL that the project
-//! starts itself. Wiring only: the launcher, the database and the demo
-//! inventory are berth-store's.
+//! starts itself. Wiring only: the launcher is berth-postgres', the demo
+//! inventory [`crate::demo`]'s.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use berth_api::AuthMode;
-use berth_store::launcher::THROWAWAY_SETTINGS;
-use berth_store::{LocalPostgres, Store};
+use berth_postgres::{LocalPostgres, THROWAWAY_SETTINGS};
 
 use crate::config::Config;
 
@@ -29,18 +28,16 @@ pub fn with_postgres(command: &[String]) -> Result<i32> {
 
 pub async fn run(data_dir: &Path, listen: &str) -> Result<()> {
     let pg = LocalPostgres::start(data_dir, &[], true)?;
-    let database_url = berth_store::dev::create_database(&pg).await?;
+    let database_url = pg.create_database(crate::demo::DEV_DATABASE).await?;
     let cfg = Config {
         database_url,
         listen: listen.to_string(),
         auth: AuthMode::Noauth,
         log: std::env::var("BERTH_LOG").unwrap_or_else(|_| "info".into()),
+        demo_inventory: true,
         ..Config::default()
     };
     crate::init_logging(&cfg.log)?;
-    let store = Store::connect(&cfg.database_url, 4)?;
-    store.migrate().await?;
-    berth_store::dev::load_demo_inventory(&store).await?;
     println!("Berth is running on http://{listen} (auth: noauth; PostgreSQL: {})", cfg.database_url);
     println!("  curl http://{listen}/");
     println!("  curl -H 'X-Auth-Token: admin' -H 'OpenStack-API-Version: placement latest' http://{listen}/placement/resource_providers");

@@ -6,6 +6,7 @@
 #![warn(clippy::arithmetic_side_effects)]
 
 mod config;
+mod demo;
 mod dev;
 
 use std::path::PathBuf;
@@ -226,6 +227,9 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     let applied = store.migrate().await.context("migrating the database")?;
     if applied > 0 {
         tracing::info!(applied, "schema migrated");
+    }
+    if cfg.demo_inventory {
+        demo::load_inventory(&store).await.context("the demo inventory")?;
     }
     let policy = Arc::new(berth_plugins::Policy::from_config(&cfg.policy).context("the [policy] configuration")?);
     let registry = Arc::new(plugins(&cfg)?);

@@ -3,6 +3,9 @@
 //! cluster with initdb on first use, starts it on a free loopback port and
 //! stops it cleanly. PostgreSQL refuses to run as root, so when this process
 //! is root the server runs as an unprivileged system account.
+//!
+//! It knows nothing of Berth's schema: a database made here is empty until
+//! berth-store migrates it.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -145,6 +148,17 @@ impl LocalPostgres {
 
     pub fn bin_dir(&self) -> &Path {
         &self.bin_dir
+    }
+
+    /// Makes the database `name` on this cluster unless it is there;
+    /// answers its URL.
+    pub async fn create_database(&self, name: &str) -> Result<String> {
+        let (admin, conn) = tokio_postgres::connect(&self.url("postgres"), tokio_postgres::NoTls).await?;
+        tokio::spawn(conn);
+        if admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name]).await?.is_none() {
+            admin.batch_execute(&format!("CREATE DATABASE \"{}\"", name.replace('"', "\"\""))).await?;
+        }
+        Ok(self.url(name))
     }
 
     pub fn stop(&self) -> Result<()> {

@@ -1,31 +1,19 @@
-//! A database to try Berth on (`berthd dev`): Berth's database on a local
-//! cluster the launcher started, and a few demo hosts made through the
-//! store's own commands, so that they land in the log like any other.
+//! A few demo hosts to try Berth on (`berthd dev`, or `demo_inventory` in
+//! the configuration), made through the store's own commands so that they
+//! land in the log like any other.
 
 use std::collections::BTreeMap;
 
 use anyhow::Result;
 use berth_core::{EventMeta, Inventory};
-use tokio_postgres::NoTls;
-
-use crate::commands::NewProvider;
-use crate::{LocalPostgres, Store};
+use berth_store::commands::NewProvider;
+use berth_store::Store;
 
 /// The database `berthd dev` keeps Berth's data in.
 pub const DEV_DATABASE: &str = "berth";
 
-/// Makes [`DEV_DATABASE`] on `pg` unless it is there; answers its URL.
-pub async fn create_database(pg: &LocalPostgres) -> Result<String> {
-    let (admin, conn) = tokio_postgres::connect(&pg.url("postgres"), NoTls).await?;
-    tokio::spawn(conn);
-    if admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&DEV_DATABASE]).await?.is_none() {
-        admin.batch_execute(&format!("CREATE DATABASE {DEV_DATABASE}")).await?;
-    }
-    Ok(pg.url(DEV_DATABASE))
-}
-
-/// A few hosts to play with, made once (when there is no provider yet).
-pub async fn load_demo_inventory(store: &Store) -> Result<()> {
+/// Four compute hosts, made once (when there is no provider yet).
+pub async fn load_inventory(store: &Store) -> Result<()> {
     if !store.providers().await?.is_empty() {
         return Ok(());
     }
