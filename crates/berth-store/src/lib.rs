@@ -198,8 +198,8 @@ impl Store {
         })
     }
 
-    /// Whether the database answers (for `/readyz`).
-    pub async fn ping(&self) -> Result<(), StoreError> {
+    /// Whether the database answers.
+    async fn ping(&self) -> Result<(), StoreError> {
         let c = self.client().await?;
         c.simple_query("SELECT 1").await?;
         Ok(())

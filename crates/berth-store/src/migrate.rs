@@ -30,6 +30,7 @@ impl Store {
 
     /// Applies the migrations up to and including `version` (for tests of an
     /// upgrade over existing data); returns how many ran.
+    #[cfg(feature = "testing")]
     pub async fn migrate_to(&self, version: u32) -> Result<usize, StoreError> {
         let mut client = self.client().await?;
         let mut runner = embedded::migrations::runner().set_target(refinery::Target::Version(version));
@@ -39,18 +40,6 @@ impl Store {
             .await
             .map_err(|e| StoreError::Pool(format!("migration failed: {e}")))?;
         Ok(report.applied_migrations().len())
-    }
-
-    /// Whether the database's schema is behind this build's migrations.
-    pub async fn schema_is_behind(&self) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        let exists: bool =
-            client.query_one("SELECT to_regclass('berth_schema_history') IS NOT NULL", &[]).await?.get(0);
-        if !exists {
-            return Ok(true);
-        }
-        let applied: i64 = client.query_one("SELECT count(*) FROM berth_schema_history", &[]).await?.get(0);
-        Ok((applied as usize) < embedded::migrations::runner().get_migrations().len())
     }
 }
 

@@ -458,6 +458,7 @@ pub struct HostHold {
 
 impl Store {
     /// The pools (Placement aggregates) a host is in.
+    #[cfg(feature = "testing")]
     pub async fn host_pools(&self, provider: Uuid) -> Result<Vec<Uuid>, Error> {
         let c = self.client().await?;
         let rows = c
@@ -471,6 +472,7 @@ impl Store {
     }
 
     /// Whether (and how) a host is held back at a lease's end.
+    #[cfg(feature = "testing")]
     pub async fn host_hold(&self, provider: Uuid) -> Result<Option<HostHold>, Error> {
         let c = self.client().await?;
         let row = c
@@ -483,6 +485,7 @@ impl Store {
 
 impl Store {
     /// How many lease events there are in each status.
+    #[cfg(feature = "testing")]
     pub async fn lease_event_counts(&self) -> Result<HashMap<String, i64>, Error> {
         let c = self.client().await?;
         let rows = c.query("SELECT status, count(*) FROM lease_events GROUP BY status", &[]).await.map_err(db)?;

@@ -137,6 +137,7 @@ impl Store {
     }
 
     /// Allocations on a provider that overlap `within` (all, when `None`).
+    #[cfg(feature = "testing")]
     pub async fn provider_allocations(&self, uuid: Uuid, within: Option<Window>) -> Result<Vec<AllocationRow>, Error> {
         let (s, e) = within.map(|w| (Some(w.start), w.end)).unwrap_or((None, None));
         self.allocation_rows(
@@ -179,6 +180,7 @@ impl Store {
     }
 
     /// Usage per class on a provider at instant `at`.
+    #[cfg(feature = "testing")]
     pub async fn provider_usage_at(&self, uuid: Uuid, at: DateTime<Utc>) -> Result<BTreeMap<String, i64>, Error> {
         let c = self.client().await?;
         let rows = c
