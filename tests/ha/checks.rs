@@ -194,6 +194,7 @@ impl Reader {
             wait_timeout: Some(ms(2000)),
             connect_timeout: Some(ms(2000)),
             statement_timeout: Some(ms(5000)),
+            ..PoolSettings::default()
         };
         let store = Store::connect_with(url, &settings).unwrap();
         let stop = Arc::new(AtomicBool::new(false));

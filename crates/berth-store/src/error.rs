@@ -14,6 +14,9 @@ pub enum StoreError {
     /// No connection within the pool's wait or connect timeout.
     #[error("connection pool: {0}")]
     PoolTimeout(String),
+    /// A database URL or setting that cannot be used as given.
+    #[error("database settings: {0}")]
+    Settings(String),
 }
 
 impl StoreError {
@@ -44,6 +47,7 @@ impl From<StoreError> for Error {
                 _ => Error::internal(format!("database: {}", describe(&db))),
             },
             StoreError::Pool(p) | StoreError::PoolTimeout(p) => Error::unavailable(format!("database: {p}")),
+            StoreError::Settings(s) => Error::internal(format!("database settings: {s}")),
         }
     }
 }

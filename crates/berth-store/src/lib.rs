@@ -22,6 +22,7 @@ pub mod replay;
 pub mod replicas;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod tls;
 
 mod error;
 mod lock;
@@ -30,6 +31,8 @@ mod projection;
 mod quota;
 mod refuse;
 mod sql;
+#[cfg(test)]
+mod tls_tests;
 mod tx;
 #[cfg(test)]
 mod tx_tests;
@@ -41,7 +44,6 @@ pub use log::{Cursor, RecordedEvent};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, Timeouts};
-use tokio_postgres::NoTls;
 
 /// How the pool waits for the database. `None` waits as long as it takes.
 #[derive(Debug, Clone, Default)]
@@ -53,6 +55,20 @@ pub struct PoolSettings {
     pub connect_timeout: Option<Duration>,
     /// Longest a statement may run on the server (`statement_timeout`).
     pub statement_timeout: Option<Duration>,
+    /// TLS for what the URL does not say (`[database]`).
+    pub tls: tls::TlsParams,
+    /// The password, where the URL names none (`[database] password_file`).
+    pub password: Option<Password>,
+}
+
+/// A database password, kept out of `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Password(pub String);
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Password(..)")
+    }
 }
 
 /// How busy the pool is: connections allowed, open and idle, and requests
@@ -73,7 +89,7 @@ pub struct Store {
     /// its host list and timeouts included. Shared: the HTTP layers clone
     /// the store several times a request, and a deep copy of the settings
     /// (a dozen strings and lists) cost about 5 % of a claim's CPU.
-    config: std::sync::Arc<tokio_postgres::Config>,
+    config: std::sync::Arc<Database>,
     /// Claims waiting to be decided together (commands::claims).
     claims: std::sync::Arc<commands::Claims>,
     /// The database's clock between readings (clock::Carried).
@@ -169,7 +185,7 @@ impl Store {
     /// reached, the database is not there, or the credentials are refused.
     pub async fn reach(&self) -> anyhow::Result<()> {
         let Err(e) = self.ping().await else { return Ok(()) };
-        let c = &self.config;
+        let c = &self.config.config;
         let hosts: Vec<String> = c
             .get_hosts()
             .iter()
@@ -206,14 +222,77 @@ impl Store {
     }
 }
 
+/// A database as Berth connects to it: tokio-postgres' settings and the
+/// TLS connector its URL asks for (`tls`). Connections outside the pool
+/// (notifications, replay's reader) are opened with both too.
+#[derive(Clone)]
+pub(crate) struct Database {
+    pub(crate) config: tokio_postgres::Config,
+    pub(crate) tls: tokio_postgres_rustls::MakeRustlsConnect,
+}
+
+impl Database {
+    /// A connection of its own, outside the pool.
+    pub(crate) async fn connect(
+        &self,
+    ) -> Result<
+        (
+            tokio_postgres::Client,
+            tokio_postgres::Connection<
+                tokio_postgres::Socket,
+                <tokio_postgres_rustls::MakeRustlsConnect as tokio_postgres::tls::MakeTlsConnect<
+                    tokio_postgres::Socket,
+                >>::Stream,
+            >,
+        ),
+        tokio_postgres::Error,
+    > {
+        self.config.connect(self.tls.clone()).await
+    }
+}
+
+/// What connections to `url` under `settings` do about TLS, in a line (for
+/// `berthd check-config`); an error names what is wrong with its TLS
+/// parameters or files.
+pub fn describe_tls(url: &str, settings: &PoolSettings) -> Result<String, StoreError> {
+    let (_, tls) = database_config(url, settings)?;
+    tls::connector(&tls).map_err(StoreError::Settings)?;
+    Ok(tls.describe())
+}
+
+/// tokio-postgres' settings for `url`, with what `settings` adds, and the
+/// TLS they ask for.
+fn database_config(
+    url: &str,
+    settings: &PoolSettings,
+) -> Result<(tokio_postgres::Config, tls::TlsSettings), StoreError> {
+    let (url, mut named) = tls::split_url(url).map_err(StoreError::Settings)?;
+    let mut config: tokio_postgres::Config = url.parse().map_err(StoreError::Db)?;
+    if named.mode.is_none() && settings.tls.mode.is_none() {
+        // A key=value string's own sslmode, which tokio-postgres read.
+        named.mode = Some(match config.get_ssl_mode() {
+            tokio_postgres::config::SslMode::Disable => tls::SslMode::Disable,
+            tokio_postgres::config::SslMode::Require => tls::SslMode::Require,
+            _ => tls::SslMode::Prefer,
+        });
+    }
+    let tls = named.or(&settings.tls).map_err(StoreError::Settings)?;
+    config.ssl_mode(tls::wire_mode(tls.mode));
+    if let (None, Some(p)) = (config.get_password(), &settings.password) {
+        config.password(p.0.as_str());
+    }
+    Ok((config, tls))
+}
+
 /// A pool on `url` under `settings`, waiting at most `wait` for a free
-/// connection; the connection settings it opens connections with.
+/// connection; the database it opens connections to.
 pub(crate) fn open_pool(
     url: &str,
     settings: &PoolSettings,
     wait: Option<Duration>,
-) -> Result<(Pool, tokio_postgres::Config), StoreError> {
-    let mut config: tokio_postgres::Config = url.parse().map_err(StoreError::Db)?;
+) -> Result<(Pool, Database), StoreError> {
+    let (mut config, tls_settings) = database_config(url, settings)?;
+    let tls = tls::connector(&tls_settings).map_err(StoreError::Settings)?;
     if let Some(t) = settings.connect_timeout {
         config.connect_timeout(t);
         // A host that vanishes without closing its connections (a cut
@@ -230,7 +309,7 @@ pub(crate) fn open_pool(
         config.options(&options);
     }
     let manager =
-        Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        Manager::from_config(config.clone(), tls.clone(), ManagerConfig { recycling_method: RecyclingMethod::Fast });
     let timeouts = Timeouts { wait, create: settings.connect_timeout, recycle: settings.connect_timeout };
     let pool = Pool::builder(manager)
         .max_size(settings.max_size)
@@ -238,5 +317,5 @@ pub(crate) fn open_pool(
         .runtime(Runtime::Tokio1)
         .build()
         .map_err(|e| StoreError::Pool(e.to_string()))?;
-    Ok((pool, config))
+    Ok((pool, Database { config, tls }))
 }

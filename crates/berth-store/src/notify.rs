@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use tokio::sync::mpsc;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
 use crate::{Store, StoreError};
 
@@ -66,11 +66,11 @@ impl Store {
 /// One connection's life: Ok when the receiver went away, Err when the
 /// connection failed.
 async fn listen_once(
-    config: &tokio_postgres::Config,
+    config: &crate::Database,
     channel: &str,
     tx: &mpsc::Sender<Notification>,
 ) -> Result<(), tokio_postgres::Error> {
-    let (client, mut connection) = config.connect(NoTls).await?;
+    let (client, mut connection) = config.connect().await?;
     let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
     let statement = format!("LISTEN {channel}");
     let listen = client.batch_execute(&statement);

@@ -227,9 +227,9 @@ impl Store {
 /// Reads the log in position order, in the exporting transaction's
 /// `snapshot`, on a connection of its own, and sends it page by page,
 /// decoded; a failure is sent as the last page.
-async fn read_log(config: tokio_postgres::Config, snapshot: String, pages: Sender<Result<Vec<Event>, StoreError>>) {
+async fn read_log(config: crate::Database, snapshot: String, pages: Sender<Result<Vec<Event>, StoreError>>) {
     let read = async {
-        let (mut client, connection) = config.connect(tokio_postgres::NoTls).await?;
+        let (mut client, connection) = config.connect().await?;
         tokio::spawn(connection);
         let tx = client
             .build_transaction()

@@ -16,6 +16,10 @@ const MIN_FREE_CONNECTIONS: usize = 2;
 pub struct Config {
     /// `BERTH_DATABASE_URL`
     pub database_url: String,
+    /// `[database]`: TLS (libpq's `sslmode`, `sslrootcert`, `sslcert`,
+    /// `sslkey`) for every URL that names none, and `password_file`.
+    #[serde(default)]
+    pub database: crate::database::DatabaseConfig,
     /// `BERTH_READ_DATABASE_URLS`: hot standbys that may serve reads that
     /// may be slightly stale (lists, usages, allocation candidates, the
     /// calendar); writes and every decision stay on `database_url`.
@@ -95,6 +99,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             database_url: "postgresql://postgres@127.0.0.1:5432/berth".into(),
+            database: crate::database::DatabaseConfig::default(),
             read_database_urls: Vec::new(),
             max_replica_lag_ms: 1_000,
             listen: "127.0.0.1:8778".into(),
@@ -130,14 +135,41 @@ impl Config {
     }
 
     /// The database pool as configured.
-    pub fn pool(&self) -> berth_store::PoolSettings {
+    pub fn pool(&self) -> Result<berth_store::PoolSettings> {
         let ms = std::time::Duration::from_millis;
-        berth_store::PoolSettings {
+        Ok(berth_store::PoolSettings {
             max_size: self.pool_size,
             wait_timeout: Some(ms(self.pool_wait_timeout_ms)),
             connect_timeout: Some(ms(self.connect_timeout_ms)),
             statement_timeout: Some(ms(self.statement_timeout_ms)),
-        }
+            tls: self.database.tls()?,
+            password: self.database.password()?,
+        })
+    }
+
+    /// For `migrate` and `replay`: two connections, no timeouts (a replay
+    /// of a long log runs as long as it takes), the database reached as
+    /// `serve` reaches it.
+    pub fn one_off_pool(&self) -> Result<berth_store::PoolSettings> {
+        Ok(berth_store::PoolSettings {
+            max_size: 2,
+            tls: self.database.tls()?,
+            password: self.database.password()?,
+            ..berth_store::PoolSettings::default()
+        })
+    }
+
+    /// What each database URL does about TLS, a line each, its files read
+    /// (for `berthd check-config`).
+    pub fn describe_tls(&self) -> Result<Vec<String>> {
+        let pool = self.pool()?;
+        let urls = std::iter::once(("database_url", &self.database_url))
+            .chain(self.read_database_urls.iter().map(|u| ("read_database_urls", u)));
+        urls.map(|(key, url)| {
+            let tls = berth_store::describe_tls(url, &pool).with_context(|| key.to_string())?;
+            Ok(format!("{key}: {tls}"))
+        })
+        .collect()
     }
 
     /// Defaults, then `file`, then `BERTH_*` variables. A key this
@@ -232,6 +264,7 @@ impl Config {
 /// The top-level keys (a test keeps this in step with [`Config`]).
 const KEYS: &[&str] = &[
     "database_url",
+    "database",
     "read_database_urls",
     "max_replica_lag_ms",
     "listen",

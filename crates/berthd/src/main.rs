@@ -6,6 +6,7 @@
 #![warn(clippy::arithmetic_side_effects)]
 
 mod config;
+mod database;
 mod demo;
 mod dev;
 
@@ -113,13 +114,16 @@ async fn run(cli: Cli) -> Result<()> {
             log_filter(&cfg.log)?;
             check(&cfg)?;
             let name = config.as_deref().map_or_else(|| "the defaults".into(), |f| f.display().to_string());
+            for line in cfg.describe_tls()? {
+                println!("{line}");
+            }
             println!("{name}: the configuration is valid (the database was not contacted)");
             Ok(())
         }
         Command::Migrate { config } => {
             let cfg = Config::load(config.as_deref())?;
             init_logging(&cfg.log)?;
-            let store = Store::connect(&cfg.database_url, 2)?;
+            let store = Store::connect_with(&cfg.database_url, &cfg.one_off_pool()?)?;
             store.reach().await?;
             let n = store.migrate().await?;
             tracing::info!(applied = n, "migrations done");
@@ -128,7 +132,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Replay { verify, config } => {
             let cfg = Config::load(config.as_deref())?;
             init_logging(&cfg.log)?;
-            let store = Store::connect(&cfg.database_url, 2)?;
+            let store = Store::connect_with(&cfg.database_url, &cfg.one_off_pool()?)?;
             store.reach().await?;
             let report = store.replay_verify().await?;
             println!(
@@ -215,13 +219,14 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     berth_notify::metrics::describe();
     berth_api::clock::ClockWatch::describe();
     berth_store::replicas::describe();
-    let store = Store::connect_with(&cfg.database_url, &cfg.pool())
+    let pool = cfg.pool()?;
+    let store = Store::connect_with(&cfg.database_url, &pool)
         .context("database URL")?
         .with_claim_lanes(cfg.claim_lanes())
         .with_claim_gather(std::time::Duration::from_micros(cfg.claim_gather_us))
         .with_cleaning_time(std::time::Duration::from_secs(u64::from(cfg.cleaning_time) * 60))
         .with_drawn_ties(true)
-        .with_replicas(&cfg.read_database_urls, std::time::Duration::from_millis(cfg.max_replica_lag_ms), &cfg.pool())
+        .with_replicas(&cfg.read_database_urls, std::time::Duration::from_millis(cfg.max_replica_lag_ms), &pool)
         .context("read_database_urls")?;
     store.reach().await?;
     let applied = store.migrate().await.context("migrating the database")?;
