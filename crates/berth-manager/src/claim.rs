@@ -22,7 +22,7 @@ use uuid::Uuid;
 use crate::clock::chrono_of;
 use crate::fire::run_event;
 use crate::metrics;
-use crate::state::{Inner, Running, CLAIM_LANES};
+use crate::state::{Inner, Running};
 
 /// A claimed batch, each event with its hook slot.
 struct Batch {
@@ -55,15 +55,16 @@ pub(crate) async fn claim_due(
 }
 
 /// Claims batches while events are due and hook slots are free: one
-/// claim at first, then, while batches come back full (a burst), two at
-/// once on two connections (`SKIP LOCKED` keeps them apart), each round
+/// claim at first, then, while batches come back full (a burst), one per
+/// claim lane at once, each on the lane's connection (`SKIP LOCKED` keeps
+/// them apart), each round
 /// while the hooks' reads of the batches before it are made.
 async fn claim_all(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>, tasks: &mut JoinSet<()>) -> Looked {
     let mut looked: Looked = None;
     let mut ready: Vec<Batch> = Vec::new();
     let mut lanes = 1;
     loop {
-        let (one, two) = if lanes > 0 { limits(inner, lanes) } else { (None, None) };
+        let sizes = if lanes > 0 { limits(inner, lanes) } else { Vec::new() };
         let leases: Vec<LeaseRecord> = ready.iter_mut().flat_map(|b| std::mem::take(&mut b.leases)).collect();
         let read = async {
             // What else the hooks need (on whole hosts: the hosts' names
@@ -74,25 +75,26 @@ async fn claim_all(inner: &Arc<Inner>, finish_tx: &mpsc::UnboundedSender<Finish>
                 Some(inner.store.hook_contexts_of(leases).await)
             }
         };
-        let lane = |limit: Option<i64>, lane: usize| async move {
-            match limit {
-                Some(limit) => claim_batch(inner, limit, lane).await,
-                None => (None, None),
-            }
-        };
-        let (contexts, (a, looked_a), (b, looked_b)) = tokio::join!(read, lane(one, 0), lane(two, 1));
+        let claims =
+            futures::future::join_all(sizes.iter().enumerate().map(|(lane, &limit)| claim_batch(inner, limit, lane)));
+        let (contexts, claimed) = tokio::join!(read, claims);
         if let Some(contexts) = contexts {
             let contexts = contexts.map(Arc::new).map_err(|e| e.to_string());
             for batch in ready.drain(..) {
                 start(inner, batch, contexts.clone(), finish_tx, tasks);
             }
         }
-        looked = sooner(looked_a, looked_b).or(looked);
-        ready = [a, b].into_iter().flatten().collect();
+        // This round's looks are the latest word on when to look next.
+        let mut fresh: Looked = None;
+        for (batch, look) in claimed {
+            fresh = sooner(look, fresh);
+            ready.extend(batch);
+        }
+        looked = fresh.or(looked);
         if ready.is_empty() {
             return looked;
         }
-        lanes = if ready.iter().any(|b| b.full) { CLAIM_LANES } else { 0 };
+        lanes = if ready.iter().any(|b| b.full) { inner.lanes } else { 0 };
     }
 }
 
@@ -105,20 +107,24 @@ fn sooner(a: Looked, b: Looked) -> Looked {
     }
 }
 
-/// The sizes of the next `lanes` claims (at most two), as the free hook
-/// slots allow: none when no slot is free (the loop is told when half a
-/// batch is free again).
-fn limits(inner: &Inner, lanes: usize) -> (Option<i64>, Option<i64>) {
-    let free = inner.permits.available_permits() as i64;
+/// The sizes of the next `lanes` claims, as the free hook slots allow:
+/// none when no slot is free (the loop is told when half a batch is free
+/// again).
+fn limits(inner: &Inner, lanes: usize) -> Vec<i64> {
+    let mut free = inner.permits.available_permits() as i64;
     if free == 0 {
         inner.starved.store(true, Ordering::SeqCst);
         // Slots given back since the look above would not wake it.
         inner.slot_freed();
-        return (None, None);
+        return Vec::new();
     }
-    let one = inner.cfg.batch_size.min(free);
-    let two = Some(inner.cfg.batch_size.min(free - one)).filter(|l| lanes > 1 && *l > 0);
-    (Some(one), two)
+    let mut sizes = Vec::with_capacity(lanes);
+    while sizes.len() < lanes && free > 0 {
+        let size = inner.cfg.batch_size.min(free);
+        sizes.push(size);
+        free -= size;
+    }
+    sizes
 }
 
 /// Claims one batch of at most `limit` events (and takes a hook slot for

@@ -21,6 +21,11 @@ pub struct ManagerConfig {
     pub claim_ttl_ms: u64,
     /// Most events claimed by one statement.
     pub batch_size: i64,
+    /// Claims (each on a connection kept for it) and outcome records in
+    /// flight at once while a burst is due. Unset: sized as the API's claim
+    /// lanes are, one per two cores, 2 to 8, at most a quarter of the pool
+    /// (2 on 2 cores, 8 on 16).
+    pub claim_lanes: Option<usize>,
     /// Most events whose hooks run at once in this berthd.
     pub max_in_flight: usize,
     /// Attempts of a lease event before it is marked ERROR.
@@ -51,6 +56,7 @@ impl Default for ManagerConfig {
             poll_interval_ms: 5_000,
             claim_ttl_ms: 30_000,
             batch_size: 256,
+            claim_lanes: None,
             max_in_flight: 512,
             max_attempts: 5,
             retry_min_ms: 1_000,
@@ -84,6 +90,13 @@ impl ManagerConfig {
         Duration::from_millis(self.record_wait_ms).min(self.claim_ttl() / 8)
     }
 
+    /// The claim lanes of a manager on a pool of `pool_size` connections:
+    /// as set, else sized to this machine ([`berth_store::commands::sized_claim_lanes`]).
+    pub fn claim_lanes(&self, pool_size: usize) -> usize {
+        self.claim_lanes
+            .unwrap_or_else(|| berth_store::commands::sized_claim_lanes(berth_store::commands::cores(), pool_size))
+    }
+
     /// Checks what would make the manager misbehave.
     pub fn check(&self) -> Result<(), String> {
         if self.max_attempts < 1 {
@@ -91,6 +104,9 @@ impl ManagerConfig {
         }
         if self.batch_size < 1 || self.max_in_flight < 1 {
             return Err("manager.batch_size and manager.max_in_flight must be at least 1".into());
+        }
+        if self.claim_lanes.is_some_and(|l| !(1..=MAX_CLAIM_LANES).contains(&l)) {
+            return Err(format!("manager.claim_lanes must be from 1 to {MAX_CLAIM_LANES}"));
         }
         if self.retry_max_ms < self.retry_min_ms {
             return Err("manager.retry_max_ms must not be below manager.retry_min_ms".into());
@@ -104,12 +120,29 @@ impl ManagerConfig {
     }
 }
 
+/// More lanes than this keep more connections than any burst uses.
+const MAX_CLAIM_LANES: usize = 64;
+
 /// A day: a manager that looks less often is misconfigured.
 const MAX_POLL_INTERVAL_MS: u64 = 86_400_000;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn claim_lanes_are_sized_to_the_machine_unless_set() {
+        let cores = berth_store::commands::cores();
+        let sized = ManagerConfig::default().claim_lanes(32);
+        assert_eq!(sized, berth_store::commands::sized_claim_lanes(cores, 32));
+        assert!((2..=8).contains(&sized), "{sized} lanes on {cores} cores");
+        let set = ManagerConfig { claim_lanes: Some(5), ..Default::default() };
+        assert_eq!(set.claim_lanes(32), 5);
+        for bad in [0, MAX_CLAIM_LANES + 1] {
+            let e = ManagerConfig { claim_lanes: Some(bad), ..Default::default() }.check().unwrap_err();
+            assert!(e.contains("claim_lanes"), "{e}");
+        }
+    }
 
     #[test]
     fn a_poll_interval_past_a_day_is_refused() {

@@ -50,9 +50,11 @@ use berth_store::Store;
 pub use config::ManagerConfig;
 pub use retry::retry_delay;
 
-/// Database connections a running manager keeps out of the pool for its
-/// claims (one per claim lane).
-pub const KEPT_CONNECTIONS: usize = state::CLAIM_LANES;
+/// Database connections a running manager keeps out of a pool of
+/// `pool_size` for its claims: one per claim lane.
+pub fn kept_connections(cfg: &ManagerConfig, pool_size: usize) -> usize {
+    cfg.claim_lanes(pool_size)
+}
 
 use state::Inner;
 
@@ -64,7 +66,8 @@ pub struct Manager {
 
 impl Manager {
     pub fn new(store: Store, registry: Arc<Registry>, cfg: ManagerConfig) -> Manager {
-        Manager { inner: Arc::new(Inner::new(store, registry, cfg)) }
+        let lanes = cfg.claim_lanes(store.pool_status().max);
+        Manager { inner: Arc::new(Inner::new(store, registry, cfg, lanes)) }
     }
 
     /// Tells `policy` (its external service's `on-end`) of every lease

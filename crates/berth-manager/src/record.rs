@@ -31,13 +31,12 @@ use crate::state::Inner;
 /// Most finishes recorded in one transaction.
 const RECORD_BATCH: usize = 512;
 
-/// Most batches being recorded at once (each on its own connection; their
-/// events are distinct, and each locks its rows in the one order).
-const RECORD_LANES: usize = 2;
-
 /// Records finishes in batches, in one transaction each.
 pub(crate) async fn record_loop(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiver<Finish>) {
-    let lanes = Arc::new(Semaphore::new(RECORD_LANES));
+    // As many batches recorded at once as claims made (each on its own
+    // connection; their events are distinct, and each locks its rows in
+    // the one order).
+    let lanes = Arc::new(Semaphore::new(inner.lanes));
     let mut writing = JoinSet::new();
     while let Some(first) = rx.recv().await {
         inner.claims_made(inner.cfg.record_wait()).await;

@@ -35,10 +35,6 @@ pub(crate) struct Running {
     pub(crate) ended: Option<LeaseValues>,
 }
 
-/// Most claims made at once while a burst is claimed (`claim::limits`
-/// sizes two); each lane keeps a connection of its own.
-pub(crate) const CLAIM_LANES: usize = 2;
-
 pub(crate) struct Inner {
     pub(crate) store: Store,
     pub(crate) registry: Arc<Registry>,
@@ -46,6 +42,9 @@ pub(crate) struct Inner {
     pub(crate) policy: Option<Arc<Policy>>,
     pub(crate) cfg: ManagerConfig,
     pub(crate) id: String,
+    /// Most claims made at once while a burst is claimed, and most outcome
+    /// batches recorded at once (`ManagerConfig::claim_lanes`).
+    pub(crate) lanes: usize,
     /// Wakes the scheduler: something finished, or hook slots freed up.
     pub(crate) wake: Notify,
     /// The scheduler stopped claiming for lack of hook slots.
@@ -65,11 +64,12 @@ pub(crate) struct Inner {
     /// The connection each claim lane keeps for its claims: no pool
     /// checkout before a claim, and the claim statement prepared (and
     /// planned) once per lane rather than on every pooled connection.
-    pub(crate) kept: [tokio::sync::Mutex<KeptConnection>; CLAIM_LANES],
+    pub(crate) kept: Vec<tokio::sync::Mutex<KeptConnection>>,
 }
 
 impl Inner {
-    pub(crate) fn new(store: Store, registry: Arc<Registry>, cfg: ManagerConfig) -> Inner {
+    pub(crate) fn new(store: Store, registry: Arc<Registry>, cfg: ManagerConfig, lanes: usize) -> Inner {
+        let lanes = lanes.max(1);
         let id = cfg.id.clone().unwrap_or_else(default_id);
         let permits = Arc::new(Semaphore::new(cfg.max_in_flight));
         Inner {
@@ -78,6 +78,7 @@ impl Inner {
             policy: None,
             cfg,
             id,
+            lanes,
             wake: Notify::new(),
             starved: AtomicBool::new(false),
             refill: Notify::new(),
@@ -87,7 +88,7 @@ impl Inner {
             healing: AtomicBool::new(false),
             claiming: AtomicBool::new(false),
             claimed: Notify::new(),
-            kept: Default::default(),
+            kept: (0..lanes).map(|_| Default::default()).collect(),
         }
     }
 }

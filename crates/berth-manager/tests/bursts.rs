@@ -148,12 +148,15 @@ async fn a_burst_raced_by_two_managers_is_recorded_once_per_event() {
     book_now(&store, n, chrono::Duration::hours(1)).await;
     let mut stops = Vec::new();
     let mut runs = Vec::new();
-    for id in ["m1", "m2"] {
+    // Two lanes, and five (more than a 2-core machine sizes): a burst
+    // claimed and recorded on many lanes at once.
+    for (id, lanes) in [("m1", 2), ("m2", 5)] {
         let cfg = ManagerConfig {
             id: Some(id.into()),
             poll_interval_ms: 60_000,
             batch_size: 16,
             max_in_flight: 64,
+            claim_lanes: Some(lanes),
             ..Default::default()
         };
         let (stop, running) = start(&store, registry.clone(), cfg);

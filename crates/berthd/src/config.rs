@@ -234,7 +234,8 @@ impl Config {
     /// keeps (when it runs here): with fewer, every request would wait out
     /// `pool_wait_timeout_ms` behind the manager's claims.
     pub fn check_pool(&self) -> Result<(), String> {
-        let kept = if self.manager.enabled { berth_manager::KEPT_CONNECTIONS } else { 0 };
+        let kept =
+            if self.manager.enabled { berth_manager::kept_connections(&self.manager, self.pool_size) } else { 0 };
         let least = kept + MIN_FREE_CONNECTIONS;
         if self.pool_size < least {
             return Err(format!(
@@ -296,8 +297,9 @@ mod tests {
 
     #[test]
     fn a_pool_the_manager_would_fill_is_refused() {
-        let least = berth_manager::KEPT_CONNECTIONS + MIN_FREE_CONNECTIONS;
-        let cfg = |pool_size| Config { pool_size, ..Config::default() };
+        let least = 3 + MIN_FREE_CONNECTIONS;
+        let manager = berth_manager::ManagerConfig { claim_lanes: Some(3), ..Default::default() };
+        let cfg = |pool_size| Config { pool_size, manager: manager.clone(), ..Config::default() };
         assert!(cfg(least).check_pool().is_ok());
         assert!(cfg(Config::default().pool_size).check_pool().is_ok());
         let e = cfg(least - 1).check_pool().unwrap_err();
