@@ -71,6 +71,17 @@ async fn serves_version_and_probes_then_stops_on_sigterm() {
         let root: serde_json::Value = reqwest::blocking::get(format!("{}/", d.base)).unwrap().json().unwrap();
         assert_eq!(root["name"], "berth");
         assert_eq!(root["apis"]["placement"]["max_version"], "1.39");
+        // `/` and `--version` name the same build: the version and the
+        // commit (twelve hex digits, or unknown outside a git checkout).
+        let (version, commit) = (root["version"].as_str().unwrap(), root["commit"].as_str().unwrap());
+        assert_eq!(version, env!("CARGO_PKG_VERSION"));
+        assert!(
+            commit == "unknown" || (commit.len() == 12 && commit.bytes().all(|b| b.is_ascii_hexdigit())),
+            "{commit}"
+        );
+        let out = Command::new(berth_testkit::berthd_bin()).arg("--version").output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(said.trim(), format!("berthd {version} (commit {commit})"));
         let health = reqwest::blocking::get(format!("{}/healthz", d.base)).unwrap();
         assert_eq!(health.status(), 200);
         let ready = reqwest::blocking::get(format!("{}/readyz", d.base)).unwrap();

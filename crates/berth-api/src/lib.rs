@@ -65,6 +65,22 @@ pub struct AppState {
     pub policy: Arc<berth_plugins::Policy>,
     /// This process's clock against the database's (for `/readyz`).
     pub clock: clock::ClockWatch,
+    /// What `/` says berthd is.
+    pub build: Build,
+}
+
+/// The build serving: its version and the commit it was built from.
+#[derive(Debug, Clone, Copy)]
+pub struct Build {
+    pub version: &'static str,
+    pub commit: &'static str,
+}
+
+impl Default for Build {
+    /// This crate's version; the commit is the binary's to say.
+    fn default() -> Build {
+        Build { version: env!("CARGO_PKG_VERSION"), commit: "unknown" }
+    }
 }
 
 /// The whole HTTP surface, with the default [`ApiConfig`].

@@ -29,10 +29,11 @@ pub fn routes() -> Router<AppState> {
         (status = 200, description = "The APIs", body = VersionDocument),
     ),
 )]
-async fn versions() -> Json<VersionDocument> {
+async fn versions(State(state): State<AppState>) -> Json<VersionDocument> {
     Json(VersionDocument {
         name: "berth",
-        version: env!("CARGO_PKG_VERSION"),
+        version: state.build.version,
+        commit: state.build.commit,
         apis: Apis {
             placement: PlacementVersions { href: "/placement/", min_version: "1.0", max_version: "1.39" },
             reservation: ReservationVersion { href: "/v1/", version: "v1" },
@@ -63,6 +64,8 @@ struct Apis {
 struct VersionDocument {
     name: &'static str,
     version: &'static str,
+    /// The commit built from: twelve hex digits, or `unknown`.
+    commit: &'static str,
     apis: Apis,
 }
 

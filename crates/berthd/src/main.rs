@@ -19,8 +19,11 @@ use clap::{Parser, Subcommand};
 use berth_store::Store;
 use config::Config;
 
+/// The version and the commit built from (`build.rs`).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("BERTH_COMMIT"), ")");
+
 #[derive(Parser)]
-#[command(name = "berthd", version, about = "Berth: lease and reservation scheduler daemon")]
+#[command(name = "berthd", version = VERSION, about = "Berth: lease and reservation scheduler daemon")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -245,6 +248,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
         plugins: registry.clone(),
         policy: policy.clone(),
         clock: berth_api::clock::ClockWatch::new(cfg.clock_skew_warn_s),
+        build: berth_api::Build { version: env!("CARGO_PKG_VERSION"), commit: env!("BERTH_COMMIT") },
     };
     tokio::spawn(state.clock.clone().run(store.clone()));
     let app = berth_api::router_with(state, cfg.api.clone());

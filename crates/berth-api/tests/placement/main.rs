@@ -51,6 +51,7 @@ impl Api {
             plugins: Arc::new(berth_plugins::Registry::default()),
             policy: Arc::new(berth_plugins::Policy::default()),
             clock: Default::default(),
+            build: berth_api::Build::default(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
