@@ -9,7 +9,8 @@
 //! remaining choice can bring, a `same_subtree` set already broken), and
 //! the walk stops at `limit`: wide trees never expand into the full
 //! cartesian product. Capacity counts from now on, open-ended, as a claim
-//! made now would.
+//! made now would. With a small limit, trees are read a page at a time until
+//! they yield it (world.rs), so the read is bounded by the limit too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
@@ -19,6 +20,7 @@ use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 mod search;
+mod world;
 
 use search::search;
 
@@ -133,7 +135,7 @@ impl Store {
         traits.extend(req.root_required.iter().cloned());
         traits.extend(req.root_forbidden.iter().cloned());
         check_traits_exist(&c, &traits).await?;
-        let world = load_world(&c, &classes).await?;
+        let world = world::load(&c, &classes, &req).await?;
         let classes = classes.into_iter().map(str::to_string).collect();
         Ok(CandidateSearch { req, world, classes })
     }
@@ -162,59 +164,12 @@ impl CandidateSearch {
         });
         used
     }
-}
 
-/// Every tree that has inventory of a requested class, every tree a sharing
-/// provider with such inventory is in an aggregate with, and what the search
-/// needs to know of their providers.
-async fn load_world(c: &impl GenericClient, classes: &[&str]) -> Result<World, StoreError> {
-    let rows = c
-        .query(
-            "SELECT DISTINCT p.root_uuid FROM inventories i JOIN providers p ON p.uuid = i.provider_uuid
-             WHERE i.resource_class = ANY($1)
-             UNION
-             SELECT m.root_uuid FROM inventories i
-             JOIN provider_traits t ON t.provider_uuid = i.provider_uuid AND t.trait = $2
-             JOIN provider_aggregates sa ON sa.provider_uuid = i.provider_uuid
-             JOIN provider_aggregates ma ON ma.aggregate = sa.aggregate
-             JOIN providers m ON m.uuid = ma.provider_uuid
-             WHERE i.resource_class = ANY($1)",
-            &[&classes, &SHARING_TRAIT],
-        )
-        .await?;
-    let roots: Vec<Uuid> = rows.iter().map(|r| r.get(0)).collect();
-    let mut world = World::default();
-    let rows = c
-        .query(
-            "SELECT uuid, parent_uuid, root_uuid FROM providers WHERE root_uuid = ANY($1) ORDER BY created_at, uuid",
-            &[&roots],
-        )
-        .await?;
-    for r in &rows {
-        let facts = ProviderFacts { parent: r.get(1), root: r.get(2), ..Default::default() };
-        world.providers.insert(r.get(0), facts);
+    /// How many trees the search read (a page's worth, with a small limit).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn trees_read(&self) -> usize {
+        self.world.roots.len()
     }
-    world.roots = rows.iter().filter(|r| r.get::<_, Option<Uuid>>(1).is_none()).map(|r| r.get(0)).collect();
-    let ids: Vec<Uuid> = world.providers.keys().copied().collect();
-    for r in c.query("SELECT provider_uuid, trait FROM provider_traits WHERE provider_uuid = ANY($1)", &[&ids]).await? {
-        if let Some(f) = world.providers.get_mut(&r.get::<_, Uuid>(0)) {
-            f.traits.insert(r.get(1));
-        }
-    }
-    for r in c
-        .query("SELECT provider_uuid, aggregate FROM provider_aggregates WHERE provider_uuid = ANY($1)", &[&ids])
-        .await?
-    {
-        if let Some(f) = world.providers.get_mut(&r.get::<_, Uuid>(0)) {
-            f.aggregates.insert(r.get(1));
-        }
-    }
-    for ((p, class), (inv, used)) in inventories_from_now(c, &ids, classes).await? {
-        if let Some(f) = world.providers.get_mut(&p) {
-            f.inventory.insert(class, (inv, inv.capacity() - used));
-        }
-    }
-    Ok(world)
 }
 
 /// Summaries of every provider in the trees the candidates use (and of the
