@@ -1,7 +1,10 @@
 //! Serving the router on a listener: each connection has
 //! `header_read_timeout_s` to send its request headers (a client that sends
 //! half of them is cut off instead of holding a connection forever), and at
-//! shutdown the listener closes and requests in flight finish.
+//! shutdown the listener closes and requests in flight finish. Writes go
+//! out at once (`TCP_NODELAY`): a streamed answer sends its headers before
+//! its body, and Nagle's algorithm would hold the body back until the
+//! client acknowledged the headers, which a client delays by up to 40 ms.
 
 use std::future::Future;
 use std::time::Duration;
@@ -39,6 +42,9 @@ pub async fn serve(
                         continue;
                     }
                 };
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::debug!(error = %e, "setting TCP_NODELAY");
+                }
                 let service = TowerToHyperService::new(app.clone());
                 let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
                 let connection = graceful.watch(connection);
