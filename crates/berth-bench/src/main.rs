@@ -22,7 +22,9 @@ mod read_candidates;
 mod replay_large;
 mod report;
 mod scale;
+mod scale_placement;
 mod setup;
+mod simulate;
 mod store_claims;
 mod store_leases;
 mod wrk_claims;
@@ -47,8 +49,10 @@ struct Args {
     replay_events: usize,
     /// Only these scenarios (comma-separated): store-claims, replay, replay-large, placement-claims,
     /// wrk-claims, quota-claims, claim-lanes, manager, leases, candidates-memory, read-candidates,
-    /// scale. claim-lanes (1, 2 and 4 lanes against 1 and 64 projects, with lock waits sampled) and
-    /// scale (lease creation at each of `--scale-hosts`) run only when named.
+    /// scale, scale-placement, simulate. claim-lanes (1, 2 and 4 lanes against 1 and 64 projects, with
+    /// lock waits sampled), scale (lease creation at each of `--scale-hosts`), scale-placement
+    /// (allocation candidates and a page of hosts at each of `--scale-hosts`) and simulate (placement
+    /// quality, near read against full read) run only when named.
     #[arg(long)]
     only: Option<String>,
     /// The manager scenario's `record_wait_ms` (how long its recorder waits
@@ -103,6 +107,12 @@ async fn main() -> Result<()> {
     if args.only.as_deref().is_some_and(|o| o.split(',').any(|s| s == "scale")) {
         scale::run(&mut report, &args.scale_hosts, args.scale_leases).await?;
         in_process_memory(&mut report, "scale")?;
+    }
+    if args.only.as_deref().is_some_and(|o| o.split(',').any(|s| s == "scale-placement")) {
+        scale_placement::run(&mut report, &args.scale_hosts).await?;
+    }
+    if args.only.as_deref().is_some_and(|o| o.split(',').any(|s| s == "simulate")) {
+        simulate::run(&mut report).await?;
     }
     if wants("manager") {
         manager::run(&mut report, args.seconds.min(10), args.manager_record_wait_ms).await?;

@@ -100,6 +100,10 @@ pub struct Store {
     /// Whether a new lease breaks best fit's ties by a draw of its own
     /// rather than by host name (`commands::leases::plan`).
     drawn_ties: bool,
+    /// Whether a new lease is decided on every candidate host even where
+    /// the hosts near its window would do (`commands::leases::create`):
+    /// the placement before the near read, which simulations compare with.
+    full_placement_reads: bool,
     /// Hot standbys for reads that may be stale (replicas).
     replicas: Option<std::sync::Arc<replicas::Replicas>>,
 }
@@ -125,6 +129,7 @@ impl Store {
             replicas: None,
             cleaning: chrono::Duration::zero(),
             drawn_ties: false,
+            full_placement_reads: false,
         })
     }
 
@@ -157,6 +162,15 @@ impl Store {
     /// deterministic (as tests want them); berthd turns it on.
     pub fn with_drawn_ties(mut self, on: bool) -> Store {
         self.drawn_ties = on;
+        self
+    }
+
+    /// Decides every new lease on a read of every candidate host, never on
+    /// the hosts near its window alone: the placement the near read must
+    /// match, for simulations that compare the two on the same offers.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn with_full_placement_reads(mut self, on: bool) -> Store {
+        self.full_placement_reads = on;
         self
     }
 

@@ -131,7 +131,8 @@ impl Store {
             if let Some(ids) = request_keys::earlier(c, key).await? {
                 return Ok(Keyed::Earlier(read::load_leases(c, &ids).await?));
             }
-            let (made, mut events, at) = create_in(tx, &new, self.cleaning_time(), self.drawn_ties).await?;
+            let (made, mut events, at) =
+                create_in(tx, &new, self.cleaning_time(), self.drawn_ties, self.full_placement_reads).await?;
             events.push(request_keys::made(key, made.iter().map(|l| l.record.id).collect(), at));
             record_and_commit(tx, meta, &events).await?;
             Ok(Keyed::Made(made))
@@ -147,7 +148,8 @@ impl Store {
     pub async fn create_lease(&self, meta: &EventMeta, new: NewLease) -> Result<Vec<Lease>, Error> {
         check_new(&new)?;
         crate::tx::pipelined!(self, |tx| {
-            let (made, events, _) = create_in(tx, &new, self.cleaning_time(), self.drawn_ties).await?;
+            let (made, events, _) =
+                create_in(tx, &new, self.cleaning_time(), self.drawn_ties, self.full_placement_reads).await?;
             record_and_commit(tx, meta, &events).await?;
             Ok(made)
         })
@@ -173,6 +175,7 @@ async fn create_in(
     new: &NewLease,
     cleaning: chrono::Duration,
     drawn_ties: bool,
+    full_reads: bool,
 ) -> Result<(Vec<Lease>, Vec<Event>, DateTime<Utc>), crate::StoreError> {
     let names: Vec<String> = match &new.dates {
         LeaseDates::Recurring(occ) => (1..=occ.len()).map(|k| format!("{}-{k}", new.name)).collect(),
@@ -191,8 +194,9 @@ async fn create_in(
     let scopes = quota::Check::lease_scopes(&new.project_id, &new.user_id);
     let limits = [&scopes[0] as &(dyn ToSql + Sync), &scopes[1]];
     let (demands, named) = fit::demands_and_named(&items);
-    // A lease decided on the hosts near its window reads them itself.
-    let early = fixed_windows(&new.dates).filter(|w| !idle(&items) && !reads_near(&items, w));
+    // A lease decided on the hosts near its window reads them itself
+    // (unless every candidate is to be read: `Store::with_full_placement_reads`).
+    let early = fixed_windows(&new.dates).filter(|w| !idle(&items) && (full_reads || !reads_near(&items, w)));
     let over = early.as_ref().map(|w| fit::candidates_over(&demands, &named, span_of(w), w[0], cleaning));
     let reads = over.as_ref().map(timelines::Reads::new);
     let read_params = reads.as_ref().map(|r| r.params());

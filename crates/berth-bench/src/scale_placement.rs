@@ -1,0 +1,148 @@
+//! Placement's reads as the cloud grows: allocation candidates with a
+//! limit, and one page of hosts, should cost about the same on 100 hosts
+//! and on 10,000, since each answers a few rows and should read about as
+//! many.
+//!
+//! For each host count: a fresh database, that many hosts enrolled through
+//! the store (64 VCPU, 256 GiB of MEMORY_MB and 2,000 DISK_GB each, no
+//! leases), the real router on a loopback port, then, one request at a
+//! time, `GET /placement/allocation_candidates?resources=VCPU:1,MEMORY_MB:1024&limit=10`
+//! and `GET /v1/os-hosts?limit=10`. Prints p50 and p99 of each, and each
+//! p50 against the smallest cloud's.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Result};
+use berth_api::{AppState, Authenticator, Rules};
+use berth_core::EventMeta;
+use berth_store::commands::NewHost;
+use berth_store::testing::TestDatabase;
+use berth_store::Store;
+
+use crate::report::{ms, percentile, Report};
+
+/// Requests timed per host count and read (after a warm-up).
+const MEASURED: usize = 200;
+const WARMUP: usize = 20;
+/// Enrolments at once.
+const ENROLLING: usize = 8;
+
+const CANDIDATES: &str = "/placement/allocation_candidates?resources=VCPU:1,MEMORY_MB:1024&limit=10";
+const HOSTS_PAGE: &str = "/v1/os-hosts?limit=10";
+
+fn meta() -> EventMeta {
+    EventMeta { actor: Some("bench".into()), ..Default::default() }
+}
+
+/// `n` hosts, enrolled `ENROLLING` at a time.
+async fn enrol(store: &Arc<Store>, n: usize) -> Result<()> {
+    let mut tasks = Vec::new();
+    for part in 0..ENROLLING {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in (part..n).step_by(ENROLLING) {
+                let new = NewHost {
+                    name: format!("placement-host-{i:06}"),
+                    resources: Some((64, 262_144, 2_000)),
+                    reservable: true,
+                    capabilities: BTreeMap::new(),
+                };
+                store.enrol_host(&meta(), new).await?;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(())
+}
+
+/// The real router on a loopback port, served as berthd serves it; its base URL.
+async fn serve(store: Store) -> Result<String> {
+    let state = AppState {
+        store,
+        auth: Arc::new(Authenticator::Noauth),
+        rules: Arc::new(Rules::defaults()),
+        plugins: Arc::new(berth_plugins::Registry::default()),
+        policy: Arc::new(berth_plugins::Policy::default()),
+        clock: Default::default(),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let config = berth_api::ApiConfig::default();
+    tokio::spawn(
+        async move { berth_api::serve(listener, berth_api::router(state), &config, std::future::pending()).await },
+    );
+    Ok(base)
+}
+
+/// Latencies of `count` GETs of `path`, sorted; each answer checked to
+/// list `expect` items under `key`.
+async fn gets(http: &reqwest::Client, url: &str, key: &str, expect: usize, count: usize) -> Result<Vec<Duration>> {
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        let t = Instant::now();
+        let resp = http
+            .get(url)
+            .header("x-auth-token", "admin")
+            .header("openstack-api-version", "placement 1.39")
+            .send()
+            .await?;
+        ensure!(resp.status().is_success(), "{url} answered {}", resp.status());
+        let body: serde_json::Value = resp.json().await?;
+        out.push(t.elapsed());
+        let listed = body[key].as_array().map_or(0, Vec::len);
+        ensure!(listed == expect, "{url} listed {listed} {key}, not {expect}");
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// p50 of each read on `hosts` hosts.
+async fn one_size(report: &mut Report, hosts: usize) -> Result<(Duration, Duration)> {
+    let db = TestDatabase::new().await;
+    let store = Arc::new(db.store(ENROLLING + 2));
+    let t = Instant::now();
+    enrol(&store, hosts).await?;
+    db.analyze().await;
+    let ready = t.elapsed();
+    let base = serve((*store).clone()).await?;
+    let http = reqwest::Client::new();
+    let mut p50s = Vec::new();
+    for (what, path, key) in [
+        ("allocation candidates, limit 10", CANDIDATES, "allocation_requests"),
+        ("one page of os-hosts, limit 10", HOSTS_PAGE, "hosts"),
+    ] {
+        let url = format!("{base}{path}");
+        gets(&http, &url, key, 10, WARMUP).await?;
+        let l = gets(&http, &url, key, 10, MEASURED).await?;
+        report.line(format!(
+            "{what}, {hosts} hosts (ready in {:.1} s): p50 {}, p99 {}",
+            ready.as_secs_f64(),
+            ms(percentile(&l, 50.0)),
+            ms(percentile(&l, 99.0)),
+        ));
+        p50s.push(percentile(&l, 50.0));
+    }
+    Ok((p50s[0], p50s[1]))
+}
+
+/// Each host count in `sizes`; p50 against the first size's.
+pub async fn run(report: &mut Report, sizes: &[usize]) -> Result<()> {
+    let mut first: Option<(usize, Duration, Duration)> = None;
+    for &n in sizes {
+        let (candidates, page) = one_size(report, n).await?;
+        match first {
+            None => first = Some((n, candidates, page)),
+            Some((n0, c0, h0)) => report.line(format!(
+                "p50 at {n} hosts against {n0}: allocation candidates {:.2}x, os-hosts page {:.2}x (target at most 2x)",
+                candidates.as_secs_f64() / c0.as_secs_f64(),
+                page.as_secs_f64() / h0.as_secs_f64(),
+            )),
+        }
+    }
+    Ok(())
+}
