@@ -7,8 +7,11 @@
 //! the store (64 VCPU, 256 GiB of MEMORY_MB and 2,000 DISK_GB each, no
 //! leases), the real router on a loopback port, then, one request at a
 //! time, `GET /placement/allocation_candidates?resources=VCPU:1,MEMORY_MB:1024&limit=10`
-//! and `GET /v1/os-hosts?limit=10`. Prints p50 and p99 of each, and each
-//! p50 against the smallest cloud's.
+//! and `GET /v1/os-hosts?limit=10`; then as many one-host leases as hosts
+//! booked at random 2-hour windows over the next year (a host with any
+//! lease to come is no candidate: a claim made now is open-ended), and
+//! `GET /placement/allocation_candidates?resources=VCPU:1&limit=10` again.
+//! Prints p50 and p99 of each, and each p50 against the smallest cloud's.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,6 +23,9 @@ use berth_core::EventMeta;
 use berth_store::commands::NewHost;
 use berth_store::testing::TestDatabase;
 use berth_store::Store;
+use chrono::{DurationRound, Utc};
+use rand::Rng;
+use uuid::Uuid;
 
 use crate::report::{ms, percentile, Report};
 
@@ -31,17 +37,23 @@ const ENROLLING: usize = 8;
 
 const CANDIDATES: &str = "/placement/allocation_candidates?resources=VCPU:1,MEMORY_MB:1024&limit=10";
 const HOSTS_PAGE: &str = "/v1/os-hosts?limit=10";
+const CANDIDATES_BOOKED: &str = "/placement/allocation_candidates?resources=VCPU:1&limit=10";
 
 fn meta() -> EventMeta {
     EventMeta { actor: Some("bench".into()), ..Default::default() }
 }
 
+fn whole() -> BTreeMap<String, i64> {
+    BTreeMap::from([("VCPU".to_string(), 64), ("MEMORY_MB".to_string(), 262_144), ("DISK_GB".to_string(), 2_000)])
+}
+
 /// `n` hosts, enrolled `ENROLLING` at a time.
-async fn enrol(store: &Arc<Store>, n: usize) -> Result<()> {
+async fn enrol(store: &Arc<Store>, n: usize) -> Result<Vec<Uuid>> {
     let mut tasks = Vec::new();
     for part in 0..ENROLLING {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
+            let mut out = Vec::new();
             for i in (part..n).step_by(ENROLLING) {
                 let new = NewHost {
                     name: format!("placement-host-{i:06}"),
@@ -49,15 +61,30 @@ async fn enrol(store: &Arc<Store>, n: usize) -> Result<()> {
                     reservable: true,
                     capabilities: BTreeMap::new(),
                 };
-                store.enrol_host(&meta(), new).await?;
+                out.push(store.enrol_host(&meta(), new).await?);
             }
-            anyhow::Ok(())
+            anyhow::Ok(out)
         }));
     }
+    let mut hosts = Vec::new();
     for t in tasks {
-        t.await??;
+        hosts.extend(t.await??);
     }
-    Ok(())
+    Ok(hosts)
+}
+
+/// One one-host lease per host, at random 2-hour windows on random hosts
+/// within a year.
+async fn book(store: &Store, hosts: &[Uuid]) -> Result<()> {
+    let base = (Utc::now() + chrono::Duration::days(1)).duration_trunc(chrono::Duration::hours(1))?;
+    let mut rng = rand::thread_rng();
+    let leases: Vec<_> = (0..hosts.len())
+        .map(|_| {
+            let start = base + chrono::Duration::hours(rng.gen_range(0..24 * 365));
+            (hosts[rng.gen_range(0..hosts.len())], start, start + chrono::Duration::hours(2))
+        })
+        .collect();
+    crate::setup::book(store, &meta(), &whole(), leases).await
 }
 
 /// The real router on a loopback port, served as berthd serves it; its base URL.
@@ -102,11 +129,11 @@ async fn gets(http: &reqwest::Client, url: &str, key: &str, expect: usize, count
 }
 
 /// p50 of each read on `hosts` hosts.
-async fn one_size(report: &mut Report, hosts: usize) -> Result<(Duration, Duration)> {
+async fn one_size(report: &mut Report, hosts: usize) -> Result<Vec<Duration>> {
     let db = TestDatabase::new().await;
     let store = Arc::new(db.store(ENROLLING + 2));
     let t = Instant::now();
-    enrol(&store, hosts).await?;
+    let ids = enrol(&store, hosts).await?;
     db.analyze().await;
     let ready = t.elapsed();
     let base = serve((*store).clone()).await?;
@@ -127,21 +154,37 @@ async fn one_size(report: &mut Report, hosts: usize) -> Result<(Duration, Durati
         ));
         p50s.push(percentile(&l, 50.0));
     }
-    Ok((p50s[0], p50s[1]))
+    book(&store, &ids).await?;
+    db.analyze().await;
+    let url = format!("{base}{CANDIDATES_BOOKED}");
+    gets(&http, &url, "allocation_requests", 10, WARMUP).await?;
+    let l = gets(&http, &url, "allocation_requests", 10, MEASURED).await?;
+    report.line(format!(
+        "allocation candidates, limit 10, {hosts} hosts, {hosts} leases booked: p50 {}, p99 {}",
+        ms(percentile(&l, 50.0)),
+        ms(percentile(&l, 99.0)),
+    ));
+    p50s.push(percentile(&l, 50.0));
+    Ok(p50s)
 }
 
 /// Each host count in `sizes`; p50 against the first size's.
 pub async fn run(report: &mut Report, sizes: &[usize]) -> Result<()> {
-    let mut first: Option<(usize, Duration, Duration)> = None;
+    let mut first: Option<(usize, Vec<Duration>)> = None;
     for &n in sizes {
-        let (candidates, page) = one_size(report, n).await?;
-        match first {
-            None => first = Some((n, candidates, page)),
-            Some((n0, c0, h0)) => report.line(format!(
-                "p50 at {n} hosts against {n0}: allocation candidates {:.2}x, os-hosts page {:.2}x (target at most 2x)",
-                candidates.as_secs_f64() / c0.as_secs_f64(),
-                page.as_secs_f64() / h0.as_secs_f64(),
-            )),
+        let p50s = one_size(report, n).await?;
+        match &first {
+            None => first = Some((n, p50s)),
+            Some((n0, p0)) => {
+                let x = |i: usize| p50s[i].as_secs_f64() / p0[i].as_secs_f64();
+                report.line(format!(
+                    "p50 at {n} hosts against {n0}: allocation candidates {:.2}x, os-hosts page {:.2}x, \
+                     allocation candidates with leases booked {:.2}x (target at most 2x)",
+                    x(0),
+                    x(1),
+                    x(2),
+                ));
+            }
         }
     }
     Ok(())

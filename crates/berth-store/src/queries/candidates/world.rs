@@ -26,7 +26,10 @@ use crate::StoreError;
 
 /// The largest limit read a page of trees at a time.
 pub const PAGED_UP_TO: usize = 1_000;
-/// The most trees one page reads.
+/// The fewest trees the first page reads, and the most any page reads:
+/// where many trees are full, a first page of a few dozen still yields a
+/// small limit, and each later page reads four times as many as the last.
+const SMALLEST_PAGE: usize = 64;
 const LARGEST_PAGE: usize = 4_096;
 
 /// Roots of trees with inventory of a requested class, in the order the
@@ -59,7 +62,7 @@ async fn any_sharing(c: &impl GenericClient) -> Result<bool, StoreError> {
     Ok(row.get(0))
 }
 
-/// Trees a page at a time, each page twice the last, until the search over
+/// Trees a page at a time, each page four times the last, until the search over
 /// the trees read gives `limit` candidates or no tree is left.
 async fn load_paged(
     c: &impl GenericClient,
@@ -69,7 +72,7 @@ async fn load_paged(
 ) -> Result<World, StoreError> {
     let mut world = World::default();
     let mut after: Option<(DateTime<Utc>, Uuid)> = None;
-    let mut page = limit;
+    let mut page = limit.max(SMALLEST_PAGE);
     loop {
         let size = page as i64;
         let rows = match &after {
@@ -83,7 +86,7 @@ async fn load_paged(
             break;
         }
         after = Some((last.get(1), last.get(0)));
-        page = (page * 2).min(LARGEST_PAGE);
+        page = (page * 4).min(LARGEST_PAGE);
     }
     Ok(world)
 }
@@ -138,31 +141,28 @@ async fn load_trees(
     if roots.is_empty() {
         return Ok(());
     }
+    // Each provider with its traits and aggregates: one round trip.
     let rows = c
         .query(
-            "SELECT uuid, parent_uuid, root_uuid FROM providers WHERE root_uuid = ANY($1) ORDER BY created_at, uuid",
+            "SELECT p.uuid, p.parent_uuid, p.root_uuid,
+                    ARRAY(SELECT t.trait FROM provider_traits t WHERE t.provider_uuid = p.uuid),
+                    ARRAY(SELECT a.aggregate FROM provider_aggregates a WHERE a.provider_uuid = p.uuid)
+             FROM providers p WHERE p.root_uuid = ANY($1) ORDER BY p.created_at, p.uuid",
             &[&roots],
         )
         .await?;
     for r in &rows {
-        let facts = ProviderFacts { parent: r.get(1), root: r.get(2), ..Default::default() };
+        let facts = ProviderFacts {
+            parent: r.get(1),
+            root: r.get(2),
+            traits: r.get::<_, Vec<String>>(3).into_iter().collect(),
+            aggregates: r.get::<_, Vec<Uuid>>(4).into_iter().collect(),
+            ..Default::default()
+        };
         world.providers.insert(r.get(0), facts);
     }
     world.roots.extend(rows.iter().filter(|r| r.get::<_, Option<Uuid>>(1).is_none()).map(|r| r.get::<_, Uuid>(0)));
     let ids: Vec<Uuid> = rows.iter().map(|r| r.get(0)).collect();
-    for r in c.query("SELECT provider_uuid, trait FROM provider_traits WHERE provider_uuid = ANY($1)", &[&ids]).await? {
-        if let Some(f) = world.providers.get_mut(&r.get::<_, Uuid>(0)) {
-            f.traits.insert(r.get(1));
-        }
-    }
-    for r in c
-        .query("SELECT provider_uuid, aggregate FROM provider_aggregates WHERE provider_uuid = ANY($1)", &[&ids])
-        .await?
-    {
-        if let Some(f) = world.providers.get_mut(&r.get::<_, Uuid>(0)) {
-            f.aggregates.insert(r.get(1));
-        }
-    }
     for ((p, class), (inv, used)) in inventories_from_now(c, &ids, classes).await? {
         if let Some(f) = world.providers.get_mut(&p) {
             f.inventory.insert(class, (inv, inv.capacity() - used));
