@@ -96,6 +96,7 @@ async fn serve(store: Store) -> Result<String> {
         plugins: Arc::new(berth_plugins::Registry::default()),
         policy: Arc::new(berth_plugins::Policy::default()),
         clock: Default::default(),
+        build: berth_api::Build::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
