@@ -143,7 +143,7 @@ impl Config {
             connect_timeout: Some(ms(self.connect_timeout_ms)),
             statement_timeout: Some(ms(self.statement_timeout_ms)),
             tls: self.database.tls()?,
-            password: self.database.password()?,
+            password: self.database.password(),
         })
     }
 
@@ -154,7 +154,7 @@ impl Config {
         Ok(berth_store::PoolSettings {
             max_size: 2,
             tls: self.database.tls()?,
-            password: self.database.password()?,
+            password: self.database.password(),
             ..berth_store::PoolSettings::default()
         })
     }
@@ -190,7 +190,16 @@ impl Config {
             .filter(|key| {
                 key.as_str().split('.').next().is_some_and(|first| KEYS.iter().any(|k| first.eq_ignore_ascii_case(k)))
             });
-        let mut cfg: Config = fig.merge(env).extract().context("reading the configuration")?;
+        let fig = fig.merge(env);
+        let merged: figment::value::Value = fig.extract().context("reading the configuration")?;
+        let mut cfg: Config = if crate::secrets::named(&merged) {
+            // Secrets named by file: read, then the configuration as if
+            // they had been written in it.
+            let resolved = crate::secrets::resolve(merged, "")?;
+            Figment::from(Serialized::defaults(resolved)).extract().context("reading the configuration")?
+        } else {
+            fig.extract().context("reading the configuration")?
+        };
         if let Some(dir) = file.and_then(Path::parent) {
             cfg.find_programs_from(dir);
         }

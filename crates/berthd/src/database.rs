@@ -1,6 +1,7 @@
 //! `[database]`: how berthd reaches PostgreSQL beyond its URLs: libpq's TLS
 //! parameters for every URL that does not name its own (the primary's and
-//! the standbys'), and the password from a file.
+//! the standbys'), and the password where a URL names none (best from a
+//! file, `password_file`: [`crate::secrets`]).
 
 use std::path::PathBuf;
 
@@ -20,9 +21,9 @@ pub struct DatabaseConfig {
     /// A client certificate (PEM), with its key.
     pub sslcert: Option<PathBuf>,
     pub sslkey: Option<PathBuf>,
-    /// A file holding the password (its first line), where the URL names
-    /// none: a secret kept out of the configuration and the environment.
-    pub password_file: Option<PathBuf>,
+    /// The password where a URL names none; `password_file` names a file
+    /// holding it instead.
+    pub password: Option<String>,
 }
 
 impl DatabaseConfig {
@@ -43,14 +44,9 @@ impl DatabaseConfig {
         Ok(params)
     }
 
-    /// The password file's first line, read now.
-    pub fn password(&self) -> Result<Option<Password>> {
-        let Some(file) = &self.password_file else { return Ok(None) };
-        let text =
-            std::fs::read_to_string(file).with_context(|| format!("[database] password_file {}", file.display()))?;
-        let line = text.lines().next().unwrap_or("").to_string();
-        anyhow::ensure!(!line.is_empty(), "[database] password_file {} is empty", file.display());
-        Ok(Some(Password(line)))
+    /// The password, as a secret the store keeps out of its logs.
+    pub fn password(&self) -> Option<Password> {
+        self.password.clone().map(Password)
     }
 }
 
@@ -63,18 +59,22 @@ mod tests {
     fn the_database_section_fills_what_each_url_leaves_out() {
         let dir = tempfile::tempdir().unwrap();
         let password = dir.path().join("password");
-        std::fs::write(&password, "s3cret\nignored\n").unwrap();
+        std::fs::write(&password, "s3cret\n").unwrap();
+        let file = dir.path().join("berth.toml");
+        std::fs::write(&file, format!("[database]\nsslmode = \"require\"\npassword_file = {password:?}\n")).unwrap();
+        let loaded = Config::load(Some(&file)).unwrap();
+        assert_eq!(loaded.database.password.as_deref(), Some("s3cret"), "the file's text, less its line break");
         let cfg = Config {
             database_url: "postgresql://berth@db1:5432,db2:5432/berth?target_session_attrs=read-write".into(),
             read_database_urls: vec!["postgresql://berth@db3/berth?sslmode=disable".into()],
-            database: DatabaseConfig {
-                sslmode: Some("require".into()),
-                password_file: Some(password.clone()),
-                ..DatabaseConfig::default()
-            },
+            database: loaded.database.clone(),
             ..Config::default()
         };
         assert_eq!(cfg.pool().unwrap().password, Some(Password("s3cret".into())));
+        // A secret named twice, or by an empty file, is refused at load.
+        std::fs::write(&file, format!("[database]\npassword = \"x\"\npassword_file = {password:?}\n")).unwrap();
+        let err = format!("{:#}", Config::load(Some(&file)).unwrap_err());
+        assert!(err.contains("database.password_file") && err.contains("not both"), "{err}");
         let lines = cfg.describe_tls().unwrap();
         assert_eq!(
             lines,
@@ -84,7 +84,9 @@ mod tests {
             ]
         );
         std::fs::write(&password, "").unwrap();
-        assert!(cfg.pool().unwrap_err().to_string().contains("is empty"));
+        std::fs::write(&file, format!("[database]\npassword_file = {password:?}\n")).unwrap();
+        let err = format!("{:#}", Config::load(Some(&file)).unwrap_err());
+        assert!(err.contains("is empty"), "{err}");
         let bad = Config {
             database: DatabaseConfig { sslmode: Some("verify-full".into()), ..DatabaseConfig::default() },
             ..Config::default()

@@ -9,6 +9,7 @@ mod config;
 mod database;
 mod demo;
 mod dev;
+mod secrets;
 
 use std::path::PathBuf;
 use std::sync::Arc;
