@@ -32,6 +32,11 @@ pub struct ApiConfig {
     pub max_streams: usize,
     /// Seconds between keep-alive comments on a quiet live stream.
     pub stream_keepalive_s: u64,
+    /// HTTPS on berthd's own listener: the certificate chain (PEM, leaf
+    /// first) and its key, read at start and again on SIGHUP. Unset: plain
+    /// HTTP (a proxy in front terminates TLS).
+    pub tls_cert_file: Option<std::path::PathBuf>,
+    pub tls_key_file: Option<std::path::PathBuf>,
 }
 
 impl Default for ApiConfig {
@@ -47,6 +52,8 @@ impl Default for ApiConfig {
             max_streams_per_caller: 8,
             max_streams: 256,
             stream_keepalive_s: 15,
+            tls_cert_file: None,
+            tls_key_file: None,
         }
     }
 }
@@ -66,9 +73,12 @@ impl ApiConfig {
             ("max_streams", self.max_streams as u64),
             ("stream_keepalive_s", self.stream_keepalive_s),
         ];
-        match positive.iter().find(|(_, v)| *v == 0) {
-            Some((name, _)) => Err(format!("api.{name} must be above 0")),
-            None => Ok(()),
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(format!("api.{name} must be above 0"));
         }
+        if self.tls_cert_file.is_some() != self.tls_key_file.is_some() {
+            return Err("api.tls_cert_file and api.tls_key_file go together: name both or neither".into());
+        }
+        Ok(())
     }
 }

@@ -35,6 +35,7 @@ mod root;
 mod serve;
 mod streams;
 mod tags;
+pub mod tls;
 mod whole;
 mod wording;
 

@@ -101,9 +101,9 @@ async fn serve(store: Store) -> Result<String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let config = berth_api::ApiConfig::default();
-    tokio::spawn(
-        async move { berth_api::serve(listener, berth_api::router(state), &config, std::future::pending()).await },
-    );
+    tokio::spawn(async move {
+        berth_api::serve(listener, berth_api::router(state), &config, None, std::future::pending()).await
+    });
     Ok(base)
 }
 

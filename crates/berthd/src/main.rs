@@ -9,6 +9,7 @@ mod config;
 mod database;
 mod demo;
 mod dev;
+mod https;
 mod secrets;
 
 use std::path::PathBuf;
@@ -204,6 +205,7 @@ fn check(cfg: &Config) -> Result<berth_api::Rules> {
     cfg.check_pool().map_err(anyhow::Error::msg).context("the database pool")?;
     cfg.api.check().map_err(anyhow::Error::msg).context("the [api] configuration")?;
     berth_notify::check(&cfg.notifications).map_err(anyhow::Error::msg).context("the [notifications] configuration")?;
+    https::load(&cfg.api)?;
     rules(cfg.policy_file.as_deref())
 }
 
@@ -256,7 +258,8 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     let listener =
         tokio::net::TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;
     check_noauth_reach(&cfg, listener.local_addr()?)?;
-    tracing::info!(listen = %cfg.listen, auth = cfg.auth.as_str(), "berthd serving");
+    let https = cfg.api.tls_cert_file.is_some();
+    tracing::info!(listen = %cfg.listen, auth = cfg.auth.as_str(), https, "berthd serving");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
@@ -276,7 +279,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
         let _ = stop_tx.send(true);
         berth_api::log::close_streams();
     };
-    berth_api::serve(listener, app, &cfg.api, signal).await?;
+    berth_api::serve(listener, app, &cfg.api, https::start(&cfg.api)?, signal).await?;
     if let Some(m) = manager {
         let _ = m.await;
     }
