@@ -7,7 +7,7 @@
 //! lengths, at random hours over a fixed horizon); the same stream is
 //! offered, in a fresh database each time, to a store that reads the hosts
 //! near each window and to one that reads every host
-//! (`Store::with_full_placement_reads`), until the calendar saturates (too
+//! (`Store::with_small_cloud`: never near, and always near, on this small cloud), until the calendar saturates (too
 //! few of the last offers fit) or the offers run out. Printed: the share of
 //! host-hours booked and the share of offers refused, for each read.
 
@@ -106,7 +106,7 @@ fn meta() -> EventMeta {
 /// calendar saturates.
 async fn offer_all(offers: &[Offer], full_reads: bool) -> Result<Outcome> {
     let db = TestDatabase::new().await;
-    let store: Store = db.store(4).with_full_placement_reads(full_reads);
+    let store: Store = db.store(4).with_small_cloud(if full_reads { usize::MAX } else { 0 });
     for i in 0..HOSTS {
         let new = NewHost {
             name: format!("sim-host-{i:03}"),

@@ -100,10 +100,9 @@ pub struct Store {
     /// Whether a new lease breaks best fit's ties by a draw of its own
     /// rather than by host name (`commands::leases::plan`).
     drawn_ties: bool,
-    /// Whether a new lease is decided on every candidate host even where
-    /// the hosts near its window would do (`commands::leases::create`):
-    /// the placement before the near read, which simulations compare with.
-    full_placement_reads: bool,
+    /// Whether new leases read every host rather than those near their
+    /// window (`commands::leases::small`).
+    small_cloud: std::sync::Arc<commands::SmallCloud>,
     /// Hot standbys for reads that may be stale (replicas).
     replicas: Option<std::sync::Arc<replicas::Replicas>>,
 }
@@ -129,7 +128,7 @@ impl Store {
             replicas: None,
             cleaning: chrono::Duration::zero(),
             drawn_ties: false,
-            full_placement_reads: false,
+            small_cloud: Default::default(),
         })
     }
 
@@ -165,12 +164,12 @@ impl Store {
         self
     }
 
-    /// Decides every new lease on a read of every candidate host, never on
-    /// the hosts near its window alone: the placement the near read must
-    /// match, for simulations that compare the two on the same offers.
-    #[cfg(any(test, feature = "testing"))]
-    pub fn with_full_placement_reads(mut self, on: bool) -> Store {
-        self.full_placement_reads = on;
+    /// Lets new leases read every host, rather than the hosts near their
+    /// window, on a cloud of at most `hosts` hosts
+    /// (`commands::leases::small`; zero: always near, where it applies;
+    /// `usize::MAX`: never).
+    pub fn with_small_cloud(mut self, hosts: usize) -> Store {
+        self.small_cloud = std::sync::Arc::new(commands::SmallCloud::new(hosts));
         self
     }
 

@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use super::plan::{idle, plan_new, reads_near, span_of, unfit_error};
 use super::slots::{slot_events, Past};
+use super::small::{self, SmallCloud};
 use super::{name_free, LeaseDates, NewLease, NAME_TAKEN};
 use crate::clock::NOW;
 use crate::commands::record_and_commit;
@@ -132,7 +133,7 @@ impl Store {
                 return Ok(Keyed::Earlier(read::load_leases(c, &ids).await?));
             }
             let (made, mut events, at) =
-                create_in(tx, &new, self.cleaning_time(), self.drawn_ties, self.full_placement_reads).await?;
+                create_in(tx, &new, self.cleaning_time(), self.drawn_ties, &self.small_cloud).await?;
             events.push(request_keys::made(key, made.iter().map(|l| l.record.id).collect(), at));
             record_and_commit(tx, meta, &events).await?;
             Ok(Keyed::Made(made))
@@ -149,7 +150,7 @@ impl Store {
         check_new(&new)?;
         crate::tx::pipelined!(self, |tx| {
             let (made, events, _) =
-                create_in(tx, &new, self.cleaning_time(), self.drawn_ties, self.full_placement_reads).await?;
+                create_in(tx, &new, self.cleaning_time(), self.drawn_ties, &self.small_cloud).await?;
             record_and_commit(tx, meta, &events).await?;
             Ok(made)
         })
@@ -175,7 +176,7 @@ async fn create_in(
     new: &NewLease,
     cleaning: chrono::Duration,
     drawn_ties: bool,
-    full_reads: bool,
+    small: &SmallCloud,
 ) -> Result<(Vec<Lease>, Vec<Event>, DateTime<Utc>), crate::StoreError> {
     let names: Vec<String> = match &new.dates {
         LeaseDates::Recurring(occ) => (1..=occ.len()).map(|k| format!("{}-{k}", new.name)).collect(),
@@ -193,10 +194,15 @@ async fn create_in(
     let name_check = [&new.project_id as &(dyn ToSql + Sync), &names, &except];
     let scopes = quota::Check::lease_scopes(&new.project_id, &new.user_id);
     let limits = [&scopes[0] as &(dyn ToSql + Sync), &scopes[1]];
+    let up_to = small.count_to();
+    let count_to = [&up_to as &(dyn ToSql + Sync)];
     let (demands, named) = fit::demands_and_named(&items);
-    // A lease decided on the hosts near its window reads them itself
-    // (unless every candidate is to be read: `Store::with_full_placement_reads`).
-    let early = fixed_windows(&new.dates).filter(|w| !idle(&items) && (full_reads || !reads_near(&items, w)));
+    // A lease decided on the hosts near its window reads them itself,
+    // unless the cloud is small (`small`); either way it counts the hosts
+    // for the next one.
+    let fixed = fixed_windows(&new.dates);
+    let near = fixed.as_ref().is_some_and(|w| !idle(&items) && reads_near(&items, w));
+    let early = fixed.filter(|w| !idle(&items) && (!reads_near(&items, w) || small.is_small()));
     let over = early.as_ref().map(|w| fit::candidates_over(&demands, &named, span_of(w), w[0], cleaning));
     let reads = over.as_ref().map(timelines::Reads::new);
     let read_params = reads.as_ref().map(|r| r.params());
@@ -208,6 +214,9 @@ async fn create_in(
         (quota::LIMITS, &limits[..]),
     ];
     statements.extend(read_params.iter().flat_map(|p| p.statements()));
+    if near {
+        statements.push((small::HOSTS_UP_TO, &count_to[..]));
+    }
     let mut rows = tx.pipeline_all(&statements).await?.into_iter();
     let mut next = move || rows.next().expect("one result per statement");
     let (_, quota_guards, at, taken, limit_rows) = (next(), next(), next(), next(), next());
@@ -215,6 +224,12 @@ async fn create_in(
         let timelines = r.timelines([next(), next(), next(), next()], Vec::new());
         fit::candidates_of(timelines, &new.project_id, &demands, &named)
     });
+    if near {
+        small.saw(&next());
+        if read.is_some() {
+            metrics::counter!("berth_lease_placement_full_reads").increment(1);
+        }
+    }
     let tx = tx.client().await?;
     let at: DateTime<Utc> = at[0].get(0);
     let (windows, before_end, recurring) = windows_of(&new.dates, at)?;

@@ -28,7 +28,10 @@ mod heal_tests;
 mod near_tests;
 mod plan;
 mod slots;
+mod small;
 mod update;
+
+pub(crate) use small::SmallCloud;
 
 use berth_core::dates::DateSpec;
 use berth_core::error::ErrorCode;

@@ -138,22 +138,55 @@ async fn hosts_near_the_window_pack_the_calendar_as_every_host_does() {
 #[tokio::test]
 async fn the_next_creation_sees_a_host_disabled_changed_shrunk_or_freed() {
     let db = TestDatabase::new().await;
-    let store = db.store(4);
+    sees_changes(&db.store(4).with_small_cloud(0)).await;
+}
+
+/// The same, on a cloud small enough to be read whole.
+#[tokio::test]
+async fn the_next_creation_on_a_small_cloud_sees_the_same_changes() {
+    let db = TestDatabase::new().await;
+    sees_changes(&db.store(4)).await;
+}
+
+/// A cloud is read whole while small, near once it has grown past small
+/// (each creation counts the hosts for the next).
+#[tokio::test]
+async fn a_cloud_grown_past_small_is_read_near_again() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4).with_small_cloud(HOSTS);
+    cloud(&store).await;
+    assert!(!store.small_cloud.is_small(), "not small before a count");
+    let base = (store.now().await.unwrap() + Duration::days(1)).duration_trunc(Duration::hours(1)).unwrap();
+    let w = Window { start: base, end: Some(base + Duration::hours(2)) };
+    create(&store, "first", w, one(None), None).await;
+    assert!(store.small_cloud.is_small(), "{HOSTS} hosts");
+    let new = NewHost {
+        name: "h40".into(),
+        resources: Some((64, 4096, 100)),
+        reservable: true,
+        capabilities: BTreeMap::new(),
+    };
+    store.enrol_host(&EventMeta::default(), new).await.unwrap();
+    create(&store, "second", w, one(None), None).await;
+    assert!(!store.small_cloud.is_small(), "one host more");
+}
+
+async fn sees_changes(store: &Store) {
     let meta = EventMeta::default();
-    let ids = cloud(&store).await;
+    let ids = cloud(store).await;
     let base = (store.now().await.unwrap() + Duration::days(1)).duration_trunc(Duration::hours(1)).unwrap();
     let w = Window { start: base + Duration::hours(10), end: Some(base + Duration::hours(12)) };
     // A lease ending as the window starts makes h12 the tightest host.
     let before = Window { start: base + Duration::hours(8), end: Some(w.start) };
     let on = |lease: &Lease| lease.record.reservations[0].slots[0].provider;
-    let tight = create(&store, "before", before, one(Some(0)), Some(ids[12])).await;
+    let tight = create(store, "before", before, one(Some(0)), Some(ids[12])).await;
     assert_eq!(on(&tight), ids[12]);
-    let first = create(&store, "first", w, one(None), None).await;
+    let first = create(store, "first", w, one(None), None).await;
     assert_eq!(on(&first), ids[12], "the tightest host");
     store.delete_lease(&meta, first.record.id, None).await.unwrap();
     // Disabled: the next creation passes it over.
     store.set_host_disabled(&meta, ids[12], true, None, &Demands::new()).await.unwrap();
-    let second = create(&store, "second", w, one(None), None).await;
+    let second = create(store, "second", w, one(None), None).await;
     assert_ne!(on(&second), ids[12], "a disabled host");
     store.delete_lease(&meta, second.record.id, None).await.unwrap();
     store.set_host_disabled(&meta, ids[12], false, None, &Demands::new()).await.unwrap();
@@ -161,9 +194,9 @@ async fn the_next_creation_sees_a_host_disabled_changed_shrunk_or_freed() {
     // one asking for the new one takes it.
     let change = HostChange { capabilities: BTreeMap::from([("rack".into(), json!("r1"))]), ..Default::default() };
     store.update_host(&meta, ids[12], change).await.unwrap();
-    let third = create(&store, "third", w, one(Some(0)), None).await;
+    let third = create(store, "third", w, one(Some(0)), None).await;
     assert_ne!(on(&third), ids[12], "a host no longer in the rack asked for");
-    let fourth = create(&store, "fourth", w, one(Some(1)), None).await;
+    let fourth = create(store, "fourth", w, one(Some(1)), None).await;
     assert_eq!(on(&fourth), ids[12], "a host now in the rack asked for");
     // Shrunk: the next creation takes it whole as it is now.
     store.delete_lease(&meta, fourth.record.id, None).await.unwrap();
@@ -171,15 +204,15 @@ async fn the_next_creation_sees_a_host_disabled_changed_shrunk_or_freed() {
     let smaller = [("VCPU", 32), ("MEMORY_MB", 4096), ("DISK_GB", 100)];
     let smaller: BTreeMap<String, _> = smaller.into_iter().map(|(c, t)| (c.to_string(), inventory(t))).collect();
     store.replace_inventories(&meta, ids[12], None, smaller).await.unwrap();
-    let fifth = create(&store, "fifth", w, one(None), None).await;
+    let fifth = create(store, "fifth", w, one(None), None).await;
     assert_eq!(on(&fifth), ids[12]);
     let whole = &fifth.record.reservations[0].slots[0].resources;
     assert_eq!(whole.get("VCPU"), Some(&32), "the host as it is now: {whole:?}");
     // Freed: a lease over the window deleted, the next creation takes its host.
-    let sixth = create(&store, "sixth", w, one(Some(1)), None).await;
+    let sixth = create(store, "sixth", w, one(Some(1)), None).await;
     assert_ne!(on(&sixth), ids[12]);
     store.delete_lease(&meta, fifth.record.id, None).await.unwrap();
-    let seventh = create(&store, "seventh", w, one(None), None).await;
+    let seventh = create(store, "seventh", w, one(None), None).await;
     assert_eq!(on(&seventh), ids[12], "the tightest host, freed");
 }
 
