@@ -173,6 +173,11 @@ impl Store {
         self
     }
 
+    /// How a heal places (`commands::leases::heal`).
+    pub(crate) fn placing(&self) -> commands::Placing {
+        commands::Placing { cleaning: self.cleaning_time(), small: self.small_cloud.hosts() }
+    }
+
     /// The cleaning time of hosts that name none.
     pub fn cleaning_time(&self) -> chrono::Duration {
         self.cleaning

@@ -71,7 +71,7 @@ impl Store {
             } else {
                 Changed { up: &one, ..Default::default() }
             };
-            heal_locked(tx, meta, first, changed, demands, at, self.cleaning_time()).await
+            heal_locked(tx, meta, first, changed, demands, at, self.placing()).await
         })
     }
 
@@ -81,7 +81,7 @@ impl Store {
     pub async fn heal(&self, meta: &EventMeta, demands: &Demands) -> Result<Vec<HealOutcome>, Error> {
         crate::tx::command!(self, |tx| {
             let at = now(tx).await?;
-            heal_locked(tx, meta, Vec::new(), Changed::default(), demands, at, self.cleaning_time()).await
+            heal_locked(tx, meta, Vec::new(), Changed::default(), demands, at, self.placing()).await
         })
     }
 }
@@ -121,7 +121,7 @@ impl Store {
                 } else {
                     Changed { up: &one, ..Default::default() }
                 };
-                let locked = lock_all(tx, changed, demands, at, self.cleaning_time()).await?;
+                let locked = lock_all(tx, changed, demands, at, self.placing()).await?;
                 let generation = replace_traits_in(tx, meta, uuid, expected_generation, &traits).await?;
                 Ok((generation, heal_in(tx, meta, &locked, demands).await?))
             }

@@ -108,7 +108,7 @@ impl Store {
                 reason: new.reason.clone(),
                 at,
             }];
-            Ok((id, heal_locked(tx, meta, first, new.changed(), demands, at, self.cleaning_time()).await?))
+            Ok((id, heal_locked(tx, meta, first, new.changed(), demands, at, self.placing()).await?))
         })
     }
 

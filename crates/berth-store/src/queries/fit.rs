@@ -68,6 +68,15 @@ pub(crate) async fn candidate_ids(
     project: &str,
     items: &[Item<'_>],
 ) -> Result<Vec<Uuid>, StoreError> {
+    let places = items.iter().any(|i| matches!(i, Item::Place(..)));
+    let hosts = if places { timelines::hosts(c, &[], true).await? } else { BTreeMap::new() };
+    Ok(candidate_ids_among(&hosts, project, items))
+}
+
+/// As [`candidate_ids`], among `hosts`, every enrolled host as
+/// `timelines::hosts` reads them: for a command that finds the candidates
+/// of many leases on one read.
+pub(crate) fn candidate_ids_among(hosts: &BTreeMap<Uuid, Host>, project: &str, items: &[Item<'_>]) -> Vec<Uuid> {
     let demands: Vec<&Demand> = items
         .iter()
         .filter_map(|i| match i {
@@ -82,14 +91,12 @@ pub(crate) async fn candidate_ids(
             Item::Place(_, prefer) => prefer.clone(),
         })
         .collect();
-    if !demands.is_empty() {
-        for (id, h) in timelines::hosts(c, &[], true).await? {
-            if demands.iter().any(|d| host::eligible(&h, d, project)) {
-                ids.insert(id);
-            }
+    for (id, h) in hosts {
+        if demands.iter().any(|d| host::eligible(h, d, project)) {
+            ids.insert(*id);
         }
     }
-    Ok(ids.into_iter().collect())
+    ids.into_iter().collect()
 }
 
 /// Reads the candidates `ids` (those that still exist) and what consumers

@@ -26,16 +26,26 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Transaction;
 use uuid::Uuid;
 
-use super::plan::plan;
+use super::plan::{plan, plan_near};
 use super::slots::{draws_of, slot_replaced};
 use crate::clock::now;
 use crate::commands::record;
-use crate::queries::fit::{candidate_ids, Item};
+use crate::queries::fit::{candidate_ids_among, Item};
 use crate::queries::leases::load_leases;
+use crate::queries::timelines;
 use crate::{lock, StoreError};
 
 /// What each reservation to heal needs, as its plugin says (by reservation).
 pub type Demands = HashMap<Uuid, Demand>;
+
+/// How a heal places: the cleaning time kept after each lease (unless a
+/// host names its own), and the hosts at most of a cloud read whole for
+/// each replacement (`Store::with_small_cloud`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Placing {
+    pub cleaning: chrono::Duration,
+    pub small: usize,
+}
 
 /// What a heal did to one reservation.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,6 +147,10 @@ pub(crate) struct Locked {
     drawn: HashSet<Uuid>,
     /// The cleaning time replacements keep from other leases (`cleaning_time`).
     cleaning: chrono::Duration,
+    /// Whether replacements are decided on the hosts near their window
+    /// (`plan::plan_near`): on a cloud past small (`Store::with_small_cloud`), where
+    /// reading every host per lease costs more than the near read.
+    near: bool,
 }
 
 impl Locked {
@@ -172,7 +186,7 @@ pub(crate) async fn lock_all(
     changed: Changed<'_>,
     demands: &Demands,
     seen_at: DateTime<Utc>,
-    cleaning: chrono::Duration,
+    placing: Placing,
 ) -> Result<Locked, StoreError> {
     let down = changed.down;
     let mut out = Locked {
@@ -181,7 +195,8 @@ pub(crate) async fn lock_all(
         down: down.iter().copied().collect(),
         windows: Vec::new(),
         drawn: HashSet::new(),
-        cleaning,
+        cleaning: placing.cleaning,
+        near: false,
     };
     let (m_hosts, m_start, m_end) = maintenance_params(changed.maintenance);
     if let Some(m) = changed.maintenance {
@@ -222,14 +237,18 @@ pub(crate) async fn lock_all(
         lock::consumers(tx, &bad).await?;
         out.drawn.extend(draws_of(tx, &bad).await?.iter().map(|d| d.0));
         let mut providers: Vec<Uuid> = out.down.iter().chain(changed.up).chain(&m_hosts).copied().collect();
+        // The hosts read once for every lease, not once per lease: a host
+        // failing under a thousand leases would read the cloud a thousand times.
+        let wanted_of = |l: &LeaseRecord| -> Vec<Demand> {
+            l.reservations.iter().filter_map(|r| demands.get(&r.id).map(|d| replacement(d, 1, r.slots.len()))).collect()
+        };
+        let any_wanted = leases.iter().any(|l| !wanted_of(l).is_empty());
+        let hosts = if any_wanted { timelines::hosts(tx, &[], true).await? } else { Default::default() };
+        out.near |= hosts.len() > placing.small;
         for l in &leases {
-            let wanted: Vec<Demand> = l
-                .reservations
-                .iter()
-                .filter_map(|r| demands.get(&r.id).map(|d| replacement(d, 1, r.slots.len())))
-                .collect();
+            let wanted = wanted_of(l);
             let items: Vec<Item> = wanted.iter().map(|d| Item::Place(d, Vec::new())).collect();
-            providers.extend(candidate_ids(tx, &l.project_id, &items).await?);
+            providers.extend(candidate_ids_among(&hosts, &l.project_id, &items));
         }
         lock::providers(tx, &providers).await?;
         out.leases.extend(leases);
@@ -246,9 +265,9 @@ pub(crate) async fn heal_locked(
     changed: Changed<'_>,
     demands: &Demands,
     seen_at: DateTime<Utc>,
-    cleaning: chrono::Duration,
+    placing: Placing,
 ) -> Result<Vec<HealOutcome>, StoreError> {
-    let locked = lock_all(tx, changed, demands, seen_at, cleaning).await?;
+    let locked = lock_all(tx, changed, demands, seen_at, placing).await?;
     if !first.is_empty() {
         record(tx, meta, &first).await?;
     }
@@ -315,7 +334,7 @@ async fn heal_reservation(
     } else {
         match demands.get(&r.id) {
             None => Some("its plugin did not say what it needs".to_string()),
-            Some(d) => match place(tx, lease, r, d, &bad, at, locked.cleaning).await? {
+            Some(d) => match place(tx, lease, r, d, &bad, at, locked).await? {
                 Ok(moves) => {
                     events.extend(move_events(tx, lease, &moves, at).await?);
                     let n = moves.len();
@@ -362,15 +381,21 @@ async fn place(
     demand: &Demand,
     bad: &[&Slot],
     at: DateTime<Utc>,
-    cleaning: chrono::Duration,
+    locked: &Locked,
 ) -> Result<Result<Vec<SlotMove>, String>, StoreError> {
+    let cleaning = locked.cleaning;
     let wanted = replacement(demand, bad.len(), r.slots.len());
     let window = Window { start: at.max(lease.start), end: Some(lease.end) };
-    let placed =
-        match plan(tx, &lease.project_id, &[Item::Place(&wanted, Vec::new())], &[window], &[], cleaning).await? {
-            Ok(mut p) => p.pop().and_then(|mut w| w.pop()).unwrap_or_default(),
-            Err(u) => return Ok(Err(format!("no other host fits it: {}", u.why))),
-        };
+    let items = [Item::Place(&wanted, Vec::new())];
+    let near = if locked.near { plan_near(tx, &lease.project_id, &items, &[window], cleaning).await? } else { None };
+    let decided = match near {
+        Some(p) => Ok(p),
+        None => plan(tx, &lease.project_id, &items, &[window], &[], cleaning).await?,
+    };
+    let placed = match decided {
+        Ok(mut p) => p.pop().and_then(|mut w| w.pop()).unwrap_or_default(),
+        Err(u) => return Ok(Err(format!("no other host fits it: {}", u.why))),
+    };
     if placed.len() != bad.len() {
         return Ok(Err(format!("only {} of {} hosts fit", placed.len(), bad.len())));
     }

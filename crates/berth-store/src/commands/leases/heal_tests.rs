@@ -12,7 +12,7 @@ use berth_core::{Event, EventMeta};
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
-use super::heal::{heal_locked, Changed, Demands};
+use super::heal::{heal_locked, Changed, Demands, Placing};
 use super::LeaseUpdate;
 use crate::commands::{LeaseDates, NewHost, NewLease, NewReservation};
 use crate::testing::TestDatabase;
@@ -42,7 +42,7 @@ async fn a_heal_that_waited_cuts_no_earlier_than_the_move_before_it() {
             Changed { down: &[on], ..Default::default() },
             &demands,
             seen_at,
-            cleaning,
+            Placing { cleaning, small: crate::commands::leases::small::SMALL },
         )
         .await
     })

@@ -22,13 +22,16 @@ mod delete;
 pub(crate) mod heal;
 #[cfg(test)]
 #[allow(clippy::arithmetic_side_effects)] // the tests' own sums, of small known times
+mod heal_many_tests;
+#[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // the tests' own sums, of small known times
 mod heal_tests;
 #[cfg(test)]
 #[allow(clippy::arithmetic_side_effects)] // the tests' own sums, of small known times
 mod near_tests;
 mod plan;
 mod slots;
-mod small;
+pub(crate) mod small;
 mod update;
 
 pub(crate) use small::SmallCloud;

@@ -211,6 +211,32 @@ pub(super) async fn read_near(
     Ok(None)
 }
 
+/// As [`plan`], for what [`reads_near`] reads so, when the hosts near the
+/// window vouch for best fit's choice ([`read_near`]): the hosts chosen
+/// locked (held already by a command that locked every candidate, as a
+/// heal does, so their order is kept) and the choice checked on what the
+/// lock protects. `None`: decide with [`plan`]. A host failing under many
+/// leases is so healed reading some hundred hosts per lease, not the cloud.
+pub(super) async fn plan_near(
+    tx: &impl GenericClient,
+    project: &str,
+    items: &[Item<'_>],
+    windows: &[Window],
+    cleaning: chrono::Duration,
+) -> Result<Option<Plan>, StoreError> {
+    let Some(mut g) = read_near(tx, project, items, windows, cleaning, None).await? else {
+        return Ok(None);
+    };
+    let Ok(placed) = decide(&mut g, project, items, windows) else {
+        return Ok(None);
+    };
+    let ids: Sorted<Uuid> = chosen(&placed).into_iter().collect();
+    let (lock_sql, lock_params) = lock::providers_stmt(&ids);
+    let lock = [(lock_sql, &lock_params[..])];
+    let (_, mut fresh) = gather_under(tx, &lock, &ids, span_of(windows), windows[0], &[], cleaning).await?;
+    Ok(still_fits(&mut fresh, project, items, windows, &placed).is_ok().then_some(placed))
+}
+
 /// How deep the near read looks, in turn, before every candidate is read:
 /// the usual rows each way, then four times as many (holds sparse around
 /// the window need longer lists to vouch for the tightest host).

@@ -37,6 +37,11 @@ impl SmallCloud {
         SmallCloud { up_to: i64::try_from(hosts).unwrap_or(i64::MAX), small: AtomicBool::new(false) }
     }
 
+    /// Hosts at most in a small cloud.
+    pub(crate) fn hosts(&self) -> usize {
+        usize::try_from(self.up_to).unwrap_or(usize::MAX)
+    }
+
     /// Whether the last count found a small cloud.
     pub(super) fn is_small(&self) -> bool {
         self.small.load(Ordering::Relaxed)
