@@ -22,6 +22,7 @@ mod read_candidates;
 mod replay_large;
 mod report;
 mod scale;
+mod scale_lease_ops;
 mod scale_placement;
 mod setup;
 mod simulate;
@@ -65,6 +66,9 @@ struct Args {
     /// Leases the `scale` scenario books at random before it times creations.
     #[arg(long, default_value_t = 0)]
     scale_leases: usize,
+    /// Reservations on the host the `scale` scenario heals.
+    #[arg(long, default_value_t = 1_000)]
+    scale_heal: usize,
 }
 
 #[tokio::main]
@@ -105,7 +109,7 @@ async fn main() -> Result<()> {
         claim_lanes::run(&mut report, args.clients, args.seconds).await?;
     }
     if args.only.as_deref().is_some_and(|o| o.split(',').any(|s| s == "scale")) {
-        scale::run(&mut report, &args.scale_hosts, args.scale_leases).await?;
+        scale::run(&mut report, &args.scale_hosts, args.scale_leases, args.scale_heal).await?;
         in_process_memory(&mut report, "scale")?;
     }
     if args.only.as_deref().is_some_and(|o| o.split(',').any(|s| s == "scale-placement")) {

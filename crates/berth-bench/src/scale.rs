@@ -7,8 +7,9 @@
 //! `leases` leases booked beforehand at random 2-hour windows over the next
 //! year (as the log would hold them, in batches), then one-host leases
 //! created one at a time at random 2-hour windows over the year: first with
-//! no property, then asking for one rack (one host in 20). Prints p50 and
-//! p99 of each, and each p50 against the smallest cloud's.
+//! no property, then asking for one rack (one host in 20); then the other
+//! lease operations (`scale_lease_ops`). Prints p50 and p99 of each, and
+//! each p50 against the smallest cloud's.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use crate::report::{ms, percentile, Report};
+use crate::scale_lease_ops::P50s;
 
 /// Creations timed per host count and kind of request (after a warm-up).
 const MEASURED: usize = 200;
@@ -38,11 +40,11 @@ const FULL_READS: &str = "berth_lease_placement_full_reads";
 /// Enrolments at once.
 const ENROLLING: usize = 8;
 
-fn meta() -> EventMeta {
+pub(crate) fn meta() -> EventMeta {
     EventMeta { actor: Some("bench".into()), ..Default::default() }
 }
 
-fn whole() -> BTreeMap<String, i64> {
+pub(crate) fn whole() -> BTreeMap<String, i64> {
     BTreeMap::from([("VCPU".to_string(), 64), ("MEMORY_MB".to_string(), 262_144), ("DISK_GB".to_string(), 2_000)])
 }
 
@@ -73,7 +75,7 @@ async fn enrol(store: &Arc<Store>, n: usize) -> Result<Vec<Uuid>> {
 }
 
 /// A random 2-hour window, on the hour, within a year of `base`.
-fn random_window(base: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
+pub(crate) fn random_window(base: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
     let h = rand::thread_rng().gen_range(0..24 * 365);
     let start = base + chrono::Duration::hours(h);
     (start, start + chrono::Duration::hours(2))
@@ -92,7 +94,7 @@ async fn book(store: &Store, hosts: &[Uuid], base: DateTime<Utc>, n: usize) -> R
 }
 
 /// One host, in `rack` when given.
-fn one_host(rack: Option<&str>) -> Result<NewReservation> {
+pub(crate) fn one_host(rack: Option<&str>) -> Result<NewReservation> {
     let query = match rack {
         Some(r) => berth_core::query::parse("resource_properties", &json!(["==", "$rack", r]))?,
         None => None,
@@ -104,16 +106,16 @@ fn one_host(rack: Option<&str>) -> Result<NewReservation> {
     })
 }
 
-/// Latencies of `count` creations at random windows, sorted; refusals for
-/// capacity counted apart.
+/// Latencies of `count` creations at random windows, sorted, and the
+/// leases made; refusals for capacity counted apart.
 async fn creations(
     store: &Store,
     base: DateTime<Utc>,
     tag: &str,
     rack: Option<&str>,
     count: usize,
-) -> Result<(Vec<Duration>, usize)> {
-    let (mut out, mut refused) = (Vec::new(), 0);
+) -> Result<(Vec<Duration>, Vec<Uuid>, usize)> {
+    let (mut out, mut made, mut refused) = (Vec::new(), Vec::new(), 0);
     for j in 0..count {
         let (start, end) = random_window(base);
         let new = NewLease {
@@ -125,17 +127,21 @@ async fn creations(
         };
         let t = Instant::now();
         match store.create_lease(&meta(), new).await {
-            Ok(_) => out.push(t.elapsed()),
+            Ok(leases) => {
+                out.push(t.elapsed());
+                made.extend(leases.iter().map(|l| l.record.id));
+            }
             Err(e) if e.kind == berth_core::error::ErrorKind::Capacity => refused += 1,
             Err(e) => return Err(e.into()),
         }
     }
     out.sort();
-    Ok((out, refused))
+    Ok((out, made, refused))
 }
 
-/// p50 of creations with no property and with one rack, on `hosts` hosts.
-async fn one_size(report: &mut Report, hosts: usize, leases: usize) -> Result<(Duration, Duration)> {
+/// p50 of each row on `hosts` hosts: creations with no property and with
+/// one rack, then the other operations.
+async fn one_size(report: &mut Report, hosts: usize, leases: usize, healed: usize) -> Result<P50s> {
     let db = TestDatabase::new().await;
     let store = Arc::new(db.store(ENROLLING + 2).with_drawn_ties(true));
     store.widen_wake_horizon(berth_manager::ManagerConfig::default().wake_horizon()).await?;
@@ -146,38 +152,46 @@ async fn one_size(report: &mut Report, hosts: usize, leases: usize) -> Result<(D
     db.analyze().await;
     let ready = t.elapsed();
     creations(&store, base, "warm", None, WARMUP).await?;
-    let mut p50s = Vec::new();
+    let (mut p50s, mut made): (P50s, Vec<Uuid>) = (Vec::new(), Vec::new());
     crate::counts::install();
-    for (what, tag, rack) in [("one host", "plain", None), ("one host in a rack (1 in 20)", "rack", Some("r7"))] {
+    for (what, tag, rack) in [
+        ("lease creation, one host", "plain", None),
+        ("lease creation, one host in a rack (1 in 20)", "rack", Some("r7")),
+    ] {
         let full_before = crate::counts::get(FULL_READS).unwrap_or(0);
-        let (l, refused) = creations(&store, base, tag, rack, MEASURED).await?;
+        let (l, ids, refused) = creations(&store, base, tag, rack, MEASURED).await?;
+        made.extend(ids);
         let full = crate::counts::get(FULL_READS).map_or("not counted".into(), |n| (n - full_before).to_string());
         let line = format!(
-            "lease creation, {what}, {hosts} hosts, {leases} leases booked (ready in {:.1} s): p50 {}, p99 {}, \
+            "{what}, {hosts} hosts, {leases} leases booked (ready in {:.1} s): p50 {}, p99 {}, \
              {refused} refused, {full} decided on every host",
             ready.as_secs_f64(),
             ms(percentile(&l, 50.0)),
             ms(percentile(&l, 99.0)),
         );
         report.line(line);
-        p50s.push(percentile(&l, 50.0));
+        p50s.push((what, percentile(&l, 50.0)));
     }
-    Ok((p50s[0], p50s[1]))
+    p50s.extend(crate::scale_lease_ops::run(report, &store, &ids, base, &made, healed).await?);
+    Ok(p50s)
 }
 
-/// Each host count in `sizes`, with `leases` booked beforehand; p50 against
-/// the first size's.
-pub async fn run(report: &mut Report, sizes: &[usize], leases: usize) -> Result<()> {
-    let mut first: Option<(usize, Duration, Duration)> = None;
+/// Each host count in `sizes`, with `leases` booked beforehand and a host
+/// carrying `healed` reservations healed; each p50 against the first
+/// size's.
+pub async fn run(report: &mut Report, sizes: &[usize], leases: usize, healed: usize) -> Result<()> {
+    let mut first: Option<(usize, P50s)> = None;
     for &n in sizes {
-        let (plain, rack) = one_size(report, n, leases).await?;
-        match first {
-            None => first = Some((n, plain, rack)),
-            Some((n0, p0, r0)) => report.line(format!(
-                "lease creation p50 at {n} hosts against {n0}: {:.2}x, in a rack {:.2}x (target at most 2x)",
-                plain.as_secs_f64() / p0.as_secs_f64(),
-                rack.as_secs_f64() / r0.as_secs_f64(),
-            )),
+        let p50s = one_size(report, n, leases, healed).await?;
+        let Some((n0, p0)) = &first else {
+            first = Some((n, p50s));
+            continue;
+        };
+        for ((what, p), (_, p_first)) in p50s.iter().zip(p0) {
+            report.line(format!(
+                "p50 at {n} hosts against {n0}, {what}: {:.2}x (target at most 2x at 10,000 hosts, 3x at 100,000)",
+                p.as_secs_f64() / p_first.as_secs_f64().max(1e-9),
+            ));
         }
     }
     Ok(())

@@ -77,11 +77,13 @@ pub async fn book(
 ) -> Result<()> {
     let at = Utc::now();
     let mut batch = Vec::new();
-    for (i, (provider, start, end)) in leases.into_iter().enumerate() {
+    for (provider, start, end) in leases {
         let slot = Slot { consumer: Uuid::new_v4(), provider, resources: whole.clone() };
+        // Named by its id, so that a database may be booked more than once.
+        let id = Uuid::new_v4();
         let record = LeaseRecord {
-            id: Uuid::new_v4(),
-            name: format!("booked-{i}"),
+            id,
+            name: format!("booked-{id}"),
             project_id: "bench".into(),
             user_id: "bench".into(),
             start,
