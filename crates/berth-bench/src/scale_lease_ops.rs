@@ -57,7 +57,7 @@ pub async fn run(
     let (l, refused) = recurring(store, base).await?;
     row("recurring lease of 50 occurrences", l, format!(", {refused} refused"));
     let (l, moved) = heal(store, hosts[0], base, healed).await?;
-    row("healing a host carrying its reservations", l, format!(", {moved} of {healed} moved"));
+    row("healing a host carrying its reservations", l, format!(", {moved} slots moved, {healed} booked on it"));
     Ok(p50s)
 }
 
