@@ -23,6 +23,7 @@ mod replay_large;
 mod report;
 mod scale;
 mod scale_lease_ops;
+mod scale_leases;
 mod scale_placement;
 mod setup;
 mod simulate;

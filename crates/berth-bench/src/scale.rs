@@ -17,18 +17,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use berth_core::dates::DateSpec;
-use berth_core::lease::Demand;
-use berth_core::EventMeta;
-use berth_store::commands::{LeaseDates, NewHost, NewLease, NewReservation};
+use berth_store::commands::{LeaseDates, NewHost, NewLease};
 use berth_store::testing::TestDatabase;
 use berth_store::Store;
 use chrono::{DateTime, DurationRound, Utc};
 use rand::Rng;
-use serde_json::{json, Value};
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::report::{ms, percentile, Report};
 use crate::scale_lease_ops::P50s;
+use crate::scale_leases::{meta, one_host, random_window, whole};
 
 /// Creations timed per host count and kind of request (after a warm-up).
 const MEASURED: usize = 200;
@@ -39,14 +38,6 @@ const RACKS: usize = 20;
 const FULL_READS: &str = "berth_lease_placement_full_reads";
 /// Enrolments at once.
 const ENROLLING: usize = 8;
-
-pub(crate) fn meta() -> EventMeta {
-    EventMeta { actor: Some("bench".into()), ..Default::default() }
-}
-
-pub(crate) fn whole() -> BTreeMap<String, i64> {
-    BTreeMap::from([("VCPU".to_string(), 64), ("MEMORY_MB".to_string(), 262_144), ("DISK_GB".to_string(), 2_000)])
-}
 
 /// `n` hosts, enrolled `ENROLLING` at a time.
 async fn enrol(store: &Arc<Store>, n: usize) -> Result<Vec<Uuid>> {
@@ -74,13 +65,6 @@ async fn enrol(store: &Arc<Store>, n: usize) -> Result<Vec<Uuid>> {
     Ok(hosts)
 }
 
-/// A random 2-hour window, on the hour, within a year of `base`.
-pub(crate) fn random_window(base: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
-    let h = rand::thread_rng().gen_range(0..24 * 365);
-    let start = base + chrono::Duration::hours(h);
-    (start, start + chrono::Duration::hours(2))
-}
-
 /// Books `n` one-host leases at random windows on random hosts. Two may
 /// overlap on a host: it only makes that host busier.
 async fn book(store: &Store, hosts: &[Uuid], base: DateTime<Utc>, n: usize) -> Result<()> {
@@ -91,19 +75,6 @@ async fn book(store: &Store, hosts: &[Uuid], base: DateTime<Utc>, n: usize) -> R
         })
         .collect();
     crate::setup::book(store, &meta(), &whole(), leases).await
-}
-
-/// One host, in `rack` when given.
-pub(crate) fn one_host(rack: Option<&str>) -> Result<NewReservation> {
-    let query = match rack {
-        Some(r) => berth_core::query::parse("resource_properties", &json!(["==", "$rack", r]))?,
-        None => None,
-    };
-    Ok(NewReservation {
-        resource_type: "physical:host".into(),
-        params: json!({"min": 1, "max": 1}),
-        demand: Demand::Hosts { min: 1, max: 1, hypervisor_properties: None, resource_properties: query },
-    })
 }
 
 /// Latencies of `count` creations at random windows, sorted, and the

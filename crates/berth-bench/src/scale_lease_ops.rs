@@ -63,10 +63,10 @@ pub async fn run(
 
 /// `ADVICE` asks from random points in the year, and windows found.
 async fn availability(store: &Store, base: DateTime<Utc>) -> Result<(Vec<Duration>, usize)> {
-    let one = [crate::scale::one_host(None)?];
+    let one = [crate::scale_leases::one_host(None)?];
     let (mut out, mut found) = (Vec::new(), 0);
     for _ in 0..ADVICE {
-        let from = crate::scale::random_window(base).0;
+        let from = crate::scale_leases::random_window(base).0;
         let t = Instant::now();
         let got = store
             .availability("bench", &one, chrono::Duration::hours(2), from, from + chrono::Duration::days(30), 5)
@@ -106,10 +106,10 @@ async fn recurring(store: &Store, base: DateTime<Utc>) -> Result<(Vec<Duration>,
             project_id: "bench".into(),
             user_id: "bench".into(),
             dates: LeaseDates::Recurring(windows),
-            reservations: vec![crate::scale::one_host(None)?],
+            reservations: vec![crate::scale_leases::one_host(None)?],
         };
         let t = Instant::now();
-        match store.create_lease(&crate::scale::meta(), new).await {
+        match store.create_lease(&crate::scale_leases::meta(), new).await {
             Ok(_) => out.push(t.elapsed()),
             Err(e) if e.kind == berth_core::error::ErrorKind::Capacity => refused += 1,
             Err(e) => return Err(e.into()),
@@ -127,12 +127,14 @@ async fn heal(store: &Store, host: Uuid, base: DateTime<Utc>, count: usize) -> R
         let start = base + chrono::Duration::hours(8 * i64::try_from(k).unwrap_or(i64::MAX));
         (host, start, start + chrono::Duration::hours(2))
     });
-    crate::setup::book(store, &crate::scale::meta(), &crate::scale::whole(), leases.collect::<Vec<_>>()).await?;
+    crate::setup::book(store, &crate::scale_leases::meta(), &crate::scale_leases::whole(), leases.collect::<Vec<_>>())
+        .await?;
     let t = Instant::now();
     let one = Demand::Hosts { min: 1, max: 1, hypervisor_properties: None, resource_properties: None };
     let demands: Demands =
         store.reservations_to_heal(&[host]).await?.iter().map(|r| (r.reservation, one.clone())).collect();
-    let healed = store.set_host_disabled(&crate::scale::meta(), host, true, Some("bench".into()), &demands).await?;
+    let healed =
+        store.set_host_disabled(&crate::scale_leases::meta(), host, true, Some("bench".into()), &demands).await?;
     let took = t.elapsed();
     Ok((vec![took], healed.iter().map(|h| h.moved).sum()))
 }
