@@ -4,8 +4,7 @@
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
 
-#[path = "../common.rs"]
-mod common;
+use crate::common;
 mod staging;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -4,7 +4,7 @@
 //! its lease and reservations as the lease's own read shows them; and only
 //! due times a manager could miss notify it.
 
-mod common;
+use crate::common;
 
 use berth_core::dates::DateSpec;
 use berth_core::lease::Demand;

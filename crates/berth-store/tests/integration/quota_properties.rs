@@ -12,7 +12,7 @@
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

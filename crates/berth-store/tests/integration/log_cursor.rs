@@ -1,8 +1,6 @@
 //! Invariant 5: a log reader with a cursor never skips an event, even when
 //! transactions commit out of position order.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

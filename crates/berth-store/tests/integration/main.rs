@@ -1,0 +1,16 @@
+//! berth-store's integration tests, one binary: the store's commands,
+//! queries and replay against a real PostgreSQL, under concurrency.
+
+mod common;
+
+mod atomicity;
+mod candidates_paged;
+mod capacity;
+mod controls;
+mod heal;
+mod leases;
+mod log_cursor;
+mod manager_claims;
+mod quota_properties;
+mod quotas;
+mod replay;
