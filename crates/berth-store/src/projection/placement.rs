@@ -183,7 +183,7 @@ pub(super) struct AllocationColumns<'a, K> {
     pub(super) a_end: Vec<Option<At>>,
     /// Per allocation, its place in its replacement's list.
     pub(super) a_ordinal: Vec<i32>,
-    /// Per provider: how many bumps, and the instant of the last one.
+    /// Per provider: how many bumps, and the latest of their instants.
     pub(super) bumps: std::collections::BTreeMap<uuid::Uuid, (i64, At)>,
 }
 
@@ -212,7 +212,7 @@ impl<'a, K: Copy> AllocationColumns<'a, K> {
         }
         for p in bumped {
             let b = self.bumps.entry(*p).or_insert((0, *at));
-            *b = (b.0 + 1, *at);
+            *b = (b.0 + 1, b.1.max(*at));
         }
     }
 }
@@ -257,7 +257,7 @@ const WRITE_ALLOCATIONS: &str =
                   GROUP BY pr, us, rc HAVING sum(d) <> 0 AND current_setting('berth.replaying', true) IS DISTINCT FROM 'on' ORDER BY pr, rc, us
                   ON CONFLICT (project_id, resource_class, user_id, stripe) DO UPDATE SET used = o.used + excluded.used),
               b AS MATERIALIZED (SELECT * FROM unnest($13::uuid[], $14::int8[], $15::timestamptz[]) AS b(uuid, n, at))
-         UPDATE providers p SET generation = p.generation + b.n, updated_at = b.at
+         UPDATE providers p SET generation = p.generation + b.n, updated_at = greatest(p.updated_at, b.at)
          FROM b WHERE p.uuid = ANY($13) AND p.uuid = b.uuid";
 
 async fn bump_providers(
@@ -267,7 +267,7 @@ async fn bump_providers(
 ) -> Result<(), StoreError> {
     if !providers.is_empty() {
         c.execute(
-            "UPDATE providers SET generation = generation + 1, updated_at = $2 WHERE uuid = ANY($1)",
+            "UPDATE providers SET generation = generation + 1, updated_at = greatest(updated_at, $2) WHERE uuid = ANY($1)",
             &[&providers, at],
         )
         .await?;

@@ -46,7 +46,7 @@ const STAGE: &str = "
                    FROM unnest($8::int8[], $9::uuid[], $10::text[], $11::int8[], $12::timestamptz[],
                                $13::timestamptz[], $17::int4[]) AS x(s, p, rc, u, st, e, o)),
          b AS MATERIALIZED (SELECT * FROM unnest($14::uuid[], $15::int8[], $16::timestamptz[]) AS b(uuid, n, at))
-    UPDATE providers p SET generation = p.generation + b.n, updated_at = b.at
+    UPDATE providers p SET generation = p.generation + b.n, updated_at = greatest(p.updated_at, b.at)
     FROM b WHERE p.uuid = ANY($14) AND p.uuid = b.uuid";
 
 /// The staged consumers' earlier rows gone before a [`MERGE`]: every
