@@ -37,10 +37,11 @@ const RACKS: usize = 20;
 /// Creations that read every candidate host (counted by the store).
 const FULL_READS: &str = "berth_lease_placement_full_reads";
 /// Enrolments at once.
-const ENROLLING: usize = 8;
+pub(crate) const ENROLLING: usize = 8;
 
-/// `n` hosts, enrolled `ENROLLING` at a time.
-async fn enrol(store: &Arc<Store>, n: usize) -> Result<Vec<Uuid>> {
+/// `n` hosts, enrolled `ENROLLING` at a time, one rack in [`RACKS`] each
+/// (the placement scenarios enrol the same hosts).
+pub(crate) async fn enrol(store: &Arc<Store>, n: usize) -> Result<Vec<Uuid>> {
     let mut tasks = Vec::new();
     for part in 0..ENROLLING {
         let store = store.clone();

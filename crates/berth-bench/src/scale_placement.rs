@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Result};
 use berth_api::{AppState, Authenticator, Rules};
 use berth_core::EventMeta;
-use berth_store::commands::NewHost;
 use berth_store::testing::TestDatabase;
 use berth_store::Store;
 use chrono::{DurationRound, Utc};
@@ -28,12 +27,11 @@ use rand::Rng;
 use uuid::Uuid;
 
 use crate::report::{ms, percentile, Report};
+use crate::scale::{enrol, ENROLLING};
 
 /// Requests timed per host count and read (after a warm-up).
 const MEASURED: usize = 200;
 const WARMUP: usize = 20;
-/// Enrolments at once.
-const ENROLLING: usize = 8;
 
 const CANDIDATES: &str = "/placement/allocation_candidates?resources=VCPU:1,MEMORY_MB:1024&limit=10";
 const HOSTS_PAGE: &str = "/v1/os-hosts?limit=10";
@@ -45,32 +43,6 @@ fn meta() -> EventMeta {
 
 fn whole() -> BTreeMap<String, i64> {
     BTreeMap::from([("VCPU".to_string(), 64), ("MEMORY_MB".to_string(), 262_144), ("DISK_GB".to_string(), 2_000)])
-}
-
-/// `n` hosts, enrolled `ENROLLING` at a time.
-async fn enrol(store: &Arc<Store>, n: usize) -> Result<Vec<Uuid>> {
-    let mut tasks = Vec::new();
-    for part in 0..ENROLLING {
-        let store = store.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut out = Vec::new();
-            for i in (part..n).step_by(ENROLLING) {
-                let new = NewHost {
-                    name: format!("placement-host-{i:06}"),
-                    resources: Some((64, 262_144, 2_000)),
-                    reservable: true,
-                    capabilities: BTreeMap::new(),
-                };
-                out.push(store.enrol_host(&meta(), new).await?);
-            }
-            anyhow::Ok(out)
-        }));
-    }
-    let mut hosts = Vec::new();
-    for t in tasks {
-        hosts.extend(t.await??);
-    }
-    Ok(hosts)
 }
 
 /// One one-host lease per host, at random 2-hour windows on random hosts
