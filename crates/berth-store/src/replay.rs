@@ -10,13 +10,14 @@
 //! of one batchable kind on distinct rows with one statement and applies
 //! every other event alone through `projection::apply`, in log order; but
 //! allocation replacements naming their bumps, the bulk of a log, are
-//! staged in unindexed tables and merged set-wise
+//! folded in memory and written once per consumer by `COPY`
 //! (`projection::staging`). A second connection, in the same snapshot,
-//! reads and decodes the next pages meanwhile; memory stays within a few
-//! pages. The scratch tables are unlogged (they are rolled back anyway) and
-//! carry only the indexes that applying events looks rows up by; those of
-//! `consumers` and `allocations` are built only once something other than
-//! a staged replacement reads them.
+//! reads the next pages meanwhile, the server reading one while the last is
+//! decoded; memory stays within a few pages and the folded consumers. The
+//! scratch tables are unlogged (they are rolled back anyway) and carry only
+//! the indexes that applying events looks rows up by; those of `consumers`
+//! and `allocations` are built only once something other than a folded
+//! replacement reads them.
 
 use std::time::{Duration, Instant};
 
