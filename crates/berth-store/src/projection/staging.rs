@@ -12,12 +12,15 @@
 //! are bumped as each run is folded, in log order.
 //!
 //! A merge writes the folded consumers by binary `COPY`: straight into
-//! `consumers` and `allocations` while those are empty (nothing written
-//! them yet: no index, nothing to replace), else into two staging tables
-//! merged set-wise ([`MERGE`]). A merge happens before anything else reads
-//! or writes consumers or allocations ([`touches_allocations`]), when more
-//! than a set number of consumers are folded (memory stays bounded), and at
-//! the end. The indexes of `consumers` and `allocations` are built, once, in
+//! `consumers` and `allocations` those the tables cannot hold yet (while
+//! only merges wrote the tables, replay remembers which consumers they
+//! wrote: nothing to replace, no index needed), the others into two staging
+//! tables merged set-wise ([`MERGE`], which scans the tables; so at a merge
+//! forced only by memory, a few such consumers stay folded for a later
+//! one). A merge happens before anything else reads or writes consumers or
+//! allocations ([`touches_allocations`]), when [`HELD`] consumers are
+//! folded (memory stays bounded), and at the end. The indexes of
+//! `consumers` and `allocations` are built, once, in
 //! bulk, at the first merge something else will read after.
 
 use berth_core::Event;
@@ -30,8 +33,12 @@ mod pending;
 type At = chrono::DateTime<chrono::Utc>;
 
 /// Consumers folded in memory before a merge writes them: a few hundred
-/// bytes each, so tens of MB at most.
-pub(crate) const HELD: usize = 200_000;
+/// bytes each, so a few tens of MB at most.
+pub(crate) const HELD: usize = 40_000;
+/// At a merge forced by memory, consumers the tables may hold stay folded
+/// (a merge of them scans the tables) until there are this many times
+/// [`HELD`] of them.
+const CARRIED: usize = 4;
 
 /// The staging tables, in the scratch schema `{scratch}`: no index, no
 /// constraint; rolled back with the replay. A staged consumer says whether
@@ -137,9 +144,15 @@ pub(crate) struct Staging {
     indexed: bool,
     /// Whether `consumers` and `allocations` may hold rows.
     written: bool,
+    /// While every row of `consumers` and `allocations` was written by a
+    /// merge, the consumers those may hold: any other can be written
+    /// straight in. `None` once anything else wrote them.
+    merged: Option<foldhash::HashSet<uuid::Uuid>>,
     pending: pending::Pending,
-    /// Consumers folded at most before a merge.
+    /// Consumers folded at most before a merge, besides those carried:
+    /// folded consumers the tables may hold, left for a later merge.
     held: usize,
+    carried: usize,
     /// How many replacements were folded, and how many merges made.
     pub(crate) staged: u64,
     pub(crate) merges: u64,
@@ -151,7 +164,18 @@ impl Staging {
     /// at most (see [`HELD`]).
     pub(crate) fn new(indexes: Vec<String>, held: usize) -> Staging {
         let pending = pending::Pending::default();
-        Staging { indexes, indexed: false, written: false, pending, held: held.max(1), staged: 0, merges: 0 }
+        let merged = Some(foldhash::HashSet::default());
+        Staging {
+            indexes,
+            indexed: false,
+            written: false,
+            merged,
+            pending,
+            held: held.max(1),
+            carried: 0,
+            staged: 0,
+            merges: 0,
+        }
     }
 
     /// Applies `events` in order, as [`super::apply_all`] would.
@@ -178,15 +202,15 @@ impl Staging {
     /// Merges what is folded, at the end of the log: the tables are then
     /// complete (and indexed only if something read them before).
     pub(crate) async fn finish(&mut self, tx: &Transaction<'_>) -> Result<(), StoreError> {
-        self.merge(tx).await
+        self.merge(tx, true).await
     }
 
     /// Merges what is folded so that an event can read and write
     /// `consumers` and `allocations` as applying one by one leaves them;
     /// builds their indexes the first time.
     async fn merge_for_reading(&mut self, tx: &Transaction<'_>) -> Result<(), StoreError> {
-        self.merge(tx).await?;
-        self.written = true;
+        self.merge(tx, true).await?;
+        (self.written, self.merged) = (true, None);
         if !self.indexed {
             tx.batch_execute(&self.indexes.join(";")).await?;
             self.indexed = true;
@@ -195,20 +219,33 @@ impl Staging {
     }
 
     /// Writes what is folded, if anything: by `COPY` into the tables
-    /// themselves while they are empty, else staged and merged.
-    async fn merge(&mut self, tx: &Transaction<'_>) -> Result<(), StoreError> {
+    /// themselves for the consumers they cannot hold yet; the others are
+    /// staged and merged, unless `all` is false and they are few, when they
+    /// stay folded for a later merge (a merge scans the tables).
+    async fn merge(&mut self, tx: &Transaction<'_>, all: bool) -> Result<(), StoreError> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        if self.written {
-            self.pending.copy(tx, true).await?;
-            // Set-wise: scans and hash joins, whatever replay's lookups prefer.
-            tx.batch_execute(&format!("SET LOCAL enable_seqscan = on; {MERGE}; SET LOCAL enable_seqscan = off"))
-                .await?;
-        } else {
-            self.pending.copy(tx, false).await?;
+        self.merges += 1;
+        if let Some(merged) = &mut self.merged {
+            let fresh: Vec<(uuid::Uuid, bool)> =
+                self.pending.consumers().filter(|(u, _)| !merged.contains(u)).map(|(u, kept)| (*u, kept)).collect();
+            if !fresh.is_empty() {
+                self.pending.copy(tx, false, |u| !merged.contains(u)).await?;
+                self.pending.retain(|u| merged.contains(u));
+                merged.extend(fresh.into_iter().filter(|(_, kept)| *kept).map(|(u, _)| u));
+                self.written = true;
+            }
+            self.carried = self.pending.len();
+            if self.pending.is_empty() || (!all && self.carried < self.held.saturating_mul(CARRIED)) {
+                return Ok(());
+            }
         }
-        (self.written, self.merges) = (true, self.merges + 1);
+        self.pending.copy(tx, true, |_| true).await?;
+        // Set-wise: scans and hash joins, whatever replay's lookups prefer.
+        tx.batch_execute(&format!("SET LOCAL enable_seqscan = on; {MERGE}; SET LOCAL enable_seqscan = off")).await?;
+        self.pending.clear();
+        (self.written, self.carried) = (true, 0);
         Ok(())
     }
 
@@ -225,8 +262,8 @@ impl Staging {
                 *b = (b.0 + 1, b.1.max(*at));
             }
             self.pending.push(e);
-            if self.pending.len() >= self.held {
-                self.merge(tx).await?;
+            if self.pending.len() >= self.held.saturating_add(self.carried) {
+                self.merge(tx, false).await?;
             }
         }
         let bumped: Vec<uuid::Uuid> = bumps.keys().copied().collect();

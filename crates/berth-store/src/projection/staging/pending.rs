@@ -7,7 +7,6 @@
 //! here means a row is written once per merge, not once per event, and
 //! `COPY` writes it without the parameter arrays' decoding.
 
-use std::collections::{HashMap, HashSet};
 use std::error::Error as StdError;
 use std::pin::pin;
 use std::sync::Arc;
@@ -84,9 +83,9 @@ impl ToSql for During {
 /// The consumers replaced since the last merge, folded.
 #[derive(Default)]
 pub(super) struct Pending {
-    consumers: HashMap<uuid::Uuid, Replaced>,
+    consumers: foldhash::HashMap<uuid::Uuid, Replaced>,
     /// Projects, users, types and classes repeat: each kept once.
-    names: HashSet<Arc<str>>,
+    names: foldhash::HashSet<Arc<str>>,
 }
 
 const CONSUMER_COLUMNS: &str = "uuid, project_id, user_id, consumer_type, generation, created_at, updated_at";
@@ -149,10 +148,32 @@ impl Pending {
         }
     }
 
-    /// Writes the consumers as they stand into `consumers` and
+    /// The consumers folded, each with whether it is kept (its last
+    /// replacement held something).
+    pub(super) fn consumers(&self) -> impl Iterator<Item = (&uuid::Uuid, bool)> {
+        self.consumers.iter().map(|(u, r)| (u, r.last.is_some()))
+    }
+
+    /// Keeps only the consumers `kept` names.
+    pub(super) fn retain(&mut self, kept: impl Fn(&uuid::Uuid) -> bool) {
+        self.consumers.retain(|u, _| kept(u));
+    }
+
+    /// Forgets what is folded.
+    pub(super) fn clear(&mut self) {
+        self.consumers.clear();
+        self.names.clear();
+    }
+
+    /// Writes the consumers `chosen` as they stand into `consumers` and
     /// `allocations` (or, `staged`, into the staging tables, with whether
-    /// each was emptied and is kept), and forgets them.
-    pub(super) async fn copy(&mut self, c: &tokio_postgres::Transaction<'_>, staged: bool) -> Result<(), StoreError> {
+    /// each was emptied and is kept).
+    pub(super) async fn copy(
+        &self,
+        c: &tokio_postgres::Transaction<'_>,
+        staged: bool,
+        chosen: impl Fn(&uuid::Uuid) -> bool,
+    ) -> Result<(), StoreError> {
         let (consumers, allocations) = if staged {
             (
                 format!("staged_consumers ({CONSUMER_COLUMNS}, emptied, kept)"),
@@ -167,7 +188,7 @@ impl Pending {
         }
         let sink = c.copy_in(&format!("COPY {consumers} FROM STDIN (FORMAT binary)")).await?;
         let mut rows = pin!(BinaryCopyInWriter::new(sink, &types));
-        for (uuid, r) in &self.consumers {
+        for (uuid, r) in self.consumers.iter().filter(|(u, _)| chosen(u)) {
             let (kept, emptied) = (r.last.is_some(), r.emptied);
             match &r.last {
                 Some(l) => {
@@ -192,7 +213,9 @@ impl Pending {
         rows.finish().await?;
         let sink = c.copy_in(&format!("COPY {allocations} FROM STDIN (FORMAT binary)")).await?;
         let mut rows = pin!(BinaryCopyInWriter::new(sink, ALLOCATION_TYPES));
-        for (uuid, l) in self.consumers.iter().filter_map(|(u, r)| r.last.as_ref().map(|l| (u, l))) {
+        for (uuid, l) in
+            self.consumers.iter().filter(|(u, _)| chosen(u)).filter_map(|(u, r)| r.last.as_ref().map(|l| (u, l)))
+        {
             for (ordinal, h) in l.holds.iter().enumerate() {
                 let ordinal = i32::try_from(ordinal).unwrap_or(i32::MAX);
                 let row: [&(dyn ToSql + Sync); 8] =
@@ -201,8 +224,6 @@ impl Pending {
             }
         }
         rows.finish().await?;
-        self.consumers.clear();
-        self.names.clear();
         Ok(())
     }
 }
