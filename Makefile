@@ -5,7 +5,7 @@ RELEASE = target/release
 # One throwaway Keystone for the test run (the Keystone tests need it).
 KEYSTONE = scripts/keystone/with-keystone.sh
 
-.PHONY: run test test-ha lint bench bench-pack conformance deps fuzz
+.PHONY: run test test-ha test-package lint bench bench-pack conformance deps fuzz
 
 ## run: berthd dev — a local PostgreSQL under ./.data, demo inventory, http://127.0.0.1:8778
 run: deps
@@ -30,6 +30,14 @@ test-ha: deps
 	else \
 	  $(CARGO) test -p berth-tests --test black_box -- --ignored --nocapture ha::; \
 	fi
+
+## test-package: the Debian package (docs/packaging.md), end to end: built from the
+## debug binaries, installed with dpkg, the installed berthd started as the berth
+## account against a throwaway PostgreSQL until /readyz answers, then purged.
+## Root on Debian or Ubuntu; it changes this machine's packages and accounts.
+test-package: deps
+	$(CARGO) build -p berthd -p berth-cli
+	$(DEBUG)/berthd with-postgres -- bash scripts/package-test.sh
 
 ## conformance: Placement's own API tests (and the osc-placement client) against a
 ## release berthd and a throwaway PostgreSQL. CONFORMANCE_ARGS='--only inventory.yaml'

@@ -53,6 +53,21 @@ fn the_example_configuration_checks_from_any_directory() {
 }
 
 #[test]
+fn the_packaged_configuration_checks_as_it_is() {
+    // /etc/berth/berth.toml of the Debian package (docs/packaging.md), its database_url included.
+    let packaged = concat!(env!("CARGO_MANIFEST_DIR"), "/../crates/berthd/debian/berth.toml");
+    let out = Command::new(berth_testkit::berthd_bin())
+        .args(["check-config", "--config", packaged])
+        .current_dir("/")
+        .env_remove("BERTH_LOG")
+        .env_remove("BERTH_DATABASE_URL")
+        .output()
+        .expect("run berthd");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("valid"));
+}
+
+#[test]
 fn unknown_keys_are_refused_at_every_level() {
     let dir = tempfile::tempdir().unwrap();
     refused(&check_config(&write(dir.path(), "top.toml", "databse_url = \"postgresql://x/y\"\n")), "databse_url");

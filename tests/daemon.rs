@@ -11,7 +11,8 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn start(db: &TestDatabase) -> Daemon {
+    /// Started, not yet answering; `env` beside the test's settings.
+    fn spawn(db: &TestDatabase, env: &[(&str, &str)]) -> Daemon {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let child = Command::new(berth_testkit::berthd_bin())
             .arg("serve")
@@ -19,11 +20,16 @@ impl Daemon {
             .env("BERTH_LISTEN", format!("127.0.0.1:{port}"))
             .env("BERTH_AUTH", "noauth")
             .env("BERTH_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let d = Daemon { child, base: format!("http://127.0.0.1:{port}") };
+        Daemon { child, base: format!("http://127.0.0.1:{port}") }
+    }
+
+    fn start(db: &TestDatabase) -> Daemon {
+        let d = Daemon::spawn(db, &[]);
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if reqwest::blocking::get(format!("{}/healthz", d.base)).is_ok() {
@@ -92,6 +98,35 @@ async fn serves_version_and_probes_then_stops_on_sigterm() {
     .await
     .unwrap();
     assert!(status.success(), "berthd exited with {status} after SIGTERM");
+}
+
+/// As a systemd `Type=notify` unit sees it: READY=1 once migrated and
+/// listening, so /readyz answers at once; STOPPING=1 on SIGTERM.
+#[tokio::test(flavor = "multi_thread")]
+async fn tells_the_service_manager_when_ready_and_when_stopping() {
+    let db = TestDatabase::new().await;
+    tokio::task::spawn_blocking(move || {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notify");
+        let socket = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+        socket.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let receive = || {
+            let mut buf = [0u8; 4096];
+            let n = socket.recv(&mut buf).expect("no notification from berthd within 60 s");
+            String::from_utf8_lossy(&buf[..n]).into_owned()
+        };
+        let d = Daemon::spawn(&db, &[("NOTIFY_SOCKET", path.to_str().unwrap())]);
+        let said = receive();
+        assert!(said.lines().any(|l| l == "READY=1"), "{said}");
+        assert!(said.contains("STATUS=serving on 127.0.0.1:"), "{said}");
+        let ready = reqwest::blocking::get(format!("{}/readyz", d.base)).expect("READY=1 before berthd listens");
+        assert_eq!(ready.status(), 200, "READY=1 before berthd is ready");
+        let status = d.terminate();
+        assert_eq!(receive().trim(), "STOPPING=1");
+        assert!(status.success(), "berthd exited with {status} after SIGTERM");
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]

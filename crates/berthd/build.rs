@@ -1,6 +1,7 @@
 //! The commit berthd is built from, for `berthd --version` and `/`:
 //! `BERTH_COMMIT`, twelve hex digits, or `unknown` outside a git checkout
-//! (a source tarball). Rebuilt when HEAD moves.
+//! (a source tarball). Rebuilt when HEAD moves. A build with no `.git` (the
+//! container's) may name it in the environment: `BERTH_COMMIT=...`.
 
 use std::process::Command;
 
@@ -10,7 +11,9 @@ fn git(args: &[&str]) -> Option<String> {
 }
 
 fn main() {
-    let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let given =
+        std::env::var("BERTH_COMMIT").ok().filter(|c| c.len() == 12 && c.bytes().all(|b| b.is_ascii_hexdigit()));
+    let commit = given.or_else(|| git(&["rev-parse", "--short=12", "HEAD"])).unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=BERTH_COMMIT={commit}");
     // HEAD itself, the branch it names and packed refs: a new commit
     // changes one of them.
@@ -23,4 +26,5 @@ fn main() {
         }
     }
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=BERTH_COMMIT");
 }

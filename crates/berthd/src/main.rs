@@ -11,6 +11,7 @@ mod demo;
 mod dev;
 mod https;
 mod secrets;
+mod systemd;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -276,10 +277,13 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     let notifier = tokio::spawn(notifier.run(stopped(stop_rx.clone())));
     let signal = async move {
         shutdown_signal().await;
+        systemd::stopping();
         let _ = stop_tx.send(true);
         berth_api::log::close_streams();
     };
-    berth_api::serve(listener, app, &cfg.api, https::start(&cfg.api)?, signal).await?;
+    let tls = https::start(&cfg.api)?;
+    systemd::ready(&cfg.listen);
+    berth_api::serve(listener, app, &cfg.api, tls, signal).await?;
     if let Some(m) = manager {
         let _ = m.await;
     }
