@@ -89,7 +89,7 @@ impl ReplayReport {
 impl Store {
     /// Replays the whole log and reports every table that differs.
     pub async fn replay_verify(&self) -> Result<ReplayReport, Error> {
-        let mut client = self.client().await?;
+        let mut client = self.client().await?.unbounded();
         let result: Result<ReplayReport, StoreError> = async {
             let tx = client
                 .build_transaction()

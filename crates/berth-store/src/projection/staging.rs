@@ -20,9 +20,9 @@
 //! are merged before every such event and at the end.
 
 use berth_core::Event;
-use deadpool_postgres::GenericClient;
 
 use super::placement::AllocationColumns;
+use crate::client::GenericClient;
 use crate::{sql, StoreError};
 
 type At = chrono::DateTime<chrono::Utc>;
