@@ -9,6 +9,7 @@
 mod input;
 mod lists;
 mod outages;
+mod proxy;
 mod reservations;
 mod visibility;
 
