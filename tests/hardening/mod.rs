@@ -11,6 +11,7 @@ mod lists;
 mod outages;
 mod proxy;
 mod reservations;
+mod stalls;
 mod visibility;
 
 use berth_testkit::{Server, ADMIN, ALICE};
