@@ -9,7 +9,9 @@
 mod input;
 mod lists;
 mod outages;
+mod proxy;
 mod reservations;
+mod stalls;
 mod visibility;
 
 use berth_testkit::{Server, ADMIN, ALICE};

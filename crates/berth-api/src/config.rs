@@ -11,8 +11,8 @@ pub struct ApiConfig {
     /// Deepest nesting of arrays and objects in a JSON body (400 beyond;
     /// the JSON reader stops at 128 whatever this says).
     pub max_json_depth: usize,
-    /// Seconds a request may take before it is answered 408 (live streams
-    /// are exempt).
+    /// Seconds a request may take before it is answered 503 with
+    /// `Retry-After` (live streams are exempt).
     pub request_timeout_s: u64,
     /// Seconds a client has to send a request's headers before its
     /// connection is closed.

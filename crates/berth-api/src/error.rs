@@ -122,6 +122,12 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
 /// Seconds a 503 asks the client to wait before trying again.
 pub const RETRY_AFTER_S: u64 = 5;
 
+/// What a client is told of a write whose outcome is unknown
+/// (`berth.outcome_unknown`): how to retry it safely.
+pub const OUTCOME_UNKNOWN: &str = "The write may or may not have been made: the database did not answer its commit \
+     in time. Send the same request again after the Retry-After delay, with the same consumer generation or \
+     Idempotency-Key: it is then made once, and the answer says so.";
+
 /// What a client is told of `e`: a refusal in its API's words; a bug's or
 /// an outage's detail (which may quote the database) goes to the log with
 /// the request id, never to the client.
@@ -131,6 +137,10 @@ pub fn public_detail(e: &Error) -> String {
         ErrorKind::Internal => {
             tracing::error!(request_id = %request_id, detail = %e.detail, "internal error");
             format!("An internal error occurred; the request id {request_id} finds it in the log.")
+        }
+        ErrorKind::Unavailable if e.code == ErrorCode::OutcomeUnknown => {
+            tracing::warn!(request_id = %request_id, detail = %e.detail, "a write's outcome is unknown");
+            OUTCOME_UNKNOWN.to_string()
         }
         ErrorKind::Unavailable => {
             tracing::warn!(request_id = %request_id, detail = %e.detail, "database unavailable");

@@ -42,10 +42,8 @@ mod wording;
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
-use axum::http::StatusCode;
 use axum::{Extension, Router};
 use berth_store::Store;
-use tower_http::timeout::TimeoutLayer;
 
 pub use access::Rules;
 pub use auth::{AuthMode, Authenticator};
@@ -106,7 +104,7 @@ pub fn router_with(state: AppState, config: ApiConfig) -> Router {
         .merge(metrics::routes())
         .merge(console::routes())
         .fallback(refusals::no_route)
-        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout))
+        .layer(axum::middleware::from_fn_with_state(timeout, refusals::deadline))
         // Live streams follow the primary.
         .layer(axum::middleware::from_fn_with_state(state.clone(), reads::route))
         // Live streams last as long as the client listens.

@@ -1,18 +1,20 @@
 //! Refusals made outside the handlers — no route, a wrong method, a body
-//! over the limit, an extractor's rejection, a timeout — answered as the
-//! error document of the API the path belongs to, as handlers' errors are.
+//! over the limit, an extractor's rejection, the request timeout — answered
+//! as the error document of the API the path belongs to, as handlers'
+//! errors are.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::to_bytes;
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use berth_core::error::ErrorCode;
 
 use crate::config::ApiConfig;
-use crate::error::{ApiError, Style};
+use crate::error::{current_request_id, ApiError, Style, OUTCOME_UNKNOWN, RETRY_AFTER_S};
 
 /// Most of a plain-text refusal's body kept as its detail.
 const DETAIL_BYTES: usize = 4096;
@@ -41,7 +43,6 @@ pub async fn as_documents(req: Request, next: Next) -> Response {
         StatusCode::SERVICE_UNAVAILABLE => {
             (ErrorCode::Unavailable, "The service is unavailable; try again shortly.".into())
         }
-        StatusCode::REQUEST_TIMEOUT => (ErrorCode::Timeout, "The request took too long and was stopped.".to_string()),
         s if s.is_server_error() => {
             tracing::error!(status = s.as_u16(), detail = %said, "an error answer without a document");
             (ErrorCode::Internal, "The server could not answer this request.".to_string())
@@ -56,6 +57,27 @@ pub async fn as_documents(req: Request, next: Next) -> Response {
         }
     }
     out
+}
+
+/// Answers a request still unanswered after `limit` (`request_timeout_s`)
+/// 503 with `Retry-After`: the server ran out of time, not the client. A
+/// write stopped so may have sent its COMMIT already: its outcome is
+/// unknown (`berth.outcome_unknown`); anything else is `berth.timeout`.
+pub async fn deadline(State(limit): State<Duration>, req: Request, next: Next) -> Response {
+    let write = !req.method().is_safe();
+    let path = req.uri().path().to_string();
+    let Ok(resp) = tokio::time::timeout(limit, next.run(req)).await else {
+        tracing::warn!(request_id = %current_request_id(), %path, "a request ran past the request timeout");
+        let e = if write {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::OutcomeUnknown, OUTCOME_UNKNOWN)
+        } else {
+            let detail =
+                format!("The request took longer than the server allows; try again in {RETRY_AFTER_S} seconds.");
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Timeout, detail)
+        };
+        return e.into_response();
+    };
+    resp
 }
 
 /// A 413's detail, naming the limit when it is known.

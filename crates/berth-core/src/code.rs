@@ -33,6 +33,9 @@ pub enum ErrorCode {
     NotFound,
     Internal,
     Unavailable,
+    /// A write's COMMIT got no answer (503): it may or may not have been
+    /// made; retrying it with the same generation or Idempotency-Key is safe.
+    OutcomeUnknown,
     StreamVersion,
     InvalidDate,
     InvalidLease,
@@ -129,6 +132,11 @@ macro_rules! no_capacity_codes {
 pub(crate) const NO_CAPACITY_CODES: [&str; 32] =
     no_capacity_codes!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
 
+/// Reservation `i`'s code for no capacity; past the last, the lease's.
+fn no_capacity(i: usize) -> &'static str {
+    NO_CAPACITY_CODES.get(i).copied().unwrap_or("berth.lease.no_capacity")
+}
+
 impl ErrorCode {
     /// The code as the wire carries it.
     pub fn as_str(self) -> &'static str {
@@ -154,6 +162,7 @@ impl ErrorCode {
             ErrorCode::NotFound => "berth.not_found",
             ErrorCode::Internal => "berth.internal",
             ErrorCode::Unavailable => "berth.unavailable",
+            ErrorCode::OutcomeUnknown => "berth.outcome_unknown",
             ErrorCode::StreamVersion => "berth.log.stream_version",
             ErrorCode::InvalidDate => "berth.lease.invalid_date",
             ErrorCode::InvalidLease => "berth.lease.invalid",
@@ -169,9 +178,7 @@ impl ErrorCode {
             ErrorCode::MaintenanceNotFound => "berth.maintenance.not_found",
             ErrorCode::MaintenanceInvalid => "berth.maintenance.invalid",
             ErrorCode::NoCapacity => "berth.lease.no_capacity",
-            ErrorCode::ReservationNoCapacity(i) => {
-                NO_CAPACITY_CODES.get(i).copied().unwrap_or("berth.lease.no_capacity")
-            }
+            ErrorCode::ReservationNoCapacity(i) => no_capacity(i),
             ErrorCode::TooManyOccurrences => "berth.lease.too_many_occurrences",
             ErrorCode::UnknownParameter => "berth.lease.unknown_parameter",
             ErrorCode::InvalidParameter => "berth.lease.invalid_parameter",

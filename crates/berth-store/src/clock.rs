@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use berth_core::time::DateMath;
 use chrono::{DateTime, Utc};
-use deadpool_postgres::GenericClient;
 
+use crate::client::GenericClient;
 use crate::{Store, StoreError};
 
 /// The database's time, read by the statement that runs now (not the

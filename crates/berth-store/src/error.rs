@@ -17,6 +17,14 @@ pub enum StoreError {
     /// A database URL or setting that cannot be used as given.
     #[error("database settings: {0}")]
     Settings(String),
+    /// The server did not answer within the deadline (crate::conn), before
+    /// any `COMMIT` was sent: nothing was written.
+    #[error("database: no answer within the deadline: {0}")]
+    Lapsed(String),
+    /// A `COMMIT` was sent and no answer came (a deadline, a connection
+    /// lost): the transaction may or may not have committed.
+    #[error("database: no answer to COMMIT: {0}")]
+    OutcomeUnknown(String),
 }
 
 impl StoreError {
@@ -31,6 +39,25 @@ impl StoreError {
     /// starts over in a fresh transaction and decides again.
     pub(crate) fn is_transient(&self) -> bool {
         matches!(self.sqlstate(), Some("40001" | "40P01" | "23505"))
+    }
+
+    /// A failure of a transaction's `COMMIT`: without the server's answer
+    /// (an I/O error, a closed connection), whether it committed is unknown.
+    pub(crate) fn committing(e: tokio_postgres::Error) -> StoreError {
+        match e.as_db_error() {
+            Some(_) => StoreError::Db(e),
+            None => StoreError::OutcomeUnknown(e.to_string()),
+        }
+    }
+
+    /// This failure, as the cause says it, when a deadline closed the
+    /// connection (`lapsed`): a statement that got no answer then failed
+    /// for want of one.
+    pub(crate) fn lapsed_if(self, lapsed: bool) -> StoreError {
+        match self {
+            StoreError::Db(e) if lapsed && e.as_db_error().is_none() => StoreError::Lapsed(e.to_string()),
+            e => e,
+        }
     }
 }
 
@@ -48,6 +75,12 @@ impl From<StoreError> for Error {
             },
             StoreError::Pool(p) | StoreError::PoolTimeout(p) => Error::unavailable(format!("database: {p}")),
             StoreError::Settings(s) => Error::internal(format!("database settings: {s}")),
+            StoreError::Lapsed(d) => Error::unavailable(format!("database: no answer within the deadline ({d})")),
+            StoreError::OutcomeUnknown(d) => Error::new(
+                ErrorKind::Unavailable,
+                ErrorCode::OutcomeUnknown,
+                format!("database: no answer to COMMIT, the write may or may not have been made ({d})"),
+            ),
         }
     }
 }

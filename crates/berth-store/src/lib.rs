@@ -11,6 +11,7 @@
 
 #![warn(clippy::arithmetic_side_effects)]
 
+mod client;
 pub mod clock;
 pub mod commands;
 pub mod log;
@@ -24,6 +25,9 @@ pub mod replicas;
 pub mod testing;
 pub mod tls;
 
+mod conn;
+#[cfg(test)]
+mod conn_tests;
 mod error;
 mod lock;
 // Only projection::apply writes projection tables (the compiler keeps it so).
@@ -43,7 +47,14 @@ pub use log::{Cursor, RecordedEvent};
 
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, Timeouts};
+use deadpool_postgres::{PoolError, Runtime, Timeouts};
+
+use conn::{Checkout, Pool};
+
+/// How much longer than `statement_timeout` a use of a connection waits on
+/// the server before Berth gives up on it (crate::conn): the server's own
+/// timeout, which leaves the connection usable, goes first.
+pub const DEADLINE_MARGIN: Duration = Duration::from_secs(1);
 
 /// How the pool waits for the database. `None` waits as long as it takes.
 #[derive(Debug, Clone, Default)]
@@ -53,7 +64,9 @@ pub struct PoolSettings {
     /// Longest wait for a free connection, and to open a new one.
     pub wait_timeout: Option<Duration>,
     pub connect_timeout: Option<Duration>,
-    /// Longest a statement may run on the server (`statement_timeout`).
+    /// Longest a statement may run on the server (`statement_timeout`);
+    /// and, with [`DEADLINE_MARGIN`], longest a read or one attempt of a
+    /// command's transaction waits on the server in all (crate::conn).
     pub statement_timeout: Option<Duration>,
     /// TLS for what the URL does not say (`[database]`).
     pub tls: tls::TlsParams,
@@ -105,6 +118,8 @@ pub struct Store {
     small_cloud: std::sync::Arc<commands::SmallCloud>,
     /// Hot standbys for reads that may be stale (replicas).
     replicas: Option<std::sync::Arc<replicas::Replicas>>,
+    /// How long a use of a connection waits on the server (crate::conn).
+    deadline: Option<Duration>,
 }
 
 impl Store {
@@ -129,6 +144,7 @@ impl Store {
             cleaning: chrono::Duration::zero(),
             drawn_ties: false,
             small_cloud: Default::default(),
+            deadline: deadline(settings),
         })
     }
 
@@ -183,12 +199,21 @@ impl Store {
         self.cleaning
     }
 
-    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
-        self.pool.get().await.map_err(|e| match e {
+    /// How long a read, or one attempt of a command's transaction, waits on
+    /// the server before it is given up (crate::conn); `None`: as long as
+    /// it takes.
+    pub(crate) fn deadline(&self) -> Option<Duration> {
+        self.deadline
+    }
+
+    /// A connection of the pool, its deadline armed (crate::conn).
+    pub(crate) async fn client(&self) -> Result<Checkout, StoreError> {
+        let object = self.pool.get().await.map_err(|e| match e {
             PoolError::Timeout(_) => StoreError::PoolTimeout(e.to_string()),
             PoolError::Backend(db) => StoreError::Db(db),
             e => StoreError::Pool(e.to_string()),
-        })
+        })?;
+        Ok(Checkout::new(object))
     }
 
     /// The pool's figures (for `/metrics`): the pool itself stays inside
@@ -302,6 +327,12 @@ fn database_config(
     Ok((config, tls))
 }
 
+/// The deadline of each use of a connection: the statement timeout and a
+/// margin ([`DEADLINE_MARGIN`]); none without a statement timeout.
+fn deadline(settings: &PoolSettings) -> Option<Duration> {
+    settings.statement_timeout.map(|t| t.saturating_add(DEADLINE_MARGIN))
+}
+
 /// A pool on `url` under `settings`, waiting at most `wait` for a free
 /// connection; the database it opens connections to.
 pub(crate) fn open_pool(
@@ -321,13 +352,20 @@ pub(crate) fn open_pool(
             config.tcp_user_timeout(t);
         }
     }
-    if let Some(t) = settings.statement_timeout {
+    let deadline = deadline(settings);
+    if let (Some(t), Some(d)) = (settings.statement_timeout, deadline) {
         let mut options = config.get_options().map(|o| format!("{o} ")).unwrap_or_default();
-        options.push_str(&format!("-c statement_timeout={}", t.as_millis()));
+        // A transaction whose client went silent (Berth gave up on it at
+        // its deadline) is ended by the server too, rather than holding
+        // its locks until TCP notices.
+        options.push_str(&format!(
+            "-c statement_timeout={} -c idle_in_transaction_session_timeout={}",
+            t.as_millis(),
+            d.as_millis()
+        ));
         config.options(&options);
     }
-    let manager =
-        Manager::from_config(config.clone(), tls.clone(), ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    let manager = conn::Manager { config: config.clone(), tls: tls.clone(), deadline };
     let timeouts = Timeouts { wait, create: settings.connect_timeout, recycle: settings.connect_timeout };
     let pool = Pool::builder(manager)
         .max_size(settings.max_size)

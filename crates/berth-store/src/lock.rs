@@ -40,11 +40,11 @@
 //! alone by the commands that change them; a command that puts them on a
 //! provider share-locks them after the provider.
 
-use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+use crate::client::GenericClient;
 use crate::{sql, StoreError};
 
 /// Keys sorted and without repeats: the order rows of one kind are locked in.

@@ -79,7 +79,7 @@ impl RecordedEvent {
 /// Appends `events` in order, in the caller's transaction. Each event's
 /// stream version is the stream's next one. Returns their positions.
 pub(crate) async fn append(
-    tx: &impl deadpool_postgres::GenericClient,
+    tx: &impl crate::client::GenericClient,
     meta: &EventMeta,
     events: &[Event],
 ) -> Result<Vec<i64>, StoreError> {
@@ -89,7 +89,7 @@ pub(crate) async fn append(
 /// Like [`append`], but fails with a conflict unless the first event's stream
 /// is at `expected_version` (0: the stream is new).
 pub(crate) async fn append_expecting(
-    tx: &impl deadpool_postgres::GenericClient,
+    tx: &impl crate::client::GenericClient,
     meta: &EventMeta,
     events: &[Event],
     expected_version: Option<i64>,
@@ -118,14 +118,14 @@ pub(crate) async fn append_expecting(
 /// Appends events of several requests at once, each with its own metadata
 /// (a batch of claims decided together, see commands::claims).
 pub(crate) async fn append_each(
-    tx: &impl deadpool_postgres::GenericClient,
+    tx: &impl crate::client::GenericClient,
     events: &[(&EventMeta, Event)],
 ) -> Result<Vec<i64>, StoreError> {
     Append::each(events).run(tx).await
 }
 
 async fn insert<'a>(
-    tx: &impl deadpool_postgres::GenericClient,
+    tx: &impl crate::client::GenericClient,
     events: impl Iterator<Item = (&'a Event, serde_json::Value)>,
 ) -> Result<Vec<i64>, StoreError> {
     Append::new(events).run(tx).await
@@ -193,7 +193,7 @@ impl Append {
         rows.iter().map(|r| r.get(0)).collect()
     }
 
-    async fn run(&self, tx: &impl deadpool_postgres::GenericClient) -> Result<Vec<i64>, StoreError> {
+    async fn run(&self, tx: &impl crate::client::GenericClient) -> Result<Vec<i64>, StoreError> {
         if self.is_empty() {
             return Ok(Vec::new());
         }

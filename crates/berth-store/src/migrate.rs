@@ -32,9 +32,9 @@ fn latest() -> i32 {
 impl Store {
     /// Applies the migrations the database lacks; returns how many ran.
     pub async fn migrate(&self) -> Result<usize, StoreError> {
-        let mut client = self.client().await?;
         // A migration (and waiting for another berthd's) may take longer
-        // than the statement timeout requests have.
+        // than the statement timeout and the deadline requests have.
+        let mut client = self.client().await?.unbounded();
         client.batch_execute("SET statement_timeout = 0").await?;
         client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await?;
         let result = match schema_ahead(&client).await {
@@ -65,7 +65,7 @@ impl Store {
     /// upgrade over existing data); returns how many ran.
     #[cfg(feature = "testing")]
     pub async fn migrate_to(&self, version: u32) -> Result<usize, StoreError> {
-        let mut client = self.client().await?;
+        let mut client = self.client().await?.unbounded();
         let mut runner = embedded::migrations::runner().set_target(refinery::Target::Version(version));
         let report = runner
             .set_migration_table_name("berth_schema_history")
@@ -103,7 +103,7 @@ impl Ahead {
 }
 
 /// The schema's level and who may read it, when it is past this binary's.
-async fn schema_ahead(client: &deadpool_postgres::Object) -> Result<Option<Ahead>, StoreError> {
+async fn schema_ahead(client: &crate::conn::Checkout) -> Result<Option<Ahead>, StoreError> {
     let row = client
         .query_one(
             "SELECT (SELECT max(version) FROM berth_schema_history),

@@ -20,7 +20,7 @@ const ROLE_LOCK: i64 = 0x6e74_6679;
 
 /// The notifier role, held while this value lives.
 pub struct NotifierRole {
-    client: deadpool_postgres::ClientWrapper,
+    client: crate::conn::Conn,
 }
 
 impl Store {
@@ -31,7 +31,7 @@ impl Store {
             client.query_one("SELECT pg_try_advisory_lock($1)", &[&ROLE_LOCK]).await.map_err(StoreError::from)?.get(0);
         // Taken, the connection leaves the pool: the lock must end with it.
         // Not taken, it holds nothing and goes back.
-        Ok(taken.then(|| NotifierRole { client: deadpool_postgres::Object::take(client) }))
+        Ok(taken.then(|| NotifierRole { client: client.take() }))
     }
 }
 
@@ -64,7 +64,7 @@ impl NotifierRole {
 
     /// Up to `limit` events after `after` (see [`read_after`]).
     pub async fn read(&self, after: Cursor, limit: i64) -> Result<Vec<RecordedEvent>, Error> {
-        Ok(read_after(&*self.client, after, limit).await?)
+        Ok(read_after(&**self.client, after, limit).await?)
     }
 
     /// The lease as its log stood at `position`: the record of its last

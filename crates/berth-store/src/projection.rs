@@ -9,8 +9,8 @@
 //! where only each sum's total is determined ([`Sum::totals`]).
 
 use berth_core::Event;
-use deadpool_postgres::GenericClient;
 
+use crate::client::GenericClient;
 use crate::StoreError;
 
 mod heal;

@@ -24,11 +24,11 @@ use berth_core::event::Allocation;
 use berth_core::quota::{self, Limits, Scope, LEASES};
 use berth_core::{Event, Window};
 use chrono::{DateTime, Utc};
-use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+use crate::client::GenericClient;
 use crate::lock::{self, Sorted};
 use crate::{sql, StoreError};
 

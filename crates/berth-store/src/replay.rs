@@ -96,7 +96,7 @@ impl Store {
     /// [`Store::replay_verify`], folding at most `consumers` replaced
     /// consumers in memory between merges (`projection::staging`).
     pub async fn replay_verify_holding(&self, consumers: usize) -> Result<ReplayReport, Error> {
-        let mut client = self.client().await?;
+        let mut client = self.client().await?.unbounded();
         let result: Result<ReplayReport, StoreError> = async {
             let tx = client
                 .build_transaction()

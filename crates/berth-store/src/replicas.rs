@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use deadpool_postgres::{Object, Pool};
+use crate::conn::{Checkout, Pool};
 
 use crate::{PoolSettings, Store, StoreError};
 
@@ -106,7 +106,7 @@ impl Replicas {
 
     /// A connection to a standby that may serve a read after `after`, if
     /// any may.
-    async fn pick(&self, after: Option<Lsn>) -> Option<Object> {
+    async fn pick(&self, after: Option<Lsn>) -> Option<Checkout> {
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         for i in 0..self.list.len() {
             let replica = &self.list[start.wrapping_add(i) % self.list.len()];
@@ -127,13 +127,13 @@ impl Replica {
         Ok(Replica { pool, health: Mutex::new(health) })
     }
 
-    async fn usable(&self, max_lag: Duration, after: Option<Lsn>) -> Option<Object> {
+    async fn usable(&self, max_lag: Duration, after: Option<Lsn>) -> Option<Checkout> {
         let known = *self.health.lock().expect("health lock");
         let fresh = known.checked.is_some_and(|t| t.elapsed() < if known.usable { RECHECK } else { BACK_OFF });
         if fresh && !known.usable {
             return None;
         }
-        let Ok(client) = self.pool.get().await else {
+        let Ok(client) = self.pool.get().await.map(Checkout::new) else {
             self.set(Health { checked: Some(Instant::now()), usable: false, replayed: known.replayed });
             return None;
         };
@@ -188,7 +188,7 @@ impl Store {
 
     /// A connection for a read that may be stale: a standby's inside a
     /// [`stale_ok`] scope when one may serve it, else the primary's.
-    pub(crate) async fn read_client(&self) -> Result<Object, StoreError> {
+    pub(crate) async fn read_client(&self) -> Result<Checkout, StoreError> {
         if let (Some(replicas), Ok(after)) = (&self.replicas, STALE_OK.try_with(|a| *a)) {
             if let Some(c) = replicas.pick(after).await {
                 metrics::counter!(READS, "served_by" => "standby").increment(1);

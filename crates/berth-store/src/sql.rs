@@ -2,9 +2,10 @@
 //! statements over and over, and parsing and planning each one anew costs
 //! the server more than running it.
 
-use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Error, Row};
+
+use crate::client::GenericClient;
 
 /// For the rest of the transaction, prepared statements run on their generic
 /// plan, never compiled (JIT), with no sequential scan where an index serves.

@@ -110,9 +110,11 @@ impl TestDatabase {
     }
 }
 
-/// The store's pool, for tests that hold transactions of their own open.
-pub fn pool(store: &Store) -> &deadpool_postgres::Pool {
-    &store.pool
+/// A connection of the store's own, out of its pool and without a
+/// deadline, for tests that hold transactions of their own open.
+pub async fn connection(store: &Store) -> deadpool_postgres::ClientWrapper {
+    let conn = store.client().await.expect("a connection").take();
+    conn.into_client()
 }
 
 /// Marks `provider` as being written by a new lease, in the transaction

@@ -14,12 +14,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
-use deadpool_postgres::GenericClient;
 use futures::future::{maybe_done, BoxFuture, MaybeDone};
 use futures::FutureExt;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
+use crate::client::GenericClient;
 use crate::StoreError;
 
 /// How many times a command starts over before it answers with a conflict.
@@ -54,10 +54,12 @@ macro_rules! attempts {
                             ::metrics::counter!("berth_command_retries").increment(1);
                             ::tracing::debug!(error = %e, ?pause, "command retried");
                             ::tokio::time::sleep(pause).await;
+                            // Each attempt has the whole deadline (crate::conn).
+                            $client.rearm();
                         }
                         None => return Err(e),
                     },
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(e.lapsed_if($client.lapsed())),
                 }
             }
         };
@@ -85,7 +87,7 @@ macro_rules! command {
             let $tx: &::deadpool_postgres::Transaction<'_> = &transaction;
             let out: ::std::result::Result<_, $crate::StoreError> = async { $body }.await;
             let out = out?;
-            transaction.commit().await?;
+            transaction.commit().await.map_err($crate::StoreError::committing)?;
             Ok(out)
         })
     }};
@@ -148,7 +150,7 @@ const ROLLBACK: &str = "ROLLBACK";
 ///   `Transaction` does, before the connection goes back to the pool: the
 ///   next user's statements run after it.
 pub(crate) struct Pipelined<'a> {
-    client: &'a deadpool_postgres::Client,
+    client: &'a deadpool_postgres::ClientWrapper,
     state: Mutex<State>,
 }
 
@@ -159,7 +161,7 @@ type Step<'c> = BoxFuture<'c, Result<Vec<Row>, tokio_postgres::Error>>;
 
 impl<'a> Pipelined<'a> {
     /// A transaction on `client`, not begun: nothing is sent yet.
-    pub(crate) fn new(client: &'a deadpool_postgres::Client) -> Pipelined<'a> {
+    pub(crate) fn new(client: &'a deadpool_postgres::ClientWrapper) -> Pipelined<'a> {
         Pipelined { client, state: Mutex::new(State::NotBegun) }
     }
 
@@ -217,7 +219,7 @@ impl<'a> Pipelined<'a> {
 
     /// The connection, for statements of the transaction sent one by one;
     /// `BEGIN` is sent first, alone, if the transaction has not begun.
-    pub(crate) async fn client(&self) -> Result<&'a deadpool_postgres::Client, StoreError> {
+    pub(crate) async fn client(&self) -> Result<&'a deadpool_postgres::ClientWrapper, StoreError> {
         if self.state() != State::Open {
             self.send(&[], false).await?;
         }
@@ -239,7 +241,7 @@ impl<'a> Pipelined<'a> {
             steps.push(maybe_done(Box::pin(async move { c.batch_execute(BEGIN).await.map(|()| Vec::new()) })));
         }
         for (st, (_, params)) in prepared.iter().zip(statements) {
-            steps.push(maybe_done(c.query(st, params)));
+            steps.push(maybe_done(Box::pin(c.query(st, params))));
         }
         // Each step sends its messages when first polled, so they go out
         // in order, and the server runs them so. One that failed at once may
@@ -259,11 +261,13 @@ impl<'a> Pipelined<'a> {
         }
         futures::future::join_all(steps.iter_mut()).await;
         // The first error is the cause: those after it only say that the
-        // transaction is aborted.
+        // transaction is aborted. Once the COMMIT went out, one that is no
+        // answer from the server leaves the outcome unknown.
         let mut out = steps
             .iter_mut()
             .map(|s| std::pin::Pin::new(s).take_output().expect("every step is done"))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| if commit && !unsent { StoreError::committing(e) } else { StoreError::Db(e) })?;
         if commit {
             if unsent {
                 return Err(StoreError::Domain(berth_core::Error::internal("a pipeline's COMMIT was not sent")));

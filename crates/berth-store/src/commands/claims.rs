@@ -22,9 +22,11 @@
 //! claim arriving while no batch is in flight is taken at once.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use berth_core::error::{ErrorCode, ErrorKind};
 use berth_core::{Error, EventMeta};
 use tokio::sync::{oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -69,7 +71,14 @@ pub fn cores() -> usize {
 /// machine it gained nothing measurable (docs/performance.md).
 pub const DEFAULT_GATHER: Duration = Duration::ZERO;
 
+/// How much longer than the store's deadline a claim waits for its
+/// batch's answer before answering itself: a batch taken at once answers
+/// at its own deadline, a few milliseconds later.
+const ANSWER_SLACK: Duration = Duration::from_millis(500);
+
 struct Pending {
+    /// Which request it is, for taking it out of the queue.
+    id: u64,
     /// When the request joined the queue.
     queued: Instant,
     meta: EventMeta,
@@ -150,6 +159,8 @@ pub(crate) struct Claims {
     /// Told of every request pushed and every batch ended, for the lanes
     /// that wait for a fuller batch.
     changed: Notify,
+    /// The next request's [`Pending::id`].
+    next_id: AtomicU64,
 }
 
 impl Claims {
@@ -163,6 +174,7 @@ impl Claims {
             count: lanes,
             gather,
             changed: Notify::new(),
+            next_id: AtomicU64::new(0),
         }
     }
 
@@ -181,10 +193,11 @@ impl Claims {
         meta: &EventMeta,
         consumers: Vec<ConsumerAllocations>,
     ) -> Result<Decision, Error> {
-        let (reply, answer) = oneshot::channel();
+        let (reply, mut answer) = oneshot::channel();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let gathering = {
             let mut state = self.state.lock().expect("claims");
-            state.queue.push_back(Pending { queued: Instant::now(), meta: meta.clone(), consumers, reply });
+            state.queue.push_back(Pending { id, queued: Instant::now(), meta: meta.clone(), consumers, reply });
             state.gathering > 0
         };
         self.changed.notify_waiters();
@@ -193,7 +206,40 @@ impl Claims {
         if !gathering {
             self.start_lane(store);
         }
-        answer.await.map_err(|_| Error::internal("the batch deciding this claim ended without an answer"))?
+        // Behind a batch stalled on the database, a claim would wait out
+        // that batch's deadline and then its own: it is answered within
+        // one, with a little over for its batch to answer first.
+        let answered = match store.deadline() {
+            Some(d) => tokio::time::timeout(d.saturating_add(ANSWER_SLACK), &mut answer).await.ok(),
+            None => Some((&mut answer).await),
+        };
+        match answered {
+            Some(a) => a.map_err(|_| Error::internal("the batch deciding this claim ended without an answer"))?,
+            None => self.withdraw(id, answer),
+        }
+    }
+
+    /// Answers request `id`, unanswered within the deadline: taken out of
+    /// the queue if it is still there (nothing written), else its batch is
+    /// still in flight and may commit yet (the outcome is unknown).
+    fn withdraw(&self, id: u64, mut answer: oneshot::Receiver<Result<Decision, Error>>) -> Result<Decision, Error> {
+        answer.close();
+        let queued = {
+            let mut state = self.state.lock().expect("claims");
+            let before = state.queue.len();
+            state.queue.retain(|p| p.id != id);
+            state.queue.len() < before
+        };
+        // Its batch may have answered since.
+        if let Ok(decided) = answer.try_recv() {
+            return decided;
+        }
+        Err(if queued {
+            Error::unavailable("database: no claim lane was free within the deadline")
+        } else {
+            let detail = "database: the claim's batch did not end within the deadline";
+            Error::new(ErrorKind::Unavailable, ErrorCode::OutcomeUnknown, detail)
+        })
     }
 
     /// Starts a lane if one is free. Every request pushed is followed by
@@ -343,6 +389,14 @@ async fn decide(store: &Store, batch: Vec<Pending>) {
             let p = batch.into_iter().next().expect("one");
             let _ = p.reply.send(Err(e));
         }
+        // The database's failure, not a request's: each alone would wait
+        // out the same outage in turn, and a batch whose COMMIT went
+        // unanswered may have been written (each request says so).
+        Err(e) if e.kind == ErrorKind::Unavailable => {
+            for p in batch {
+                let _ = p.reply.send(Err(e.clone()));
+            }
+        }
         Err(_) => {
             for p in batch {
                 let request = [Request { meta: &p.meta, consumers: &p.consumers }];
@@ -354,122 +408,5 @@ async fn decide(store: &Store, batch: Vec<Pending>) {
 }
 
 #[cfg(test)]
-mod tests {
-    use berth_core::event::Allocation;
-    use berth_core::Window;
-    use chrono::{TimeZone, Utc};
-
-    use super::*;
-    use crate::commands::GenerationCheck;
-
-    fn claim(claims: &Claims, project: &str, provider: Uuid) -> Uuid {
-        let consumer = Uuid::new_v4();
-        let from = Utc.with_ymd_and_hms(2031, 1, 1, 0, 0, 0).unwrap();
-        let allocation = Allocation { provider, resource_class: "VCPU".into(), used: 1, window: Window::from(from) };
-        let consumers = vec![ConsumerAllocations {
-            consumer,
-            project_id: project.into(),
-            user_id: "user".into(),
-            consumer_type: None,
-            generation: GenerationCheck::New,
-            allocations: vec![allocation],
-        }];
-        let (reply, _) = oneshot::channel();
-        claims.state.lock().unwrap().queue.push_back(Pending {
-            queued: Instant::now(),
-            meta: EventMeta::default(),
-            consumers,
-            reply,
-        });
-        consumer
-    }
-
-    fn consumers(batch: &[Pending]) -> Vec<Uuid> {
-        batch.iter().flat_map(|p| p.consumers.iter().map(|c| c.consumer)).collect()
-    }
-
-    /// While a lane decides claims of a project, another lane takes the
-    /// project's other claims, but never one naming a provider that lane
-    /// holds: it would only wait for it in the database.
-    #[test]
-    fn lanes_grow_with_cores_within_the_pool() {
-        let pool = 32;
-        assert_eq!(sized_lanes(1, pool), 2);
-        assert_eq!(sized_lanes(2, pool), 2, "2 lanes were best on 2 cores");
-        assert_eq!(sized_lanes(4, pool), 2);
-        assert_eq!(sized_lanes(8, pool), 4);
-        assert_eq!(sized_lanes(16, pool), 8, "8 lanes were best on 16 cores");
-        assert_eq!(sized_lanes(64, pool), 8, "16 lanes gave no more than 8");
-        // A small pool keeps three quarters of its connections for the
-        // rest, but never fewer lanes than two.
-        assert_eq!(sized_lanes(16, 16), 4);
-        assert_eq!(sized_lanes(16, 4), 2);
-        assert_eq!(sized_lanes(2, 1), 2);
-    }
-
-    #[test]
-    fn a_busy_project_is_shared_but_a_busy_provider_is_not() {
-        let claims = Claims::new(2, DEFAULT_GATHER);
-        let (p1, p2, p3) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
-        let first = claim(&claims, "project", p1);
-        let (batch, held) = claims.take(1);
-        assert_eq!(consumers(&batch), [first]);
-        let same_provider = claim(&claims, "project", p1);
-        let other_provider = claim(&claims, "project", p2);
-        let (batch, second) = claims.take(2);
-        assert_eq!(consumers(&batch), [other_provider], "only the project is shared");
-        // Free requests go first, then those of a busy project.
-        let busy_project = claim(&claims, "project", p3);
-        let other_project = claim(&claims, "other", Uuid::new_v4());
-        let (batch, third) = claims.take(3);
-        assert_eq!(consumers(&batch), [other_project]);
-        let (batch, fourth) = claims.take(4);
-        assert_eq!(consumers(&batch), [busy_project]);
-        for (lane, locks) in [(2, second), (3, third), (4, fourth)] {
-            claims.release(lane, locks);
-        }
-        let (batch, _) = claims.take(2);
-        assert!(batch.is_empty(), "the claim on a busy provider waits for the lane that holds it");
-        claims.release(1, held);
-        let (batch, _) = claims.take(1);
-        assert_eq!(consumers(&batch), [same_provider]);
-    }
-
-    /// A lane waits for a fuller batch only while another lane's batch is
-    /// in flight and something waits: a claim arriving alone is taken at
-    /// once, and no wait passes the bound or outlasts the batch in flight.
-    #[test]
-    fn a_lane_waits_for_a_fuller_batch_only_while_another_is_in_flight() {
-        let most = Duration::from_millis(2);
-        let claims = Claims::new(2, most);
-        let began = Instant::now();
-        let until = |claims: &Claims, now| claims.state.lock().unwrap().gather_until(began, now, most);
-        claim(&claims, "project", Uuid::new_v4());
-        assert_eq!(until(&claims, began), None, "no batch in flight: taken at once");
-
-        let (batch, held) = claims.take(1);
-        assert_eq!(batch.len(), 1);
-        assert_eq!(until(&claims, began), None, "nothing waits: nothing to wait with");
-        claim(&claims, "project", Uuid::new_v4());
-        let started = claims.state.lock().unwrap().in_flight[&1];
-        claims.state.lock().unwrap().batch_time = Duration::from_millis(10);
-        // Until the batch in flight is halfway, but no longer than the bound.
-        assert_eq!(until(&claims, began), Some((started + Duration::from_millis(5)).min(began + most)));
-        assert_eq!(until(&claims, began + most), None, "the bound has passed");
-        claims.state.lock().unwrap().batch_time = Duration::from_micros(10);
-        let halfway = started + Duration::from_micros(5);
-        assert_eq!(until(&claims, halfway), None, "the batch in flight is halfway");
-
-        claims.state.lock().unwrap().batch_time = Duration::from_millis(10);
-        claims.release(1, held);
-        assert_eq!(until(&claims, began), None, "the batch ended: taken at once");
-        let (batch, _) = claims.take(2);
-        assert_eq!(batch.len(), 1);
-
-        // A full batch waiting is taken at once.
-        for _ in 0..MAX_BATCH {
-            claim(&claims, "other", Uuid::new_v4());
-        }
-        assert_eq!(until(&claims, began), None);
-    }
-}
+#[path = "claims_tests.rs"]
+mod tests;

@@ -40,8 +40,8 @@ pub use quotas::OverLimit;
 pub use request_keys::{Keyed, RequestKey};
 
 use berth_core::{Event, EventMeta};
-use deadpool_postgres::GenericClient;
 
+use crate::client::GenericClient;
 /// The instant a command decides at: the database's, read in its transaction.
 pub(crate) use crate::clock::now;
 use crate::log::Append;

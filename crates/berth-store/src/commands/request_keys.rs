@@ -6,9 +6,9 @@
 use berth_core::error::ErrorCode;
 use berth_core::{Error, Event};
 use chrono::{DateTime, Utc};
-use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
+use crate::client::GenericClient;
 use crate::StoreError;
 
 /// A create request's idempotency key: whose it is, the key, and a hash of

@@ -2,9 +2,9 @@
 //! their flags, the `on_heal` calls owed, and maintenance windows.
 
 use berth_core::Event;
-use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
+use crate::client::GenericClient;
 use crate::StoreError;
 
 pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {

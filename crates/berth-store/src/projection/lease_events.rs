@@ -3,10 +3,10 @@
 
 use berth_core::Event;
 use chrono::{DateTime, Utc};
-use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
+use crate::client::GenericClient;
 use crate::{sql, StoreError};
 
 /// The row a claim leaves. The claim statement

@@ -3,11 +3,11 @@
 use berth_core::lease::{LeaseRecord, ReservationRecord};
 use berth_core::Event;
 use chrono::{DateTime, Utc};
-use deadpool_postgres::GenericClient;
 use std::collections::BTreeMap;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
+use crate::client::GenericClient;
 use crate::StoreError;
 
 pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {

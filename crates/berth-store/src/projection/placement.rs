@@ -2,8 +2,8 @@
 //! what hangs off them, and allocations.
 
 use berth_core::Event;
-use deadpool_postgres::GenericClient;
 
+use crate::client::GenericClient;
 use crate::{sql, StoreError};
 
 /// Applies one of Placement's events.

@@ -2,8 +2,8 @@
 
 use berth_core::quota::Scope;
 use berth_core::Event;
-use deadpool_postgres::GenericClient;
 
+use crate::client::GenericClient;
 use crate::StoreError;
 
 /// The key columns of a scope: '' stands for "none" (ids are never empty).

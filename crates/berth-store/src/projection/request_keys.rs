@@ -1,8 +1,8 @@
 //! The idempotency keys of create requests (`request_keys`).
 
 use berth_core::Event;
-use deadpool_postgres::GenericClient;
 
+use crate::client::GenericClient;
 use crate::StoreError;
 
 pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {

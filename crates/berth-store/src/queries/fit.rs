@@ -17,11 +17,11 @@ use berth_core::lease::{Demand, Slot};
 use berth_core::schedule::{self, Candidate, Placed, Shape};
 use berth_core::Window;
 use chrono::Duration;
-use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
 use super::timelines::{self, Over, Statement, Timelines};
+use crate::client::GenericClient;
 use crate::StoreError;
 
 /// Where one reservation's slots may go.

@@ -155,7 +155,7 @@ impl Store {
     /// `hosts`, in order, each with the reservations holding it.
     async fn holding(
         &self,
-        c: &deadpool_postgres::Object,
+        c: &crate::conn::Checkout,
         hosts: Vec<(Uuid, String)>,
         filter: AllocationFilter<'_>,
     ) -> Result<Vec<HostAllocation>, Error> {

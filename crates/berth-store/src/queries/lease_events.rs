@@ -277,7 +277,7 @@ impl Store {
 /// The leases `ids` as hooks see them, with their reservations and slots
 /// but not their lease events, in one round trip: two statements, not the
 /// four of a whole lease (the manager reads a batch of them per claim).
-async fn hook_leases(c: &impl deadpool_postgres::GenericClient, ids: &[Uuid]) -> Result<Vec<LeaseRecord>, Error> {
+async fn hook_leases(c: &impl crate::client::GenericClient, ids: &[Uuid]) -> Result<Vec<LeaseRecord>, Error> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
@@ -373,7 +373,7 @@ type OtherRow = (Uuid, Uuid, String, serde_json::Value, bool, Vec<Uuid>);
 /// other than slots on their whole hosts: those holding one at `at`, and
 /// those drawing from one of the slots.
 async fn names_and_others(
-    c: &impl deadpool_postgres::GenericClient,
+    c: &impl crate::client::GenericClient,
     loaded: &[LeaseRecord],
 ) -> Result<(HashMap<Uuid, String>, Vec<OtherRow>), Error> {
     let mut providers: Vec<Uuid> = Vec::new();

@@ -9,12 +9,12 @@ use berth_core::lease::{
 };
 use berth_core::Error;
 use chrono::{DateTime, Utc};
-use deadpool_postgres::GenericClient;
 use serde::Serialize;
 use serde_json::Value;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+use crate::client::GenericClient;
 use crate::{Store, StoreError};
 
 /// A lease as queries show it: its record plus bookkeeping.

@@ -54,7 +54,7 @@ pub struct Consumer {
 
 /// A provider's inventories, by class.
 pub(crate) async fn inventories_of(
-    c: &impl deadpool_postgres::GenericClient,
+    c: &impl crate::client::GenericClient,
     uuid: Uuid,
 ) -> Result<BTreeMap<String, Inventory>, crate::StoreError> {
     let rows = c

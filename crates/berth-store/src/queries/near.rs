@@ -21,11 +21,11 @@ use berth_core::lease::Demand;
 use berth_core::schedule::GAP_HORIZON;
 use berth_core::Window;
 use chrono::{DateTime, Duration, Utc};
-use deadpool_postgres::GenericClient;
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
+use crate::client::GenericClient;
 use crate::sql::{self, Statement};
 use crate::StoreError;
 

@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use berth_core::error::{ErrorCode, ErrorKind, Refusal};
 use berth_core::{timeline, Error, Inventory, Window};
-use deadpool_postgres::GenericClient;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::{inventory_at, provider, Provider, PROVIDER_COLUMNS};
+use crate::client::GenericClient;
 use crate::{refuse, Store, StoreError};
 
 /// Filters of `GET /resource_providers`; all of them must hold.

@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use berth_core::quota::{Limits, Scope, LEASES, UNLIMITED};
 use berth_core::{timeline, Error, Window};
 use chrono::{DateTime, Duration, Utc};
-use deadpool_postgres::GenericClient;
 use serde::Serialize;
 
+use crate::client::GenericClient;
 use crate::projection::quotas::key;
 use crate::{Store, StoreError};
 

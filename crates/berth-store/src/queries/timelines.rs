@@ -10,12 +10,12 @@ use berth_core::host::{self, Enrolment, Host};
 use berth_core::schedule::Candidate;
 use berth_core::Window;
 use chrono::{DateTime, Duration, Utc};
-use deadpool_postgres::GenericClient;
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+use crate::client::GenericClient;
 use crate::{sql, StoreError};
 
 /// A statement over `ids`, the providers read: those of `$1`, and every

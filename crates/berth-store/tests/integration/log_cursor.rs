@@ -61,7 +61,7 @@ async fn drain_until(c: &tokio_postgres::Client, cursor: &mut Cursor, seen: &mut
 async fn a_later_position_committed_first_is_not_read_before_the_earlier_one() {
     let db = TestDatabase::new().await;
     let store = db.store(2);
-    let (mut a, mut b) = (testing::pool(&store).get().await.unwrap(), testing::pool(&store).get().await.unwrap());
+    let (mut a, mut b) = (testing::connection(&store).await, testing::connection(&store).await);
     let reader = raw(&db.url).await;
     let meta = EventMeta::default();
 
@@ -86,7 +86,7 @@ async fn a_later_position_committed_first_is_not_read_before_the_earlier_one() {
 async fn an_older_transaction_with_a_higher_position_does_not_hide_a_lower_one() {
     let db = TestDatabase::new().await;
     let store = db.store(2);
-    let (mut a, mut b) = (testing::pool(&store).get().await.unwrap(), testing::pool(&store).get().await.unwrap());
+    let (mut a, mut b) = (testing::connection(&store).await, testing::connection(&store).await);
     let reader = raw(&db.url).await;
     let meta = EventMeta::default();
 

@@ -14,3 +14,4 @@ mod manager_claims;
 mod quota_properties;
 mod quotas;
 mod replay;
+mod retries;

@@ -5,11 +5,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use berth_core::error::{ErrorCode, ErrorKind, Refusal};
+use berth_core::event::Allocation;
 use berth_core::timeline;
 use berth_core::{Error, Event, EventMeta, Window};
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::read::{Key, Read};
+use super::read::{Held, Key, Read};
 use super::request::{ConsumerAllocations, GenerationCheck, ReshapeInventory};
 use crate::quota;
 use crate::refuse::{self, capacity};
@@ -28,6 +30,24 @@ pub(crate) enum Decision {
 }
 
 type Wanted = BTreeMap<Key, Vec<(Window, i64)>>;
+
+/// A hold as a retry asks for it again: an open-ended one from its own
+/// now, so only when it ends is compared.
+type Hold<'a> = (Uuid, &'a str, i64, Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
+fn hold<'a>(provider: Uuid, class: &'a str, used: i64, w: &Window) -> Hold<'a> {
+    (provider, class, used, w.end.map(|_| w.start), w.end)
+}
+
+/// Whether a consumer holds exactly `wanted` (none: it holds nothing).
+fn same_holds(held: Option<&Held>, wanted: &[Allocation]) -> bool {
+    let mut now: Vec<Hold<'_>> = held.into_iter().flatten().map(|((p, c), w, u)| hold(*p, c, *u, w)).collect();
+    let mut asked: Vec<Hold<'_>> =
+        wanted.iter().map(|a| hold(a.provider, &a.resource_class, a.used, &a.window)).collect();
+    now.sort_unstable();
+    asked.sort_unstable();
+    !asked.is_empty() && now == asked
+}
 
 fn wanted(consumers: &[ConsumerAllocations]) -> Wanted {
     let mut wanted: Wanted = BTreeMap::new();
@@ -65,6 +85,11 @@ impl Read {
         let mut decisions = Vec::with_capacity(requests.len());
         let mut accepted: Vec<quota::Accepted<'a>> = Vec::new();
         for request in requests {
+            // A reshape moves inventory too: its provider generations decide.
+            if reshaped.is_empty() && self.written_already(request.consumers) {
+                decisions.push(Decision::Written);
+                continue;
+            }
             let ids: Vec<Uuid> = request.consumers.iter().map(|c| c.consumer).collect();
             let verdict = self.decide(request.consumers, reshaped).and_then(|()| match &self.limited {
                 Some(limited) => limited.check(&quota_holds(request.consumers), &ids, &accepted),
@@ -117,6 +142,24 @@ impl Read {
                 allocations: &c.allocations,
             });
         }
+    }
+
+    /// Whether the request is a retry of one that was written, its answer
+    /// lost (a COMMIT that got none, `berth.outcome_unknown`): every
+    /// consumer is one generation past the one it gives (made, for a new
+    /// one) and holds exactly what it asks. Answered as written, it writes
+    /// nothing again, where comparing generations alone would refuse it.
+    fn written_already(&self, consumers: &[ConsumerAllocations]) -> bool {
+        !consumers.is_empty()
+            && consumers.iter().all(|c| {
+                let next = match c.generation {
+                    GenerationCheck::Any => None,
+                    GenerationCheck::New => Some(1),
+                    GenerationCheck::Exactly(g) => g.checked_add(1),
+                };
+                let current = self.current.get(&c.consumer).map(|x| x.0);
+                next.is_some() && current == next && same_holds(self.held.get(&c.consumer), &c.allocations)
+            })
     }
 
     /// Whether one request may be written, with the batch's consumers

@@ -19,11 +19,11 @@ use berth_core::event::Allocation;
 use berth_core::lease::{reservation_of_class, LeaseStatus};
 use berth_core::{Error, Event, Window};
 use chrono::{DateTime, Utc};
-use deadpool_postgres::GenericClient;
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::request::{ConsumerAllocations, GenerationCheck};
+use crate::client::GenericClient;
 use crate::commands::{now, SLOT_CONSUMER_TYPE};
 use crate::StoreError;
 

@@ -8,12 +8,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use berth_core::{Event, EventMeta, Inventory};
-use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use super::decide::{Decision, Request};
 use super::read::{self, Read};
 use super::request::{ConsumerAllocations, ReshapeInventory};
+use crate::client::GenericClient;
 use crate::commands::record_each;
 use crate::tx::Pipelined;
 use crate::StoreError;

@@ -275,12 +275,12 @@ fn claims_and_leases(rows: &[tokio_postgres::Row]) -> (Vec<Claim>, Vec<LeaseReco
 /// ([`Store::claim_lease_events_kept`]); empty until its first claim.
 /// Dropped, the connection goes back to the pool.
 #[derive(Default)]
-pub struct KeptConnection(Option<deadpool_postgres::Object>);
+pub struct KeptConnection(Option<crate::conn::Checkout>);
 
 /// Runs the claim statement on `c`: the claims, when to look next, and
 /// the claimed events' leases.
 async fn claim_on(
-    c: &deadpool_postgres::Object,
+    c: &crate::conn::Checkout,
     claimer: &str,
     limit: i64,
     ttl: chrono::Duration,
@@ -375,7 +375,10 @@ impl Store {
         ttl: chrono::Duration,
     ) -> Result<Claimed, berth_core::Error> {
         let c = match kept.0.take() {
-            Some(c) if !c.is_closed() => c,
+            Some(c) if !c.is_closed() => {
+                c.rearm();
+                c
+            }
             _ => self.client().await?,
         };
         match claim_on(&c, claimer, limit, ttl).await {
@@ -387,7 +390,7 @@ impl Store {
             // which the client may not have noticed yet): it is closed,
             // not handed back for the next claim or request to fail on.
             Err(e) => {
-                drop(deadpool_postgres::Object::take(c));
+                drop(c.take());
                 Err(e.into())
             }
         }

@@ -463,7 +463,7 @@ async fn move_events(
 /// (reservation, resource type, parameters), for the caller to ask their
 /// plugins what they need.
 pub(crate) async fn to_heal(
-    c: &impl deadpool_postgres::GenericClient,
+    c: &impl crate::client::GenericClient,
     changed: Changed<'_>,
     at: DateTime<Utc>,
 ) -> Result<Vec<(Uuid, String, serde_json::Value)>, StoreError> {

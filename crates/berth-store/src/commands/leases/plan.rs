@@ -9,9 +9,9 @@ use std::collections::BTreeSet;
 use berth_core::dates::format_date;
 use berth_core::lease::{self, Demand};
 use berth_core::{Error, Window};
-use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
+use crate::client::GenericClient;
 use crate::lock::{self, Sorted};
 use crate::queries::fit::{
     candidate_ids, chosen, decide, gather, gather_candidates, gather_under, still_fits, Gathered, Item, Plan, Unfit,

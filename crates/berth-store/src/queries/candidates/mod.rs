@@ -16,7 +16,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
 
 use berth_core::{Error, Inventory};
-use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 mod search;
@@ -25,6 +24,7 @@ mod world;
 use search::search;
 
 use super::placement::{check_traits_exist, inventories_from_now};
+use crate::client::GenericClient;
 use crate::{Store, StoreError};
 
 /// The trait that makes a provider share its inventory with its aggregates.

@@ -16,11 +16,11 @@
 use std::ops::ControlFlow;
 
 use chrono::{DateTime, Utc};
-use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use super::search::search;
 use super::{CandidateRequest, ProviderFacts, World, SHARING_TRAIT};
+use crate::client::GenericClient;
 use crate::queries::placement::inventories_from_now;
 use crate::StoreError;
 
