@@ -3,6 +3,7 @@
 //! rolling upgrade (`upgrade`) by `make test-upgrade`.
 
 mod authorization;
+mod backup;
 mod blazarclient;
 mod cleaning;
 mod cli;
