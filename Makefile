@@ -4,8 +4,12 @@ DEBUG   = target/debug
 RELEASE = target/release
 # One throwaway Keystone for the test run (the Keystone tests need it).
 KEYSTONE = scripts/keystone/with-keystone.sh
+# The release `make test-upgrade` upgrades from: its tag, and its commit for
+# a clone without tags. Both move on at each release.
+UPGRADE_FROM   ?= v0.2.0
+UPGRADE_COMMIT ?= 81c8c65749d4698eb6972ac2ec84f84a9926a533
 
-.PHONY: run test test-ha test-package lint bench bench-pack conformance deps fuzz
+.PHONY: run test test-ha test-package test-upgrade lint bench bench-pack conformance deps fuzz
 
 ## run: berthd dev — a local PostgreSQL under ./.data, demo inventory, http://127.0.0.1:8778
 run: deps
@@ -38,6 +42,18 @@ test-ha: deps
 test-package: deps
 	$(CARGO) build -p berthd -p berth-cli
 	$(DEBUG)/berthd with-postgres -- bash scripts/package-test.sh
+
+## test-upgrade: a rolling upgrade: berthd of the last release (UPGRADE_FROM, built
+## once under target/upgrade) serves and fires lease events while berthd of this
+## tree migrates the same database and joins; then the old one stops (docs/upgrades.md)
+test-upgrade: deps
+	$(CARGO) build -p berthd
+	@old=$$(sh scripts/old-berthd.sh $(UPGRADE_FROM) $(UPGRADE_COMMIT)) && \
+	if $(CARGO) nextest --version >/dev/null 2>&1; then \
+	  BERTH_OLD_BERTHD=$$old $(CARGO) nextest run -p berth-tests --test black_box --run-ignored only -E 'test(/^upgrade::/)' --no-capture; \
+	else \
+	  BERTH_OLD_BERTHD=$$old $(CARGO) test -p berth-tests --test black_box -- --ignored --nocapture upgrade::; \
+	fi
 
 ## conformance: Placement's own API tests (and the osc-placement client) against a
 ## release berthd and a throwaway PostgreSQL. CONFORMANCE_ARGS='--only inventory.yaml'

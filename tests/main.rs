@@ -1,7 +1,9 @@
 //! Black-box tests of berthd and the berth CLI, one module per area; the
-//! failover tests (`ha`) are ignored here and run by `make test-ha`.
+//! failover tests (`ha`) are ignored here and run by `make test-ha`, the
+//! rolling upgrade (`upgrade`) by `make test-upgrade`.
 
 mod authorization;
+mod backup;
 mod blazarclient;
 mod cleaning;
 mod cli;
@@ -31,3 +33,4 @@ mod policy_file;
 mod quotas_api;
 mod quotas_cli;
 mod readme_tour;
+mod upgrade;

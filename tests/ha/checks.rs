@@ -171,7 +171,7 @@ pub async fn every_lease_event_done_once(store: &Store, rx: &Receiver, held: &st
     );
 }
 
-async fn read_all(store: &Store, mut after: Cursor) -> Vec<RecordedEvent> {
+pub async fn read_all(store: &Store, mut after: Cursor) -> Vec<RecordedEvent> {
     let mut all = Vec::new();
     loop {
         let page = store.read_log(after, 1000).await.expect("read the log");

@@ -82,18 +82,25 @@ pub struct Load {
 
 impl Load {
     pub fn start(servers: &[&Server], provider: &str) -> Load {
+        Load::named(servers, provider, "l")
+    }
+
+    /// As [`Load::start`], its leases named `<tag>-…`: loads running side
+    /// by side make leases of distinct names.
+    pub fn named(servers: &[&Server], provider: &str, tag: &str) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let http = reqwest::Client::builder().timeout(HANG).build().unwrap();
         let mut clients = Vec::new();
         for i in 0..PLACEMENT_CLIENTS + LEASE_CLIENTS {
             let (base, http, stop, provider) =
                 (servers[i % servers.len()].url.clone(), http.clone(), stop.clone(), provider.to_string());
+            let tag = tag.to_string();
             clients.push(tokio::spawn(async move {
                 let c = Client { base, http };
                 if i < PLACEMENT_CLIENTS {
                     c.claims(&provider, &stop).await
                 } else {
-                    c.leases(i, &stop).await
+                    c.leases(&format!("{tag}-{i}"), &stop).await
                 }
             }));
         }
@@ -179,13 +186,13 @@ impl Client {
 
     /// Leases that start now and end a second later: their lease events
     /// fall due during the run.
-    async fn leases(&self, i: usize, stop: &AtomicBool) -> Vec<Outcome> {
+    async fn leases(&self, name: &str, stop: &AtomicBool) -> Vec<Outcome> {
         let mut out = Vec::new();
         let mut n = 0;
         while !stop.load(Ordering::Relaxed) {
             n += 1;
             let end = chrono::Utc::now() + chrono::Duration::seconds(2);
-            let body = json!({"name": format!("l-{i}-{n}"), "start_date": "now",
+            let body = json!({"name": format!("{name}-{n}"), "start_date": "now",
                               "end_date": end.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
                               "reservations": [{"resource_type": "virtual:thing", "n": n}]});
             let o = self.send(Op::Lease, "", Method::POST, "/v1/leases", ALICE, Some(body)).await;

@@ -14,8 +14,9 @@
 // reads only the database's.
 #![allow(clippy::disallowed_methods)]
 
-mod checks;
-mod load;
+// The upgrade test drives and checks its run with these too.
+pub(crate) mod checks;
+pub(crate) mod load;
 mod reads;
 
 use std::path::{Path, PathBuf};

@@ -18,6 +18,7 @@ pub struct Server {
     /// The daemon's standard error, kept for [`Server::log`].
     log: tempfile::NamedTempFile,
     /// How it was started, for [`Server::restart`].
+    bin: std::path::PathBuf,
     listen: String,
     env: Vec<(String, String)>,
     config: Option<std::path::PathBuf>,
@@ -56,17 +57,29 @@ impl Server {
         });
         let path = config.as_ref().map(|f| f.path().to_path_buf());
         let db = TestDatabase::new().await;
-        Server::spawn(db, &[("BERTH_MANAGER__ENABLED", "false")], path.as_deref(), config).await
+        Server::spawn(berthd_bin(), db, &[("BERTH_MANAGER__ENABLED", "false")], path.as_deref(), config).await
     }
 
     /// Starts `berthd serve [--config FILE]` on `db` (which other servers
     /// may share), with extra environment; the manager runs unless the
     /// configuration turns it off.
     pub async fn launch(db: TestDatabase, env: &[(&str, &str)], config: Option<&std::path::Path>) -> Server {
-        Server::spawn(db, env, config, None).await
+        Server::spawn(berthd_bin(), db, env, config, None).await
+    }
+
+    /// As [`Server::launch`], with another berthd binary (an earlier
+    /// release, for the upgrade test).
+    pub async fn launch_bin(
+        bin: &std::path::Path,
+        db: TestDatabase,
+        env: &[(&str, &str)],
+        config: Option<&std::path::Path>,
+    ) -> Server {
+        Server::spawn(bin.to_path_buf(), db, env, config, None).await
     }
 
     async fn spawn(
+        bin: std::path::PathBuf,
         db: TestDatabase,
         env: &[(&str, &str)],
         config: Option<&std::path::Path>,
@@ -76,9 +89,10 @@ impl Server {
         let log = tempfile::NamedTempFile::new().expect("log file");
         let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let config = config.map(std::path::Path::to_path_buf);
-        let child = Server::command(&db, &listen, &env, config.as_deref(), &log);
+        let child = Server::command(&bin, &db, &listen, &env, config.as_deref(), &log);
         let url = format!("http://{listen}");
-        let server = Server { url, db, child, http: reqwest::Client::new(), _config: keep, log, listen, env, config };
+        let http = reqwest::Client::new();
+        let server = Server { url, db, child, http, _config: keep, log, bin, listen, env, config };
         server.wait_ready().await;
         server
     }
@@ -86,13 +100,14 @@ impl Server {
     /// Starts `berthd serve` with these settings, its standard error
     /// appended to `log`.
     fn command(
+        bin: &std::path::Path,
         db: &TestDatabase,
         listen: &str,
         env: &[(String, String)],
         config: Option<&std::path::Path>,
         log: &tempfile::NamedTempFile,
     ) -> Child {
-        let mut cmd = Command::new(berthd_bin());
+        let mut cmd = Command::new(bin);
         cmd.arg("serve");
         if let Some(c) = config {
             cmd.arg("--config").arg(c);
@@ -121,7 +136,7 @@ impl Server {
     /// Starts the daemon again after [`Server::kill`], on the same address
     /// and database; returns once it is ready.
     pub async fn start_again(&mut self) {
-        self.child = Server::command(&self.db, &self.listen, &self.env, self.config.as_deref(), &self.log);
+        self.child = Server::command(&self.bin, &self.db, &self.listen, &self.env, self.config.as_deref(), &self.log);
         self.wait_ready().await;
     }
 
