@@ -162,3 +162,49 @@ fn a_missing_config_file_is_a_clear_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
 }
+
+/// A log whose transaction ids are ahead of the server's (a dump restored
+/// onto another cluster) would let new events sort before old ones, unseen
+/// by any reader holding a cursor: berthd refuses to serve, and names the
+/// epoch to raise the server's ids to.
+#[tokio::test(flavor = "multi_thread")]
+async fn refuses_a_log_written_by_a_cluster_ahead_of_this_one() {
+    let db = TestDatabase::new().await;
+    let (c, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    // Epoch 3 of a cluster that handed out ids past this one's.
+    c.batch_execute(
+        "INSERT INTO log_events (txid, stream, version, type, data)
+         VALUES ((3 * 4294967296 + 1000)::text::xid8, 'trait:CUSTOM_RESTORED', 1, 'TraitCreated',
+                 '{\"name\": \"CUSTOM_RESTORED\"}')",
+    )
+    .await
+    .unwrap();
+    let url = db.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(berth_testkit::berthd_bin())
+            .arg("serve")
+            .env("BERTH_DATABASE_URL", &url)
+            .env("BERTH_LISTEN", "127.0.0.1:0")
+            .env("BERTH_AUTH", "noauth")
+            .env("BERTH_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                child.kill().unwrap();
+                panic!("berthd served on a log ahead of its server");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(said.contains("pg_resetwal -e 4 "), "{said}");
+}

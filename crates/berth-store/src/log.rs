@@ -308,3 +308,36 @@ impl Store {
         })
     }
 }
+
+impl Store {
+    /// Refuses a server whose transaction ids are behind the log's. The
+    /// log orders events by the ids that wrote them (see above); a dump
+    /// restored onto another cluster brings ids that cluster has not handed
+    /// out yet, so what it writes next would sort before them and a reader
+    /// holding a cursor would never see it. The way out is to raise the
+    /// cluster's id epoch past the log's (`pg_resetwal -e`), which this
+    /// names.
+    pub async fn check_log_order(&self) -> anyhow::Result<()> {
+        let c = self.client().await?;
+        let row = c
+            .query_one(
+                "SELECT coalesce(max(txid) >= pg_snapshot_xmax(pg_current_snapshot()), false),
+                        max(txid)::text, pg_snapshot_xmax(pg_current_snapshot())::text,
+                        (div(max(txid)::text::numeric, 4294967296) + 1)::int8
+                 FROM log_events",
+                &[],
+            )
+            .await
+            .map_err(StoreError::from)?;
+        if !row.get::<_, bool>(0) {
+            return Ok(());
+        }
+        let (logged, next, epoch): (String, String, i64) = (row.get(1), row.get(2), row.get(3));
+        anyhow::bail!(
+            "the log holds transaction id {logged}, ahead of this server's next ({next}): the database was \
+             restored onto another PostgreSQL cluster. Events written now would sort before the restored ones. \
+             Stop the server and raise its transaction id epoch first: pg_resetwal -e {epoch} -D <its data \
+             directory> (docs/backups.md)"
+        )
+    }
+}

@@ -240,6 +240,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     if applied > 0 {
         tracing::info!(applied, "schema migrated");
     }
+    store.check_log_order().await?;
     if cfg.demo_inventory {
         demo::load_inventory(&store).await.context("the demo inventory")?;
     }
