@@ -62,9 +62,7 @@ pub fn of(r: &Refusal) -> String {
         R::NoTraitsToSet { names } => format!("No such trait {}", names.join(", ")),
         R::StandardTraitDelete { name } => format!("Cannot delete standard trait {name}."),
         R::TraitInUse { name } => format!("The trait {name} is in use by a resource provider."),
-        R::ConsumerGeneration { current, given } => {
-            format!("consumer generation conflict - expected {} but got {}", generation(*current), generation(*given))
-        }
+        R::ConsumerGeneration { current, given, made } => consumer_generation(*current, *given, *made),
         R::ConsumerTwice { consumer } => format!("consumer {consumer} appears twice"),
         R::AmountBelowOne { provider, class, used } => {
             format!("allocation of {class} on {provider} must be at least 1, got {used}")
@@ -87,13 +85,26 @@ pub fn of(r: &Refusal) -> String {
     }
 }
 
+/// Placement's words for a stale consumer generation; `made`: Berth's note
+/// that the consumer is as this very request leaves it.
+fn consumer_generation(current: Option<i64>, given: Option<i64>, made: bool) -> String {
+    let (current, given) = (generation(current), generation(given));
+    let made = if made {
+        "; the consumer holds exactly these allocations at the generation after the one given: an earlier \
+         attempt of this request was made"
+    } else {
+        ""
+    };
+    format!("consumer generation conflict - expected {current} but got {given}{made}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_new_consumer_has_the_generation_null() {
-        let r = Refusal::ConsumerGeneration { current: None, given: Some(3) };
+        let r = Refusal::ConsumerGeneration { current: None, given: Some(3), made: false };
         assert_eq!(of(&r), "consumer generation conflict - expected null but got 3");
     }
 

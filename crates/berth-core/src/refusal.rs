@@ -109,10 +109,13 @@ pub enum Refusal {
 
     // Allocations.
     /// The consumer's generation is `current` (none: a new consumer), the
-    /// client sent `given`.
+    /// client sent `given`; `made`: it is the one after `given` and the
+    /// consumer holds exactly what was asked, so an earlier attempt of this
+    /// very request was made (its answer lost, `berth.outcome_unknown`).
     ConsumerGeneration {
         current: Option<i64>,
         given: Option<i64>,
+        made: bool,
     },
     ConsumerTwice {
         consumer: Uuid,

@@ -1,6 +1,7 @@
 //! A claim sent again after its answer was lost (`berth.outcome_unknown`):
-//! the same request, at the generation it gave, is answered as made and
-//! is made once; another request at that generation is still refused.
+//! the same request, at the generation it gave, is refused as Placement
+//! refuses a stale generation, and the refusal says it was made; it is made
+//! once. Another request at that generation is refused without that.
 
 // Tests pick times relative to the real clock, which is the database's
 // (one machine); the code under test reads only the database's.
@@ -8,7 +9,7 @@
 
 use crate::common;
 
-use berth_core::error::ErrorCode;
+use berth_core::error::{ErrorCode, Refusal};
 use berth_core::Window;
 use berth_store::commands::GenerationCheck::{self, Exactly, New};
 use berth_store::testing::TestDatabase;
@@ -24,7 +25,7 @@ async fn log_length(url: &str) -> i64 {
 }
 
 #[tokio::test]
-async fn a_claim_sent_again_at_the_generation_it_gave_is_answered_as_made_and_made_once() {
+async fn a_claim_sent_again_at_the_generation_it_gave_is_refused_saying_it_was_made_and_made_once() {
     let db = TestDatabase::new().await;
     let store = db.store(2);
     let rp = provider(&store, "rp", &[("VCPU", 8)]).await;
@@ -42,7 +43,9 @@ async fn a_claim_sent_again_at_the_generation_it_gave_is_answered_as_made_and_ma
         async move {
             store.replace_allocations(&meta(), request.clone()).await.unwrap();
             let made = log_length(&url).await;
-            store.replace_allocations(&meta(), request).await.expect("answered as made");
+            let e = store.replace_allocations(&meta(), request).await.unwrap_err();
+            assert_eq!(e.code, ErrorCode::ConcurrentUpdate, "{e}");
+            assert!(said_made(&e), "the refusal says the request was made: {e:?}");
             assert_eq!(log_length(&url).await, made, "made once");
         }
     };
@@ -53,11 +56,18 @@ async fn a_claim_sent_again_at_the_generation_it_gave_is_answered_as_made_and_ma
     assert_eq!(generation(a).await, Some(2));
     let e = store.replace_allocations(&meta(), vec![claim(a, Exactly(1), 3)]).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::ConcurrentUpdate, "another request at a stale generation: {e}");
+    assert!(!said_made(&e), "another request was not made: {e:?}");
 
-    // Several consumers: answered as made only when every one was.
+    // Several consumers: said made only when every one was made as asked.
     sent_twice(vec![claim(a, Exactly(2), 1), claim(b, New, 1)]).await;
     assert_eq!((generation(a).await, generation(b).await), (Some(3), Some(1)));
     let e = store.replace_allocations(&meta(), vec![claim(a, Exactly(2), 1), claim(b, New, 2)]).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::ConcurrentUpdate, "{e}");
+    assert!(!said_made(&e), "b holds 1, not 2: {e:?}");
     assert_eq!(store.consumer_allocations(b).await.unwrap().iter().map(|r| r.used).sum::<i64>(), 1);
+}
+
+/// Whether a refusal says the request was made already.
+fn said_made(e: &berth_core::Error) -> bool {
+    matches!(e.refusal.as_deref(), Some(Refusal::ConsumerGeneration { made: true, .. }))
 }

@@ -85,11 +85,6 @@ impl Read {
         let mut decisions = Vec::with_capacity(requests.len());
         let mut accepted: Vec<quota::Accepted<'a>> = Vec::new();
         for request in requests {
-            // A reshape moves inventory too: its provider generations decide.
-            if reshaped.is_empty() && self.written_already(request.consumers) {
-                decisions.push(Decision::Written);
-                continue;
-            }
             let ids: Vec<Uuid> = request.consumers.iter().map(|c| c.consumer).collect();
             let verdict = self.decide(request.consumers, reshaped).and_then(|()| match &self.limited {
                 Some(limited) => limited.check(&quota_holds(request.consumers), &ids, &accepted),
@@ -144,22 +139,19 @@ impl Read {
         }
     }
 
-    /// Whether the request is a retry of one that was written, its answer
-    /// lost (a COMMIT that got none, `berth.outcome_unknown`): every
-    /// consumer is one generation past the one it gives (made, for a new
-    /// one) and holds exactly what it asks. Answered as written, it writes
-    /// nothing again, where comparing generations alone would refuse it.
-    fn written_already(&self, consumers: &[ConsumerAllocations]) -> bool {
-        !consumers.is_empty()
-            && consumers.iter().all(|c| {
-                let next = match c.generation {
-                    GenerationCheck::Any => None,
-                    GenerationCheck::New => Some(1),
-                    GenerationCheck::Exactly(g) => g.checked_add(1),
-                };
-                let current = self.current.get(&c.consumer).map(|x| x.0);
-                next.is_some() && current == next && same_holds(self.held.get(&c.consumer), &c.allocations)
-            })
+    /// Whether `c` looks as a retry of this very request leaves it once
+    /// written (its answer lost, `berth.outcome_unknown`): one generation
+    /// past the one it gives (made, for a new one), holding exactly what
+    /// it asks. Placement refuses such a retry as any stale generation
+    /// (its own tests say so); the refusal then says the request was made.
+    fn made_already(&self, c: &ConsumerAllocations) -> bool {
+        let next = match c.generation {
+            GenerationCheck::Any => None,
+            GenerationCheck::New => Some(1),
+            GenerationCheck::Exactly(g) => g.checked_add(1),
+        };
+        let current = self.current.get(&c.consumer).map(|x| x.0);
+        next.is_some() && current == next && same_holds(self.held.get(&c.consumer), &c.allocations)
     }
 
     /// Whether one request may be written, with the batch's consumers
@@ -184,7 +176,9 @@ impl Read {
                 GenerationCheck::Exactly(g) => Some(g),
             };
             if actual != given {
-                return Err(refuse::generation(Refusal::ConsumerGeneration { current: actual, given }));
+                // Every consumer as this very request leaves it, not only this one.
+                let made = consumers.iter().all(|c| self.made_already(c));
+                return Err(refuse::generation(Refusal::ConsumerGeneration { current: actual, given, made }));
             }
         }
         for r in reshaped {
