@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use berth_postgres::LocalPostgres;
-use berth_store::queries::lease_events::LeaseEventFilter;
+use berth_store::queries::lease_events::{LeaseEventFilter, LeaseEventRow};
 use berth_store::{Cursor, PoolSettings, RecordedEvent, Store};
 use berth_testkit::receiver::Receiver;
 use berth_testkit::{Server, ADMIN};
@@ -129,14 +129,14 @@ pub async fn listening_on_the_new_primary(primary: &LocalPostgres) {
     panic!("the managers did not LISTEN on the new primary");
 }
 
-/// Every lease event ends DONE, finished once in the log, with one
-/// idempotency key however many times its hook was called.
-pub async fn every_lease_event_done_once(store: &Store, rx: &Receiver, held: &str) {
+/// Every lease event due by now ends DONE, finished once in the log, with
+/// one idempotency key however many times its hook was called (a read the
+/// database refuses, as during a switch, is tried again); the events.
+pub(crate) async fn every_lease_event_done_once(store: &Store, rx: &Receiver) -> Vec<LeaseEventRow> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let rows = loop {
         let filter = LeaseEventFilter { limit: Some(10_000), ..Default::default() };
         if let Ok(rows) = store.lease_events(&filter).await {
-            // Those due by now (the held lease ends in 2999).
             let now = chrono::Utc::now();
             let rows: Vec<_> = rows.into_iter().filter(|e| e.time <= now).collect();
             if rows.iter().all(|e| e.status == "DONE") {
@@ -162,13 +162,12 @@ pub async fn every_lease_event_done_once(store: &Store, rx: &Receiver, held: &st
         assert_eq!(finished.get(&id), Some(&1), "lease event {id} finished once: {e:?}");
         assert_eq!(keys.get(&id).map(HashSet::len), Some(1), "lease event {id} fired with one key: {e:?}");
     }
-    let held_start = rows.iter().find(|e| e.lease_id.to_string() == held && e.event_type == "start_lease").unwrap();
     println!(
-        "{} lease events DONE once each; {} attempted more than once; the held start: {} attempts",
+        "{} lease events due, each DONE once; {} attempted more than once",
         rows.len(),
-        rows.iter().filter(|e| e.attempts > 1).count(),
-        held_start.attempts
+        rows.iter().filter(|e| e.attempts > 1).count()
     );
+    rows
 }
 
 pub async fn read_all(store: &Store, mut after: Cursor) -> Vec<RecordedEvent> {

@@ -158,7 +158,10 @@ async fn a_failover_mid_run_loses_nothing_acknowledged_and_serves_again_within_5
     switch.check_answers(&outcomes);
     checks::nothing_acknowledged_lost(&a, &outcomes, &provider).await;
     checks::listening_on_the_new_primary(&pair.standby).await;
-    checks::every_lease_event_done_once(&reader.store, &rx, &held).await;
+    let fired = checks::every_lease_event_done_once(&reader.store, &rx).await;
+    // The held lease's start was attempted across the switch.
+    let held_start = fired.iter().find(|e| e.lease_id.to_string() == held && e.event_type == "start_lease").unwrap();
+    println!("the held start: {} attempts", held_start.attempts);
     let read = reader.stop().await;
     checks::the_log_reads_on(&read, &before, stopped_at).await;
     a.replay_verify();

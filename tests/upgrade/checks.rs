@@ -1,14 +1,11 @@
 //! What must hold after the upgrade.
 
-use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use berth_store::queries::lease_events::{LeaseEventFilter, LeaseEventRow};
-use berth_store::{Cursor, Store};
-use berth_testkit::receiver::Receiver;
+use berth_store::queries::lease_events::LeaseEventRow;
 use chrono::{DateTime, Utc};
 
-use crate::ha::checks::read_all;
+pub(crate) use crate::ha::checks::every_lease_event_done_once;
 use crate::ha::load::{Op, Outcome};
 
 /// How long after the new berthd is ready a 503 is still the migration's.
@@ -46,47 +43,6 @@ pub fn every_answer_clean(outcomes: &[Outcome], joining: Instant, joined: Instan
     for op in [Op::Claim, Op::Delete, Op::Lease] {
         assert!(served(op) > 0, "no {op:?} served");
     }
-}
-
-/// Every lease event due by now ends DONE, finished once in the log, its
-/// hooks called with one key each; the events.
-pub async fn every_lease_event_done_once(store: &Store, rx: &Receiver) -> Vec<LeaseEventRow> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let rows = loop {
-        let filter = LeaseEventFilter { limit: Some(10_000), ..Default::default() };
-        let now = Utc::now();
-        let rows: Vec<_> = store
-            .lease_events(&filter)
-            .await
-            .expect("the lease events")
-            .into_iter()
-            .filter(|e| e.time <= now)
-            .collect();
-        if rows.iter().all(|e| e.status == "DONE") {
-            break rows;
-        }
-        let waiting: Vec<_> = rows.iter().filter(|e| e.status != "DONE").take(3).collect();
-        assert!(Instant::now() < deadline, "not all lease events done: {waiting:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    let log = read_all(store, Cursor::START).await;
-    let mut finished: HashMap<String, usize> = HashMap::new();
-    for e in log.iter().filter(|e| e.event_type == "LeaseEventFinished") {
-        *finished.entry(e.data["event"].as_str().unwrap().to_string()).or_default() += 1;
-    }
-    let mut keys: HashMap<String, HashSet<String>> = HashMap::new();
-    let mut calls = 0;
-    for c in rx.calls().iter().filter(|c| c.action != "validate") {
-        calls += 1;
-        keys.entry(c.key.split(':').next().unwrap().to_string()).or_default().insert(c.key.clone());
-    }
-    for e in &rows {
-        let id = e.id.to_string();
-        assert_eq!(finished.get(&id), Some(&1), "lease event {id} finished once: {e:?}");
-        assert_eq!(keys.get(&id).map(HashSet::len), Some(1), "lease event {id} fired with one key: {e:?}");
-    }
-    println!("{} lease events due, each DONE once; {calls} hook calls", rows.len());
-    rows
 }
 
 /// The old berthd fired lease events before the new one joined, and the
