@@ -8,8 +8,13 @@
 # target/upgrade/<commit>/berthd; a second run finds it there.
 set -eu
 ref="$1" fallback="$2"
-commit=$(git rev-parse --verify -q "$ref^{commit}" || git rev-parse --verify -q "$fallback^{commit}") || {
-  echo "neither $ref nor $fallback is in this clone (a shallow clone? fetch it)" >&2
+resolve() { git rev-parse --verify -q "$ref^{commit}" || git rev-parse --verify -q "$fallback^{commit}"; }
+# A shallow clone (CI's may be) lacks the release: fetch the history once.
+if ! resolve >/dev/null && [ "$(git rev-parse --is-shallow-repository)" = true ]; then
+  git fetch -q --unshallow --tags >&2 || true
+fi
+commit=$(resolve) || {
+  echo "neither $ref nor $fallback is in this clone, nor could its history be fetched" >&2
   exit 1
 }
 top=$(pwd)/target/upgrade
