@@ -70,8 +70,8 @@ pub struct TableDifference {
 #[derive(Debug, Clone, Serialize)]
 pub struct ReplayReport {
     pub events: u64,
-    /// Of the events, the allocation replacements staged and merged
-    /// set-wise, and how many merges that took (`projection::staging`).
+    /// Of the events, the allocation replacements folded in memory, and
+    /// how many writes of them that took (`projection::staging`).
     pub staged: u64,
     pub merges: u64,
     /// Rebuilding the projections: reading and applying the log, the sums.

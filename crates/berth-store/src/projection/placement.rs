@@ -112,7 +112,7 @@ pub(super) async fn write_allocations_after(
 /// ([`WRITE_ALLOCATIONS`]): run by [`write_allocations`], or sent by a
 /// command with its commit (`projection::one_statement`).
 pub(crate) struct AllocationsWrite<'a> {
-    cols: AllocationColumns<'a, uuid::Uuid>,
+    cols: AllocationColumns<'a>,
     bumped: Vec<uuid::Uuid>,
     counts: Vec<i64>,
     bumped_at: Vec<At>,
@@ -123,18 +123,10 @@ impl<'a> AllocationsWrite<'a> {
     pub(super) fn new(events: &[(&'a Event, &[uuid::Uuid])]) -> AllocationsWrite<'a> {
         let mut cols = AllocationColumns::default();
         for (e, bumped) in events {
-            let Event::AllocationsReplaced { consumer, .. } = e else {
-                unreachable!("only allocation replacements");
-            };
-            cols.push(e, bumped, *consumer);
+            cols.push(e, bumped);
         }
-        AllocationsWrite {
-            bumped: cols.bumps.keys().copied().collect(),
-            counts: cols.bumps.values().map(|b| b.0).collect(),
-            bumped_at: cols.bumps.values().map(|b| b.1).collect(),
-            stripe: super::STRIPE.try_with(|s| *s).unwrap_or(0),
-            cols,
-        }
+        let (bumped, counts, bumped_at) = cols.bumps.columns();
+        AllocationsWrite { bumped, counts, bumped_at, stripe: super::STRIPE.try_with(|s| *s).unwrap_or(0), cols }
     }
 
     pub(crate) fn statement(&self) -> (&'static str, [&(dyn tokio_postgres::types::ToSql + Sync); 17]) {
@@ -146,7 +138,7 @@ impl<'a> AllocationsWrite<'a> {
             &cols.types,
             &cols.ats,
             &cols.emptied,
-            &cols.a_key,
+            &cols.a_consumer,
             &cols.a_provider,
             &cols.a_class,
             &cols.a_used,
@@ -167,31 +159,28 @@ type At = chrono::DateTime<chrono::Utc>;
 /// Allocation replacements as the columns of [`WRITE_ALLOCATIONS`]: per
 /// consumer, per allocation, and per provider bumped.
 #[derive(Default)]
-pub(super) struct AllocationColumns<'a, K> {
-    pub(super) consumers: Vec<uuid::Uuid>,
-    pub(super) projects: Vec<&'a str>,
-    pub(super) users: Vec<&'a str>,
-    pub(super) types: Vec<Option<&'a str>>,
-    pub(super) ats: Vec<At>,
-    pub(super) emptied: Vec<bool>,
-    /// Per allocation, the replacement it belongs to, named by `K`.
-    pub(super) a_key: Vec<K>,
-    pub(super) a_provider: Vec<uuid::Uuid>,
-    pub(super) a_class: Vec<&'a str>,
-    pub(super) a_used: Vec<i64>,
-    pub(super) a_start: Vec<At>,
-    pub(super) a_end: Vec<Option<At>>,
+struct AllocationColumns<'a> {
+    consumers: Vec<uuid::Uuid>,
+    projects: Vec<&'a str>,
+    users: Vec<&'a str>,
+    types: Vec<Option<&'a str>>,
+    ats: Vec<At>,
+    emptied: Vec<bool>,
+    /// Per allocation, the consumer it belongs to.
+    a_consumer: Vec<uuid::Uuid>,
+    a_provider: Vec<uuid::Uuid>,
+    a_class: Vec<&'a str>,
+    a_used: Vec<i64>,
+    a_start: Vec<At>,
+    a_end: Vec<Option<At>>,
     /// Per allocation, its place in its replacement's list.
-    pub(super) a_ordinal: Vec<i32>,
-    /// Per provider: how many bumps, and the latest of their instants.
-    pub(super) bumps: std::collections::BTreeMap<uuid::Uuid, (i64, At)>,
+    a_ordinal: Vec<i32>,
+    bumps: Bumps,
 }
 
-impl<'a, K: Copy> AllocationColumns<'a, K> {
-    /// Adds the replacement `e`, which gives `bumped` a new generation; its
-    /// allocations' rows name it `key` (its consumer when written live, its
-    /// place in the log when staged).
-    pub(super) fn push(&mut self, e: &'a Event, bumped: &[uuid::Uuid], key: K) {
+impl<'a> AllocationColumns<'a> {
+    /// Adds the replacement `e`, which gives `bumped` a new generation.
+    fn push(&mut self, e: &'a Event, bumped: &[uuid::Uuid]) {
         let Event::AllocationsReplaced { consumer, project_id, user_id, consumer_type, allocations, at, .. } = e else {
             unreachable!("only allocation replacements");
         };
@@ -203,17 +192,37 @@ impl<'a, K: Copy> AllocationColumns<'a, K> {
         self.emptied.push(allocations.is_empty());
         for (ordinal, a) in allocations.iter().enumerate() {
             self.a_ordinal.push(i32::try_from(ordinal).unwrap_or(i32::MAX));
-            self.a_key.push(key);
+            self.a_consumer.push(*consumer);
             self.a_provider.push(a.provider);
             self.a_class.push(a.resource_class.as_str());
             self.a_used.push(a.used);
             self.a_start.push(a.window.start);
             self.a_end.push(a.window.end);
         }
-        for p in bumped {
-            let b = self.bumps.entry(*p).or_insert((0, *at));
-            *b = (b.0 + 1, b.1.max(*at));
+        self.bumps.add(bumped, *at);
+    }
+}
+
+/// Providers given new generations by allocation replacements: per
+/// provider, how many, and the latest of their instants.
+#[derive(Default)]
+pub(super) struct Bumps(std::collections::BTreeMap<uuid::Uuid, (i64, At)>);
+
+impl Bumps {
+    /// A replacement at `at` bumps `providers`.
+    pub(super) fn add(&mut self, providers: &[uuid::Uuid], at: At) {
+        for p in providers {
+            let b = self.0.entry(*p).or_insert((0, at));
+            *b = (b.0 + 1, b.1.max(at));
         }
+    }
+
+    /// The providers, their counts and instants, as statement parameters.
+    pub(super) fn columns(&self) -> (Vec<uuid::Uuid>, Vec<i64>, Vec<At>) {
+        let providers = self.0.keys().copied().collect();
+        let counts = self.0.values().map(|b| b.0).collect();
+        let ats = self.0.values().map(|b| b.1).collect();
+        (providers, counts, ats)
     }
 }
 

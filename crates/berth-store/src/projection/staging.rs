@@ -26,11 +26,10 @@
 use berth_core::Event;
 use deadpool_postgres::Transaction;
 
+use super::placement::Bumps;
 use crate::{sql, StoreError};
 
 mod pending;
-
-type At = chrono::DateTime<chrono::Utc>;
 
 /// Consumers folded in memory before a merge writes them: a few hundred
 /// bytes each, so a few tens of MB at most.
@@ -142,8 +141,6 @@ pub(crate) struct Staging {
     /// merge that something else will read after.
     indexes: Vec<String>,
     indexed: bool,
-    /// Whether `consumers` and `allocations` may hold rows.
-    written: bool,
     /// While every row of `consumers` and `allocations` was written by a
     /// merge, the consumers those may hold: any other can be written
     /// straight in. `None` once anything else wrote them.
@@ -153,7 +150,8 @@ pub(crate) struct Staging {
     /// folded consumers the tables may hold, left for a later merge.
     held: usize,
     carried: usize,
-    /// How many replacements were folded, and how many merges made.
+    /// How many replacements were folded, and how many writes of folded
+    /// consumers were made (each a `COPY` straight in or a staged merge).
     pub(crate) staged: u64,
     pub(crate) merges: u64,
 }
@@ -165,17 +163,7 @@ impl Staging {
     pub(crate) fn new(indexes: Vec<String>, held: usize) -> Staging {
         let pending = pending::Pending::default();
         let merged = Some(foldhash::HashSet::default());
-        Staging {
-            indexes,
-            indexed: false,
-            written: false,
-            merged,
-            pending,
-            held: held.max(1),
-            carried: 0,
-            staged: 0,
-            merges: 0,
-        }
+        Staging { indexes, indexed: false, merged, pending, held: held.max(1), carried: 0, staged: 0, merges: 0 }
     }
 
     /// Applies `events` in order, as [`super::apply_all`] would.
@@ -210,7 +198,7 @@ impl Staging {
     /// builds their indexes the first time.
     async fn merge_for_reading(&mut self, tx: &Transaction<'_>) -> Result<(), StoreError> {
         self.merge(tx, true).await?;
-        (self.written, self.merged) = (true, None);
+        self.merged = None;
         if !self.indexed {
             tx.batch_execute(&self.indexes.join(";")).await?;
             self.indexed = true;
@@ -226,7 +214,6 @@ impl Staging {
         if self.pending.is_empty() {
             return Ok(());
         }
-        self.merges += 1;
         if let Some(merged) = &mut self.merged {
             let fresh: Vec<(uuid::Uuid, bool)> =
                 self.pending.consumers().filter(|(u, _)| !merged.contains(u)).map(|(u, kept)| (*u, kept)).collect();
@@ -234,7 +221,7 @@ impl Staging {
                 self.pending.copy(tx, false, |u| !merged.contains(u)).await?;
                 self.pending.retain(|u| merged.contains(u));
                 merged.extend(fresh.into_iter().filter(|(_, kept)| *kept).map(|(u, _)| u));
-                self.written = true;
+                self.merges += 1;
             }
             self.carried = self.pending.len();
             if self.pending.is_empty() || (!all && self.carried < self.held.saturating_mul(CARRIED)) {
@@ -245,30 +232,25 @@ impl Staging {
         // Set-wise: scans and hash joins, whatever replay's lookups prefer.
         tx.batch_execute(&format!("SET LOCAL enable_seqscan = on; {MERGE}; SET LOCAL enable_seqscan = off")).await?;
         self.pending.clear();
-        (self.written, self.carried) = (true, 0);
+        (self.carried, self.merges) = (0, self.merges + 1);
         Ok(())
     }
 
     /// Folds a run of replacements naming their bumps, merging whenever
     /// [`Staging::held`] consumers are folded, and bumps those providers.
     async fn stage(&mut self, tx: &Transaction<'_>, run: &[&Event]) -> Result<(), StoreError> {
-        let mut bumps = std::collections::BTreeMap::<uuid::Uuid, (i64, At)>::new();
+        let mut bumps = Bumps::default();
         for e in run {
             let (Some(bumped), Event::AllocationsReplaced { at, .. }) = (stageable(e), e) else {
                 unreachable!("only replacements naming their bumps are staged");
             };
-            for p in bumped {
-                let b = bumps.entry(*p).or_insert((0, *at));
-                *b = (b.0 + 1, b.1.max(*at));
-            }
+            bumps.add(bumped, *at);
             self.pending.push(e);
             if self.pending.len() >= self.held.saturating_add(self.carried) {
                 self.merge(tx, false).await?;
             }
         }
-        let bumped: Vec<uuid::Uuid> = bumps.keys().copied().collect();
-        let counts: Vec<i64> = bumps.values().map(|b| b.0).collect();
-        let bumped_at: Vec<At> = bumps.values().map(|b| b.1).collect();
+        let (bumped, counts, bumped_at) = bumps.columns();
         sql::execute(tx, BUMP, &[&bumped, &counts, &bumped_at]).await?;
         self.staged += run.len() as u64;
         Ok(())
