@@ -187,6 +187,12 @@ pub enum Demand {
     Nothing,
 }
 
+impl AsRef<Demand> for Demand {
+    fn as_ref(&self) -> &Demand {
+        self
+    }
+}
+
 /// The three lease events of a new lease.
 pub fn new_events(start: DateTime<Utc>, before_end: DateTime<Utc>, end: DateTime<Utc>) -> Vec<LeaseEventRecord> {
     [(LeaseEventType::StartLease, start), (LeaseEventType::BeforeEndLease, before_end), (LeaseEventType::EndLease, end)]

@@ -9,7 +9,10 @@ use berth_core::{Error, Window};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::fit::{candidate_ids, decide, gather, Item};
+use std::collections::BTreeSet;
+
+use super::fit::{candidate_ids, decide, gather, Gathered, Item};
+use super::free;
 use super::leases::{load_leases, visible};
 use crate::Store;
 
@@ -32,11 +35,28 @@ pub struct Extension {
 /// Most start times advice tries.
 const MAX_TRIES: usize = 5_000;
 
+/// Start times tried on the few hosts free then, before the rest are
+/// decided on every candidate: past this many, the calendar is so full
+/// that reading it once costs less than reading it per start time.
+const BOUNDED: usize = 64;
+
+/// Hosts read free per start time beyond those a demand takes: spares for
+/// those its own rules refuse (a property SQL does not check).
+const FREE_MORE: i64 = 16;
+
 impl Store {
     /// The earliest windows of `duration` within `[from, until)` (each
     /// starting no later than `until - duration`) in which every reservation
-    /// of a lease of `project` would fit together, at most `limit` of them.
-    /// Reads only; locks nothing.
+    /// of a lease of `project` would fit together, at most `limit` of them:
+    /// tried at `from` and at each instant a hold on a host they may use
+    /// ends (`free::Ends`). Reads only; locks nothing.
+    ///
+    /// Each start time is tried on the few hosts free over its window
+    /// (`free::free_hosts`), a batch of start times at once: a fit there is
+    /// a fit. A whole-host lease that fits on none of them, when they were
+    /// every usable host free then, fits nowhere. Otherwise, and once
+    /// [`BOUNDED`] start times have been tried so, the rest are decided on
+    /// every candidate over the whole range, read once.
     pub async fn availability(
         &self,
         project: &str,
@@ -50,23 +70,70 @@ impl Store {
         if last_start < from {
             return Err(Error::invalid(ErrorCode::InvalidDate, "the search range is shorter than the duration"));
         }
+        let cleaning = self.cleaning_time();
         crate::tx::command!(self, |tx| {
             let items: Vec<Item> = reservations.iter().map(|r| Item::Place(r.as_ref(), Vec::new())).collect();
-            let span = Window { start: from, end: Some(until) };
-            let ids = candidate_ids(tx, project, &items).await?;
-            let g = gather(tx, &ids, span, span, &[], self.cleaning_time()).await?;
-            let ends = g.candidates.iter().flat_map(|c| c.holds.values().flatten().map(|h| h.0));
-            let mut out = Vec::new();
-            for start in schedule::start_times(ends, from, last_start).into_iter().take(MAX_TRIES) {
-                let end = start.plus("end_date", duration)?;
-                let window = Window { start, end: Some(end) };
-                if decide(&mut g.clone(), project, &items, &[window]).is_ok() {
-                    out.push(Availability { start, end });
-                    if out.len() >= limit {
-                        break;
+            let demands: Vec<(&Demand, i64)> = items
+                .iter()
+                .filter_map(|i| match i {
+                    Item::Place(d @ Demand::Hosts { max: n, .. }, _)
+                    | Item::Place(d @ Demand::Slots { amount: n, .. }, _) => Some((*d, i64::from(*n) + FREE_MORE)),
+                    _ => None,
+                })
+                .collect();
+            let exact = demands.iter().all(|(d, _)| matches!(d, Demand::Hosts { .. }));
+            let mut ends = free::Ends::new(project, demands.iter().map(|d| d.0).collect(), cleaning, from, last_start);
+            let mut first = Some(from);
+            let (mut out, mut tried) = (Vec::new(), 0);
+            // Every candidate over the whole range, once the few hosts free
+            // at a start time could not decide it.
+            let mut full: Option<Gathered> = None;
+            while out.len() < limit && tried < MAX_TRIES {
+                let want = (limit - out.len()).min(MAX_TRIES - tried);
+                let mut starts: Vec<DateTime<Utc>> = first.take().into_iter().collect();
+                if starts.len() < want {
+                    starts.extend(ends.next(tx, want - starts.len()).await?);
+                }
+                if starts.is_empty() {
+                    break;
+                }
+                tried += starts.len();
+                let windows = starts
+                    .iter()
+                    .map(|&start| Ok(Window { start, end: Some(start.plus("end_date", duration)?) }))
+                    .collect::<Result<Vec<Window>, Error>>()?;
+                let mut undecided = windows.clone();
+                if full.is_none() && tried <= BOUNDED && !demands.is_empty() {
+                    undecided.clear();
+                    let lists = free::free_hosts(tx, project, &demands, &windows, cleaning).await?;
+                    let ids: BTreeSet<Uuid> = lists.iter().flat_map(|l| l.ids.iter().copied()).collect();
+                    let ids: Vec<Uuid> = ids.into_iter().collect();
+                    let span = Window { start: windows[0].start, end: windows[windows.len() - 1].end };
+                    let g = gather(tx, &ids, span, windows[0], &[], cleaning).await?;
+                    for (window, list) in windows.iter().zip(&lists) {
+                        if decide(&mut g.clone(), project, &items, &[*window]).is_ok() {
+                            out.push(Availability { start: window.start, end: window.end.unwrap_or(window.start) });
+                        } else if !(exact && list.complete) {
+                            undecided.push(*window);
+                        }
                     }
                 }
+                for window in undecided {
+                    let g = match &full {
+                        Some(g) => g,
+                        None => {
+                            let span = Window { start: from, end: Some(until) };
+                            let ids = candidate_ids(tx, project, &items).await?;
+                            full.insert(gather(tx, &ids, span, span, &[], cleaning).await?)
+                        }
+                    };
+                    if decide(&mut g.clone(), project, &items, &[window]).is_ok() {
+                        out.push(Availability { start: window.start, end: window.end.unwrap_or(window.start) });
+                    }
+                }
+                out.sort_by_key(|a| a.start);
             }
+            out.truncate(limit);
             Ok(out)
         })
     }

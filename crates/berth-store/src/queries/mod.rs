@@ -11,9 +11,13 @@ use uuid::Uuid;
 use crate::Store;
 
 pub mod advice;
+#[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // the tests' own sums, of small known times
+mod advice_tests;
 pub mod calendar;
 pub mod candidates;
 pub(crate) mod fit;
+pub(crate) mod free;
 pub mod hosts;
 pub mod lease_events;
 pub mod leases;

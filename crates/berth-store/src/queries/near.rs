@@ -45,6 +45,7 @@ macro_rules! usable {
                   ELSE false END) "
     };
 }
+pub(crate) use usable;
 
 /// `h` holds nothing of any class it has, and no maintenance, over
 /// `c.around`: the window `[$1, $2)` widened on both sides by no more than
@@ -60,6 +61,7 @@ macro_rules! free {
                           WHERE m.provider_uuid = h.provider_uuid AND m.during && c.around) "
     };
 }
+pub(crate) use free;
 
 /// The window widened by the host's cleaning time, as [`free!`] reads it.
 macro_rules! around {
@@ -74,6 +76,7 @@ macro_rules! around {
          ) c "
     };
 }
+pub(crate) use around;
 
 /// Holds of usable hosts, `$6` rows each way, within best fit's horizon
 /// (`GAP_HORIZON`, a year, beyond which every gap counts the same):
@@ -155,8 +158,8 @@ const NEAR_BY_NAME: &str = near!(concat!(
 /// against a few ms); planning takes some 3 ms. Set for this statement
 /// only, within the transaction; [`AS_BEFORE`] puts back the server's
 /// setting in the same round trip.
-const CUSTOM: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)";
-const AS_BEFORE: &str = "SELECT set_config('plan_cache_mode',
+pub(crate) const CUSTOM: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)";
+pub(crate) const AS_BEFORE: &str = "SELECT set_config('plan_cache_mode',
                                 (SELECT reset_val FROM pg_settings WHERE name = 'plan_cache_mode'), true)";
 
 /// Rows read each way per host wanted, beyond [`BASE_ROWS`]: a whole-host

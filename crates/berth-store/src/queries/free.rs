@@ -1,0 +1,221 @@
+//! Where and when hosts are free, found through indexes rather than by
+//! reading every host: the usable hosts free over a window, a bounded few
+//! of them (`FREE_HOSTS`); and the instants at which holds on usable hosts
+//! end, in order, a page at a time (`ENDS`). Availability advice
+//! (`queries::advice`) tries a lease at `from` and at those instants, each
+//! on the few hosts free then, so its cost follows the windows it tries,
+//! not the size of the cloud.
+//!
+//! As in `queries::near`, SQL only narrows: every filter is necessary for a
+//! host to take a lease, never sufficient, and berth-core's rules decide on
+//! the hosts read.
+
+use std::collections::{BTreeSet, HashMap};
+
+use berth_core::host;
+use berth_core::lease::Demand;
+use berth_core::Window;
+use chrono::{DateTime, Duration, Utc};
+use serde_json::Value;
+use tokio_postgres::types::ToSql;
+use uuid::Uuid;
+
+use super::near::{around, free, usable};
+use super::timelines;
+use crate::client::GenericClient;
+use crate::sql::{self, Statement};
+use crate::StoreError;
+
+/// Up to `$6` usable hosts (see `queries::near`) free over the window
+/// `[$1, $2)` widened by their cleaning time, in uuid order.
+const FREE_HOSTS: &str = concat!(
+    "SELECT h.provider_uuid FROM hosts h",
+    around!(),
+    " WHERE",
+    usable!(),
+    " AND",
+    free!(),
+    " ORDER BY h.provider_uuid LIMIT $6"
+);
+
+/// The next `$4` ends of holds (bounded allocations of a class the host
+/// has, and maintenance windows) on hosts that are reservable, enabled and
+/// hold the texts of one of `$3`, each with its host, in the order of end
+/// then host, after the pair (`$1`, `$5`) and no later than `$2`; each pair
+/// once.
+const ENDS: &str = "
+    SELECT DISTINCT at, host FROM (
+        (SELECT DISTINCT upper(a.during) AS at, a.provider_uuid AS host
+         FROM allocations a JOIN hosts h ON h.provider_uuid = a.provider_uuid
+         WHERE upper(a.during) IS NOT NULL AND upper(a.during) >= $1 AND upper(a.during) <= $2
+           AND (upper(a.during), a.provider_uuid) > ($1, $5)
+           AND h.reservable AND NOT h.disabled AND h.capabilities @> ANY($3)
+           AND EXISTS (SELECT 1 FROM inventories i
+                       WHERE i.provider_uuid = a.provider_uuid AND i.resource_class = a.resource_class)
+         ORDER BY 1, 2 LIMIT $4)
+        UNION ALL
+        (SELECT DISTINCT upper(m.during), m.provider_uuid
+         FROM maintenance_windows m JOIN hosts h ON h.provider_uuid = m.provider_uuid
+         WHERE upper(m.during) >= $1 AND upper(m.during) <= $2
+           AND (upper(m.during), m.provider_uuid) > ($1, $5)
+           AND h.reservable AND NOT h.disabled AND h.capabilities @> ANY($3)
+         ORDER BY 1, 2 LIMIT $4)
+    ) e ORDER BY at, host LIMIT $4";
+
+/// Rows of [`ENDS`] read at once.
+const PAGE: i64 = 256;
+
+/// The texts every host a demand may use holds, as `usable!` takes them.
+pub(crate) fn required(demand: &Demand) -> Value {
+    let query = match demand {
+        Demand::Hosts { resource_properties, .. } | Demand::Slots { resource_properties, .. } => {
+            resource_properties.as_ref()
+        }
+        Demand::Nothing => None,
+    };
+    let texts = query.map(|q| q.required_texts()).unwrap_or_default();
+    texts.into_iter().map(|(k, v)| (k, Value::String(v))).collect::<serde_json::Map<_, _>>().into()
+}
+
+/// The hosts a window's free read found.
+pub(crate) struct FreeHosts {
+    pub ids: Vec<Uuid>,
+    /// Fewer than asked came back: every usable host free over the window
+    /// was read.
+    pub complete: bool,
+}
+
+/// For each window, for each of `demands` (with the texts [`required`]
+/// gives), up to `rows` usable hosts free over it for a lease of
+/// `project`; in one round trip. Per window: the hosts, and whether every
+/// demand's list came back short.
+pub(crate) async fn free_hosts(
+    c: &impl GenericClient,
+    project: &str,
+    demands: &[(&Demand, i64)],
+    windows: &[Window],
+    cleaning: Duration,
+) -> Result<Vec<FreeHosts>, StoreError> {
+    let secs = cleaning.num_milliseconds().max(0) as f64 / 1000.0;
+    let required: Vec<Value> = demands.iter().map(|(d, _)| required(d)).collect();
+    let ends: Vec<DateTime<Utc>> = windows.iter().map(|w| w.end.unwrap_or(DateTime::<Utc>::MAX_UTC)).collect();
+    let params: Vec<[&(dyn ToSql + Sync); 6]> = windows
+        .iter()
+        .zip(&ends)
+        .flat_map(|(w, end)| {
+            let start = &w.start;
+            let (secs, project) = (&secs, &project);
+            required.iter().zip(demands).map(move |(texts, (_, rows))| {
+                [start as &(dyn ToSql + Sync), end, secs as &(dyn ToSql + Sync), project, texts, rows]
+            })
+        })
+        .collect();
+    let mut statements: Vec<Statement<'_>> = vec![(super::near::CUSTOM, &[])];
+    statements.extend(params.iter().map(|p| (FREE_HOSTS, &p[..])));
+    statements.push((super::near::AS_BEFORE, &[]));
+    let rows = sql::pipeline_all(c, &statements).await?;
+    let lists = &rows[1..rows.len() - 1];
+    Ok(lists
+        .chunks(demands.len().max(1))
+        .map(|per_demand| {
+            let mut ids = BTreeSet::new();
+            let mut complete = true;
+            for (list, (_, asked)) in per_demand.iter().zip(demands) {
+                complete &= (list.len() as i64) < *asked;
+                ids.extend(list.iter().map(|r| r.get::<_, Uuid>(0)));
+            }
+            FreeHosts { ids: ids.into_iter().collect(), complete }
+        })
+        .collect())
+}
+
+/// The instants, earliest first, at which holds on hosts a lease may use
+/// end, each counted from when its host's cleaning after it is over (as
+/// `Candidate::clean_after` makes it): the start times advice tries after
+/// its first, the same instants a read of every candidate finds. Read a
+/// page at a time, in the order the holds end; the hosts a page names
+/// read once each, to ask berth-core whether the lease may use them and
+/// how long they clean. An instant is given once every hold ending before
+/// it has been read (the cleaning only moves an end later).
+///
+/// Holds ending before the range, whose host's cleaning carries past its
+/// start, are counted when the host cleans no longer than the default; a
+/// host whose own cleaning is longer may become free at an instant not
+/// given.
+pub(crate) struct Ends<'a> {
+    project: &'a str,
+    demands: Vec<&'a Demand>,
+    /// The texts of each demand, as [`required`] gives them: a host holding
+    /// one demand's may be one it can use.
+    texts: Vec<Value>,
+    cleaning: Duration,
+    /// Per host named so far: its cleaning time, if the lease may use it.
+    hosts: HashMap<Uuid, Option<Duration>>,
+    /// The last end read, and its host: every end before it has been read.
+    read_to: (DateTime<Utc>, Uuid),
+    to: DateTime<Utc>,
+    exhausted: bool,
+    /// The last instant given: one found again is not given twice.
+    given: DateTime<Utc>,
+    found: BTreeSet<DateTime<Utc>>,
+}
+
+impl<'a> Ends<'a> {
+    /// The instants in `(from, to]` for a lease of `project` asking `demands`.
+    pub(crate) fn new(
+        project: &'a str,
+        demands: Vec<&'a Demand>,
+        cleaning: Duration,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Ends<'a> {
+        let texts = demands.iter().map(|d| required(d)).collect();
+        let read_to = (from.checked_sub_signed(cleaning.max(Duration::zero())).unwrap_or(from), Uuid::max());
+        let (hosts, found, exhausted, given) = (HashMap::new(), BTreeSet::new(), false, from);
+        Ends { project, demands, texts, cleaning, hosts, read_to, to, exhausted, given, found }
+    }
+
+    /// Up to `n` next instants, earliest first; none when all are given.
+    pub(crate) async fn next(&mut self, c: &impl GenericClient, n: usize) -> Result<Vec<DateTime<Utc>>, StoreError> {
+        loop {
+            // A hold not read yet ends no sooner than the last read, and
+            // its host's cleaning only moves that later.
+            let settled = match self.exhausted {
+                true => self.found.len(),
+                false => self.found.range(..=self.read_to.0).count(),
+            };
+            if settled >= n || self.exhausted {
+                let out: Vec<DateTime<Utc>> = self.found.iter().take(n.min(settled)).copied().collect();
+                for t in &out {
+                    self.found.remove(t);
+                }
+                self.given = out.last().copied().unwrap_or(self.given);
+                return Ok(out);
+            }
+            let params: [&(dyn ToSql + Sync); 5] = [&self.read_to.0, &self.to, &self.texts, &PAGE, &self.read_to.1];
+            let rows = sql::query(c, ENDS, &params).await?;
+            self.exhausted = (rows.len() as i64) < PAGE;
+            let ends: Vec<(DateTime<Utc>, Uuid)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+            self.read_to = ends.last().copied().unwrap_or(self.read_to);
+            let unseen: BTreeSet<Uuid> = ends.iter().map(|e| e.1).filter(|h| !self.hosts.contains_key(h)).collect();
+            if !unseen.is_empty() {
+                let unseen: Vec<Uuid> = unseen.into_iter().collect();
+                let read = timelines::hosts(c, &unseen, false).await?;
+                for id in unseen {
+                    let usable =
+                        read.get(&id).filter(|h| self.demands.iter().any(|d| host::eligible(h, d, self.project)));
+                    self.hosts.insert(id, usable.map(|h| host::cleaning_time(h, self.cleaning)));
+                }
+            }
+            for (at, h) in &ends {
+                let Some(Some(cleaning)) = self.hosts.get(h) else {
+                    continue;
+                };
+                let free = at.checked_add_signed(*cleaning).unwrap_or(*at);
+                if free > self.given && free <= self.to {
+                    self.found.insert(free);
+                }
+            }
+        }
+    }
+}
