@@ -10,6 +10,11 @@
 //! or, given a draw ([`place_drawn`]), by the draw mixed with each host's
 //! uuid, so that reservations decided at once with different draws spread
 //! over hosts that are equally good instead of all taking the first.
+//!
+//! A series of windows (a recurring lease's occurrences) is ranked once,
+//! by the free time around its first window ([`place_ranked`]): each
+//! occurrence takes the best-ranked hosts free over it, so a series stays
+//! on the same hosts where they are free.
 
 use std::collections::BTreeMap;
 
@@ -145,14 +150,16 @@ impl Candidate {
 
 /// Sort key: tightest gap, then kept, then fullest, then the draw's order
 /// (all alike without one), then name.
+/// The gap is the one around `around` (the series' first window).
 fn rank(
     c: &Candidate,
     window: &Window,
+    around: &Window,
     classes: &BTreeMap<String, i64>,
     draw: Option<u64>,
 ) -> (Duration, bool, i64, u64, String) {
     let drawn = draw.map_or(0, |d| mix(d, c.provider));
-    (c.gap(window), !c.preferred, c.room(classes, window), drawn, c.name.clone())
+    (c.gap(around), !c.preferred, c.room(classes, window), drawn, c.name.clone())
 }
 
 /// A host's place in the order a draw gives: `draw` and the uuid mixed
@@ -187,11 +194,25 @@ pub fn place_drawn(
     window: &Window,
     draw: Option<u64>,
 ) -> Result<Vec<Placed>, String> {
+    place_ranked(shape, eligible, candidates, window, window, draw)
+}
+
+/// As [`place_drawn`], ranking hosts by their free time around `around`
+/// rather than around `window`: an occurrence of a series, ranked as its
+/// first (`around`) ranks them.
+pub fn place_ranked(
+    shape: &Shape,
+    eligible: &[usize],
+    candidates: &mut [Candidate],
+    window: &Window,
+    around: &Window,
+    draw: Option<u64>,
+) -> Result<Vec<Placed>, String> {
     match shape {
         Shape::Hosts { min, max } => {
             let mut free: Vec<usize> = eligible.iter().copied().filter(|&i| candidates[i].is_free(window)).collect();
             let everything = BTreeMap::new();
-            free.sort_by_key(|&i| rank(&candidates[i], window, &everything, draw));
+            free.sort_by_key(|&i| rank(&candidates[i], window, around, &everything, draw));
             if free.len() < *min as usize {
                 return Err(format!(
                     "{} matching host(s) free for the whole window, {} needed ({} match the properties)",
@@ -216,7 +237,7 @@ pub fn place_drawn(
                     .iter()
                     .copied()
                     .filter(|i| !exclude.contains(i) && candidates[*i].fits(resources, count, window))
-                    .min_by_key(|&i| rank(&candidates[i], window, resources, draw))
+                    .min_by_key(|&i| rank(&candidates[i], window, around, resources, draw))
             };
             let mut chosen: Vec<usize> = Vec::new();
             match affinity {

@@ -256,16 +256,22 @@ pub(crate) fn still_fits(
 }
 
 /// Decides every item of a lease of `project` over every window, in order;
-/// the holds each placement takes are seen by the next. Returns, per
-/// window, per item, the slots.
+/// the holds each placement takes are seen by the next. Hosts are ranked
+/// by their free time around the first window, for every window (a
+/// series stays on the same hosts where they are free;
+/// `schedule::place_ranked`): the candidates' nearest holds are read
+/// around it. Returns, per window, per item, the slots.
 pub(crate) fn decide(g: &mut Gathered, project: &str, items: &[Item<'_>], windows: &[Window]) -> Result<Plan, Unfit> {
     let mut out = Vec::new();
+    let Some(first) = windows.first() else {
+        return Ok(out);
+    };
     for window in windows {
         let mut per_item = Vec::new();
         for (n, item) in items.iter().enumerate() {
             let placed = match item {
                 Item::Fixed(slots) => keep(g, slots, window),
-                Item::Place(demand, prefer) => place(g, project, demand, prefer, window),
+                Item::Place(demand, prefer) => place(g, project, demand, prefer, window, first),
             };
             per_item.push(placed.map_err(|why| Unfit { item: n, window: *window, why })?);
         }
@@ -292,13 +298,14 @@ fn keep(g: &mut Gathered, slots: &[Slot], window: &Window) -> Result<Vec<Placed>
 }
 
 /// Places `demand` of a lease of `project` over `window` on the hosts it
-/// may use, preferring those in `prefer`.
+/// may use, preferring those in `prefer`, ranked around `around`.
 fn place(
     g: &mut Gathered,
     project: &str,
     demand: &Demand,
     prefer: &[Uuid],
     window: &Window,
+    around: &Window,
 ) -> Result<Vec<Placed>, String> {
     let shape = match demand {
         Demand::Hosts { min, max, .. } => Shape::Hosts { min: *min, max: *max },
@@ -317,5 +324,5 @@ fn place(
     for c in g.candidates.iter_mut() {
         c.preferred = prefer.contains(&c.provider);
     }
-    schedule::place_drawn(&shape, &eligible, &mut g.candidates, window, g.draw)
+    schedule::place_ranked(&shape, &eligible, &mut g.candidates, window, around, g.draw)
 }

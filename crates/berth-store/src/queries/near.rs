@@ -82,11 +82,12 @@ pub(crate) use around;
 /// (`GAP_HORIZON`, a year, beyond which every gap counts the same):
 /// `before`, ending at or before `$1`, latest first; `after`, starting at
 /// or after `$2`, earliest first. Rows answered: 0 and 1, each list's last
-/// instant and length; 2, the hosts of either list free over the window
-/// (each checked once, however many holds it has in the lists); then
-/// `$others`: 3, up to `$7` other usable free hosts.
+/// instant and length; 2, the hosts of either list (each once, however
+/// many holds it has in the lists) that pass `$listed` (free over the
+/// window, for a lease of one window); then `$others`: 3, up to `$7`
+/// other usable free hosts.
 macro_rules! near {
-    ($others:expr) => {
+    ($listed:expr, $others:expr) => {
         concat!(
             "WITH before AS MATERIALIZED (
                  SELECT a.provider_uuid, upper(a.during) AS at
@@ -109,47 +110,69 @@ macro_rules! near {
              SELECT 2, h.provider_uuid, NULL::timestamptz, 0::int8
              FROM (SELECT provider_uuid FROM before UNION SELECT provider_uuid FROM after) s
              JOIN hosts h ON h.provider_uuid = s.provider_uuid",
-            around!(),
-            " WHERE",
-            free!(),
+            $listed,
             " UNION ALL ",
             $others
         )
     };
 }
 
-/// [`near!`], the other hosts from the uuid `$8` on, wrapping round: where
+/// [`near!`]'s listed hosts for a lease of one window: those free over it.
+macro_rules! free_over_it {
+    () => {
+        concat!(around!(), " WHERE", free!())
+    };
+}
+
+/// [`near!`]'s other hosts from the uuid `$8` on, wrapping round: where
 /// best fit breaks ties by a draw (`Store::with_drawn_ties`), a draw's own
 /// point, so that creations at once read different hosts.
-const NEAR_DRAWN: &str = near!(concat!(
-    "(SELECT 3, h.provider_uuid, NULL::timestamptz, 0::int8 FROM hosts h",
-    around!(),
-    " WHERE h.provider_uuid >= $8 AND",
-    usable!(),
-    " AND",
-    free!(),
-    " ORDER BY h.provider_uuid LIMIT $7)
-     UNION ALL
-     (SELECT 3, h.provider_uuid, NULL::timestamptz, 0::int8 FROM hosts h",
-    around!(),
-    " WHERE h.provider_uuid < $8 AND",
-    usable!(),
-    " AND",
-    free!(),
-    " ORDER BY h.provider_uuid LIMIT $7)"
-));
+macro_rules! others_drawn {
+    () => {
+        concat!(
+            "(SELECT 3, h.provider_uuid, NULL::timestamptz, 0::int8 FROM hosts h",
+            around!(),
+            " WHERE h.provider_uuid >= $8 AND",
+            usable!(),
+            " AND",
+            free!(),
+            " ORDER BY h.provider_uuid LIMIT $7)
+             UNION ALL
+             (SELECT 3, h.provider_uuid, NULL::timestamptz, 0::int8 FROM hosts h",
+            around!(),
+            " WHERE h.provider_uuid < $8 AND",
+            usable!(),
+            " AND",
+            free!(),
+            " ORDER BY h.provider_uuid LIMIT $7)"
+        )
+    };
+}
 
-/// [`near!`], the other hosts by name: where best fit breaks ties by name.
-const NEAR_BY_NAME: &str = near!(concat!(
-    "(SELECT 3, h.provider_uuid, NULL::timestamptz, 0::int8
-      FROM providers p JOIN hosts h ON h.provider_uuid = p.uuid",
-    around!(),
-    " WHERE",
-    usable!(),
-    " AND",
-    free!(),
-    " ORDER BY p.name LIMIT $7)"
-));
+/// [`near!`]'s other hosts by name: where best fit breaks ties by name.
+macro_rules! others_by_name {
+    () => {
+        concat!(
+            "(SELECT 3, h.provider_uuid, NULL::timestamptz, 0::int8
+              FROM providers p JOIN hosts h ON h.provider_uuid = p.uuid",
+            around!(),
+            " WHERE",
+            usable!(),
+            " AND",
+            free!(),
+            " ORDER BY p.name LIMIT $7)"
+        )
+    };
+}
+
+const NEAR_DRAWN: &str = near!(free_over_it!(), others_drawn!());
+const NEAR_BY_NAME: &str = near!(free_over_it!(), others_by_name!());
+
+/// For a series of windows (a recurring lease), ranked around its first
+/// (`schedule::place_ranked`): the listed hosts whether or not free over
+/// the first window, since each may be free over the others.
+const SERIES_DRAWN: &str = near!("", others_drawn!());
+const SERIES_BY_NAME: &str = near!("", others_by_name!());
 
 /// The near statement is planned for the values at hand, every time. After
 /// five runs PostgreSQL may keep a plan made for no values, and that plan,
@@ -185,23 +208,29 @@ pub(crate) struct Near {
     pub complete: bool,
 }
 
-/// The hosts near `window` that `demand`, a whole-host demand of a lease of
-/// `project`, may be placed on (`None` for any other demand, or a window
-/// without end); `cleaning`: the default cleaning time; `draw`: the
-/// lease's draw, which picks where the other hosts are read from (by name
-/// without one); `depth`: how many times the usual rows each way.
+/// The hosts near the first of `windows` that `demand`, a whole-host
+/// demand of a lease of `project`, may be placed on (`None` for any other
+/// demand, or a first window without end); for a series (more than one
+/// window), whether or not free over the first. `cleaning`: the default
+/// cleaning time; `draw`: the lease's draw, which picks where the other
+/// hosts are read from (by name without one); `depth`: how many times the
+/// usual rows each way.
 pub(crate) async fn read(
     c: &impl GenericClient,
     project: &str,
     demand: &Demand,
-    window: Window,
+    windows: &[Window],
     cleaning: Duration,
     draw: Option<u64>,
     depth: i64,
 ) -> Result<Option<Near>, StoreError> {
-    let (Demand::Hosts { max, resource_properties, .. }, Some(end)) = (demand, window.end) else {
+    let (Demand::Hosts { max, resource_properties, .. }, Some(window)) = (demand, windows.first()) else {
         return Ok(None);
     };
+    let Some(end) = window.end else {
+        return Ok(None);
+    };
+    let series = windows.len() > 1;
     let texts = resource_properties.as_ref().map(|q| q.required_texts()).unwrap_or_default();
     let required: Value =
         texts.into_iter().map(|(k, v)| (k, Value::String(v))).collect::<serde_json::Map<_, _>>().into();
@@ -211,9 +240,11 @@ pub(crate) async fn read(
     let others = OTHERS.saturating_add(wanted.saturating_mul(2));
     let from = Uuid::from_u64_pair(draw.unwrap_or(0), 0);
     let params: [&(dyn ToSql + Sync); 8] = [&window.start, &end, &secs, &project, &required, &rows, &others, &from];
-    let near: Statement<'_> = match draw {
-        Some(_) => (NEAR_DRAWN, &params[..]),
-        None => (NEAR_BY_NAME, &params[..7]),
+    let near: Statement<'_> = match (draw, series) {
+        (Some(_), false) => (NEAR_DRAWN, &params[..]),
+        (None, false) => (NEAR_BY_NAME, &params[..7]),
+        (Some(_), true) => (SERIES_DRAWN, &params[..]),
+        (None, true) => (SERIES_BY_NAME, &params[..7]),
     };
     let [_, found, _] = sql::pipeline(c, [(CUSTOM, &[]), near, (AS_BEFORE, &[])]).await?;
     let mut ids = BTreeSet::new();
@@ -241,7 +272,8 @@ pub(crate) async fn read(
         _ => GAP_HORIZON,
     };
     let bound = gap_before.checked_add(&gap_after).unwrap_or(Duration::MAX);
-    // Fewer other hosts than asked for: every usable free host was read.
-    let complete = more < others;
+    // Fewer other hosts than asked for: every usable free host was read
+    // (for one window: a series may use hosts busy over its first).
+    let complete = more < others && !series;
     Ok(Some(Near { ids: ids.into_iter().collect(), bound, complete }))
 }

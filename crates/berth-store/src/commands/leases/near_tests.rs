@@ -133,6 +133,66 @@ async fn hosts_near_the_window_pack_the_calendar_as_every_host_does() {
     assert!(same_host >= near_used * 9 / 10, "the same hosts {same_host} times of {near_used}");
 }
 
+/// A recurring lease's occurrences, ranked around the first: decided on
+/// the hosts near the first window, each occurrence takes hosts as tight
+/// around it as over every host, and hosts free over its own window.
+#[tokio::test]
+async fn a_series_near_its_first_window_packs_as_every_host_does() {
+    let db = TestDatabase::new().await;
+    let cleaning = Duration::minutes(30);
+    let store = db.store(4).with_cleaning_time(cleaning.to_std().unwrap());
+    let ids = cloud(&store).await;
+    let base = (store.now().await.unwrap() + Duration::days(1)).duration_trunc(Duration::hours(1)).unwrap();
+    let mut rng = StdRng::seed_from_u64(31);
+    for k in 0..BOOKED {
+        let on = ids[rng.gen_range(10..HOSTS)];
+        let w = window(&mut rng, base);
+        let _ = try_create(&store, &format!("b{k}"), w, one(None), Some(on)).await;
+    }
+    let (mut near_used, mut probes) = (0, 0);
+    for k in 0..60 {
+        let first = window(&mut rng, base);
+        let every = Duration::hours(rng.gen_range(13..=72));
+        let windows: Vec<Window> = (0..rng.gen_range(2..=6))
+            .map(|n| Window { start: first.start + every * n, end: first.end.map(|e| e + every * n) })
+            .collect();
+        let rack = rng.gen_bool(0.3).then(|| rng.gen_range(0..4));
+        let demand = hosts_demand(rack, if rng.gen_bool(0.2) { 2 } else { 1 });
+        let items = [Item::Place(&demand, Vec::new())];
+        let draw = rng.gen_bool(0.5).then(|| rng.gen());
+        let span = Window { start: windows[0].start, end: windows[windows.len() - 1].end };
+        let c = store.client().await.unwrap();
+        let near = read_near(&c, "p1", &items, &windows, cleaning, draw).await.unwrap();
+        let mut full = gather_candidates(&c, "p1", &items, span, windows[0], cleaning).await.unwrap();
+        full.draw = draw;
+        drop(c);
+        probes += 1;
+        let by_all = decide(&mut full.clone(), "p1", &items, &windows);
+        let Some(g) = near else {
+            continue;
+        };
+        near_used += 1;
+        let by_near = decide(&mut g.clone(), "p1", &items, &windows);
+        let (Ok(n), Ok(a)) = (&by_near, &by_all) else {
+            assert!(by_near.is_err() && by_all.is_err(), "probe {k}: near {:?}", by_near.is_ok());
+            continue;
+        };
+        for (j, w) in windows.iter().enumerate() {
+            let gaps = |g: &Gathered, plan: &Plan| {
+                let mut out: Vec<Duration> =
+                    plan[j][0].iter().map(|p| g.candidates[g.index[&p.provider]].gap(&windows[0])).collect();
+                out.sort();
+                out
+            };
+            assert_eq!(gaps(&g, n), gaps(&full, a), "probe {k}, occurrence {j}: as tight as over every host");
+            for p in &n[j][0] {
+                assert!(full.candidates[full.index[&p.provider]].is_free(w), "probe {k}, occurrence {j}: free");
+            }
+        }
+    }
+    assert!(near_used >= probes / 2, "decided near the first window {near_used} times of {probes}");
+}
+
 /// A host the near read must see change at once: each change is made
 /// between two creations at the same window, and the second must see it.
 #[tokio::test]

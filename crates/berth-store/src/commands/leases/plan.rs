@@ -161,10 +161,12 @@ async fn read_new(
 }
 
 /// Whether a new lease of `items` over `windows` is first decided on the
-/// hosts near its window (`queries::near`): one whole-host reservation, one
-/// window with an end.
+/// hosts near its (first) window (`queries::near`): one whole-host
+/// reservation, windows with an end.
 pub(super) fn reads_near(items: &[Item<'_>], windows: &[Window]) -> bool {
-    matches!((items, windows), ([Item::Place(Demand::Hosts { .. }, prefer)], [w]) if prefer.is_empty() && w.end.is_some())
+    matches!(items, [Item::Place(Demand::Hosts { .. }, prefer)] if prefer.is_empty())
+        && !windows.is_empty()
+        && windows.iter().all(|w| w.end.is_some())
 }
 
 /// The hosts near the window of a lease [`reads_near`] reads so, with what
@@ -172,7 +174,10 @@ pub(super) fn reads_near(items: &[Item<'_>], windows: &[Window]) -> bool {
 /// would make among every candidate: every host that could take the lease
 /// was read, or the lease takes as many hosts as it may and none is less
 /// tight than the tightest host left out could be (`near::Near::bound`).
-/// `None`: read every candidate instead.
+/// A series (a recurring lease) is ranked around its first window
+/// (`fit::decide`): the hosts near it are read, free over it or not, with
+/// their holds over the whole series, and each occurrence's choice must be
+/// vouched for so. `None`: read every candidate instead.
 pub(super) async fn read_near(
     tx: &impl GenericClient,
     project: &str,
@@ -184,14 +189,14 @@ pub(super) async fn read_near(
     if !reads_near(items, windows) {
         return Ok(None);
     }
-    let ([Item::Place(demand @ Demand::Hosts { max, .. }, _)], [window]) = (items, windows) else {
+    let ([Item::Place(demand @ Demand::Hosts { max, .. }, _)], [first, ..]) = (items, windows) else {
         return Ok(None);
     };
     for depth in DEPTHS {
-        let Some(near) = near::read(tx, project, demand, *window, cleaning, draw, depth).await? else {
+        let Some(near) = near::read(tx, project, demand, windows, cleaning, draw, depth).await? else {
             return Ok(None);
         };
-        let mut g = gather(tx, &near.ids, *window, *window, &[], cleaning).await?;
+        let mut g = gather(tx, &near.ids, span_of(windows), *first, &[], cleaning).await?;
         g.draw = draw;
         if near.complete {
             return Ok(Some(g));
@@ -199,11 +204,13 @@ pub(super) async fn read_near(
         let Ok(plan) = decide(&mut g.clone(), project, items, windows) else {
             continue;
         };
-        let placed = &plan[0][0];
-        let tight = placed.len() == *max as usize
-            && placed
-                .iter()
-                .all(|p| g.index.get(&p.provider).is_some_and(|&i| g.candidates[i].gap(window) <= near.bound));
+        let tight = plan.iter().all(|per_item| {
+            let placed = &per_item[0];
+            placed.len() == *max as usize
+                && placed
+                    .iter()
+                    .all(|p| g.index.get(&p.provider).is_some_and(|&i| g.candidates[i].gap(first) <= near.bound))
+        });
         if tight {
             return Ok(Some(g));
         }
