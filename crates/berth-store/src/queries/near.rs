@@ -33,11 +33,18 @@ use crate::StoreError;
 /// (Nova's COMPUTE_STATUS_DISABLED too), holding the texts `$5` the
 /// demand's properties require, and not kept for other projects (a
 /// project named in a list kept as a string holds it as a substring).
+///
+/// Each `NOT EXISTS` here and in [`free!`] is fenced by `OFFSET 0`, which
+/// keeps PostgreSQL from turning it into an anti-join: a probe of one
+/// host's rows per host read, where a merge anti-join against a list that
+/// stops after a few hosts scanned the whole index up to the first of
+/// them (17 ms of a 20 ms near read at 10,000 hosts, from a draw's point).
 macro_rules! usable {
     () => {
         " h.reservable AND NOT h.disabled AND h.capabilities @> $5
           AND NOT EXISTS (SELECT 1 FROM provider_traits t
-                          WHERE t.provider_uuid = h.provider_uuid AND t.trait = 'COMPUTE_STATUS_DISABLED')
+                          WHERE t.provider_uuid = h.provider_uuid AND t.trait = 'COMPUTE_STATUS_DISABLED'
+                          OFFSET 0)
           AND (NOT h.capabilities ? 'authorized_projects'
                OR CASE jsonb_typeof(h.capabilities->'authorized_projects')
                   WHEN 'string' THEN strpos(h.capabilities->>'authorized_projects', $4) > 0
@@ -56,9 +63,10 @@ macro_rules! free {
         " NOT EXISTS (SELECT 1 FROM allocations o
                       WHERE o.provider_uuid = h.provider_uuid AND o.during && c.around
                         AND EXISTS (SELECT 1 FROM inventories i
-                                    WHERE i.provider_uuid = o.provider_uuid AND i.resource_class = o.resource_class))
+                                    WHERE i.provider_uuid = o.provider_uuid AND i.resource_class = o.resource_class)
+                      OFFSET 0)
           AND NOT EXISTS (SELECT 1 FROM maintenance_windows m
-                          WHERE m.provider_uuid = h.provider_uuid AND m.during && c.around) "
+                          WHERE m.provider_uuid = h.provider_uuid AND m.during && c.around OFFSET 0) "
     };
 }
 pub(crate) use free;
@@ -178,12 +186,33 @@ const SERIES_BY_NAME: &str = near!("", others_by_name!());
 /// five runs PostgreSQL may keep a plan made for no values, and that plan,
 /// unable to see that each list stops after a few rows, reads every host
 /// and probes its holds (over a second at 1,000 hosts with 20,000 leases,
-/// against a few ms); planning takes some 3 ms. Set for this statement
-/// only, within the transaction; [`AS_BEFORE`] puts back the server's
-/// setting in the same round trip.
-pub(crate) const CUSTOM: &str = "SELECT set_config('plan_cache_mode', 'force_custom_plan', true)";
-pub(crate) const AS_BEFORE: &str = "SELECT set_config('plan_cache_mode',
-                                (SELECT reset_val FROM pg_settings WHERE name = 'plan_cache_mode'), true)";
+/// against a few ms); planning takes some 3 ms. And it is planned to walk
+/// the indexes: each list must be an index scan in its order stopped by
+/// its limit, each host a probe by key. Estimates of how many holds a
+/// year around the window has are often far too low, and then a bitmap
+/// scan of every hold in the year, joined to hosts by a hash over a scan
+/// of every host and sorted, looks cheaper (9 to 15 ms at 10,000 hosts,
+/// against well under one). Set for these statements only, within the
+/// transaction: [`AS_BEFORE`] puts back what was set before, kept in a
+/// setting of Berth's own, in the same round trip (outside a transaction
+/// nothing was kept, and nothing needs putting back).
+pub(crate) const CUSTOM: &str = "
+    SELECT set_config('berth.near_saved', concat_ws(',', current_setting('plan_cache_mode'),
+                          current_setting('enable_bitmapscan'), current_setting('enable_hashjoin'),
+                          current_setting('enable_mergejoin'), current_setting('enable_sort'),
+                          current_setting('enable_seqscan')), true),
+           set_config('plan_cache_mode', 'force_custom_plan', true),
+           set_config('enable_bitmapscan', 'off', true), set_config('enable_hashjoin', 'off', true),
+           set_config('enable_mergejoin', 'off', true), set_config('enable_sort', 'off', true),
+           set_config('enable_seqscan', 'off', true)";
+pub(crate) const AS_BEFORE: &str = "
+    SELECT set_config('plan_cache_mode', split_part(s, ',', 1), true),
+           set_config('enable_bitmapscan', split_part(s, ',', 2), true),
+           set_config('enable_hashjoin', split_part(s, ',', 3), true),
+           set_config('enable_mergejoin', split_part(s, ',', 4), true),
+           set_config('enable_sort', split_part(s, ',', 5), true),
+           set_config('enable_seqscan', split_part(s, ',', 6), true)
+    FROM current_setting('berth.near_saved', true) s WHERE s <> ''";
 
 /// Rows read each way per host wanted, beyond [`BASE_ROWS`]: a whole-host
 /// lease holds a row per class (three, usually).

@@ -29,7 +29,8 @@ macro_rules! over_ids {
     };
 }
 
-/// The providers read, named, with their host data where enrolled. An
+/// The providers read, named, with their host data where enrolled (a
+/// probe per provider, fenced by `OFFSET 0`, as in [`INVENTORIES`]). An
 /// unusable host (disabled, or its provider has Nova's
 /// COMPUTE_STATUS_DISABLED trait: commands::heal) is placed nowhere.
 const HOSTS: &str = over_ids!(
@@ -39,13 +40,16 @@ const HOSTS: &str = over_ids!(
                 WHERE t.provider_uuid = p.uuid AND t.trait = 'COMPUTE_STATUS_DISABLED') END,
             h.capabilities,
             ARRAY(SELECT t.trait FROM provider_traits t WHERE t.provider_uuid = p.uuid)
-     FROM ids JOIN providers p ON p.uuid = ids.uuid LEFT JOIN hosts h ON h.provider_uuid = p.uuid"
+     FROM ids CROSS JOIN LATERAL (SELECT * FROM providers WHERE uuid = ids.uuid OFFSET 0) p
+     LEFT JOIN LATERAL (SELECT * FROM hosts WHERE provider_uuid = ids.uuid OFFSET 0) h ON true"
 );
 
+/// One probe of the inventories' key per provider (fenced by `OFFSET 0`):
+/// a hash join read every inventory of the cloud to find a few hosts'.
 const INVENTORIES: &str = over_ids!(
     " SELECT i.provider_uuid, i.resource_class, i.total, i.reserved, i.min_unit, i.max_unit, i.step_size,
             i.allocation_ratio
-     FROM ids JOIN inventories i ON i.provider_uuid = ids.uuid"
+     FROM ids CROSS JOIN LATERAL (SELECT * FROM inventories WHERE provider_uuid = ids.uuid OFFSET 0) i"
 );
 
 /// One probe of the timeline index per provider (fenced by `OFFSET 0`, so
@@ -63,7 +67,7 @@ const HOLDS: &str = over_ids!(
     ", span AS MATERIALIZED (
          SELECT ids.uuid, CASE WHEN length(d.digits) > 8 THEN tstzrange(NULL, NULL)
                                ELSE tstzrange($3::timestamptz - d.by, $4::timestamptz + d.by, '[)') END AS during
-         FROM ids LEFT JOIN hosts h ON h.provider_uuid = ids.uuid
+         FROM ids LEFT JOIN LATERAL (SELECT capabilities FROM hosts WHERE provider_uuid = ids.uuid OFFSET 0) h ON true
          CROSS JOIN LATERAL (SELECT substring(h.capabilities->>'cleaning_time' FROM '[0-9]+') AS digits) c
          CROSS JOIN LATERAL (
              SELECT c.digits, greatest(make_interval(secs => $6),

@@ -193,6 +193,37 @@ async fn a_series_near_its_first_window_packs_as_every_host_does() {
     assert!(near_used >= probes / 2, "decided near the first window {near_used} times of {probes}");
 }
 
+/// The near read plans its statements its own way and puts back, for the
+/// rest of the transaction, whatever the planner was set to before.
+#[tokio::test]
+async fn the_near_read_puts_the_planners_settings_back() {
+    let db = TestDatabase::new().await;
+    let store = db.store(2);
+    cloud(&store).await;
+    let base = (store.now().await.unwrap() + Duration::days(1)).duration_trunc(Duration::hours(1)).unwrap();
+    let w = Window { start: base, end: Some(base + Duration::hours(2)) };
+    let demand = hosts_demand(None, 1);
+    let mut c = store.client().await.unwrap();
+    let tx = c.transaction().await.unwrap();
+    let settings = "SELECT current_setting('plan_cache_mode'), current_setting('enable_sort'),
+                           current_setting('enable_seqscan'), current_setting('enable_hashjoin')";
+    tx.execute(
+        "SELECT set_config('enable_sort', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)",
+        &[],
+    )
+    .await
+    .unwrap();
+    let before = tx.query_one(settings, &[]).await.unwrap();
+    let found = crate::queries::near::read(&tx, "p1", &demand, &[w], Duration::zero(), None, 1).await.unwrap();
+    assert!(found.is_some_and(|n| !n.ids.is_empty()), "hosts read");
+    let after = tx.query_one(settings, &[]).await.unwrap();
+    for k in 0..4 {
+        assert_eq!(before.get::<_, String>(k), after.get::<_, String>(k), "setting {k}");
+    }
+    assert_eq!(after.get::<_, String>(0), "force_generic_plan");
+    assert_eq!(after.get::<_, String>(2), "on");
+}
+
 /// A host the near read must see change at once: each change is made
 /// between two creations at the same window, and the second must see it.
 #[tokio::test]
