@@ -15,6 +15,45 @@ const INVALID: &str = "berth.invalid";
 const HOST: &str = "berth.host.invalid";
 const MAINT: &str = "berth.maintenance.invalid";
 
+/// A malformed body: the method, path and caller, the body, and its refusal.
+type Case = (Method, String, &'static str, Value, Refusal);
+
+/// What the cases refer to: a lease body to spoil, dates, a lease and a host.
+struct World {
+    base: Value,
+    start: String,
+    end: String,
+    later: String,
+    lease: String,
+    host: String,
+    host_id: String,
+}
+
+const DUR: &str = "must be seconds or a string like \"2h\"";
+
+/// Creating a lease with `body`, refused as `r`.
+fn new_lease(body: Value, r: Refusal) -> Case {
+    (Method::POST, "/v1/leases".into(), ALICE, body, r)
+}
+
+fn with(base: &Value, k: &str, v: Value) -> Value {
+    let mut b = base.clone();
+    b[k] = v;
+    b
+}
+
+fn without(base: &Value, k: &str) -> Value {
+    let mut b = base.clone();
+    b.as_object_mut().unwrap().remove(k);
+    b
+}
+
+fn rec(base: &Value, r: Value) -> Value {
+    let mut b = without(base, "end_date");
+    b["recurrence"] = r;
+    b
+}
+
 fn no(code: &'static str, message: &str) -> Refusal {
     (StatusCode::BAD_REQUEST, code, message.to_string())
 }
@@ -26,155 +65,96 @@ async fn malformed_blazar_bodies_keep_their_wording() {
     let (st, lease) = s.post("/v1/leases", ALICE, host_lease("l", &at(1), &at(2))).await;
     assert_eq!(st, StatusCode::CREATED, "{lease}");
     let lease = format!("/v1/leases/{}", lease["lease"]["id"].as_str().unwrap());
-    let (_, hosts) = s.get("/v1/os-hosts", ADMIN).await;
-    let host_id = hosts["hosts"][0]["id"].as_str().unwrap().to_string();
+    let (_, listed) = s.get("/v1/os-hosts", ADMIN).await;
+    let host_id = listed["hosts"][0]["id"].as_str().unwrap().to_string();
     let host = format!("/v1/os-hosts/{host_id}");
     let before = log_length(&s).await;
 
     let (start, end, later) = (at(1), at(2), at(48));
-    let base = host_lease("x", &start, &end);
-    let with = |k: &str, v: Value| {
-        let mut b = base.clone();
-        b[k] = v;
-        b
-    };
-    let without = |k: &str| {
-        let mut b = base.clone();
-        b.as_object_mut().unwrap().remove(k);
-        b
-    };
-    let rec = |r: Value| {
-        let mut b = without("end_date");
-        b["recurrence"] = r;
-        b
-    };
-    let dur = "must be seconds or a string like \"2h\"";
-    let mut cases: Vec<(Method, String, &str, Value, Refusal)> = vec![
-        // Creating a lease.
-        (Method::POST, "/v1/leases".into(), ALICE, json!("\"x\""), no(LEASE, "the body must be a JSON object")),
-        (Method::POST, "/v1/leases".into(), ALICE, with("name", json!(5)), no(LEASE, "name must be a string, not 5")),
-        (Method::POST, "/v1/leases".into(), ALICE, without("name"), no(LEASE, "name is required")),
-        (Method::POST, "/v1/leases".into(), ALICE, with("name", Value::Null), no(LEASE, "name is required")),
-        (
-            Method::POST,
-            "/v1/leases".into(),
-            ALICE,
-            json!({ "lease": with("name", json!(5)) }),
-            no(LEASE, "name must be a string, not 5"),
-        ),
-        (
-            Method::POST,
-            "/v1/leases".into(),
-            ALICE,
-            with("dry_run", json!("yes")),
-            no(LEASE, "dry_run must be true or false, not \"yes\""),
-        ),
-        (
-            Method::POST,
-            "/v1/leases".into(),
-            ALICE,
-            with("start_date", json!(5)),
-            no(LEASE, "start_date must be a string, not 5"),
-        ),
-        (
-            Method::POST,
-            "/v1/leases".into(),
-            ALICE,
-            with("end_date", json!(true)),
-            no(LEASE, "end_date must be a string, not true"),
-        ),
-        (
-            Method::POST,
-            "/v1/leases".into(),
-            ALICE,
-            with("before_end_date", json!([1])),
-            no(LEASE, "before_end_date must be a string, not [1]"),
-        ),
-        (Method::POST, "/v1/leases".into(), ALICE, without("end_date"), no(DATE, "end_date is required")),
-        (
-            Method::POST,
-            "/v1/leases".into(),
-            ALICE,
-            with("reservations", json!("x")),
-            no(LEASE, "reservations must be a list"),
-        ),
-        (
-            Method::POST,
-            "/v1/leases".into(),
-            ALICE,
-            with("reservations", json!([5])),
-            no(LEASE, "reservation 0 is not an object"),
-        ),
-        (
-            Method::POST,
-            "/v1/leases".into(),
-            ALICE,
-            with("reservations", json!([{"min": 1}])),
+    let w = World { base: host_lease("x", &start, &end), start, end, later, lease, host, host_id };
+    let cases: Vec<Case> = [create(&w), recurring(&w), change(&w), advice(&w), hosts(&w), maintenance(&w)].concat();
+    let mut wrong = Vec::new();
+    for (method, path, token, body, want) in cases {
+        let (st, e) = s.call(method.clone(), &path, token, Some(body.clone())).await;
+        let got =
+            (st, e["code"].as_str().unwrap_or("").to_string(), e["error_message"].as_str().unwrap_or("").to_string());
+        if (got.0, got.1.as_str(), got.2.as_str()) != (want.0, want.1, want.2.as_str()) {
+            wrong.push(format!("{method} {path} {body}\n  want {want:?}\n  got  {got:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{} refusals changed:\n{}", wrong.len(), wrong.join("\n"));
+    assert_eq!(log_length(&s).await, before, "a refused request wrote to the log");
+    s.assert_no_panic();
+}
+
+/// Creating a lease.
+fn create(w: &World) -> Vec<Case> {
+    let World { base, start, end, later, lease, host, host_id } = w;
+    let _ = (base, start, end, later, lease, host, host_id);
+    vec![
+        new_lease(json!("\"x\""), no(LEASE, "the body must be a JSON object")),
+        new_lease(with(base, "name", json!(5)), no(LEASE, "name must be a string, not 5")),
+        new_lease(without(base, "name"), no(LEASE, "name is required")),
+        new_lease(with(base, "name", Value::Null), no(LEASE, "name is required")),
+        new_lease(json!({ "lease": with(base, "name", json!(5)) }), no(LEASE, "name must be a string, not 5")),
+        new_lease(with(base, "dry_run", json!("yes")), no(LEASE, "dry_run must be true or false, not \"yes\"")),
+        new_lease(with(base, "start_date", json!(5)), no(LEASE, "start_date must be a string, not 5")),
+        new_lease(with(base, "end_date", json!(true)), no(LEASE, "end_date must be a string, not true")),
+        new_lease(with(base, "before_end_date", json!([1])), no(LEASE, "before_end_date must be a string, not [1]")),
+        new_lease(without(base, "end_date"), no(DATE, "end_date is required")),
+    ]
+}
+
+/// A lease's reservations and recurrence.
+fn recurring(w: &World) -> Vec<Case> {
+    let World { base, later, .. } = w;
+    vec![
+        new_lease(with(base, "reservations", json!("x")), no(LEASE, "reservations must be a list")),
+        new_lease(with(base, "reservations", json!([5])), no(LEASE, "reservation 0 is not an object")),
+        new_lease(with(base, "reservations", json!([{"min": 1}])), no(LEASE, "reservation 0 needs a resource_type")),
+        new_lease(
+            with(base, "reservations", json!([{"resource_type": null}])),
             no(LEASE, "reservation 0 needs a resource_type"),
         ),
-        (
-            Method::POST,
-            "/v1/leases".into(),
-            ALICE,
-            with("reservations", json!([{"resource_type": null}])),
-            no(LEASE, "reservation 0 needs a resource_type"),
-        ),
-        (
-            Method::POST,
-            "/v1/leases".into(),
-            ALICE,
-            with("reservations", json!([{"resource_type": 5}])),
+        new_lease(
+            with(base, "reservations", json!([{"resource_type": 5}])),
             no(LEASE, "resource_type must be a string, not 5"),
         ),
-        (
-            Method::POST,
-            "/v1/leases".into(),
-            ALICE,
-            rec(json!(5)),
-            no(LEASE, "recurrence: must be an object with cron, duration and until"),
-        ),
-        (Method::POST, "/v1/leases".into(), ALICE, rec(json!({})), no(LEASE, "recurrence: cron is required")),
-        (
-            Method::POST,
-            "/v1/leases".into(),
-            ALICE,
-            rec(json!({"cron": 5, "duration": "1h", "until": later})),
+        new_lease(rec(base, json!(5)), no(LEASE, "recurrence: must be an object with cron, duration and until")),
+        new_lease(rec(base, json!({})), no(LEASE, "recurrence: cron is required")),
+        new_lease(
+            rec(base, json!({"cron": 5, "duration": "1h", "until": later})),
             no(LEASE, "cron must be a string, not 5"),
         ),
-        (
-            Method::POST,
-            "/v1/leases".into(),
-            ALICE,
-            rec(json!({"cron": "0 9 * * *", "until": later})),
-            no(INVALID, &format!("recurrence.duration {dur}")),
+        new_lease(
+            rec(base, json!({"cron": "0 9 * * *", "until": later})),
+            no(INVALID, &format!("recurrence.duration {DUR}")),
         ),
-        (
-            Method::POST,
-            "/v1/leases".into(),
-            ALICE,
-            rec(json!({"cron": "0 9 * * *", "duration": [1], "until": later})),
-            no(INVALID, &format!("recurrence.duration {dur}")),
+        new_lease(
+            rec(base, json!({"cron": "0 9 * * *", "duration": [1], "until": later})),
+            no(INVALID, &format!("recurrence.duration {DUR}")),
         ),
-        (
-            Method::POST,
-            "/v1/leases".into(),
-            ALICE,
-            rec(json!({"cron": "0 9 * * *", "duration": "1h"})),
+        new_lease(
+            rec(base, json!({"cron": "0 9 * * *", "duration": "1h"})),
             no(LEASE, "recurrence: until (a date) is required"),
         ),
-        (
-            Method::POST,
-            "/v1/leases".into(),
-            ALICE,
-            rec(json!({"cron": "0 9 * * *", "duration": "1h", "until": 5})),
+        new_lease(
+            rec(base, json!({"cron": "0 9 * * *", "duration": "1h", "until": 5})),
             no(LEASE, "until must be a string, not 5"),
         ),
-        // Changing one.
+    ]
+}
+
+/// Changing one.
+fn change(w: &World) -> Vec<Case> {
+    let World { base, start, end, later, lease, host, host_id } = w;
+    let _ = (base, start, end, later, lease, host, host_id);
+    vec![
         (Method::PUT, lease.clone(), ALICE, json!({}), no(LEASE, "nothing to update")),
         (Method::PUT, lease.clone(), ALICE, json!({"defer_by": null}), no(LEASE, "nothing to update")),
         (Method::PUT, lease.clone(), ALICE, json!({"name": 5}), no(LEASE, "name must be a string, not 5")),
         (Method::PUT, lease.clone(), ALICE, json!({"end_date": 5}), no(LEASE, "end_date must be a string, not 5")),
-        (Method::PUT, lease.clone(), ALICE, json!({"prolong_for": [1]}), no(INVALID, &format!("prolong_for {dur}"))),
+        (Method::PUT, lease.clone(), ALICE, json!({"prolong_for": [1]}), no(INVALID, &format!("prolong_for {DUR}"))),
         (Method::PUT, lease.clone(), ALICE, json!({"reservations": 5}), no(LEASE, "reservations must be a list")),
         (Method::PUT, lease.clone(), ALICE, json!({"reservations": [5]}), no(LEASE, "reservation 0 is not an object")),
         (
@@ -209,7 +189,14 @@ async fn malformed_blazar_bodies_keep_their_wording() {
                 "lease 6f1f2f6a-0000-4000-8000-000000000009 could not be found".into(),
             ),
         ),
-        // Advice.
+    ]
+}
+
+/// Advice.
+fn advice(w: &World) -> Vec<Case> {
+    let World { base, start, end, later, lease, host, host_id } = w;
+    let _ = (base, start, end, later, lease, host, host_id);
+    vec![
         (
             Method::POST,
             "/v1/availability".into(),
@@ -222,7 +209,7 @@ async fn malformed_blazar_bodies_keep_their_wording() {
             "/v1/availability".into(),
             ALICE,
             json!({"reservations": []}),
-            no(INVALID, &format!("duration {dur}")),
+            no(INVALID, &format!("duration {DUR}")),
         ),
         (
             Method::POST,
@@ -245,7 +232,22 @@ async fn malformed_blazar_bodies_keep_their_wording() {
             json!({"availability": {"reservations": [], "duration": "1h", "from": 5}}),
             no(LEASE, "from must be a string, not 5"),
         ),
-        // Hosts.
+    ]
+}
+
+/// Hosts.
+fn hosts(w: &World) -> Vec<Case> {
+    let World { base, start, end, later, lease, host, host_id } = w;
+    let _ = (base, start, end, later, lease, host, host_id);
+    vec![
+        // A body that is not JSON names serde's reason.
+        (
+            Method::POST,
+            "/v1/os-hosts".into(),
+            ADMIN,
+            json!("{nope"),
+            no(LEASE, "the body is not JSON: key must be a string at line 1 column 2"),
+        ),
         (Method::POST, "/v1/os-hosts".into(), ADMIN, json!({}), no(HOST, "name (the provider's name) is required")),
         (Method::POST, "/v1/os-hosts".into(), ADMIN, json!({"name": 5}), no(LEASE, "name must be a string, not 5")),
         (
@@ -307,7 +309,14 @@ async fn malformed_blazar_bodies_keep_their_wording() {
             json!({"resource_property": {"private": "true"}}),
             no(HOST, "private (true or false) is required"),
         ),
-        // Maintenance.
+    ]
+}
+
+/// Maintenance.
+fn maintenance(w: &World) -> Vec<Case> {
+    let World { base, start, end, later, lease, host, host_id } = w;
+    let _ = (base, start, end, later, lease, host, host_id);
+    vec![
         (Method::POST, "/v1/maintenance".into(), ADMIN, json!({}), no(MAINT, "hosts (a list of host ids) is required")),
         (
             Method::POST,
@@ -351,26 +360,5 @@ async fn malformed_blazar_bodies_keep_their_wording() {
             json!({"hosts": [host_id], "start_date": start, "end_date": end, "reason": 5}),
             no(LEASE, "reason must be a string, not 5"),
         ),
-    ];
-    // A body that is not JSON names serde's reason.
-    cases.push((
-        Method::POST,
-        "/v1/os-hosts".into(),
-        ADMIN,
-        json!("{nope"),
-        no(LEASE, "the body is not JSON: key must be a string at line 1 column 2"),
-    ));
-
-    let mut wrong = Vec::new();
-    for (method, path, token, body, want) in cases {
-        let (st, e) = s.call(method.clone(), &path, token, Some(body.clone())).await;
-        let got =
-            (st, e["code"].as_str().unwrap_or("").to_string(), e["error_message"].as_str().unwrap_or("").to_string());
-        if (got.0, got.1.as_str(), got.2.as_str()) != (want.0, want.1, want.2.as_str()) {
-            wrong.push(format!("{method} {path} {body}\n  want {want:?}\n  got  {got:?}"));
-        }
-    }
-    assert!(wrong.is_empty(), "{} refusals changed:\n{}", wrong.len(), wrong.join("\n"));
-    assert_eq!(log_length(&s).await, before, "a refused request wrote to the log");
-    s.assert_no_panic();
+    ]
 }
