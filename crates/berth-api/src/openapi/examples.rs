@@ -13,9 +13,25 @@ pub fn request_schema<'d>(doc: &'d Value, method: &str, path: &str) -> Option<&'
     doc["paths"][path][method]["requestBody"]["content"]["application/json"].get("schema")
 }
 
-/// The name of the component a `$ref` points at.
+/// The name of the component a `$ref` points at (also as the one
+/// alternative to null of an optional body).
 pub fn ref_name(schema: &Value) -> Option<&str> {
+    if let Some(alternatives) = schema.get("oneOf").and_then(Value::as_array) {
+        let mut named = alternatives.iter().filter_map(ref_name);
+        return named.next().filter(|_| named.next().is_none());
+    }
     schema.get("$ref")?.as_str()?.strip_prefix("#/components/schemas/")
+}
+
+/// A pattern without the anchors of its alternatives, which string
+/// generation cannot read (what it generates matches whole anyway).
+fn unanchored(pattern: &str) -> String {
+    let each: Vec<&str> = pattern
+        .split('|')
+        .map(|p| p.strip_prefix('^').unwrap_or(p))
+        .map(|p| p.strip_suffix('$').unwrap_or(p))
+        .collect();
+    each.join("|")
 }
 
 /// Values `schema` (within `doc`, for its `$ref`s) describes.
@@ -90,7 +106,7 @@ fn string(schema: &Value) -> BoxedStrategy<Value> {
         return any::<u128>().prop_map(|n| json!(uuid::Uuid::from_u128(n).to_string())).boxed();
     }
     if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
-        let re = proptest::string::string_regex(pattern).expect("a pattern proptest reads");
+        let re = proptest::string::string_regex(&unanchored(pattern)).expect("a pattern proptest reads");
         return re
             .prop_filter("within the lengths", move |s| (min..=max.max(min)).contains(&s.chars().count()))
             .prop_map(Value::String)
@@ -120,7 +136,12 @@ fn object(doc: &Value, schema: &Value, depth: usize) -> BoxedStrategy<Value> {
         Some(Value::Bool(true)) => prop::option::of(any_value(depth + 1)).boxed(),
         Some(s) => prop::option::of(strategy(doc, s, depth + 1)).boxed(),
     };
-    let names = proptest::string::string_regex("x_[a-z]{1,8}").expect("a pattern");
+    // Maps' keys: uuids (providers, consumers), class names, or others.
+    let names = prop_oneof![
+        any::<u128>().prop_map(|n| uuid::Uuid::from_u128(n).to_string()),
+        "[A-Z][A-Z0-9_]{0,8}",
+        "x_[a-z]{1,8}",
+    ];
     let min = schema.get("minProperties").and_then(Value::as_u64).unwrap_or(0) as usize;
     (fields, extra, names)
         .prop_map(|(fields, extra, name)| {
