@@ -140,17 +140,14 @@ mod tests {
 
     #[derive(Debug, Deserialize)]
     struct Inner {
-        #[allow(dead_code)] // read to be checked
         id: uuid::Uuid,
     }
 
     /// A body whose refusal names where serde stopped and what it found.
     #[derive(Debug, Deserialize)]
     struct Probe {
-        #[allow(dead_code)] // read to be checked
         name: String,
         #[serde(default)]
-        #[allow(dead_code)] // read to be checked
         items: Option<Vec<Inner>>,
         #[serde(flatten)]
         rest: Map<String, Value>,
@@ -176,7 +173,12 @@ mod tests {
         assert_eq!(refusal(json!({"name": "n", "items": [5]})), "items[0] Some(Number(5))");
         // Through the wrappers, and beside the flattened map.
         assert_eq!(refusal(json!({"probe": {"values": {"name": null, "x": 1}}})), "name Some(Null)");
-        let p = read::<Probe>(&Bytes::from(json!({"probe": {"name": "n", "gpu": true}}).to_string())).unwrap();
+        let id = uuid::Uuid::nil();
+        let p = read::<Probe>(&Bytes::from(
+            json!({"probe": {"name": "n", "gpu": true, "items": [{"id": id}]}}).to_string(),
+        ))
+        .unwrap();
+        assert_eq!((p.name.as_str(), p.items.map(|i| i[0].id)), ("n", Some(id)));
         assert_eq!(Value::Object(p.rest), json!({"gpu": true}));
     }
 
