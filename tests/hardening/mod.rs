@@ -6,6 +6,7 @@
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
 
+mod bodies;
 mod input;
 mod lists;
 mod outages;

@@ -121,7 +121,6 @@ async fn fire(State(state): State<AppState>, ctx: Context, Path(id): Path<String
 }
 
 /// The manager as `GET /v1/manager` shows it.
-#[allow(dead_code)] // a schema: `manager_json` builds the document
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct Manager {
     paused: bool,
@@ -132,14 +131,12 @@ struct Manager {
     counts: Counts,
 }
 
-#[allow(dead_code)] // a schema
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct ChangedBy {
     user_id: String,
     project_id: String,
 }
 
-#[allow(dead_code)] // a schema
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct Replica {
     id: String,
@@ -147,7 +144,6 @@ struct Replica {
     last_seen_at: String,
 }
 
-#[allow(dead_code)] // a schema
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct Counts {
     /// UNDONE events whose time has come (they wait while paused).
@@ -156,28 +152,34 @@ struct Counts {
     error: i64,
 }
 
-#[allow(dead_code)] // a schema
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct OneManager {
     manager: Manager,
 }
 
-#[allow(dead_code)] // a schema
 #[derive(serde::Deserialize, utoipa::ToSchema)]
 struct ManagerChange {
     paused: bool,
 }
 
-fn manager_json(m: &ManagerState) -> Value {
-    json!({ "manager": {
-        "paused": m.paused,
-        "changed_at": m.changed_at.map(format_date),
-        "changed_by": m.changed_by.as_ref().map(|(u, p)| json!({"user_id": u, "project_id": p})),
-        "replicas": m.replicas.iter().map(|r| json!({
-            "id": r.id, "in_progress": r.in_progress, "last_seen_at": format_date(r.last_seen_at),
-        })).collect::<Vec<_>>(),
-        "counts": {"due": m.due, "in_progress": m.in_progress, "error": m.error},
-    }})
+fn manager_json(m: &ManagerState) -> Json<OneManager> {
+    Json(OneManager {
+        manager: Manager {
+            paused: m.paused,
+            changed_at: m.changed_at.map(format_date),
+            changed_by: m.changed_by.as_ref().map(|(u, p)| ChangedBy { user_id: u.clone(), project_id: p.clone() }),
+            replicas: m
+                .replicas
+                .iter()
+                .map(|r| Replica {
+                    id: r.id.clone(),
+                    in_progress: r.in_progress,
+                    last_seen_at: format_date(r.last_seen_at),
+                })
+                .collect(),
+            counts: Counts { due: m.due, in_progress: m.in_progress, error: m.error },
+        },
+    })
 }
 
 #[utoipa::path(
@@ -189,9 +191,9 @@ fn manager_json(m: &ManagerState) -> Value {
         (status = 200, description = "The manager", body = OneManager),
     ),
 )]
-async fn show(State(state): State<AppState>, ctx: Context) -> Result<Json<Value>, ApiError> {
+async fn show(State(state): State<AppState>, ctx: Context) -> Result<Json<OneManager>, ApiError> {
     state.rules.authorize(&ctx, Action::ManagerGet, &Target::own(&ctx))?;
-    Ok(Json(manager_json(&state.store.manager_state().await?)))
+    Ok(manager_json(&state.store.manager_state().await?))
 }
 
 /// `{"paused": true|false}` (or wrapped in `manager`); nothing else.
@@ -208,7 +210,9 @@ fn paused_of(body: &Bytes) -> Result<bool, ApiError> {
     if let Some(k) = obj.keys().find(|k| *k != "paused") {
         return Err(bad(&format!("unknown field {k:?}: only paused may change")));
     }
-    obj.get("paused").and_then(Value::as_bool).ok_or_else(|| bad("paused must be true or false"))
+    let change: ManagerChange =
+        serde_json::from_value(Value::Object(obj.clone())).map_err(|_| bad("paused must be true or false"))?;
+    Ok(change.paused)
 }
 
 #[utoipa::path(
@@ -221,10 +225,10 @@ fn paused_of(body: &Bytes) -> Result<bool, ApiError> {
         (status = 200, description = "The manager", body = OneManager),
     ),
 )]
-async fn update(State(state): State<AppState>, ctx: Context, body: Bytes) -> Result<Json<Value>, ApiError> {
+async fn update(State(state): State<AppState>, ctx: Context, body: Bytes) -> Result<Json<OneManager>, ApiError> {
     state.rules.authorize(&ctx, Action::ManagerUpdate, &Target::own(&ctx))?;
     let paused = paused_of(&body)?;
     let meta = control_meta(&ctx, Action::ManagerUpdate);
     state.store.set_manager_paused(&meta, paused, &ctx.user_id, &ctx.project_id).await?;
-    Ok(Json(manager_json(&state.store.manager_state().await?)))
+    Ok(manager_json(&state.store.manager_state().await?))
 }

@@ -22,6 +22,9 @@ use utoipa::ToSchema;
 use crate::error::Style;
 use crate::tags;
 
+#[cfg(test)]
+pub(crate) mod examples;
+
 /// One error as Placement's and Berth's documents carry it.
 #[allow(dead_code)] // a schema: `crate::error` renders the document
 #[derive(Serialize, ToSchema)]

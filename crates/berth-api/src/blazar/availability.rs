@@ -6,15 +6,14 @@ use std::collections::HashMap;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::Json;
-use berth_core::dates::{self, format_date, parse_date, DateSpec};
+use berth_core::dates::{format_date, parse_date, DateSpec};
 use berth_core::error::ErrorCode;
 use berth_core::time::DateMath;
 use chrono::{DateTime, Duration, Utc};
-use serde_json::Value;
 
 use super::bodies;
 use super::leases::reservations;
-use super::{object_body, opt_str, path_id};
+use super::{path_id, read};
 use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::error::ApiError;
@@ -51,18 +50,16 @@ pub(super) async fn advise(
     body: Bytes,
 ) -> Result<Json<bodies::Availability>, ApiError> {
     state.rules.authorize(&ctx, Action::Availability, &Target::own(&ctx))?;
-    let obj = object_body(&body, "availability")?;
-    let wanted = reservations(&state, obj.get("reservations")).await?;
-    let duration = dates::duration_from_json("duration", obj.get("duration").unwrap_or(&Value::Null))?;
+    let asked: bodies::AvailabilityQuery = read::read(&body)?;
+    let wanted = reservations(&state, asked.reservations.unwrap_or_default()).await?;
+    let duration = asked.duration.read("duration")?;
     let now = state.store.now().await?;
-    let from = date(opt_str(&obj, "from")?, "from", now, now)?.max(now);
-    let until = date(opt_str(&obj, "until")?, "until", from.saturating_plus(DEFAULT_SEARCH), now)?;
-    let limit = match obj.get("limit") {
-        None | Some(Value::Null) => 5,
-        Some(v) => match v.as_u64() {
-            Some(n) if (1..=100).contains(&n) => n as usize,
-            _ => return Err(ApiError::bad_request(ErrorCode::InvalidLease, "limit must be 1 to 100")),
-        },
+    let from = date(asked.from.as_deref(), "from", now, now)?.max(now);
+    let until = date(asked.until.as_deref(), "until", from.saturating_plus(DEFAULT_SEARCH), now)?;
+    let limit = match asked.limit {
+        None => 5,
+        Some(n) if (1..=100).contains(&n) => n as usize,
+        Some(_) => return Err(ApiError::bad_request(ErrorCode::InvalidLease, "limit must be 1 to 100")),
     };
     let found = state.store.availability(&ctx.project_id, &wanted, duration, from, until, limit).await?;
     Ok(Json(bodies::Availability {

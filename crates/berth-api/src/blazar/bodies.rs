@@ -1,11 +1,12 @@
 //! The request and response bodies of the Blazar v1 routes and Berth's
-//! advice, as schemas for the OpenAPI document. The handlers read bodies
-//! field by field (a body may also come wrapped, `{"lease": {...}}`, as
-//! Blazar accepts) and build their answers as JSON; these describe them.
+//! advice. A request body is read by its type ([`requests`]), which also
+//! describes it in `/openapi.json`, and words the refusal of a field it
+//! cannot read as Blazar always has; a body may also come wrapped
+//! (`{"lease": {...}}`), as Blazar accepts. Most answers are built as JSON
+//! and described by the response types here.
 //! A reservation carries its plugin's parameters and a host its extra
 //! capabilities beside the fixed fields, so no schema here denies unknown
 //! fields. `make fuzz` checks the answers against them.
-#![allow(dead_code)] // most are schemas only: their handlers build JSON
 
 use std::collections::BTreeMap;
 
@@ -13,6 +14,9 @@ use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
+
+mod requests;
+pub use requests::*;
 
 /// A `next` link of a full page.
 #[derive(Serialize, ToSchema)]
@@ -102,45 +106,6 @@ pub struct Leases {
     leases_links: Option<Vec<PageLink>>,
 }
 
-/// A reservation to make: its type and its plugin's parameters beside it
-/// (`physical:host`: `min`, `max`, `hypervisor_properties`,
-/// `resource_properties`; `virtual:instance`: `amount`, `vcpus`,
-/// `memory_mb`, `disk_gb`, ...).
-#[derive(Serialize, ToSchema)]
-pub struct NewReservation {
-    resource_type: String,
-}
-
-/// A duration: seconds, or a number with a unit (`90m`, `2h`, `1d`).
-#[derive(Serialize, ToSchema)]
-pub struct Duration(Value);
-
-/// A recurring lease: a five-field crontab schedule in UTC, a duration
-/// each, and a last start.
-#[derive(Serialize, ToSchema)]
-pub struct Recurrence {
-    cron: String,
-    duration: Duration,
-    until: String,
-}
-
-/// `POST /v1/leases` (also wrapped as `{"lease": {...}}`). Dates are
-/// `YYYY-MM-DD HH:MM` in UTC, or `now` for the start.
-#[derive(Serialize, ToSchema)]
-pub struct NewLease {
-    name: String,
-    #[schema(nullable = false)]
-    start_date: Option<String>,
-    /// Required unless recurring.
-    #[schema(nullable = false)]
-    end_date: Option<String>,
-    before_end_date: Option<String>,
-    reservations: Vec<NewReservation>,
-    recurrence: Option<Recurrence>,
-    /// Book nothing; answer the occurrences and whether each fits.
-    dry_run: Option<bool>,
-}
-
 #[derive(Serialize, ToSchema)]
 pub struct Occurrence {
     start_date: String,
@@ -156,43 +121,7 @@ pub struct DryRun {
     occurrences: Vec<Occurrence>,
 }
 
-/// A change to one of the lease's reservations: its id and the
-/// parameters to change beside it.
-#[derive(Serialize, ToSchema)]
-pub struct ReservationChange {
-    id: Uuid,
-}
-
-/// `PUT /v1/leases/{id}` (also wrapped as `{"lease": {...}}`): at least
-/// one change. A date, or a relative move of it (a duration), not both.
-#[derive(Serialize, ToSchema)]
-pub struct LeaseChange {
-    name: Option<String>,
-    start_date: Option<String>,
-    end_date: Option<String>,
-    before_end_date: Option<String>,
-    prolong_for: Option<Duration>,
-    reduce_by: Option<Duration>,
-    defer_by: Option<Duration>,
-    advance_by: Option<Duration>,
-    reservations: Option<Vec<ReservationChange>>,
-}
-
 // ---- advice
-
-/// `POST /v1/availability` (also wrapped as `{"availability": {...}}`).
-#[derive(Serialize, ToSchema)]
-pub struct AvailabilityQuery {
-    reservations: Vec<NewReservation>,
-    duration: Duration,
-    /// Default now.
-    from: Option<String>,
-    /// Default 30 days after `from`.
-    until: Option<String>,
-    /// Default 5.
-    #[schema(minimum = 1, maximum = 100)]
-    limit: Option<u32>,
-}
 
 #[derive(Serialize, ToSchema)]
 pub struct Window {
@@ -257,28 +186,6 @@ pub struct Hosts {
     hosts_links: Option<Vec<PageLink>>,
 }
 
-/// `POST /v1/os-hosts` (also wrapped as `{"host": {...}}`): a provider's
-/// name, its sizes (all or none: none enrols an existing provider), and
-/// extra capabilities beside these fields.
-#[derive(Serialize, ToSchema)]
-pub struct NewHost {
-    name: String,
-    vcpus: Option<i64>,
-    memory_mb: Option<i64>,
-    local_gb: Option<i64>,
-    reservable: Option<bool>,
-}
-
-/// `PUT /v1/os-hosts/{id}` (also wrapped as `{"host": {...}}` or
-/// `{"values": {...}}`): extra capabilities to set, `reservable`, and
-/// `disabled` (true: the host is unusable and the reservations holding it
-/// move to other hosts in the same transaction; false: usable again).
-#[derive(Serialize, ToSchema)]
-pub struct HostChange {
-    reservable: Option<bool>,
-    disabled: Option<bool>,
-}
-
 /// What a heal did to one reservation.
 #[derive(Serialize, ToSchema)]
 pub struct Healed {
@@ -339,13 +246,6 @@ pub struct Properties {
     resource_properties_links: Option<Vec<PageLink>>,
 }
 
-/// `PATCH /v1/os-hosts/properties/{name}` (also wrapped as
-/// `{"resource_property": {...}}`).
-#[derive(Serialize, ToSchema)]
-pub struct PropertyChange {
-    private: bool,
-}
-
 #[derive(Serialize, ToSchema)]
 pub struct PropertyShown {
     property: String,
@@ -357,18 +257,6 @@ pub struct PropertyShown {
 #[derive(Serialize, ToSchema)]
 pub struct OneProperty {
     resource_property: PropertyShown,
-}
-
-/// `POST /v1/maintenance` (also wrapped as `{"maintenance": {...}}`).
-#[derive(Serialize, ToSchema)]
-pub struct NewMaintenance {
-    /// Host ids.
-    hosts: Vec<Uuid>,
-    start_date: String,
-    end_date: String,
-    /// Move the leases hit to other hosts at once (default false: only flag them).
-    heal: Option<bool>,
-    reason: Option<String>,
 }
 
 /// A maintenance window.

@@ -16,7 +16,8 @@ use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 use super::bodies;
-use super::{idempotency, meta, object_body, opt_str, path_id};
+use super::read::{self, Body as _};
+use super::{idempotency, meta, path_id};
 use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::error::ApiError;
@@ -58,29 +59,6 @@ pub(super) fn allocation_json(a: &HostAllocation) -> Value {
 
 pub(super) fn bad(m: impl Into<String>) -> ApiError {
     ApiError::bad_request(ErrorCode::HostInvalid, m)
-}
-
-fn whole(obj: &Map<String, Value>, key: &str) -> Result<Option<i64>, ApiError> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n.as_i64().map(Some).ok_or_else(|| bad(format!("{key} must be a whole number"))),
-        Some(Value::String(s)) => s.trim().parse().map(Some).map_err(|_| bad(format!("{key} must be a whole number"))),
-        Some(v) => Err(bad(format!("{key} must be a whole number, not {v}"))),
-    }
-}
-
-fn reservable(obj: &Map<String, Value>) -> Result<Option<bool>, ApiError> {
-    flag(obj, "reservable")
-}
-
-fn flag(obj: &Map<String, Value>, key: &str) -> Result<Option<bool>, ApiError> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => Ok(Some(true)),
-        Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => Ok(Some(false)),
-        Some(v) => Err(bad(format!("{key} must be true or false, not {v}"))),
-    }
 }
 
 fn host_id(id: &str) -> Result<Uuid, ApiError> {
@@ -138,21 +116,18 @@ pub(super) async fn create(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     state.rules.authorize(&ctx, Action::HostsCreate, &Target::own(&ctx))?;
-    let obj = object_body(&body, "host")?;
+    let obj = read::object(&body, bodies::NewHost::WRAPPERS)?;
     let key = idempotency::request_key(&headers, &ctx, "POST /v1/os-hosts", &obj)?;
-    let Some(name) = opt_str(&obj, "name")? else {
-        return Err(bad("name (the provider's name) is required"));
-    };
-    let sizes = (whole(&obj, "vcpus")?, whole(&obj, "memory_mb")?, whole(&obj, "local_gb")?);
-    let resources = match sizes {
-        (Some(v), Some(m), Some(d)) => Some((v, m, d)),
+    let asked: bodies::NewHost = read::typed(&obj)?;
+    let resources = match (asked.vcpus, asked.memory_mb, asked.local_gb) {
+        (Some(v), Some(m), Some(d)) => Some((v.0, m.0, d.0)),
         (None, None, None) => None,
         _ => return Err(bad("give all of vcpus, memory_mb and local_gb, or none")),
     };
     let capabilities: BTreeMap<String, Value> =
-        obj.iter().filter(|(k, _)| !HOST_FIELDS.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
-    let new =
-        NewHost { name: name.to_string(), resources, reservable: reservable(&obj)?.unwrap_or(true), capabilities };
+        asked.capabilities.into_iter().filter(|(k, _)| !HOST_FIELDS.contains(&k.as_str())).collect();
+    let reservable = asked.reservable.is_none_or(|f| f.0);
+    let new = NewHost { name: asked.name, resources, reservable, capabilities };
     let (id, replayed) = match key {
         None => (state.store.enrol_host(&meta(&ctx), new).await?, false),
         Some(key) => match state.store.enrol_host_keyed(&meta(&ctx), new, &key).await? {
@@ -182,22 +157,14 @@ pub(super) async fn update(
 ) -> Result<Json<Value>, ApiError> {
     state.rules.authorize(&ctx, Action::HostsUpdate, &Target::own(&ctx))?;
     let id = host_id(&id)?;
-    let mut obj = object_body(&body, "host")?;
-    if obj.len() == 1 {
-        if let Some(Value::Object(inner)) = obj.get("values") {
-            obj = inner.clone();
-        }
-    }
-    let mut change = HostChange { reservable: reservable(&obj)?, capabilities: BTreeMap::new() };
-    let disabled = flag(&obj, "disabled")?;
-    for (k, v) in &obj {
-        if k == "reservable" || k == "disabled" {
-            continue;
-        }
+    let asked: bodies::HostChange = read::read(&body)?;
+    let mut change = HostChange { reservable: asked.reservable.map(|f| f.0), capabilities: BTreeMap::new() };
+    let disabled = asked.disabled.map(|f| f.0);
+    for (k, v) in asked.capabilities {
         if HOST_FIELDS.contains(&k.as_str()) {
             return Err(bad(format!("{k} cannot be changed here")));
         }
-        change.capabilities.insert(k.clone(), v.clone());
+        change.capabilities.insert(k, v);
     }
     if change.reservable.is_none() && change.capabilities.is_empty() && disabled.is_none() {
         return Err(bad("nothing to update"));
@@ -292,11 +259,7 @@ pub(super) async fn set_property(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     state.rules.authorize(&ctx, Action::HostsUpdateProperty, &Target::own(&ctx))?;
-    let obj = object_body(&body, "resource_property")?;
-    let private = match obj.get("private") {
-        Some(Value::Bool(b)) => *b,
-        _ => return Err(bad("private (true or false) is required")),
-    };
+    let private = read::read::<bodies::PropertyChange>(&body)?.private;
     state.store.set_host_property(&meta(&ctx), &name, private).await?;
     let found = state.store.host_properties(true).await?.into_iter().find(|p| p.name == name);
     let values = found.map(|p| p.values).unwrap_or_default();

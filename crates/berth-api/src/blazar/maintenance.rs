@@ -9,11 +9,10 @@ use axum::Json;
 use berth_core::dates::format_date;
 use berth_core::error::ErrorCode;
 use berth_store::commands::{Demands, MaintenanceWindow, NewMaintenance};
-use serde_json::{json, Map, Value};
-use uuid::Uuid;
+use serde_json::{json, Value};
 
 use super::bodies;
-use super::{meta, object_body, opt_str, path_id};
+use super::{meta, path_id, read};
 use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::error::ApiError;
@@ -37,27 +36,20 @@ fn window_json(w: &MaintenanceWindow) -> Value {
 }
 
 /// The body as a window to schedule; `now` the database's time.
-fn parse(obj: &Map<String, Value>, now: chrono::DateTime<chrono::Utc>) -> Result<NewMaintenance, ApiError> {
-    let hosts: Vec<Uuid> = match obj.get("hosts") {
-        Some(Value::Array(list)) if !list.is_empty() => list
-            .iter()
-            .map(|h| {
-                h.as_str().and_then(|s| Uuid::parse_str(s).ok()).ok_or_else(|| bad(format!("{h} is not a host id")))
-            })
-            .collect::<Result<_, _>>()?,
-        _ => return Err(bad("hosts (a list of host ids) is required")),
-    };
-    let date = |key: &str| -> Result<chrono::DateTime<chrono::Utc>, ApiError> {
-        let Some(s) = opt_str(obj, key)? else { return Err(bad(format!("{key} is required"))) };
+fn parse(asked: bodies::NewMaintenance, now: chrono::DateTime<chrono::Utc>) -> Result<NewMaintenance, ApiError> {
+    if asked.hosts.is_empty() {
+        return Err(bad("hosts (a list of host ids) is required"));
+    }
+    let date = |key: &str, s: &str| -> Result<chrono::DateTime<chrono::Utc>, ApiError> {
         Ok(berth_core::dates::parse_date(key, s)?.resolve(now))
     };
-    let heal = match obj.get("heal") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(v) => return Err(bad(format!("heal must be true or false, not {v}"))),
-    };
-    let reason = opt_str(obj, "reason")?.map(String::from);
-    Ok(NewMaintenance { hosts, start: date("start_date")?, end: date("end_date")?, heal, reason })
+    Ok(NewMaintenance {
+        hosts: asked.hosts,
+        start: date("start_date", &asked.start_date)?,
+        end: date("end_date", &asked.end_date)?,
+        heal: asked.heal.unwrap_or(false),
+        reason: asked.reason,
+    })
 }
 
 #[utoipa::path(
@@ -76,8 +68,8 @@ pub(super) async fn create(
     body: Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     state.rules.authorize(&ctx, Action::MaintenanceCreate, &Target::own(&ctx))?;
-    let obj = object_body(&body, "maintenance")?;
-    let new = parse(&obj, state.store.now().await?)?;
+    let asked: bodies::NewMaintenance = read::read(&body)?;
+    let new = parse(asked, state.store.now().await?)?;
     let mut demands = Demands::new();
     for r in state.store.reservations_hit(&new).await? {
         if let Some(d) = state.plugins.demand_of(&r.resource_type, &r.params).await {

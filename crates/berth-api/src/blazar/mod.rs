@@ -12,14 +12,13 @@ mod leases;
 mod maintenance;
 mod plugins;
 mod policy;
+mod read;
 
-use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::routing::{get, patch, post};
 use axum::Router;
 use berth_core::error::ErrorCode;
 use berth_core::EventMeta;
-use serde_json::Value;
 
 use crate::auth::Context;
 use crate::error::{current_request_id, ApiError};
@@ -87,34 +86,8 @@ pub(crate) fn meta(ctx: &Context) -> EventMeta {
     }
 }
 
-/// A JSON object body; `wrapper` (`lease`, `host`) may wrap it, as Blazar
-/// accepts both. Anything else is a 400 that names the problem.
-fn object_body(body: &Bytes, wrapper: &str) -> Result<serde_json::Map<String, Value>, ApiError> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(ErrorCode::InvalidLease, format!("the body is not JSON: {e}")))?;
-    let Value::Object(mut obj) = v else {
-        return Err(ApiError::bad_request(ErrorCode::InvalidLease, "the body must be a JSON object"));
-    };
-    if obj.len() == 1 {
-        if let Some(Value::Object(inner)) = obj.get(wrapper) {
-            let inner = inner.clone();
-            obj = inner;
-        }
-    }
-    Ok(obj)
-}
-
 /// A path id; anything that is not a uuid names nothing (404).
 fn path_id(id: &str, what: &'static str, code: ErrorCode) -> Result<uuid::Uuid, ApiError> {
     uuid::Uuid::parse_str(id)
         .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, code, format!("{what} {id} could not be found")))
-}
-
-/// A string field, if present; any other type is a 400.
-fn opt_str<'a>(obj: &'a serde_json::Map<String, Value>, key: &str) -> Result<Option<&'a str>, ApiError> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.as_str())),
-        Some(v) => Err(ApiError::bad_request(ErrorCode::InvalidLease, format!("{key} must be a string, not {v}"))),
-    }
 }

@@ -29,24 +29,9 @@ use crate::AppState;
 /// The owner Placement records for consumers written without one (before 1.8).
 pub const INCOMPLETE_CONSUMER: &str = "00000000-0000-0000-0000-000000000000";
 
-/// A provider's resources in the order the request gives them: they are
-/// answered in it.
-#[derive(Debug, Deserialize)]
-pub struct Resources {
-    pub resources: IndexMap<String, i64>,
-}
-
 /// One consumer's allocations as 1.12 and later write them (PUT, each entry
-/// of POST and of the reshaper), its providers in the request's order.
-#[derive(Debug, Deserialize)]
-pub struct ConsumerBody {
-    pub allocations: IndexMap<String, Resources>,
-    pub project_id: Option<String>,
-    pub user_id: Option<String>,
-    #[serde(default)]
-    pub consumer_generation: Option<i64>,
-    pub consumer_type: Option<String>,
-}
+/// of POST and of the reshaper).
+pub use bodies::AllocationsChange as ConsumerBody;
 
 /// Before 1.12: a list of provider/resources pairs.
 #[derive(Debug, Deserialize)]
@@ -88,7 +73,7 @@ fn holds(
     Ok(out)
 }
 
-impl ConsumerBody {
+impl bodies::AllocationsChange {
     pub fn into_command(
         self,
         mv: Version,
@@ -243,7 +228,7 @@ pub async fn post_many(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result
     p.since(p.mv.post_allocations())?;
     p.json_content()?;
     p.authorize(Action::AllocationsManage)?;
-    let consumers: IndexMap<String, ConsumerBody> = p.body(&bytes, schemas::POST_ALLOCATIONS.get(p.mv))?;
+    let consumers = p.body::<bodies::ManyAllocations>(&bytes, schemas::POST_ALLOCATIONS.get(p.mv))?.0;
     let commands = consumers_commands(p.mv, consumers, s.store.now().await?)?;
     s.store
         .replace_allocations(&p.meta(), commands)

@@ -8,7 +8,7 @@ use berth_core::error::ErrorKind;
 use serde_json::{json, Value};
 
 use super::bodies;
-use super::http::{body_value, domain, not_found, served_now, with_location, Pl};
+use super::http::{body, domain, not_found, served_now, with_location, Pl};
 use super::schema;
 use super::schemas;
 use crate::access::Action;
@@ -71,9 +71,9 @@ pub async fn create(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Re
     p.since(p.mv.resource_classes())?;
     p.json_content()?;
     p.authorize(Action::ResourceClassesCreate)?;
-    let body = body_value(&bytes, &schemas::resource_class())?;
-    let name = body["name"].as_str().unwrap_or_default();
-    s.store.create_resource_class(&p.meta(), name, true).await?;
+    let asked: bodies::ClassName = body(&bytes, &schemas::resource_class())?;
+    let name = asked.name;
+    s.store.create_resource_class(&p.meta(), &name, true).await?;
     Ok(with_location(p.empty(StatusCode::CREATED, None), &p.location(&format!("/resource_classes/{name}"))))
 }
 
@@ -107,8 +107,7 @@ pub async fn update(
     }
     p.json_content()?;
     p.authorize(Action::ResourceClassesUpdate)?;
-    let body = body_value(&bytes, &schemas::resource_class())?;
-    let to = body["name"].as_str().unwrap_or_default().to_string();
+    let to = body::<bodies::ClassName>(&bytes, &schemas::resource_class())?.name;
     s.store.rename_resource_class(&p.meta(), &name, &to).await?;
     Ok(p.json(StatusCode::OK, &class_json(&to), None))
 }

@@ -7,11 +7,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use berth_core::error::ErrorCode;
-use berth_core::inventory::MAX_AMOUNT;
 use berth_core::names::class_rank;
 use berth_core::Inventory;
 use berth_store::commands::InventoryChange;
-use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
@@ -24,39 +22,6 @@ use crate::access::Action;
 use crate::error::{public_detail, ApiError};
 use crate::tags;
 use crate::AppState;
-
-/// An inventory record as a request gives it; absent fields take
-/// Placement's defaults.
-#[derive(Debug, Deserialize)]
-struct Record {
-    resource_provider_generation: Option<i64>,
-    resource_class: Option<String>,
-    total: i64,
-    reserved: Option<i64>,
-    min_unit: Option<i64>,
-    max_unit: Option<i64>,
-    step_size: Option<i64>,
-    allocation_ratio: Option<f64>,
-}
-
-impl Record {
-    fn inventory(&self) -> Inventory {
-        Inventory {
-            total: self.total,
-            reserved: self.reserved.unwrap_or(0),
-            min_unit: self.min_unit.unwrap_or(1),
-            max_unit: self.max_unit.unwrap_or(MAX_AMOUNT),
-            step_size: self.step_size.unwrap_or(1),
-            allocation_ratio: self.allocation_ratio.unwrap_or(1.0),
-        }
-    }
-}
-
-#[derive(Debug, Deserialize)]
-struct Replace {
-    resource_provider_generation: i64,
-    inventories: BTreeMap<String, Record>,
-}
 
 pub fn inventory_json(inv: &Inventory) -> Map<String, Value> {
     let v = json!({
@@ -165,9 +130,9 @@ pub async fn create(
     p.authorize(Action::InventoriesCreate)?;
     let uuid = provider_uuid(&raw)?;
     s.store.placement_provider(uuid).await?;
-    let record: Record = body(&bytes, &schemas::create_inventory())?;
-    let class = record.resource_class.clone().unwrap_or_default();
-    let inv = record.inventory();
+    let record: bodies::NewInventory = body(&bytes, &schemas::create_inventory())?;
+    let class = record.resource_class;
+    let inv = record.sizes.inventory();
     let unable = format!("Unable to create inventory for resource provider {uuid}: ");
     check_capacity(p.mv, uuid, &class, &inv).map_err(|m| bad_request(format!("{unable}{m}")))?;
     let generation = s.store.change_inventory(&p.meta(), uuid, None, &class, InventoryChange::Add(inv)).await.map_err(
@@ -203,11 +168,12 @@ pub async fn replace(
     p.authorize(Action::InventoriesUpdate)?;
     let uuid = provider_uuid(&raw)?;
     let rp = s.store.placement_provider(uuid).await?;
-    let req: Replace = body(&bytes, &schemas::replace_inventories())?;
+    let req: bodies::InventoriesChange = body(&bytes, &schemas::replace_inventories())?;
     if req.resource_provider_generation != rp.generation {
         return Err(generation_conflict());
     }
-    let invs: BTreeMap<String, Inventory> = req.inventories.iter().map(|(c, r)| (c.clone(), r.inventory())).collect();
+    let invs: BTreeMap<String, Inventory> =
+        req.inventories.iter().map(|(c, r)| (c.clone(), r.sizes.inventory())).collect();
     for (class, inv) in &invs {
         check_capacity(p.mv, uuid, class, inv)
             .map_err(|m| bad_request(format!("Unable to update inventory for resource provider {uuid}: {m}")))?;
@@ -247,12 +213,12 @@ pub async fn update(
     p.authorize(Action::InventoriesUpdate)?;
     let uuid = provider_uuid(&raw)?;
     let rp = s.store.placement_provider(uuid).await?;
-    let record: Record = body(&bytes, &schemas::update_inventory())?;
+    let record: bodies::InventoryRecord = body(&bytes, &schemas::update_inventory())?;
     let expected = record.resource_provider_generation.unwrap_or_default();
     if expected != rp.generation {
         return Err(generation_conflict());
     }
-    let inv = record.inventory();
+    let inv = record.sizes.inventory();
     let unable = format!("Unable to update inventory for resource provider {uuid}: ");
     check_capacity(p.mv, uuid, &class, &inv).map_err(|m| bad_request(format!("{unable}{m}")))?;
     let generation =

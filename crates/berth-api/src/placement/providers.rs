@@ -11,7 +11,7 @@ use berth_store::queries::Provider;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use super::http::{bad_request, body_value, domain, not_found, path_uuid, served_now, with_location, Pl, Query};
+use super::http::{bad_request, body, domain, not_found, path_uuid, served_now, with_location, Pl, Query};
 use super::microversion::Version;
 use super::{bodies, params, schemas};
 use crate::access::Action;
@@ -128,13 +128,13 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(uuid): Path<String>) ->
 pub async fn create(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     p.json_content()?;
     p.authorize(Action::ResourceProvidersCreate)?;
-    let body = body_value(&bytes, &schemas::create_provider(p.mv))?;
-    let name = body["name"].as_str().unwrap_or_default().to_string();
-    let uuid = match body["uuid"].as_str() {
+    let asked: bodies::NewProvider = body(&bytes, &schemas::create_provider(p.mv))?;
+    let name = asked.name;
+    let uuid = match asked.uuid.as_deref() {
         Some(u) => Uuid::try_parse(u).map_err(|e| bad_request(e.to_string()))?,
         None => Uuid::new_v4(),
     };
-    let parent = body.get("parent_provider_uuid").and_then(Value::as_str).and_then(|u| Uuid::try_parse(u).ok());
+    let parent = asked.parent_provider_uuid.as_deref().and_then(|u| Uuid::try_parse(u).ok());
     let new = NewProvider { uuid: Some(uuid), name: name.clone(), parent };
     s.store.create_provider(&p.meta(), new).await.map_err(|e| match e.kind {
         ErrorKind::Invalid => domain(e, &format!("Unable to create resource provider \"{name}\", {uuid}: ")),
@@ -168,13 +168,12 @@ pub async fn update(
     p.authorize(Action::ResourceProvidersUpdate)?;
     let uuid = provider_uuid(&raw)?;
     s.store.placement_provider(uuid).await?;
-    let body = body_value(&bytes, &schemas::update_provider(p.mv))?;
-    let name = body["name"].as_str().unwrap_or_default().to_string();
-    let parent = body
-        .get("parent_provider_uuid")
-        .map(|v| v.as_str().map(Uuid::try_parse).transpose().map_err(|e| bad_request(e.to_string())))
+    let asked: bodies::ProviderChange = body(&bytes, &schemas::update_provider(p.mv))?;
+    let parent = asked
+        .parent_provider_uuid
+        .map(|v| v.as_deref().map(Uuid::try_parse).transpose().map_err(|e| bad_request(e.to_string())))
         .transpose()?;
-    let update = ProviderUpdate { name, parent, allow_reparent: p.mv.reparenting() };
+    let update = ProviderUpdate { name: asked.name, parent, allow_reparent: p.mv.reparenting() };
     s.store.update_provider(&p.meta(), uuid, update).await.map_err(|e| match e.kind {
         ErrorKind::Invalid => domain(e, &format!("Unable to save resource provider {uuid}: ")),
         _ => ApiError::from(e),

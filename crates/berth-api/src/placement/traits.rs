@@ -8,7 +8,6 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use berth_core::error::ErrorCode;
 use berth_store::queries::placement::TraitFilter;
-use serde::Deserialize;
 use serde_json::json;
 
 use super::bodies;
@@ -143,12 +142,6 @@ pub async fn of_provider(p: Pl, State(s): State<AppState>, Path(raw): Path<Strin
     Ok(p.json(StatusCode::OK, &body, Some(rp.updated_at)))
 }
 
-#[derive(Deserialize)]
-struct SetTraits {
-    traits: Vec<String>,
-    resource_provider_generation: i64,
-}
-
 fn generation_conflict() -> ApiError {
     conflict(
         ErrorCode::ConcurrentUpdate,
@@ -175,7 +168,7 @@ pub async fn replace(
     p.since(p.mv.traits())?;
     p.json_content()?;
     p.authorize(Action::ProviderTraitsUpdate)?;
-    let req: SetTraits = body(&bytes, &schemas::provider_traits())?;
+    let req: bodies::ProviderTraits = body(&bytes, &schemas::provider_traits())?;
     let uuid = provider_uuid(&raw)?;
     let rp = s.store.placement_provider(uuid).await?;
     if rp.generation != req.resource_provider_generation {
@@ -189,8 +182,9 @@ pub async fn replace(
         .replace_traits_healing(&p.meta(), uuid, Some(req.resource_provider_generation), traits.clone(), &demands)
         .await
         .map_err(|e| if e.code == ErrorCode::ConcurrentUpdate { generation_conflict() } else { ApiError::from(e) })?;
-    let body = json!({"resource_provider_generation": generation, "traits": traits});
-    Ok(p.json(StatusCode::OK, &body, served_now()))
+    let answer =
+        bodies::ProviderTraits { resource_provider_generation: generation, traits: traits.into_iter().collect() };
+    Ok(p.json(StatusCode::OK, &serde_json::to_value(answer).unwrap_or_default(), served_now()))
 }
 
 #[utoipa::path(

@@ -24,7 +24,8 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::bodies;
-use super::{idempotency, meta, object_body, opt_str, path_id};
+use super::read::{self, Body as _};
+use super::{idempotency, meta, path_id};
 use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::config::ApiConfig;
@@ -75,41 +76,32 @@ pub(super) async fn create(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     state.rules.authorize(&ctx, Action::LeasesCreate, &Target::own(&ctx))?;
-    let obj = object_body(&body, "lease")?;
+    let obj = read::object(&body, bodies::NewLease::WRAPPERS)?;
     let key = idempotency::request_key(&headers, &ctx, "POST /v1/leases", &obj)?;
-    let dry_run = match obj.get("dry_run") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(v) => {
-            return Err(ApiError::bad_request(
-                ErrorCode::InvalidLease,
-                format!("dry_run must be true or false, not {v}"),
-            ))
-        }
-    };
-    let Some(name) = opt_str(&obj, "name")? else {
-        return Err(ApiError::bad_request(ErrorCode::InvalidLease, "name is required"));
-    };
-    let start = date_field(&obj, "start_date")?.unwrap_or(DateSpec::Now);
-    let reservations = reservations(&state, obj.get("reservations")).await?;
+    let asked: bodies::NewLease = read::typed(&obj)?;
+    let dry_run = asked.dry_run.unwrap_or(false);
+    let start = date_field("start_date", asked.start_date.as_deref())?.unwrap_or(DateSpec::Now);
+    let reservations = reservations(&state, asked.reservations.unwrap_or_default()).await?;
     // The database's time, for what must be resolved before the command
     // (occurrences, the policy service's view); the command resolves
     // `start_date: now` and checks "in the past" again in its transaction.
     let now = state.store.now().await?;
-    let dates = match obj.get("recurrence") {
-        Some(rec) if !rec.is_null() => {
-            LeaseDates::Recurring(occurrences(rec, start.resolve(now), config.max_occurrences)?)
-        }
-        _ => {
-            let Some(end) = date_field(&obj, "end_date")? else {
+    let dates = match &asked.recurrence {
+        Some(rec) => LeaseDates::Recurring(occurrences(rec, start.resolve(now), config.max_occurrences)?),
+        None => {
+            let Some(end) = date_field("end_date", asked.end_date.as_deref())? else {
                 return Err(ApiError::bad_request(ErrorCode::InvalidDate, "end_date is required"));
             };
-            LeaseDates::One { start, end, before_end: fixed_date(&obj, "before_end_date", now)? }
+            LeaseDates::One {
+                start,
+                end,
+                before_end: fixed_date("before_end_date", asked.before_end_date.as_deref(), now)?,
+            }
         }
     };
     instances::check(&state, &ctx, &reservations).await?;
     let new = NewLease {
-        name: name.to_string(),
+        name: asked.name,
         project_id: ctx.project_id.clone(),
         user_id: ctx.user_id.clone(),
         dates,
@@ -233,19 +225,22 @@ pub(super) async fn update(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let id = path_id(&id, "lease", ErrorCode::LeaseNotFound)?;
-    let obj = object_body(&body, "lease")?;
+    let obj = read::object(&body, bodies::LeaseChange::WRAPPERS)?;
     let current = state.store.lease(id, scope(&state, &ctx)).await?;
     state.rules.authorize(&ctx, Action::LeasesUpdate, &lease_target(&current))?;
+    let asked: bodies::LeaseChange = read::typed(&obj)?;
     let r = &current.record;
-    let mut end = date_field(&obj, "end_date")?;
-    if let Some(e) = shifted(&obj, "end_date", "prolong_for", "reduce_by", r.end)? {
+    let mut end = date_field("end_date", asked.end_date.as_deref())?;
+    let later = [("prolong_for", &asked.prolong_for), ("reduce_by", &asked.reduce_by)];
+    if let Some(e) = shifted("end_date", later, r.end)? {
         if end.is_some() {
             return Err(ApiError::bad_request(ErrorCode::InvalidLease, "end_date and a relative move of it conflict"));
         }
         end = Some(e);
     }
-    let mut start = date_field(&obj, "start_date")?;
-    if let Some(s) = shifted(&obj, "start_date", "defer_by", "advance_by", r.start)? {
+    let mut start = date_field("start_date", asked.start_date.as_deref())?;
+    let moved = [("defer_by", &asked.defer_by), ("advance_by", &asked.advance_by)];
+    if let Some(s) = shifted("start_date", moved, r.start)? {
         if start.is_some() {
             return Err(ApiError::bad_request(
                 ErrorCode::InvalidLease,
@@ -254,13 +249,13 @@ pub(super) async fn update(
         }
         start = Some(s);
     }
-    let changes = reservation_changes(&state, &ctx, &current, obj.get("reservations")).await?;
+    let changes = reservation_changes(&state, &ctx, &current, asked.reservations.unwrap_or_default()).await?;
     let now = state.store.now().await?;
     let update = LeaseUpdate {
-        name: opt_str(&obj, "name")?.map(str::to_string),
+        name: asked.name,
         start,
         end,
-        before_end: fixed_date(&obj, "before_end_date", now)?,
+        before_end: fixed_date("before_end_date", asked.before_end_date.as_deref(), now)?,
         reservations: changes,
     };
     if update.name.is_none()

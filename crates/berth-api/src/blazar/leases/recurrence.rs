@@ -1,7 +1,7 @@
 //! Recurring leases: their occurrences from a crontab schedule, and the
 //! dry run that lists them with whether each fits.
 
-use berth_core::dates::{self, format_date, DateSpec};
+use berth_core::dates::{format_date, DateSpec};
 use berth_core::error::ErrorCode;
 use berth_core::lease::{self, Occurrence};
 use berth_store::commands::{LeaseDates, NewLease};
@@ -10,7 +10,7 @@ use croner::Cron;
 use serde_json::{json, Value};
 
 use super::parse::date_field;
-use crate::blazar::opt_str;
+use crate::blazar::bodies::Recurrence;
 use crate::error::ApiError;
 use crate::AppState;
 
@@ -19,18 +19,19 @@ use crate::AppState;
 /// Monday; names such as `mon-fri`; a day of month and a day of week both
 /// restricted match either, as in Vixie cron), in UTC; a duration each;
 /// an end; at most `max` of them.
-pub(super) fn occurrences(rec: &Value, from: chrono::DateTime<Utc>, max: usize) -> Result<Vec<Occurrence>, ApiError> {
+pub(super) fn occurrences(
+    rec: &Recurrence,
+    from: chrono::DateTime<Utc>,
+    max: usize,
+) -> Result<Vec<Occurrence>, ApiError> {
     let bad = |m: String| ApiError::bad_request(ErrorCode::InvalidLease, format!("recurrence: {m}"));
-    let Some(obj) = rec.as_object() else {
-        return Err(bad("must be an object with cron, duration and until".into()));
-    };
-    let expr = opt_str(obj, "cron")?.ok_or_else(|| bad("cron is required".into()))?;
+    let expr = rec.cron.as_str();
     if expr.split_whitespace().count() != 5 {
         return Err(bad(format!("cron {expr:?} must have five fields: minute hour day-of-month month day-of-week")));
     }
     let schedule = Cron::new(expr).parse().map_err(|e| bad(format!("cron {expr:?}: {e}")))?;
-    let duration = dates::duration_from_json("recurrence.duration", obj.get("duration").unwrap_or(&Value::Null))?;
-    let until = match date_field(obj, "until")? {
+    let duration = rec.duration.read("recurrence.duration")?;
+    let until = match date_field("until", Some(&rec.until))? {
         Some(DateSpec::At(t)) => t,
         _ => return Err(bad("until (a date) is required".into())),
     };
@@ -120,6 +121,7 @@ mod fuzz {
             let from = chrono::DateTime::parse_from_rfc3339("2031-01-01T00:00:00Z").unwrap().with_timezone(&Utc);
             let until = from.plus("until", Duration::days(days)).unwrap();
             let rec = json!({"cron": expr, "duration": format!("{hours}h"), "until": format_date(until)});
+            let rec: Recurrence = serde_json::from_value(rec).unwrap();
             match occurrences(&rec, from, 100) {
                 Ok(found) => {
                     prop_assert!(found.len() <= 100);
