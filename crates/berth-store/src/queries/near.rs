@@ -267,6 +267,12 @@ pub(crate) async fn read(
     let wanted = i64::from(*max);
     let rows = BASE_ROWS.saturating_add(ROWS_PER_HOST.saturating_mul(wanted)).saturating_mul(depth);
     let others = OTHERS.saturating_add(wanted.saturating_mul(2));
+    if required.as_object().is_some_and(|m| !m.is_empty()) {
+        let ranked = others.saturating_mul(depth);
+        if let Some(near) = super::named_hosts::read(c, project, &required, *window, cleaning, ranked, series).await? {
+            return Ok(Some(near));
+        }
+    }
     let from = Uuid::from_u64_pair(draw.unwrap_or(0), 0);
     let params: [&(dyn ToSql + Sync); 8] = [&window.start, &end, &secs, &project, &required, &rows, &others, &from];
     let near: Statement<'_> = match (draw, series) {

@@ -28,6 +28,13 @@ const HOSTS: usize = 40;
 const BOOKED: usize = 200;
 const PROBES: usize = 150;
 
+/// A demand for hosts in zone "a": 32 hosts, more than the near read ranks
+/// one by one, so it must cut the ranking and vouch for the cut.
+fn zone_demand(max: u32) -> Demand {
+    let query = berth_core::query::parse("q", &json!(["==", "$zone", "a"])).unwrap();
+    Demand::Hosts { min: 1, max, hypervisor_properties: None, resource_properties: query }
+}
+
 fn hosts_demand(rack: Option<usize>, max: u32) -> Demand {
     let query = rack.map(|r| berth_core::query::parse("q", &json!(["==", "$rack", format!("r{r}")])).unwrap().unwrap());
     Demand::Hosts { min: 1, max, hypervisor_properties: None, resource_properties: query }
@@ -40,6 +47,9 @@ async fn cloud(store: &Store) -> Vec<Uuid> {
     let mut ids = Vec::new();
     for i in 0..HOSTS {
         let mut capabilities = BTreeMap::from([("rack".to_string(), Value::from(format!("r{}", i % 4)))]);
+        if i < 32 {
+            capabilities.insert("zone".into(), json!("a"));
+        }
         match i {
             5 => capabilities.insert("cleaning_time".into(), json!(0)),
             6 => capabilities.insert("cleaning_time".into(), json!("120")),
@@ -99,7 +109,8 @@ async fn hosts_near_the_window_pack_the_calendar_as_every_host_does() {
     for k in 0..PROBES {
         let w = window(&mut rng, base);
         let rack = rng.gen_bool(0.3).then(|| rng.gen_range(0..4));
-        let demand = hosts_demand(rack, if rng.gen_bool(0.2) { 3 } else { 1 });
+        let max = if rng.gen_bool(0.2) { 3 } else { 1 };
+        let demand = if rng.gen_bool(0.3) { zone_demand(max) } else { hosts_demand(rack, max) };
         let items = [Item::Place(&demand, Vec::new())];
         let draw = rng.gen_bool(0.5).then(|| rng.gen());
         let c = store.client().await.unwrap();
@@ -157,7 +168,8 @@ async fn a_series_near_its_first_window_packs_as_every_host_does() {
             .map(|n| Window { start: first.start + every * n, end: first.end.map(|e| e + every * n) })
             .collect();
         let rack = rng.gen_bool(0.3).then(|| rng.gen_range(0..4));
-        let demand = hosts_demand(rack, if rng.gen_bool(0.2) { 2 } else { 1 });
+        let max = if rng.gen_bool(0.2) { 2 } else { 1 };
+        let demand = if rng.gen_bool(0.3) { zone_demand(max) } else { hosts_demand(rack, max) };
         let items = [Item::Place(&demand, Vec::new())];
         let draw = rng.gen_bool(0.5).then(|| rng.gen());
         let span = Window { start: windows[0].start, end: windows[windows.len() - 1].end };
