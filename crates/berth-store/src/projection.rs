@@ -261,6 +261,28 @@ impl Sum {
     }
 }
 
+/// Every sum of [`SUMS`] rebuilt into the empty tables of the search path
+/// from its `allocations`, in one scan: the open-ended allocations summed
+/// by every key column of any sum, and each sum from those.
+pub(crate) fn rebuild_sums() -> String {
+    let mut keys: Vec<&str> = Vec::new();
+    for k in SUMS.iter().flat_map(|s| s.keys.split(", ")) {
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let keys = keys.join(", ");
+    let mut sql =
+        format!("WITH a AS MATERIALIZED (SELECT {keys}, sum(used) AS used FROM allocations WHERE upper_inf(during) GROUP BY {keys})");
+    for (i, s) in SUMS.iter().enumerate() {
+        let (table, keys) = (s.table, s.keys);
+        sql += &format!(
+            ", s{i} AS (INSERT INTO {table} ({keys}, used) SELECT {keys}, sum(used)::int8 FROM a GROUP BY {keys})"
+        );
+    }
+    sql + " SELECT 1"
+}
+
 pub const SUMS: &[Sum] = &[
     Sum { table: "provider_open_usage", keys: "provider_uuid, resource_class" },
     Sum { table: "project_open_usage", keys: "project_id, user_id, resource_class" },

@@ -74,6 +74,9 @@ pub struct ReplayReport {
     /// how many writes of them that took (`projection::staging`).
     pub staged: u64,
     pub merges: u64,
+    /// Whether the open-ended sums were written from what the merges kept
+    /// in memory (they alone wrote the allocations), not by a scan.
+    pub sums_kept: bool,
     /// Rebuilding the projections: reading and applying the log, the sums.
     pub elapsed: Duration,
     /// Comparing them with the live tables and the consistency checks.
@@ -108,11 +111,7 @@ impl Store {
             let mut staging = Staging::new(later, consumers);
             let events = self.apply_log(&tx, &mut staging).await?;
             let summing = Instant::now();
-            for sum in SUMS {
-                let (table, keys) = (sum.table, sum.keys);
-                tx.batch_execute(&format!("INSERT INTO {SCRATCH}.{table} ({keys}, used) {}", sum.query(SCRATCH)))
-                    .await?;
-            }
+            staging.write_sums(&tx).await?;
             let summed_ms = summing.elapsed().as_millis();
             let elapsed = started.elapsed();
             // The comparisons read whole tables: the planner's own choices.
@@ -129,8 +128,8 @@ impl Store {
                 "replayed"
             );
             tx.rollback().await?;
-            let (staged, merges) = (staging.staged, staging.merges);
-            Ok(ReplayReport { events, staged, merges, elapsed, compared, differences })
+            let (staged, merges, sums_kept) = (staging.staged, staging.merges, staging.sums_kept());
+            Ok(ReplayReport { events, staged, merges, sums_kept, elapsed, compared, differences })
         }
         .await;
         Ok(result?)

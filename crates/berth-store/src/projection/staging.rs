@@ -14,14 +14,18 @@
 //! A merge writes the folded consumers by binary `COPY`: straight into
 //! `consumers` and `allocations` those the tables cannot hold yet (while
 //! only merges wrote the tables, replay remembers which consumers they
-//! wrote: nothing to replace, no index needed), the others into two staging
-//! tables merged set-wise ([`MERGE`], which scans the tables; so at a merge
-//! forced only by memory, a few such consumers stay folded for a later
-//! one). A merge happens before anything else reads or writes consumers or
+//! wrote: nothing to replace, no index needed); the others are staged and
+//! merged set-wise ([`MERGE`], which scans the tables; so at a merge forced
+//! only by memory, a few such consumers stay folded for a later one), their
+//! allocations then written by `COPY` too. While merges alone write the
+//! tables, the open-ended sums are kept in memory as they write and delete
+//! allocations, so the sums need no scan at the end.
+//!
+//! A merge happens before anything else reads or writes consumers or
 //! allocations ([`touches_allocations`]), when [`HELD`] consumers are
 //! folded (memory stays bounded), and at the end. The indexes of
-//! `consumers` and `allocations` are built, once, in
-//! bulk, at the first merge something else will read after.
+//! `consumers` and `allocations` are built, once, in bulk, at the first
+//! merge something else will read after.
 
 use berth_core::Event;
 use deadpool_postgres::Transaction;
@@ -39,17 +43,14 @@ pub(crate) const HELD: usize = 40_000;
 /// [`HELD`] of them.
 const CARRIED: usize = 4;
 
-/// The staging tables, in the scratch schema `{scratch}`: no index, no
+/// The staging table, in the scratch schema `{scratch}`: no index, no
 /// constraint; rolled back with the replay. A staged consumer says whether
 /// a replacement emptied it (its row from before is gone) and whether it is
 /// kept (its last replacement held something).
 pub(crate) const CREATE: &str = "
     CREATE UNLOGGED TABLE {scratch}.staged_consumers (
         uuid uuid, project_id text, user_id text, consumer_type text, generation int8, created_at timestamptz,
-        updated_at timestamptz, emptied bool, kept bool);
-    CREATE UNLOGGED TABLE {scratch}.staged_allocations (
-        consumer_uuid uuid, provider_uuid uuid, resource_class text, used int8, during tstzrange, project_id text,
-        user_id text, ordinal int4)";
+        updated_at timestamptz, emptied bool, kept bool)";
 
 /// The providers a run of replacements bumps, given their new generations
 /// (as `WRITE_ALLOCATIONS` does).
@@ -58,22 +59,30 @@ const BUMP: &str = "
     UPDATE providers p SET generation = p.generation + b.n, updated_at = greatest(p.updated_at, b.at)
     FROM b WHERE p.uuid = ANY($1) AND p.uuid = b.uuid";
 
-/// The staged consumers merged into tables that may hold rows: their
-/// earlier allocations gone (a replacement replaces them all), the rows of
-/// those emptied gone, the rows left updated (a generation per staged
-/// replacement), the others made; then their allocations. Plain joins, no
-/// `ON CONFLICT`: it holds with or without the tables' indexes.
+/// The staged consumers merged into tables that may hold rows, first their
+/// earlier allocations gone (a replacement replaces them all): [`DELETE`],
+/// or [`DELETE_SUMMED`] answering the open-ended ones deleted, summed by
+/// provider, class, project and user. Then each staged consumer's row from
+/// before, if any, is deleted and the kept ones written anew, adding to
+/// the old row's generations and keeping its creation unless a replacement
+/// emptied it: one scan of `consumers`. Plain joins, no `ON CONFLICT`: it
+/// holds with or without the tables' indexes. The new allocations follow
+/// by `COPY`.
+const DELETE: &str = "DELETE FROM allocations a USING staged_consumers s WHERE a.consumer_uuid = s.uuid";
+const DELETE_SUMMED: &str = "
+    WITH d AS (DELETE FROM allocations a USING staged_consumers s WHERE a.consumer_uuid = s.uuid
+               RETURNING a.provider_uuid, a.resource_class, a.project_id, a.user_id, a.used, a.during)
+    SELECT provider_uuid, resource_class, project_id, user_id, sum(used)::int8, count(*) FROM d
+        WHERE upper_inf(during) GROUP BY 1, 2, 3, 4";
 const MERGE: &str = "
-    DELETE FROM allocations a USING staged_consumers s WHERE a.consumer_uuid = s.uuid;
-    DELETE FROM consumers c USING staged_consumers s WHERE s.emptied AND c.uuid = s.uuid;
-    UPDATE consumers c SET project_id = s.project_id, user_id = s.user_id, consumer_type = s.consumer_type,
-           generation = c.generation + s.generation, updated_at = s.updated_at
-        FROM staged_consumers s WHERE s.kept AND c.uuid = s.uuid;
+    WITH d AS (DELETE FROM consumers c USING staged_consumers s WHERE c.uuid = s.uuid
+               RETURNING c.uuid, c.generation, c.created_at)
     INSERT INTO consumers (uuid, project_id, user_id, consumer_type, generation, created_at, updated_at)
-        SELECT uuid, project_id, user_id, consumer_type, generation, created_at, updated_at
-        FROM staged_consumers s WHERE s.kept AND NOT EXISTS (SELECT 1 FROM consumers c WHERE c.uuid = s.uuid);
-    INSERT INTO allocations SELECT * FROM staged_allocations;
-    TRUNCATE staged_consumers, staged_allocations";
+        SELECT s.uuid, s.project_id, s.user_id, s.consumer_type,
+               CASE WHEN s.emptied OR d.uuid IS NULL THEN s.generation ELSE d.generation + s.generation END,
+               CASE WHEN s.emptied OR d.uuid IS NULL THEN s.created_at ELSE d.created_at END, s.updated_at
+        FROM staged_consumers s LEFT JOIN d ON d.uuid = s.uuid WHERE s.kept;
+    TRUNCATE staged_consumers";
 
 /// Whether applying `event` reads or writes `consumers` or `allocations`
 /// (see `placement::apply`): the staged replacements must be merged first.
@@ -135,6 +144,16 @@ fn stageable(event: &Event) -> Option<&[uuid::Uuid]> {
     }
 }
 
+/// What merges alone wrote.
+#[derive(Default)]
+struct Merged {
+    /// The consumers `consumers` may hold: any other can be written
+    /// straight in.
+    consumers: foldhash::HashSet<uuid::Uuid>,
+    /// The open-ended sums of `allocations`, kept as they are written.
+    open: pending::OpenSums,
+}
+
 /// Where replay stands with the folded replacements.
 pub(crate) struct Staging {
     /// The indexes of `consumers` and `allocations`, built at the first
@@ -142,9 +161,8 @@ pub(crate) struct Staging {
     indexes: Vec<String>,
     indexed: bool,
     /// While every row of `consumers` and `allocations` was written by a
-    /// merge, the consumers those may hold: any other can be written
-    /// straight in. `None` once anything else wrote them.
-    merged: Option<foldhash::HashSet<uuid::Uuid>>,
+    /// merge, what they hold. `None` once anything else wrote them.
+    merged: Option<Merged>,
     pending: pending::Pending,
     /// Consumers folded at most before a merge, besides those carried:
     /// folded consumers the tables may hold, left for a later merge.
@@ -162,7 +180,7 @@ impl Staging {
     /// at most (see [`HELD`]).
     pub(crate) fn new(indexes: Vec<String>, held: usize) -> Staging {
         let pending = pending::Pending::default();
-        let merged = Some(foldhash::HashSet::default());
+        let merged = Some(Merged::default());
         Staging { indexes, indexed: false, merged, pending, held: held.max(1), carried: 0, staged: 0, merges: 0 }
     }
 
@@ -214,11 +232,12 @@ impl Staging {
         if self.pending.is_empty() {
             return Ok(());
         }
-        if let Some(merged) = &mut self.merged {
+        if let Some(Merged { consumers: merged, open }) = &mut self.merged {
             let fresh: Vec<(uuid::Uuid, bool)> =
                 self.pending.consumers().filter(|(u, _)| !merged.contains(u)).map(|(u, kept)| (*u, kept)).collect();
             if !fresh.is_empty() {
-                self.pending.copy(tx, false, |u| !merged.contains(u)).await?;
+                self.pending.copy_consumers(tx, false, |u| !merged.contains(u)).await?;
+                self.pending.copy_allocations(tx, |u| !merged.contains(u), Some(open)).await?;
                 self.pending.retain(|u| merged.contains(u));
                 merged.extend(fresh.into_iter().filter(|(_, kept)| *kept).map(|(u, _)| u));
                 self.merges += 1;
@@ -228,11 +247,66 @@ impl Staging {
                 return Ok(());
             }
         }
-        self.pending.copy(tx, true, |_| true).await?;
+        self.pending.copy_consumers(tx, true, |_| true).await?;
         // Set-wise: scans and hash joins, whatever replay's lookups prefer.
-        tx.batch_execute(&format!("SET LOCAL enable_seqscan = on; {MERGE}; SET LOCAL enable_seqscan = off")).await?;
+        tx.batch_execute("SET LOCAL enable_seqscan = on").await?;
+        match &mut self.merged {
+            Some(Merged { open, .. }) => {
+                for r in tx.query(DELETE_SUMMED, &[]).await? {
+                    open.remove(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5));
+                }
+            }
+            None => tx.batch_execute(DELETE).await?,
+        }
+        tx.batch_execute(&format!("{MERGE}; SET LOCAL enable_seqscan = off")).await?;
+        self.pending.copy_allocations(tx, |_| true, self.merged.as_mut().map(|m| &mut m.open)).await?;
         self.pending.clear();
         (self.carried, self.merges) = (0, self.merges + 1);
+        Ok(())
+    }
+
+    /// Whether [`Staging::write_sums`] writes them from memory.
+    pub(crate) fn sums_kept(&self) -> bool {
+        self.merged.is_some()
+    }
+
+    /// Writes the open-ended sums (`projection::SUMS`) of the allocations
+    /// replayed: from what the merges kept in memory when they alone wrote
+    /// `allocations`, else by one scan of it. After [`Staging::finish`].
+    pub(crate) async fn write_sums(&self, tx: &Transaction<'_>) -> Result<(), StoreError> {
+        let Some(Merged { open, .. }) = &self.merged else {
+            // One scan, whatever indexes the allocations have by now.
+            return Ok(tx.batch_execute(&format!("SET LOCAL enable_seqscan = on; {}", super::rebuild_sums())).await?);
+        };
+        let providers = open.by(|(p, class, _, _)| (*p, class.clone()))?;
+        let (mut uuids, mut classes, mut used) = (Vec::new(), Vec::new(), Vec::new());
+        for ((p, c), n) in &providers {
+            uuids.push(*p);
+            classes.push(&**c);
+            used.push(*n);
+        }
+        sql::execute(
+            tx,
+            "INSERT INTO provider_open_usage (provider_uuid, resource_class, used)
+                 SELECT * FROM unnest($1::uuid[], $2::text[], $3::int8[])",
+            &[&uuids, &classes, &used],
+        )
+        .await?;
+        let projects = open.by(|(_, class, project, user)| (project.clone(), user.clone(), class.clone()))?;
+        let (mut ps, mut us, mut cs, mut used) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for ((p, u, c), n) in &projects {
+            ps.push(&**p);
+            us.push(&**u);
+            cs.push(&**c);
+            used.push(*n);
+        }
+        sql::execute(
+            tx,
+            "INSERT INTO project_open_usage (project_id, user_id, resource_class, used)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[])",
+            &[&ps, &us, &cs, &used],
+        )
+        .await?;
         Ok(())
     }
 

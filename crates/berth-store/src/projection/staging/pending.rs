@@ -165,28 +165,22 @@ impl Pending {
         self.names.clear();
     }
 
-    /// Writes the consumers `chosen` as they stand into `consumers` and
-    /// `allocations` (or, `staged`, into the staging tables, with whether
-    /// each was emptied and is kept).
-    pub(super) async fn copy(
+    /// Writes the consumers `chosen` as they stand into `consumers` (or,
+    /// `staged`, into `staged_consumers`, with whether each was emptied and
+    /// is kept, those emptied included).
+    pub(super) async fn copy_consumers(
         &self,
         c: &tokio_postgres::Transaction<'_>,
         staged: bool,
         chosen: impl Fn(&uuid::Uuid) -> bool,
     ) -> Result<(), StoreError> {
-        let (consumers, allocations) = if staged {
-            (
-                format!("staged_consumers ({CONSUMER_COLUMNS}, emptied, kept)"),
-                format!("staged_allocations ({ALLOCATION_COLUMNS})"),
-            )
+        let (into, types) = if staged {
+            let types = [CONSUMER_TYPES, &[Type::BOOL, Type::BOOL]].concat();
+            (format!("staged_consumers ({CONSUMER_COLUMNS}, emptied, kept)"), types)
         } else {
-            (format!("consumers ({CONSUMER_COLUMNS})"), format!("allocations ({ALLOCATION_COLUMNS})"))
+            (format!("consumers ({CONSUMER_COLUMNS})"), CONSUMER_TYPES.to_vec())
         };
-        let mut types = CONSUMER_TYPES.to_vec();
-        if staged {
-            types.extend([Type::BOOL, Type::BOOL]);
-        }
-        let sink = c.copy_in(&format!("COPY {consumers} FROM STDIN (FORMAT binary)")).await?;
+        let sink = c.copy_in(&format!("COPY {into} FROM STDIN (FORMAT binary)")).await?;
         let mut rows = pin!(BinaryCopyInWriter::new(sink, &types));
         for (uuid, r) in self.consumers.iter().filter(|(u, _)| chosen(u)) {
             let (kept, emptied) = (r.last.is_some(), r.emptied);
@@ -200,7 +194,7 @@ impl Pending {
                         rows.as_mut().write(&row).await?;
                     }
                 }
-                // Gone: only the staging tables hear of it (to delete what was).
+                // Gone: only the staging table hears of it (to delete what was).
                 None if staged => {
                     let none: Option<&str> = None;
                     let row: [&(dyn ToSql + Sync); 9] =
@@ -211,7 +205,19 @@ impl Pending {
             }
         }
         rows.finish().await?;
-        let sink = c.copy_in(&format!("COPY {allocations} FROM STDIN (FORMAT binary)")).await?;
+        Ok(())
+    }
+
+    /// Writes the allocations of the consumers `chosen` into `allocations`
+    /// (whatever they held before already deleted), adding the open-ended
+    /// ones to `open` when it is kept.
+    pub(super) async fn copy_allocations(
+        &self,
+        c: &tokio_postgres::Transaction<'_>,
+        chosen: impl Fn(&uuid::Uuid) -> bool,
+        mut open: Option<&mut OpenSums>,
+    ) -> Result<(), StoreError> {
+        let sink = c.copy_in(&format!("COPY allocations ({ALLOCATION_COLUMNS}) FROM STDIN (FORMAT binary)")).await?;
         let mut rows = pin!(BinaryCopyInWriter::new(sink, ALLOCATION_TYPES));
         for (uuid, l) in
             self.consumers.iter().filter(|(u, _)| chosen(u)).filter_map(|(u, r)| r.last.as_ref().map(|l| (u, l)))
@@ -221,9 +227,59 @@ impl Pending {
                 let row: [&(dyn ToSql + Sync); 8] =
                     [uuid, &h.provider, &&*h.class, &h.used, &h.during, &&*l.project, &&*l.user, &ordinal];
                 rows.as_mut().write(&row).await?;
+                if let (Some(open), None) = (open.as_deref_mut(), h.during.end) {
+                    open.add(h.provider, &h.class, &l.project, &l.user, i128::from(h.used), 1);
+                }
             }
         }
         rows.finish().await?;
         Ok(())
+    }
+}
+
+/// The open-ended allocations' sums (`projection::SUMS`) kept in memory while
+/// replay's merges are all that write `allocations`: by provider, class,
+/// project and user, the sum of `used` and how many allocations it adds up
+/// (a key with none left has no row, as the sums' `GROUP BY` gives none).
+#[derive(Default)]
+pub(super) struct OpenSums {
+    sums: foldhash::HashMap<OpenKey, (i128, i64)>,
+}
+
+/// Provider, class, project and user.
+pub(super) type OpenKey = (uuid::Uuid, Arc<str>, Arc<str>, Arc<str>);
+
+impl OpenSums {
+    fn add(&mut self, provider: uuid::Uuid, class: &Arc<str>, project: &Arc<str>, user: &Arc<str>, used: i128, n: i64) {
+        let key = (provider, class.clone(), project.clone(), user.clone());
+        let e = self.sums.entry(key).or_default();
+        (e.0, e.1) = (e.0 + used, e.1 + n);
+    }
+
+    /// Takes away `n` open-ended allocations adding up to `used`, deleted.
+    pub(super) fn remove(&mut self, provider: uuid::Uuid, class: &str, project: &str, user: &str, used: i64, n: i64) {
+        let (class, project, user) = (Arc::from(class), Arc::from(project), Arc::from(user));
+        self.add(provider, &class, &project, &user, -i128::from(used), -n);
+    }
+
+    /// The sums by each of `keys`' parts, for the keys some allocation adds
+    /// up to: `(provider, class)` and `(project, user, class)`.
+    pub(super) fn by<K: std::hash::Hash + Eq + Ord>(
+        &self,
+        key: impl Fn(&OpenKey) -> K,
+    ) -> Result<Vec<(K, i64)>, StoreError> {
+        let mut by: std::collections::BTreeMap<K, (i128, i64)> = std::collections::BTreeMap::new();
+        for (k, (used, n)) in &self.sums {
+            let e = by.entry(key(k)).or_default();
+            (e.0, e.1) = (e.0 + used, e.1 + n);
+        }
+        by.into_iter()
+            .filter(|(_, (_, n))| *n > 0)
+            .map(|(k, (used, _))| {
+                let used = i64::try_from(used)
+                    .map_err(|_| StoreError::from(berth_core::Error::internal("an open-ended sum overflows bigint")))?;
+                Ok((k, used))
+            })
+            .collect()
     }
 }
