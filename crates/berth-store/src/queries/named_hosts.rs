@@ -56,7 +56,7 @@ macro_rules! ranked {
              (SELECT 1, h.provider_uuid, extract(epoch FROM",
             gap!(),
             ")::float8 AS gap
-              FROM m JOIN hosts h ON h.provider_uuid = m.provider_uuid",
+              FROM m CROSS JOIN LATERAL (SELECT * FROM hosts WHERE provider_uuid = m.provider_uuid OFFSET 0) h",
             around!(),
             " WHERE (SELECT count(*) FROM m) < $7 AND",
             usable!(),
@@ -88,9 +88,9 @@ pub(crate) async fn read(
     let up_to = FEW.saturating_add(1);
     let params: [&(dyn ToSql + Sync); 7] = [&window.start, &end, &secs, &project, required, &rows, &up_to];
     let statement = if series { RANKED_ANY } else { RANKED_FREE };
-    // The capabilities' index is read by a bitmap scan, which the near
-    // read's planning otherwise rules out.
-    let bitmaps = "SELECT set_config('enable_bitmapscan', 'on', true)";
+    // The capabilities' index is read by a bitmap scan, and the ranking
+    // sorted, which the near read's planning otherwise rules out.
+    let bitmaps = "SELECT set_config('enable_bitmapscan', 'on', true), set_config('enable_sort', 'on', true)";
     let [_, _, found, _] =
         sql::pipeline(c, [(CUSTOM, &[]), (bitmaps, &[]), (statement, &params[..]), (AS_BEFORE, &[])]).await?;
     let mut ids = BTreeSet::new();

@@ -192,7 +192,9 @@ const SERIES_BY_NAME: &str = near!("", others_by_name!());
 /// year around the window has are often far too low, and then a bitmap
 /// scan of every hold in the year, joined to hosts by a hash over a scan
 /// of every host and sorted, looks cheaper (9 to 15 ms at 10,000 hosts,
-/// against well under one). Set for these statements only, within the
+/// against well under one). JIT is off: the cost those settings add to a
+/// plan that must sort anyway passed its threshold, and compiling took
+/// 400 ms of a 15 ms statement. Set for these statements only, within the
 /// transaction: [`AS_BEFORE`] puts back what was set before, kept in a
 /// setting of Berth's own, in the same round trip (outside a transaction
 /// nothing was kept, and nothing needs putting back).
@@ -200,18 +202,19 @@ pub(crate) const CUSTOM: &str = "
     SELECT set_config('berth.near_saved', concat_ws(',', current_setting('plan_cache_mode'),
                           current_setting('enable_bitmapscan'), current_setting('enable_hashjoin'),
                           current_setting('enable_mergejoin'), current_setting('enable_sort'),
-                          current_setting('enable_seqscan')), true),
+                          current_setting('enable_seqscan'), current_setting('jit')), true),
            set_config('plan_cache_mode', 'force_custom_plan', true),
            set_config('enable_bitmapscan', 'off', true), set_config('enable_hashjoin', 'off', true),
            set_config('enable_mergejoin', 'off', true), set_config('enable_sort', 'off', true),
-           set_config('enable_seqscan', 'off', true)";
+           set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)";
 pub(crate) const AS_BEFORE: &str = "
     SELECT set_config('plan_cache_mode', split_part(s, ',', 1), true),
            set_config('enable_bitmapscan', split_part(s, ',', 2), true),
            set_config('enable_hashjoin', split_part(s, ',', 3), true),
            set_config('enable_mergejoin', split_part(s, ',', 4), true),
            set_config('enable_sort', split_part(s, ',', 5), true),
-           set_config('enable_seqscan', split_part(s, ',', 6), true)
+           set_config('enable_seqscan', split_part(s, ',', 6), true),
+           set_config('jit', split_part(s, ',', 7), true)
     FROM current_setting('berth.near_saved', true) s WHERE s <> ''";
 
 /// Rows read each way per host wanted, beyond [`BASE_ROWS`]: a whole-host

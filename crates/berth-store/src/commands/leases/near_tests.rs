@@ -214,11 +214,11 @@ async fn the_near_read_puts_the_planners_settings_back() {
     cloud(&store).await;
     let base = (store.now().await.unwrap() + Duration::days(1)).duration_trunc(Duration::hours(1)).unwrap();
     let w = Window { start: base, end: Some(base + Duration::hours(2)) };
-    let demand = hosts_demand(None, 1);
     let mut c = store.client().await.unwrap();
     let tx = c.transaction().await.unwrap();
     let settings = "SELECT current_setting('plan_cache_mode'), current_setting('enable_sort'),
-                           current_setting('enable_seqscan'), current_setting('enable_hashjoin')";
+                           current_setting('enable_seqscan'), current_setting('enable_hashjoin'),
+                           current_setting('jit'), current_setting('enable_bitmapscan')";
     tx.execute(
         "SELECT set_config('enable_sort', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)",
         &[],
@@ -226,10 +226,13 @@ async fn the_near_read_puts_the_planners_settings_back() {
     .await
     .unwrap();
     let before = tx.query_one(settings, &[]).await.unwrap();
-    let found = crate::queries::near::read(&tx, "p1", &demand, &[w], Duration::zero(), None, 1).await.unwrap();
-    assert!(found.is_some_and(|n| !n.ids.is_empty()), "hosts read");
+    // Both reads: the lists, and the hosts a property names ranked.
+    for demand in [hosts_demand(None, 1), zone_demand(1)] {
+        let found = crate::queries::near::read(&tx, "p1", &demand, &[w], Duration::zero(), None, 1).await.unwrap();
+        assert!(found.is_some_and(|n| !n.ids.is_empty()), "hosts read");
+    }
     let after = tx.query_one(settings, &[]).await.unwrap();
-    for k in 0..4 {
+    for k in 0..6 {
         assert_eq!(before.get::<_, String>(k), after.get::<_, String>(k), "setting {k}");
     }
     assert_eq!(after.get::<_, String>(0), "force_generic_plan");
