@@ -21,6 +21,7 @@ mod controls;
 pub mod error;
 mod events;
 mod events_stream;
+mod gate;
 mod heal;
 mod input;
 pub mod log;

@@ -66,7 +66,7 @@ async fn write(inner: &Inner, batch: &[Finish]) {
         let policy = policy.clone();
         tokio::spawn(async move {
             for lease in &ended {
-                policy.on_end(lease).await;
+                berth_app::policy::on_end(&policy, lease).await;
             }
         });
     }
