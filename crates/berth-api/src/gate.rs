@@ -41,6 +41,13 @@ fn action(rule: Rule) -> Action {
         Rule::LeasesEnd => Action::LeasesEnd,
         Rule::LeasesRecover => Action::LeasesRecover,
         Rule::LeasesNameAnyInstance => Action::LeasesNameAnyInstance,
+        Rule::HostsGet => Action::HostsGet,
+        Rule::HostsCreate => Action::HostsCreate,
+        Rule::HostsUpdate => Action::HostsUpdate,
+        Rule::HostsDelete => Action::HostsDelete,
+        Rule::HostsGetAllocations => Action::HostsGetAllocations,
+        Rule::HostsGetPrivateProperties => Action::HostsGetPrivateProperties,
+        Rule::HostsUpdateProperty => Action::HostsUpdateProperty,
     }
 }
 

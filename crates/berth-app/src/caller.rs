@@ -16,6 +16,13 @@ pub enum Rule {
     LeasesEnd,
     LeasesRecover,
     LeasesNameAnyInstance,
+    HostsGet,
+    HostsCreate,
+    HostsUpdate,
+    HostsDelete,
+    HostsGetAllocations,
+    HostsGetPrivateProperties,
+    HostsUpdateProperty,
 }
 
 /// Whose thing a rule is asked about.

@@ -13,6 +13,7 @@
 //! never reads the local clock, and never writes SQL (berth-store does).
 
 mod caller;
+pub mod hosts;
 pub mod leases;
 pub mod policy;
 

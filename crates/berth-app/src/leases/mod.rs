@@ -8,6 +8,7 @@ mod create;
 mod instances;
 mod parse;
 mod recurrence;
+mod request;
 mod update;
 
 use berth_core::error::ErrorCode;
@@ -17,8 +18,9 @@ pub use berth_store::queries::leases::{Lease, LeaseFilter, LeaseKey};
 use uuid::Uuid;
 
 use crate::{App, Caller, Error, Owner, Rule};
-pub use create::{CreateLease, Created, MayCreate, NewReservation, Occurrence, Recurrence};
-pub use update::{Changing, LeaseChange, ReservationChange};
+pub use create::{Created, MayCreate};
+pub use request::{CreateLease, LeaseChange, NewReservation, Occurrence, Recurrence, ReservationChange};
+pub use update::Changing;
 
 /// The lease use cases, over one [`App`].
 pub struct Leases<'a> {

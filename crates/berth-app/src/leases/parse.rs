@@ -10,7 +10,8 @@ use berth_store::commands::{NewReservation, ReservationUpdate};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use super::{instances, invalid, Lease, NewReservation as Asked, ReservationChange};
+use super::request::{NewReservation as Asked, ReservationChange};
+use super::{instances, invalid, Lease};
 use crate::{App, Caller};
 
 /// A date the body gives as `key`, if it gives one.

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use croner::Cron;
 
 use super::parse::date_field;
-use super::{Occurrence, Recurrence};
+use super::request::{Occurrence, Recurrence};
 
 /// A recurring lease's occurrences: a cron schedule as crontab reads it
 /// (five fields, minute to day of week; day of week 0 or 7 is Sunday, 1

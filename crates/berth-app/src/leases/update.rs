@@ -3,33 +3,12 @@
 
 use berth_core::dates::DateSpec;
 use berth_store::commands::LeaseUpdate;
-use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::parse::{date_field, fixed_date, reservation_changes, shifted};
+use super::request::LeaseChange;
 use super::{find, invalid, owner, Lease, Leases};
 use crate::{policy, Caller, Error, Rule};
-
-/// A change of one of the lease's reservations: its id and the parameters
-/// to change.
-pub struct ReservationChange {
-    pub id: Uuid,
-    pub params: Map<String, Value>,
-}
-
-/// A change as asked: a date, or a relative move of it (a duration), not
-/// both.
-pub struct LeaseChange {
-    pub name: Option<String>,
-    pub start_date: Option<String>,
-    pub end_date: Option<String>,
-    pub before_end_date: Option<String>,
-    pub prolong_for: Option<Value>,
-    pub reduce_by: Option<Value>,
-    pub defer_by: Option<Value>,
-    pub advance_by: Option<Value>,
-    pub reservations: Vec<ReservationChange>,
-}
 
 /// A lease the caller sees and may change (found before its change is read).
 pub struct Changing(Lease);

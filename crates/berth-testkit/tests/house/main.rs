@@ -1,8 +1,10 @@
 //! Rules of the house, checked over the sources: no import circle between the
 //! modules of a crate, no source file over 500 lines but the listed ones, the
-//! local clock read only where allowed. Between crates, cargo itself refuses
+//! local clock read only where allowed, berth-api's converted handlers going
+//! through berth-app's operations. Between crates, cargo itself refuses
 //! a circle; the length of functions is clippy's `too_many_lines`.
 
+mod handlers;
 mod lock_order;
 mod module_graph;
 
@@ -218,4 +220,28 @@ fn the_local_clock_is_read_only_where_allowed() {
         }
     }
     assert!(readers.iter().any(|r| r.ends_with("berth-store/src/clock.rs")), "the scan found nothing: {readers:?}");
+}
+
+/// berth-api's converted handler modules (`handlers::CONVERTED`) reach the
+/// store, the plugins and the policy service only through berth-app's
+/// operations, and none of their functions is over 30 lines.
+#[test]
+fn converted_handlers_are_parse_operation_render() {
+    handlers::the_check_sees(&root());
+    let wrong = handlers::check_converted(&root());
+    assert!(wrong.is_empty(), "handlers that do more than parse, call an operation and render:\n{wrong:#?}");
+}
+
+/// berth-api reaches the lease policy only through berth-app: the policy
+/// service's client (`berth_plugins::policy`) is named nowhere in it.
+#[test]
+fn berth_api_asks_the_lease_policy_through_berth_app() {
+    let mut files = Vec::new();
+    rust_files(&root().join("crates/berth-api/src"), &mut files);
+    let named: Vec<String> = files
+        .iter()
+        .filter(|f| std::fs::read_to_string(f).unwrap().contains("berth_plugins::policy"))
+        .map(|f| relative(f))
+        .collect();
+    assert!(named.is_empty(), "the lease policy is berth_app::policy's: {named:?}");
 }
