@@ -62,7 +62,7 @@ pub struct AppState {
     /// The enabled resource plugins, by reservation type.
     pub plugins: Arc<berth_plugins::Registry>,
     /// The lease policy beside quotas.
-    pub policy: Arc<berth_plugins::Policy>,
+    pub policy: Arc<berth_app::Policy>,
     /// This process's clock against the database's (for `/readyz`).
     pub clock: clock::ClockWatch,
     /// What `/` says berthd is.

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use berth_store::Store;
 
 pub use caller::{Caller, Error, Gate, Owner, Rule};
+pub use policy::{Policy, PolicyConfig};
 
 /// What the operations reach: the store, the enabled resource plugins and
 /// the lease policy. Cheap to clone (shared parts).
@@ -29,11 +30,11 @@ pub use caller::{Caller, Error, Gate, Owner, Rule};
 pub struct App {
     store: Store,
     plugins: Arc<berth_plugins::Registry>,
-    policy: Arc<berth_plugins::Policy>,
+    policy: Arc<Policy>,
 }
 
 impl App {
-    pub fn new(store: Store, plugins: Arc<berth_plugins::Registry>, policy: Arc<berth_plugins::Policy>) -> App {
+    pub fn new(store: Store, plugins: Arc<berth_plugins::Registry>, policy: Arc<Policy>) -> App {
         App { store, plugins, policy }
     }
 

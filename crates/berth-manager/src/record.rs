@@ -19,7 +19,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_plugins::policy::LeaseValues;
+use berth_app::policy::LeaseValues;
 use berth_store::commands::{Finish, Recorded};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;

@@ -1,17 +1,19 @@
-//! The lease policy, in one place: quotas are the store's; the built-in
-//! rules and the external policy service (`berth_plugins::policy`, the
-//! client) are asked here before a lease is created or changed, and told
-//! when one ends, whether a caller deleted it (the API) or its end event
-//! ran (the manager).
+//! The lease policy, in one place: beside quotas (the store's), the
+//! built-in rules as configured (their arithmetic is `berth_core::policy`)
+//! and the optional external policy service ([`service`]: the `[policy]`
+//! configuration and the service's client), asked here before a lease is
+//! created or changed, and told when one ends, whether a caller deleted it
+//! (the API) or its end event ran (the manager).
 
 use berth_core::dates::DateSpec;
 use berth_core::lease::LeaseRecord;
-use berth_plugins::policy::LeaseValues;
-use berth_plugins::Policy;
+mod service;
+
 use berth_store::commands::{LeaseDates, LeaseUpdate, NewLease, NewReservation};
 use berth_store::queries::leases::Lease;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+pub use service::{ExternalPolicyConfig, LeaseValues, Policy, PolicyConfig, GENERIC_DENIAL};
 
 fn new_reservations(rs: &[NewReservation]) -> Vec<Value> {
     rs.iter().map(|r| LeaseValues::reservation(&r.resource_type, &r.params)).collect()
