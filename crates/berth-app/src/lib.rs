@@ -14,6 +14,7 @@
 
 mod caller;
 pub mod hosts;
+pub mod idempotency;
 pub mod leases;
 pub mod policy;
 
