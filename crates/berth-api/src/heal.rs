@@ -1,6 +1,6 @@
-//! What the reservations a heal looks at need, asked of their plugins
-//! before the command that heals (a plugin may be outside, over its
-//! driver), for the routes that make hosts unusable or usable again.
+//! What the reservations a heal looks at need (`berth_app::App::heal_demands`
+//! asks their plugins), for Placement's routes that make hosts unusable or
+//! usable again, and how a heal's outcome is shown.
 
 use berth_store::commands::{Demands, HealOutcome};
 use serde_json::{json, Value};
@@ -11,13 +11,7 @@ use crate::AppState;
 
 /// The demands of every reservation a heal over `down` would look at.
 pub(crate) async fn demands(state: &AppState, down: &[Uuid]) -> Result<Demands, ApiError> {
-    let mut out = Demands::new();
-    for r in state.store.reservations_to_heal(down).await? {
-        if let Some(d) = state.plugins.demand_of(&r.resource_type, &r.params).await {
-            out.insert(r.reservation, d);
-        }
-    }
-    Ok(out)
+    Ok(crate::gate::app(state).heal_demands(down).await?)
 }
 
 /// What a heal did to one reservation, as answers show it.

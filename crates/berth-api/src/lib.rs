@@ -3,10 +3,12 @@
 //! The OpenStack Placement API under `/placement`, the Blazar v1 lease API
 //! and Berth's additions under `/v1`, the root version document, health
 //! probes, metrics and the OpenAPI document. Handlers are small: parse,
-//! call one store command or query, map its typed error to a response.
+//! call one operation (berth-app's, for the Blazar leases and hosts routes;
+//! elsewhere still one store command or query), render its result or map
+//! its typed error to a response.
 //!
 //! This crate knows HTTP and nothing of SQL: everything durable goes through
-//! berth-store.
+//! berth-app or berth-store.
 
 #![warn(clippy::arithmetic_side_effects)]
 
@@ -21,6 +23,7 @@ mod controls;
 pub mod error;
 mod events;
 mod events_stream;
+mod gate;
 mod heal;
 mod input;
 pub mod log;
@@ -61,7 +64,7 @@ pub struct AppState {
     /// The enabled resource plugins, by reservation type.
     pub plugins: Arc<berth_plugins::Registry>,
     /// The lease policy beside quotas.
-    pub policy: Arc<berth_plugins::Policy>,
+    pub policy: Arc<berth_app::Policy>,
     /// This process's clock against the database's (for `/readyz`).
     pub clock: clock::ClockWatch,
     /// What `/` says berthd is.

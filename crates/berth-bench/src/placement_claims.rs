@@ -146,7 +146,7 @@ async fn serve(store: berth_store::Store, auth: Arc<Authenticator>) -> Result<St
         auth,
         rules: Arc::new(Rules::defaults()),
         plugins: Arc::new(berth_plugins::Registry::default()),
-        policy: Arc::new(berth_plugins::Policy::default()),
+        policy: Arc::new(berth_app::Policy::default()),
         clock: Default::default(),
         build: berth_api::Build::default(),
     };

@@ -66,7 +66,7 @@ async fn serve(store: Store) -> Result<String> {
         auth: Arc::new(Authenticator::Noauth),
         rules: Arc::new(Rules::defaults()),
         plugins: Arc::new(berth_plugins::Registry::default()),
-        policy: Arc::new(berth_plugins::Policy::default()),
+        policy: Arc::new(berth_app::Policy::default()),
         clock: Default::default(),
         build: berth_api::Build::default(),
     };

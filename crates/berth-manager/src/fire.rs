@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use berth_core::lease::LeaseEventType;
-use berth_plugins::policy::LeaseValues;
 use berth_store::commands::{Claim, Finish, Outcome};
 use berth_store::queries::lease_events::HookContext;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
@@ -60,7 +59,7 @@ async fn run_hooks(inner: &Inner, claim: &Claim, ctx: &HookContext) -> Finish {
     let outcome = retry::outcome(&inner.cfg, claim.attempt, permanent, &errors);
     if outcome == Outcome::Done && claim.event_type == LeaseEventType::EndLease && inner.policy.is_some() {
         if let Some(r) = inner.running.lock().expect("running").get_mut(&claim.event) {
-            r.ended = Some(lease_values(ctx));
+            r.ended = Some(berth_app::policy::values_of(&ctx.lease));
         }
     }
     Finish { lease: claim.lease, event: claim.event, attempt: claim.attempt, outcome, hooks }
@@ -75,11 +74,4 @@ fn log_outcome(claim: &Claim, outcome: &Outcome) {
         Outcome::Failed { error } => tracing::warn!(event = %claim.event, lease = %claim.lease,
             kind = claim.event_type.as_str(), attempt = claim.attempt, error = %error, "lease event failed"),
     }
-}
-
-/// The lease as the policy service is told of it.
-fn lease_values(ctx: &HookContext) -> LeaseValues {
-    let r = &ctx.lease;
-    let reservations = r.reservations.iter().map(|x| (x.resource_type.as_str(), &x.params));
-    LeaseValues::of_record(&r.name, &r.project_id, &r.user_id, (r.start, r.end), reservations)
 }

@@ -44,7 +44,8 @@ mod sweep;
 
 use std::sync::Arc;
 
-use berth_plugins::{Policy, Registry};
+use berth_app::Policy;
+use berth_plugins::Registry;
 use berth_store::Store;
 
 pub use config::ManagerConfig;

@@ -19,7 +19,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_plugins::policy::LeaseValues;
+use berth_app::policy::LeaseValues;
 use berth_store::commands::{Finish, Recorded};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
@@ -66,7 +66,7 @@ async fn write(inner: &Inner, batch: &[Finish]) {
         let policy = policy.clone();
         tokio::spawn(async move {
             for lease in &ended {
-                policy.on_end(lease).await;
+                berth_app::policy::on_end(&policy, lease).await;
             }
         });
     }

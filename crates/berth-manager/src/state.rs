@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use berth_plugins::policy::LeaseValues;
-use berth_plugins::{Policy, Registry};
+use berth_app::policy::LeaseValues;
+use berth_app::Policy;
+use berth_plugins::Registry;
 use berth_store::commands::KeptConnection;
 use berth_store::Store;
 use tokio::sync::{Notify, Semaphore};

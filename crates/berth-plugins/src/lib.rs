@@ -7,9 +7,7 @@
 //! start, before its end and at its end. Drivers reach the outside world.
 //! Plugins never touch the database: a hook returns the [`HookOutcome`] it
 //! wants recorded and the manager records it through berth-store.
-//!
-//! Beside them, the lease policy ([`policy`]): the built-in rules as
-//! configured and the optional external policy service.
+//! The lease policy is berth-app's (`berth_app::policy`).
 
 #![warn(clippy::arithmetic_side_effects)]
 
@@ -22,7 +20,6 @@ pub mod host;
 pub mod instance;
 pub mod params;
 pub mod plugin;
-pub mod policy;
 pub mod protocol;
 pub mod registry;
 pub mod serve;
@@ -31,5 +28,4 @@ pub use config::PluginsConfig;
 pub use driver::{Driver, DriverConfig};
 pub use external::ExternalPlugin;
 pub use plugin::{Hook, HookError, HookOutcome, ResourcePlugin, ResourceRequest};
-pub use policy::{Policy, PolicyConfig};
 pub use registry::Registry;

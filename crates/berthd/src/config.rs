@@ -75,7 +75,7 @@ pub struct Config {
     /// `[policy]`: lease policy (maximum duration, extension window, exempt
     /// projects, external policy service).
     #[serde(default)]
-    pub policy: berth_plugins::PolicyConfig,
+    pub policy: berth_app::PolicyConfig,
     /// `[api]`: request bounds and timeouts (`BERTH_API__MAX_BODY_BYTES`, ...).
     #[serde(default)]
     pub api: berth_api::ApiConfig,
@@ -117,7 +117,7 @@ impl Default for Config {
             claim_gather_us: u64::try_from(berth_store::commands::DEFAULT_CLAIM_GATHER.as_micros()).unwrap_or(u64::MAX),
             cleaning_time: 0,
             plugins: berth_plugins::PluginsConfig::default(),
-            policy: berth_plugins::PolicyConfig::default(),
+            policy: berth_app::PolicyConfig::default(),
             manager: berth_manager::ManagerConfig::default(),
             notifications: berth_notify::NotificationsConfig::default(),
             clock_skew_warn_s: berth_api::clock::DEFAULT_WARN_S,
@@ -354,7 +354,7 @@ mod tests {
         cfg.plugins.check().unwrap();
         assert_eq!(cfg.policy.max_lease_duration, Some(604800));
         assert_eq!(cfg.api, berth_api::ApiConfig::default(), "the example shows the defaults");
-        berth_plugins::Policy::from_config(&cfg.policy).unwrap();
+        berth_app::Policy::from_config(&cfg.policy).unwrap();
         assert_eq!(cfg.keystone.cache_ttl_s, 300);
         assert_eq!(cfg.jwt.audience, ["berth"]);
         assert_eq!(cfg.notifications.sinks.len(), 2);

@@ -244,7 +244,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     if cfg.demo_inventory {
         demo::load_inventory(&store).await.context("the demo inventory")?;
     }
-    let policy = Arc::new(berth_plugins::Policy::from_config(&cfg.policy).context("the [policy] configuration")?);
+    let policy = Arc::new(berth_app::Policy::from_config(&cfg.policy).context("the [policy] configuration")?);
     let registry = Arc::new(plugins(&cfg)?);
     let state = berth_api::AppState {
         store: store.clone(),

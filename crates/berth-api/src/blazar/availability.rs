@@ -51,7 +51,7 @@ pub(super) async fn advise(
 ) -> Result<Json<bodies::Availability>, ApiError> {
     state.rules.authorize(&ctx, Action::Availability, &Target::own(&ctx))?;
     let asked: bodies::AvailabilityQuery = read::read(&body)?;
-    let wanted = reservations(&state, asked.reservations.unwrap_or_default()).await?;
+    let wanted = crate::gate::app(&state).leases().resolve(reservations(asked.reservations)).await?;
     let duration = asked.duration.read("duration")?;
     let now = state.store.now().await?;
     let from = date(asked.from.as_deref(), "from", now, now)?.max(now);

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::bodies;
-use super::hosts::{allocation_json, hidden_from, host_json, project_scope, uuid_param};
+use super::hosts::{allocation_json, host_json, uuid_param};
 use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::error::ApiError;
@@ -44,7 +44,7 @@ async fn host_marker(state: &AppState, marker: &str, code: ErrorCode) -> Result<
 pub(super) async fn list(State(state): State<AppState>, ctx: Context, listing: Listing) -> Result<Response, ApiError> {
     state.rules.authorize(&ctx, Action::HostsList, &Target::own(&ctx))?;
     let ask = listing.ask()?;
-    let hidden = hidden_from(&state, &ctx).await?;
+    let hidden = crate::gate::app(&state).hosts().hidden(&crate::gate::caller(&state, &ctx)).await?;
     match ask {
         Ask::Page(page) => {
             let after = match &page.marker {
@@ -91,7 +91,11 @@ pub(super) async fn allocations(
     state.rules.authorize(&ctx, Action::HostsGetAllocations, &Target::own(&ctx))?;
     let ask = listing.ask()?;
     let (lease, reservation) = (uuid_param(q, "lease_id")?, uuid_param(q, "reservation_id")?);
-    let filter = AllocationFilter { lease, reservation, project: project_scope(&state, &ctx) };
+    let filter = AllocationFilter {
+        lease,
+        reservation,
+        project: state.rules.visible_project(&ctx, Action::LeasesGetAllProjects),
+    };
     match ask {
         Ask::Page(page) => {
             let after = match &page.marker {

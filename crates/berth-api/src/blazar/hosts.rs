@@ -1,26 +1,28 @@
 //! `/v1/os-hosts`: enrol providers as reservable hosts, their extra
-//! capabilities and properties, and which reservations hold them.
+//! capabilities and properties, and which reservations hold them. Each
+//! handler reads the request, calls one of `berth_app`'s host operations,
+//! and renders its result.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Json;
+use berth_app::hosts::{Change, Enrol, Host, HostAllocation};
+use berth_app::Rule;
 use berth_core::dates::format_date;
 use berth_core::error::ErrorCode;
-use berth_store::commands::{HostChange, Keyed, NewHost, HOST_FIELDS};
-use berth_store::queries::hosts::{AllocationFilter, Host, HostAllocation};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 use super::bodies;
 use super::read::{self, Body as _};
-use super::{idempotency, meta, path_id};
-use crate::access::{Action, Target};
+use super::{idempotency, path_id};
 use crate::auth::Context;
 use crate::error::ApiError;
+use crate::gate::{app, caller};
 use crate::tags;
 use crate::AppState;
 
@@ -65,15 +67,6 @@ fn host_id(id: &str) -> Result<Uuid, ApiError> {
     path_id(id, "host", ErrorCode::HostNotFound)
 }
 
-/// The capabilities `ctx` may not see: the private ones, unless its rules
-/// let it (admins, as Blazar hides them from everyone else).
-pub(super) async fn hidden_from(state: &AppState, ctx: &Context) -> Result<BTreeSet<String>, ApiError> {
-    if state.rules.allows(ctx, Action::HostsGetPrivateProperties, &Target::own(ctx)) {
-        return Ok(BTreeSet::new());
-    }
-    Ok(state.store.private_host_properties().await?)
-}
-
 #[utoipa::path(
     get,
     path = "/v1/os-hosts/{id}",
@@ -88,9 +81,9 @@ pub(super) async fn show(
     ctx: Context,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    state.rules.authorize(&ctx, Action::HostsGet, &Target::own(&ctx))?;
-    let hidden = hidden_from(&state, &ctx).await?;
-    let host = state.store.host(host_id(&id)?).await?;
+    let (app, caller) = (app(&state), caller(&state, &ctx));
+    let may = app.hosts().may(&caller, Rule::HostsGet)?;
+    let (host, hidden) = app.hosts().show(&caller, may, host_id(&id)?).await?;
     Ok(Json(json!({ "host": host_json(&host, &hidden) })))
 }
 
@@ -115,27 +108,21 @@ pub(super) async fn create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    state.rules.authorize(&ctx, Action::HostsCreate, &Target::own(&ctx))?;
+    let (app, caller) = (app(&state), caller(&state, &ctx));
+    let may = app.hosts().may(&caller, Rule::HostsCreate)?;
     let obj = read::object(&body, bodies::NewHost::WRAPPERS)?;
     let key = idempotency::request_key(&headers, &ctx, "POST /v1/os-hosts", &obj)?;
     let asked: bodies::NewHost = read::typed(&obj)?;
-    let resources = match (asked.vcpus, asked.memory_mb, asked.local_gb) {
-        (Some(v), Some(m), Some(d)) => Some((v.0, m.0, d.0)),
-        (None, None, None) => None,
-        _ => return Err(bad("give all of vcpus, memory_mb and local_gb, or none")),
+    let enrol = Enrol {
+        name: asked.name,
+        vcpus: asked.vcpus.map(|v| v.0),
+        memory_mb: asked.memory_mb.map(|v| v.0),
+        local_gb: asked.local_gb.map(|v| v.0),
+        reservable: asked.reservable.map(|f| f.0),
+        capabilities: asked.capabilities,
+        key,
     };
-    let capabilities: BTreeMap<String, Value> =
-        asked.capabilities.into_iter().filter(|(k, _)| !HOST_FIELDS.contains(&k.as_str())).collect();
-    let reservable = asked.reservable.is_none_or(|f| f.0);
-    let new = NewHost { name: asked.name, resources, reservable, capabilities };
-    let (id, replayed) = match key {
-        None => (state.store.enrol_host(&meta(&ctx), new).await?, false),
-        Some(key) => match state.store.enrol_host_keyed(&meta(&ctx), new, &key).await? {
-            Keyed::Made(id) => (id, false),
-            Keyed::Earlier(id) => (id, true),
-        },
-    };
-    let host = state.store.host(id).await?;
+    let (host, replayed) = app.hosts().enrol(&caller, may, enrol).await?;
     Ok(idempotency::created(json!({ "host": host_json(&host, &BTreeSet::new()) }), replayed))
 }
 
@@ -155,31 +142,16 @@ pub(super) async fn update(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    state.rules.authorize(&ctx, Action::HostsUpdate, &Target::own(&ctx))?;
+    let (app, caller) = (app(&state), caller(&state, &ctx));
+    let may = app.hosts().may(&caller, Rule::HostsUpdate)?;
     let id = host_id(&id)?;
     let asked: bodies::HostChange = read::read(&body)?;
-    let mut change = HostChange { reservable: asked.reservable.map(|f| f.0), capabilities: BTreeMap::new() };
-    let disabled = asked.disabled.map(|f| f.0);
-    for (k, v) in asked.capabilities {
-        if HOST_FIELDS.contains(&k.as_str()) {
-            return Err(bad(format!("{k} cannot be changed here")));
-        }
-        change.capabilities.insert(k, v);
-    }
-    if change.reservable.is_none() && change.capabilities.is_empty() && disabled.is_none() {
-        return Err(bad("nothing to update"));
-    }
-    if change.reservable.is_some() || !change.capabilities.is_empty() {
-        state.store.update_host(&meta(&ctx), id, change).await?;
-    }
-    let mut healed = Vec::new();
-    if let Some(disabled) = disabled {
-        // Disabling (or enabling) heals in the same transaction.
-        let demands = crate::heal::demands(&state, &[id]).await?;
-        let reason = Some("admin".to_string());
-        healed = state.store.set_host_disabled(&meta(&ctx), id, disabled, reason, &demands).await?;
-    }
-    let host = state.store.host(id).await?;
+    let change = Change {
+        reservable: asked.reservable.map(|f| f.0),
+        disabled: asked.disabled.map(|f| f.0),
+        capabilities: asked.capabilities,
+    };
+    let (host, healed) = app.hosts().change(&caller, may, id, change).await?;
     let healed: Vec<Value> = healed.iter().map(crate::heal::outcome_json).collect();
     Ok(Json(json!({ "host": host_json(&host, &BTreeSet::new()), "healed": healed })))
 }
@@ -198,8 +170,9 @@ pub(super) async fn delete(
     ctx: Context,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.rules.authorize(&ctx, Action::HostsDelete, &Target::own(&ctx))?;
-    state.store.remove_host(&meta(&ctx), host_id(&id)?).await?;
+    let (app, caller) = (app(&state), caller(&state, &ctx));
+    let may = app.hosts().may(&caller, Rule::HostsDelete)?;
+    app.hosts().remove(&caller, may, host_id(&id)?).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -208,11 +181,6 @@ pub(super) fn uuid_param(q: &HashMap<String, String>, key: &str) -> Result<Optio
         Some(v) => Uuid::parse_str(v).map(Some).map_err(|_| bad(format!("{key} {v:?} is not an id"))),
         None => Ok(None),
     }
-}
-
-/// Whose reservations `ctx` sees in host allocations (`None`: everyone's).
-pub(super) fn project_scope<'c>(state: &AppState, ctx: &'c Context) -> Option<&'c str> {
-    state.rules.visible_project(ctx, Action::LeasesGetAllProjects)
 }
 
 #[utoipa::path(
@@ -234,11 +202,10 @@ pub(super) async fn allocation(
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    state.rules.authorize(&ctx, Action::HostsGetAllocations, &Target::own(&ctx))?;
-    let (lease, reservation) = (uuid_param(&q, "lease_id")?, uuid_param(&q, "reservation_id")?);
-    let scope = project_scope(&state, &ctx);
-    let one =
-        state.store.host_allocation(host_id(&id)?, AllocationFilter { lease, reservation, project: scope }).await?;
+    let (app, caller) = (app(&state), caller(&state, &ctx));
+    let may = app.hosts().may(&caller, Rule::HostsGetAllocations)?;
+    let asked = (uuid_param(&q, "lease_id")?, uuid_param(&q, "reservation_id")?);
+    let one = app.hosts().allocation(&caller, may, host_id(&id)?, asked).await?;
     Ok(Json(json!({ "allocation": allocation_json(&one) })))
 }
 
@@ -258,11 +225,10 @@ pub(super) async fn set_property(
     Path(name): Path<String>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    state.rules.authorize(&ctx, Action::HostsUpdateProperty, &Target::own(&ctx))?;
+    let (app, caller) = (app(&state), caller(&state, &ctx));
+    let may = app.hosts().may(&caller, Rule::HostsUpdateProperty)?;
     let private = read::read::<bodies::PropertyChange>(&body)?.private;
-    state.store.set_host_property(&meta(&ctx), &name, private).await?;
-    let found = state.store.host_properties(true).await?.into_iter().find(|p| p.name == name);
-    let values = found.map(|p| p.values).unwrap_or_default();
+    let values = app.hosts().set_property(&caller, may, &name, private).await?;
     Ok(Json(json!({
         "resource_property": {"property": name, "private": private, "values": values, "resource_type": "physical:host"}
     })))

@@ -11,7 +11,6 @@ mod idempotency;
 mod leases;
 mod maintenance;
 mod plugins;
-mod policy;
 mod read;
 
 use axum::http::StatusCode;

@@ -1,8 +1,10 @@
 //! Rules of the house, checked over the sources: no import circle between the
 //! modules of a crate, no source file over 500 lines but the listed ones, the
-//! local clock read only where allowed. Between crates, cargo itself refuses
+//! local clock read only where allowed, berth-api's converted handlers going
+//! through berth-app's operations. Between crates, cargo itself refuses
 //! a circle; the length of functions is clippy's `too_many_lines`.
 
+mod handlers;
 mod lock_order;
 mod module_graph;
 
@@ -218,4 +220,41 @@ fn the_local_clock_is_read_only_where_allowed() {
         }
     }
     assert!(readers.iter().any(|r| r.ends_with("berth-store/src/clock.rs")), "the scan found nothing: {readers:?}");
+}
+
+/// berth-api's converted handler modules (`handlers::CONVERTED`) reach the
+/// store, the plugins and the policy service only through berth-app's
+/// operations, and none of their functions is over 30 lines.
+#[test]
+fn converted_handlers_are_parse_operation_render() {
+    handlers::the_check_sees(&root());
+    let wrong = handlers::check_converted(&root());
+    assert!(wrong.is_empty(), "handlers that do more than parse, call an operation and render:\n{wrong:#?}");
+}
+
+/// The lease policy is asked in one place, `berth_app::policy`: no other
+/// crate's sources ask the rules or the external service
+/// (`check_create`, `check_update`) or make the lease they are told of
+/// (`LeaseValues`); berth-core keeps the rules' arithmetic.
+#[test]
+fn the_lease_policy_is_asked_only_in_berth_app() {
+    let mut files = Vec::new();
+    for krate in std::fs::read_dir(root().join("crates")).unwrap() {
+        let src = krate.unwrap().path().join("src");
+        if src.is_dir() && !src.starts_with(root().join("crates/berth-app")) {
+            rust_files(&src, &mut files);
+        }
+    }
+    let asks = [".check_create(", ".check_update(", "LeaseValues::of_record", "LeaseValues {"];
+    let named: Vec<String> = files
+        .iter()
+        .filter(|f| f.components().all(|c| c.as_os_str() != "berth-core"))
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            asks.iter().any(|a| text.contains(a))
+        })
+        .map(|f| relative(f))
+        .collect();
+    assert!(files.len() > 100, "the scan found too little: {}", files.len());
+    assert!(named.is_empty(), "the lease policy is berth_app::policy's to ask: {named:?}");
 }

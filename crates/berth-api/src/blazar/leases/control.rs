@@ -9,12 +9,13 @@ use axum::Json;
 use berth_core::error::ErrorCode;
 use serde_json::{json, Value};
 
+use berth_app::leases::Control;
+
 use super::super::{bodies, path_id};
-use super::{lease_json, lease_target, scope};
-use crate::access::Action;
+use super::lease_json;
 use crate::auth::Context;
-use crate::controls::control_meta;
 use crate::error::ApiError;
+use crate::gate::{app, caller};
 use crate::tags;
 use crate::AppState;
 
@@ -33,7 +34,7 @@ pub(in crate::blazar) async fn end(
     ctx: Context,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    control(state, ctx, &id, LeaseControl::End).await
+    control(state, ctx, &id, Control::End).await
 }
 
 #[utoipa::path(
@@ -51,32 +52,12 @@ pub(in crate::blazar) async fn recover(
     ctx: Context,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    control(state, ctx, &id, LeaseControl::Recover).await
+    control(state, ctx, &id, Control::Recover).await
 }
 
-/// The controls over a whole lease.
-#[derive(Clone, Copy)]
-enum LeaseControl {
-    End,
-    Recover,
-}
-
-/// One control over lease `id`: not found unless the caller may see the
-/// lease, then the control's rule on the lease, then the command; the lease
-/// as it is after.
-async fn control(state: AppState, ctx: Context, id: &str, which: LeaseControl) -> Result<Json<Value>, ApiError> {
-    let action = match which {
-        LeaseControl::End => Action::LeasesEnd,
-        LeaseControl::Recover => Action::LeasesRecover,
-    };
+/// One control over lease `id`; the lease as it is after.
+async fn control(state: AppState, ctx: Context, id: &str, which: Control) -> Result<Json<Value>, ApiError> {
     let id = path_id(id, "lease", ErrorCode::LeaseNotFound)?;
-    let scope = scope(&state, &ctx);
-    let lease = state.store.lease(id, scope).await?;
-    state.rules.authorize(&ctx, action, &lease_target(&lease))?;
-    let meta = control_meta(&ctx, action);
-    match which {
-        LeaseControl::End => state.store.end_lease(&meta, id, scope).await?,
-        LeaseControl::Recover => state.store.recover_lease(&meta, id, scope).await?,
-    }
-    Ok(Json(json!({ "lease": lease_json(&state.store.lease(id, None).await?) })))
+    let lease = app(&state).leases().control(&caller(&state, &ctx), id, which).await?;
+    Ok(Json(json!({ "lease": lease_json(&lease) })))
 }

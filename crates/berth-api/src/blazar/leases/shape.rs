@@ -1,12 +1,17 @@
 //! A lease as Blazar shows it.
 
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use berth_app::leases::{Created, Lease};
 use berth_core::dates::format_date;
 use berth_core::lease::LeaseEventType;
-use berth_store::queries::leases::Lease;
 use serde_json::{json, Value};
 
+use crate::blazar::idempotency;
+
 /// The lease as Blazar shows it.
-pub(super) fn lease_json(l: &Lease) -> Value {
+pub(in crate::blazar) fn lease_json(l: &Lease) -> Value {
     let r = &l.record;
     let reservations: Vec<Value> = r
         .reservations
@@ -69,4 +74,27 @@ pub(super) fn lease_json(l: &Lease) -> Value {
         "reservations": reservations,
         "events": events,
     })
+}
+
+/// A create's answer: the occurrences of a dry run, or the lease (the
+/// first, when recurring, with the recurrence's leases).
+pub(super) fn created(made: Created) -> Response {
+    match made {
+        Created::DryRun(windows) => {
+            let out: Vec<Value> = windows
+                .iter()
+                .map(|w| json!({"start_date": format_date(w.start), "end_date": format_date(w.end), "fits": w.fits}))
+                .collect();
+            let body = json!({"dry_run": true, "count": out.len(), "occurrences": out});
+            (StatusCode::OK, Json(body)).into_response()
+        }
+        Created::Made { leases, replayed } => {
+            let mut out = lease_json(&leases[0]);
+            if leases.len() > 1 {
+                let ids: Vec<_> = leases.iter().map(|l| l.record.id).collect();
+                out["recurrence"] = json!({"id": leases[0].record.recurrence_id, "leases": ids});
+            }
+            idempotency::created(json!({ "lease": out }), replayed)
+        }
+    }
 }

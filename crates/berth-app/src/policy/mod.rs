@@ -1,29 +1,32 @@
-//! The lease policy on the lease API path: built-in rules and the external
-//! policy service (see `berth_plugins::policy`), asked before a lease is
-//! created or changed, and told when one is deleted.
+//! The lease policy, in one place: beside quotas (the store's), the
+//! built-in rules as configured (their arithmetic is `berth_core::policy`)
+//! and the optional external policy service ([`service`]: the `[policy]`
+//! configuration and the service's client), asked here before a lease is
+//! created or changed, and told when one ends, whether a caller deleted it
+//! (the API) or its end event ran (the manager).
 
 use berth_core::dates::DateSpec;
-use berth_plugins::policy::LeaseValues;
+use berth_core::lease::LeaseRecord;
+mod service;
+
 use berth_store::commands::{LeaseDates, LeaseUpdate, NewLease, NewReservation};
 use berth_store::queries::leases::Lease;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-
-use crate::error::ApiError;
-use crate::AppState;
+pub use service::{ExternalPolicyConfig, LeaseValues, Policy, PolicyConfig, GENERIC_DENIAL};
 
 fn new_reservations(rs: &[NewReservation]) -> Vec<Value> {
     rs.iter().map(|r| LeaseValues::reservation(&r.resource_type, &r.params)).collect()
 }
 
-fn values_of(lease: &Lease) -> LeaseValues {
-    let r = &lease.record;
+/// The lease as the policy service is told of it.
+pub fn values_of(r: &LeaseRecord) -> LeaseValues {
     let reservations = r.reservations.iter().map(|x| (x.resource_type.as_str(), &x.params));
     LeaseValues::of_record(&r.name, &r.project_id, &r.user_id, (r.start, r.end), reservations)
 }
 
 /// Every lease `new` would make (one per occurrence when recurring).
-pub(super) async fn check_create(state: &AppState, new: &NewLease, now: DateTime<Utc>) -> Result<(), ApiError> {
+pub(crate) async fn check_create(policy: &Policy, new: &NewLease, now: DateTime<Utc>) -> Result<(), berth_core::Error> {
     let windows = match &new.dates {
         LeaseDates::One { start, end, .. } => vec![(start.resolve(now), end.resolve(now))],
         LeaseDates::Recurring(occ) => occ.clone(),
@@ -37,19 +40,19 @@ pub(super) async fn check_create(state: &AppState, new: &NewLease, now: DateTime
             end,
             reservations: new_reservations(&new.reservations),
         };
-        state.policy.check_create(&values).await?;
+        policy.check_create(&values).await?;
     }
     Ok(())
 }
 
 /// `current` changed by `update`.
-pub(super) async fn check_update(
-    state: &AppState,
+pub(crate) async fn check_update(
+    policy: &Policy,
     current: &Lease,
     update: &LeaseUpdate,
     now: DateTime<Utc>,
-) -> Result<(), ApiError> {
-    let before = values_of(current);
+) -> Result<(), berth_core::Error> {
+    let before = values_of(&current.record);
     let mut after = before.clone();
     if let Some(name) = &update.name {
         after.name = name.clone();
@@ -61,12 +64,12 @@ pub(super) async fn check_update(
             after.reservations[i] = LeaseValues::reservation(&r.resource_type, &u.params);
         }
     }
-    state.policy.check_update(&before, &after, now).await?;
-    Ok(())
+    policy.check_update(&before, &after, now).await
 }
 
-/// A lease deleted: the external service is told (a lease that ends on its
-/// own is told by the manager once its end event is done).
-pub(super) async fn on_end(state: &AppState, lease: &Lease) {
-    state.policy.on_end(&values_of(lease)).await;
+/// A lease ended: the external service is told. A caller's deletion tells
+/// it at once; a lease that ends on its own is told by the manager once
+/// its end event is recorded done, with [`values_of`] taken when it ran.
+pub async fn on_end(policy: &Policy, lease: &LeaseValues) {
+    policy.on_end(lease).await;
 }

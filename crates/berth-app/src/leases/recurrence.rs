@@ -1,46 +1,40 @@
 //! Recurring leases: their occurrences from a crontab schedule, and the
 //! dry run that lists them with whether each fits.
 
-use berth_core::dates::{format_date, DateSpec};
-use berth_core::error::ErrorCode;
-use berth_core::lease::{self, Occurrence};
+use berth_core::dates::{duration_from_json, DateSpec};
+use berth_core::error::{Error, ErrorCode};
+use berth_core::lease::{self, Occurrence as Window};
 use berth_store::commands::{LeaseDates, NewLease};
+use berth_store::Store;
 use chrono::{DateTime, Utc};
 use croner::Cron;
-use serde_json::{json, Value};
 
 use super::parse::date_field;
-use crate::blazar::bodies::Recurrence;
-use crate::error::ApiError;
-use crate::AppState;
+use super::request::{Occurrence, Recurrence};
 
 /// A recurring lease's occurrences: a cron schedule as crontab reads it
 /// (five fields, minute to day of week; day of week 0 or 7 is Sunday, 1
 /// Monday; names such as `mon-fri`; a day of month and a day of week both
 /// restricted match either, as in Vixie cron), in UTC; a duration each;
 /// an end; at most `max` of them.
-pub(super) fn occurrences(
-    rec: &Recurrence,
-    from: chrono::DateTime<Utc>,
-    max: usize,
-) -> Result<Vec<Occurrence>, ApiError> {
-    let bad = |m: String| ApiError::bad_request(ErrorCode::InvalidLease, format!("recurrence: {m}"));
+pub(super) fn occurrences(rec: &Recurrence, from: DateTime<Utc>, max: usize) -> Result<Vec<Window>, Error> {
+    let bad = |m: String| Error::invalid(ErrorCode::InvalidLease, format!("recurrence: {m}"));
     let expr = rec.cron.as_str();
     if expr.split_whitespace().count() != 5 {
         return Err(bad(format!("cron {expr:?} must have five fields: minute hour day-of-month month day-of-week")));
     }
     let schedule = Cron::new(expr).parse().map_err(|e| bad(format!("cron {expr:?}: {e}")))?;
-    let duration = rec.duration.read("recurrence.duration")?;
+    let duration = duration_from_json("recurrence.duration", &rec.duration)?;
     let until = match date_field("until", Some(&rec.until))? {
         Some(DateSpec::At(t)) => t,
         _ => return Err(bad("until (a date) is required".into())),
     };
-    Ok(lease::occurrences(schedule.iter_from(from), from, until, duration, max)?)
+    lease::occurrences(schedule.iter_from(from), from, until, duration, max)
 }
 
 /// What `new` would book: each window and whether its reservations fit
 /// there now (capacity; quotas are checked when the lease is made).
-pub(super) async fn dry_run_answer(state: &AppState, new: &NewLease, now: DateTime<Utc>) -> Result<Value, ApiError> {
+pub(super) async fn dry_run(store: &Store, new: &NewLease, now: DateTime<Utc>) -> Result<Vec<Occurrence>, Error> {
     let windows = match &new.dates {
         LeaseDates::One { start, end, .. } => vec![(start.resolve(now), end.resolve(now))],
         LeaseDates::Recurring(occ) => occ.clone(),
@@ -48,14 +42,10 @@ pub(super) async fn dry_run_answer(state: &AppState, new: &NewLease, now: DateTi
     let mut out = Vec::with_capacity(windows.len());
     for (start, end) in windows {
         let fits = end > start
-            && !state
-                .store
-                .availability(&new.project_id, &new.reservations, end - start, start, end, 1)
-                .await?
-                .is_empty();
-        out.push(json!({"start_date": format_date(start), "end_date": format_date(end), "fits": fits}));
+            && !store.availability(&new.project_id, &new.reservations, end - start, start, end, 1).await?.is_empty();
+        out.push(Occurrence { start, end, fits });
     }
-    Ok(json!({"dry_run": true, "count": out.len(), "occurrences": out}))
+    Ok(out)
 }
 
 /// Fuzz target: recurrences as users type them, bounded to a fixed number
@@ -63,10 +53,12 @@ pub(super) async fn dry_run_answer(state: &AppState, new: &NewLease, now: DateTi
 #[cfg(test)]
 mod fuzz {
     use super::*;
-    use axum::http::StatusCode;
+    use berth_core::dates::format_date;
+    use berth_core::error::ErrorKind;
     use berth_core::time::DateMath;
     use chrono::Duration;
     use proptest::prelude::*;
+    use serde_json::json;
 
     /// One crontab field: numbers in and out of range, names, ranges,
     /// steps, lists, and Quartz's extensions crontab lacks.
@@ -121,7 +113,7 @@ mod fuzz {
             let from = chrono::DateTime::parse_from_rfc3339("2031-01-01T00:00:00Z").unwrap().with_timezone(&Utc);
             let until = from.plus("until", Duration::days(days)).unwrap();
             let rec = json!({"cron": expr, "duration": format!("{hours}h"), "until": format_date(until)});
-            let rec: Recurrence = serde_json::from_value(rec).unwrap();
+            let rec = Recurrence { cron: rec["cron"].as_str().unwrap().into(), duration: rec["duration"].clone(), until: rec["until"].as_str().unwrap().into() };
             match occurrences(&rec, from, 100) {
                 Ok(found) => {
                     prop_assert!(found.len() <= 100);
@@ -129,7 +121,7 @@ mod fuzz {
                         prop_assert!(from <= start && start < until && Ok(end) == start.plus("end", Duration::hours(hours)));
                     }
                 }
-                Err(e) => prop_assert_eq!(e.status, StatusCode::BAD_REQUEST, "{}: {}", expr, e.detail),
+                Err(e) => prop_assert_eq!(e.kind, ErrorKind::Invalid, "{}: {}", expr, e.detail),
             }
         }
     }

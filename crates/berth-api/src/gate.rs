@@ -1,0 +1,93 @@
+//! The operations' questions of the access rules, answered for one caller:
+//! each [`berth_app::Rule`] is one named [`Action`], and a refusal is said
+//! as [`Rules::authorize`] says it.
+
+use berth_app::{Caller, Gate, Owner, Rule};
+
+use crate::access::{Action, Rules, Target};
+use crate::auth::Context;
+use crate::error::{current_request_id, ApiError};
+use crate::AppState;
+
+/// The caller of an operation: who `ctx` is, under `state`'s rules.
+pub(crate) fn caller<'a>(state: &'a AppState, ctx: &'a Context) -> Caller<'a> {
+    Caller {
+        user_id: &ctx.user_id,
+        project_id: &ctx.project_id,
+        request_id: current_request_id(),
+        gate: Box::new(Asking { rules: &state.rules, ctx }),
+    }
+}
+
+/// The operations over `state`'s store, plugins and policy.
+pub(crate) fn app(state: &AppState) -> berth_app::App {
+    berth_app::App::new(state.store.clone(), state.plugins.clone(), state.policy.clone())
+}
+
+struct Asking<'a> {
+    rules: &'a Rules,
+    ctx: &'a Context,
+}
+
+fn action(rule: Rule) -> Action {
+    match rule {
+        Rule::LeasesCreate => Action::LeasesCreate,
+        Rule::LeasesGet => Action::LeasesGet,
+        Rule::LeasesList => Action::LeasesList,
+        Rule::LeasesGetAllProjects => Action::LeasesGetAllProjects,
+        Rule::LeasesUpdate => Action::LeasesUpdate,
+        Rule::LeasesExtend => Action::LeasesExtend,
+        Rule::LeasesDelete => Action::LeasesDelete,
+        Rule::LeasesEnd => Action::LeasesEnd,
+        Rule::LeasesRecover => Action::LeasesRecover,
+        Rule::LeasesNameAnyInstance => Action::LeasesNameAnyInstance,
+        Rule::HostsGet => Action::HostsGet,
+        Rule::HostsCreate => Action::HostsCreate,
+        Rule::HostsUpdate => Action::HostsUpdate,
+        Rule::HostsDelete => Action::HostsDelete,
+        Rule::HostsGetAllocations => Action::HostsGetAllocations,
+        Rule::HostsGetPrivateProperties => Action::HostsGetPrivateProperties,
+        Rule::HostsUpdateProperty => Action::HostsUpdateProperty,
+    }
+}
+
+impl Asking<'_> {
+    fn target<'t>(&'t self, owner: Owner<'t>) -> Target<'t> {
+        match owner {
+            Owner::Caller => Target::own(self.ctx),
+            Owner::Owned { project, user } => Target::owned(project, user),
+        }
+    }
+}
+
+impl Gate for Asking<'_> {
+    fn allows(&self, rule: Rule, owner: Owner<'_>) -> bool {
+        self.rules.allows(self.ctx, action(rule), &self.target(owner))
+    }
+
+    fn refusal(&self, rule: Rule) -> berth_app::Error {
+        let ctx = self.ctx;
+        if ctx.is_anonymous() {
+            berth_app::Error::Unauthenticated
+        } else {
+            let name = action(rule).name();
+            tracing::debug!(rule = name, user = %ctx.user_id, project = %ctx.project_id, "policy denies");
+            berth_app::Error::Forbidden
+        }
+    }
+
+    fn name(&self, rule: Rule) -> &'static str {
+        action(rule).name()
+    }
+}
+
+/// An operation's refusal in the route's document.
+impl From<berth_app::Error> for ApiError {
+    fn from(e: berth_app::Error) -> ApiError {
+        match e {
+            berth_app::Error::Domain(e) => e.into(),
+            berth_app::Error::Unauthenticated => ApiError::unauthenticated(),
+            berth_app::Error::Forbidden => ApiError::forbidden(),
+        }
+    }
+}

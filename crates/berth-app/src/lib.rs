@@ -1,0 +1,46 @@
+//! berth-app: Berth's use cases, one operation each, between the edges
+//! (berth-api's HTTP handlers, the manager) and the store.
+//!
+//! It owns what a use case decides: who may do it (asked through the
+//! caller's [`Gate`]), the idempotency rules of a create, each reservation's
+//! resolution through its plugin, the database's clock for what must be
+//! resolved before a command, recurrence, the instance check, and the lease
+//! policy (the built-in rules and the external policy service, [`policy`]),
+//! then the store's commands and queries.
+//!
+//! It never speaks HTTP (no status, header or document: the edges parse a
+//! request into a typed one and render the domain result or [`Error`]),
+//! never reads the local clock, and never writes SQL (berth-store does).
+
+mod caller;
+pub mod hosts;
+pub mod idempotency;
+pub mod leases;
+pub mod policy;
+
+use std::sync::Arc;
+
+use berth_store::Store;
+
+pub use caller::{Caller, Error, Gate, Owner, Rule};
+pub use policy::{Policy, PolicyConfig};
+
+/// What the operations reach: the store, the enabled resource plugins and
+/// the lease policy. Cheap to clone (shared parts).
+#[derive(Clone)]
+pub struct App {
+    store: Store,
+    plugins: Arc<berth_plugins::Registry>,
+    policy: Arc<Policy>,
+}
+
+impl App {
+    pub fn new(store: Store, plugins: Arc<berth_plugins::Registry>, policy: Arc<Policy>) -> App {
+        App { store, plugins, policy }
+    }
+
+    /// The lease use cases.
+    pub fn leases(&self) -> leases::Leases<'_> {
+        leases::Leases { app: self }
+    }
+}
