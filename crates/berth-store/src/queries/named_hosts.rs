@@ -14,14 +14,14 @@
 
 use std::collections::BTreeSet;
 
+use berth_core::lease::Demand;
 use berth_core::schedule::GAP_HORIZON;
 use berth_core::Window;
 use chrono::Duration;
-use serde_json::Value;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
-use super::near::{around, free, usable, Near, AS_BEFORE, CUSTOM};
+use super::near::{around, free, usable, Near, AS_BEFORE, CUSTOM, OTHERS};
 use crate::client::GenericClient;
 use crate::sql;
 use crate::StoreError;
@@ -71,18 +71,29 @@ const RANKED_FREE: &str = ranked!(concat!(" AND", free!()));
 /// For a series, ranked around its first window: free over it or not.
 const RANKED_ANY: &str = ranked!("");
 
-/// The hosts holding `required` (non-empty texts), ranked around `window`
-/// (the first of a series when `series`), `rows` of them and their ties;
-/// `None` when more than [`FEW`] hosts hold the texts.
+/// As `near::read` (the same arguments), for a whole-host demand whose
+/// properties require texts held by at most [`FEW`] hosts: those hosts,
+/// ranked around the first window, the usual few of them at `depth` 1 and
+/// their ties. `None`: another demand, no text required, or more hosts
+/// hold the texts (walk the lists instead).
 pub(crate) async fn read(
     c: &impl GenericClient,
     project: &str,
-    required: &Value,
-    window: Window,
+    demand: &Demand,
+    windows: &[Window],
     cleaning: Duration,
-    rows: i64,
-    series: bool,
+    depth: i64,
 ) -> Result<Option<Near>, StoreError> {
+    let (Demand::Hosts { max, .. }, Some(window)) = (demand, windows.first()) else {
+        return Ok(None);
+    };
+    let required = super::free::required(demand);
+    if required.as_object().is_none_or(|m| m.is_empty()) {
+        return Ok(None);
+    }
+    let rows = OTHERS.saturating_add(i64::from(*max).saturating_mul(2)).saturating_mul(depth);
+    let series = windows.len() > 1;
+    let required = &required;
     let end = window.end.unwrap_or(window.start);
     let secs = cleaning.num_milliseconds().max(0) as f64 / 1000.0;
     let up_to = FEW.saturating_add(1);

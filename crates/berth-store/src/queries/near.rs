@@ -227,7 +227,7 @@ const ROWS_PER_HOST: i64 = 32;
 /// holds near the window are, so a caller may read again deeper.
 const BASE_ROWS: i64 = 128;
 /// Other hosts read: enough to choose among by draw or name when no hold is near.
-const OTHERS: i64 = 16;
+pub(crate) const OTHERS: i64 = 16;
 
 /// What [`read`] found.
 pub(crate) struct Near {
@@ -270,12 +270,6 @@ pub(crate) async fn read(
     let wanted = i64::from(*max);
     let rows = BASE_ROWS.saturating_add(ROWS_PER_HOST.saturating_mul(wanted)).saturating_mul(depth);
     let others = OTHERS.saturating_add(wanted.saturating_mul(2));
-    if required.as_object().is_some_and(|m| !m.is_empty()) {
-        let ranked = others.saturating_mul(depth);
-        if let Some(near) = super::named_hosts::read(c, project, &required, *window, cleaning, ranked, series).await? {
-            return Ok(Some(near));
-        }
-    }
     let from = Uuid::from_u64_pair(draw.unwrap_or(0), 0);
     let params: [&(dyn ToSql + Sync); 8] = [&window.start, &end, &secs, &project, &required, &rows, &others, &from];
     let near: Statement<'_> = match (draw, series) {

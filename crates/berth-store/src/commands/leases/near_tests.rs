@@ -227,10 +227,11 @@ async fn the_near_read_puts_the_planners_settings_back() {
     .unwrap();
     let before = tx.query_one(settings, &[]).await.unwrap();
     // Both reads: the lists, and the hosts a property names ranked.
-    for demand in [hosts_demand(None, 1), zone_demand(1)] {
-        let found = crate::queries::near::read(&tx, "p1", &demand, &[w], Duration::zero(), None, 1).await.unwrap();
-        assert!(found.is_some_and(|n| !n.ids.is_empty()), "hosts read");
-    }
+    let (plain, zone, windows) = (hosts_demand(None, 1), zone_demand(1), [w]);
+    let found = crate::queries::near::read(&tx, "p1", &plain, &windows, Duration::zero(), None, 1).await.unwrap();
+    assert!(found.is_some_and(|n| !n.ids.is_empty()), "hosts read");
+    let ranked = crate::queries::named_hosts::read(&tx, "p1", &zone, &windows, Duration::zero(), 1).await.unwrap();
+    assert!(ranked.is_some_and(|n| !n.ids.is_empty()), "hosts ranked");
     let after = tx.query_one(settings, &[]).await.unwrap();
     for k in 0..6 {
         assert_eq!(before.get::<_, String>(k), after.get::<_, String>(k), "setting {k}");
