@@ -179,20 +179,29 @@ async fn a_burst_raced_by_two_managers_is_recorded_once_per_event() {
     for run in runs {
         run.await.unwrap();
     }
-    let log = store.read_log(berth_store::log::Cursor::START, 100_000).await.unwrap();
-    let (mut finished, mut rescued) = (HashMap::new(), HashMap::new());
-    for e in &log {
-        match e.event().unwrap() {
-            berth_core::Event::LeaseEventFinished { event, .. } => *finished.entry(event).or_insert(0) += 1,
-            berth_core::Event::LeaseEventClaimed { event, rescued_from: Some(_), .. } => {
-                *rescued.entry(event.to_string()).or_insert(0) += 1;
-            }
-            _ => {}
-        }
-    }
-    assert!(finished.values().all(|c| *c == 1), "an outcome recorded twice: {finished:?}");
     let started = store.lease_events(&started_done).await.unwrap();
     assert_eq!(started.len(), n);
+    // A log reader holds back events while an older transaction may still
+    // commit before them (so a cursor never skips one): read the log again
+    // until it has caught up with what the projection shows.
+    let (finished, rescued) = loop {
+        let log = store.read_log(berth_store::log::Cursor::START, 100_000).await.unwrap();
+        let (mut finished, mut rescued) = (HashMap::new(), HashMap::new());
+        for e in &log {
+            match e.event().unwrap() {
+                berth_core::Event::LeaseEventFinished { event, .. } => *finished.entry(event).or_insert(0) += 1,
+                berth_core::Event::LeaseEventClaimed { event, rescued_from: Some(_), .. } => {
+                    *rescued.entry(event.to_string()).or_insert(0) += 1;
+                }
+                _ => {}
+            }
+        }
+        if started.iter().all(|e| finished.contains_key(&e.id)) || std::time::Instant::now() >= deadline {
+            break (finished, rescued);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(finished.values().all(|c| *c == 1), "an outcome recorded twice: {finished:?}");
     assert!(started.iter().all(|e| finished.contains_key(&e.id)), "every start recorded");
     let starts = plugin.starts.lock().unwrap().clone();
     assert_eq!(starts.len(), n);
