@@ -20,7 +20,7 @@ use serde_json::Value;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
-use super::near::{around, free, usable};
+use super::near::{around, free, required, usable};
 use super::timelines;
 use crate::client::GenericClient;
 use crate::sql::{self, Statement};
@@ -64,18 +64,6 @@ const ENDS: &str = "
 
 /// Rows of [`ENDS`] read at once.
 const PAGE: i64 = 256;
-
-/// The texts every host a demand may use holds, as `usable!` takes them.
-pub(crate) fn required(demand: &Demand) -> Value {
-    let query = match demand {
-        Demand::Hosts { resource_properties, .. } | Demand::Slots { resource_properties, .. } => {
-            resource_properties.as_ref()
-        }
-        Demand::Nothing => None,
-    };
-    let texts = query.map(|q| q.required_texts()).unwrap_or_default();
-    texts.into_iter().map(|(k, v)| (k, Value::String(v))).collect::<serde_json::Map<_, _>>().into()
-}
 
 /// The hosts a window's free read found.
 pub(crate) struct FreeHosts {

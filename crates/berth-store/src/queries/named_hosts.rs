@@ -21,7 +21,7 @@ use chrono::Duration;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
-use super::near::{around, free, usable, Near, AS_BEFORE, CUSTOM, OTHERS};
+use super::near::{around, free, others, required, usable, Near, AS_BEFORE, CUSTOM};
 use crate::client::GenericClient;
 use crate::sql;
 use crate::StoreError;
@@ -87,11 +87,11 @@ pub(crate) async fn read(
     let (Demand::Hosts { max, .. }, Some(window)) = (demand, windows.first()) else {
         return Ok(None);
     };
-    let required = super::free::required(demand);
+    let required = required(demand);
     if required.as_object().is_none_or(|m| m.is_empty()) {
         return Ok(None);
     }
-    let rows = OTHERS.saturating_add(i64::from(*max).saturating_mul(2)).saturating_mul(depth);
+    let rows = others(*max).saturating_mul(depth);
     let series = windows.len() > 1;
     let required = &required;
     let end = window.end.unwrap_or(window.start);

@@ -54,6 +54,18 @@ macro_rules! usable {
 }
 pub(crate) use usable;
 
+/// The texts every host a demand may use holds, as `usable!` takes them.
+pub(crate) fn required(demand: &Demand) -> Value {
+    let query = match demand {
+        Demand::Hosts { resource_properties, .. } | Demand::Slots { resource_properties, .. } => {
+            resource_properties.as_ref()
+        }
+        Demand::Nothing => None,
+    };
+    let texts = query.map(|q| q.required_texts()).unwrap_or_default();
+    texts.into_iter().map(|(k, v)| (k, Value::String(v))).collect::<serde_json::Map<_, _>>().into()
+}
+
 /// `h` holds nothing of any class it has, and no maintenance, over
 /// `c.around`: the window `[$1, $2)` widened on both sides by no more than
 /// the host's cleaning time (the smaller of the default, `$3` seconds, and
@@ -227,7 +239,13 @@ const ROWS_PER_HOST: i64 = 32;
 /// holds near the window are, so a caller may read again deeper.
 const BASE_ROWS: i64 = 128;
 /// Other hosts read: enough to choose among by draw or name when no hold is near.
-pub(crate) const OTHERS: i64 = 16;
+const OTHERS: i64 = 16;
+
+/// Hosts read beside the lists (or ranked, `queries::named_hosts`) for a
+/// demand of at most `max` hosts.
+pub(crate) fn others(max: u32) -> i64 {
+    OTHERS.saturating_add(i64::from(max).saturating_mul(2))
+}
 
 /// What [`read`] found.
 pub(crate) struct Near {
@@ -256,20 +274,18 @@ pub(crate) async fn read(
     draw: Option<u64>,
     depth: i64,
 ) -> Result<Option<Near>, StoreError> {
-    let (Demand::Hosts { max, resource_properties, .. }, Some(window)) = (demand, windows.first()) else {
+    let (Demand::Hosts { max, .. }, Some(window)) = (demand, windows.first()) else {
         return Ok(None);
     };
     let Some(end) = window.end else {
         return Ok(None);
     };
     let series = windows.len() > 1;
-    let texts = resource_properties.as_ref().map(|q| q.required_texts()).unwrap_or_default();
-    let required: Value =
-        texts.into_iter().map(|(k, v)| (k, Value::String(v))).collect::<serde_json::Map<_, _>>().into();
+    let required = required(demand);
     let secs = cleaning.num_milliseconds().max(0) as f64 / 1000.0;
     let wanted = i64::from(*max);
     let rows = BASE_ROWS.saturating_add(ROWS_PER_HOST.saturating_mul(wanted)).saturating_mul(depth);
-    let others = OTHERS.saturating_add(wanted.saturating_mul(2));
+    let others = others(*max);
     let from = Uuid::from_u64_pair(draw.unwrap_or(0), 0);
     let params: [&(dyn ToSql + Sync); 8] = [&window.start, &end, &secs, &project, &required, &rows, &others, &from];
     let near: Statement<'_> = match (draw, series) {
