@@ -124,7 +124,8 @@ async fn replay_verify(url: &str) -> Result<(String, Duration, f64)> {
     let mut child = Command::new(bin)
         .args(["replay", "--verify"])
         .env("BERTH_DATABASE_URL", url)
-        .env("BERTH_LOG", "warn")
+        // BERTH_BENCH_REPLAY_LOG=info shows where the replay's time goes.
+        .env("BERTH_LOG", std::env::var("BERTH_BENCH_REPLAY_LOG").unwrap_or_else(|_| "warn".into()))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
