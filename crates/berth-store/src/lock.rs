@@ -26,10 +26,11 @@
 //! over a provider another new lease is writing ([`CHOSEN_UNLESS_WRITTEN`]:
 //! an advisory mark, tested and never waited for) rather than queue for it.
 //!
-//! Nothing else in Berth writes `FOR UPDATE`. The one exception on purpose
-//! is the manager's claim of due lease events
-//! (`commands/lease_events/claim.rs`): it skips locked rows instead of
-//! waiting for them (`SKIP LOCKED`), so it never waits in this order.
+//! Nothing else in Berth writes `FOR UPDATE`. The exceptions on purpose
+//! skip locked rows instead of waiting for them (`SKIP LOCKED`), so they
+//! never wait out of this order: the manager's claim of due lease events
+//! (`commands/lease_events/claim.rs`), and a heal on a large cloud locking
+//! each replacement host as it chooses it ([`CHOSEN_IF_FREE`]).
 //!
 //! Each function here sorts its keys and owns its statement. The claim path
 //! sends its locks in one pipelined batch with its reads, so for it this
@@ -314,6 +315,21 @@ pub(crate) const CHOSEN: &str = "WITH locked AS MATERIALIZED (
 /// send in a pipeline after [`CHOOSING`] or [`CHOOSING_AGAIN`].
 pub(crate) fn chosen_stmt<'a>(statement: &'a str, ids: &'a Sorted<Uuid>) -> (&'a str, [&'a (dyn ToSql + Sync); 2]) {
     (statement, [ids.param(), &WRITING_CLASS])
+}
+
+/// Locks those providers of `$1` that no other transaction holds, and
+/// answers them (`uuid`); a provider another command holds is skipped, not
+/// waited for. A heal, which already holds the hosts it moves slots off,
+/// locks each replacement host it chooses so: it never waits for a
+/// provider out of this order, and passes over a host being written
+/// (`commands/leases/plan.rs` `plan_near`). Rows this transaction locked
+/// already are answered too.
+pub(crate) const CHOSEN_IF_FREE: &str =
+    "SELECT uuid FROM providers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE SKIP LOCKED";
+
+/// [`CHOSEN_IF_FREE`] over `ids`, to send in a pipeline.
+pub(crate) fn chosen_if_free_stmt(ids: &Sorted<Uuid>) -> (&'static str, [&(dyn ToSql + Sync); 1]) {
+    (CHOSEN_IF_FREE, [ids.param()])
 }
 
 /// Gives back the providers locked since [`CHOOSING`].

@@ -4,7 +4,10 @@
 //! the hosts unusable, or of a later retry (`commands::heal`).
 //!
 //! Locks in the house's order: the leases concerned, the slots to move
-//! (consumers), then the candidate providers with the unusable ones. A
+//! (consumers), then the candidate providers with the unusable ones; on a
+//! cloud past small, the unusable ones only, and each replacement host
+//! when it is chosen, passed over if another command holds it (never
+//! waited for out of order: `lock::CHOSEN_IF_FREE`). A
 //! lease that took one of these hosts between the first read and the
 //! provider locks (it committed meanwhile) is locked late and healed too; a
 //! deadlock there only starts the transaction over.
@@ -116,6 +119,13 @@ async fn windows_on(
         )
         .await?;
     Ok(rows.iter().map(|r| (r.get(0), Window { start: r.get(1), end: r.get(2) }, r.get(3))).collect())
+}
+
+/// Whether the cloud has more than `small` hosts (a bounded count).
+async fn past_small(tx: &Transaction<'_>, small: usize) -> Result<bool, StoreError> {
+    let up_to = i64::try_from(small).unwrap_or(i64::MAX).saturating_add(1);
+    let n: i64 = tx.query_one(super::small::HOSTS_UP_TO, &[&up_to]).await?.get("count");
+    Ok(n >= up_to)
 }
 
 /// Of `providers`, those unusable now: disabled, or with Nova's trait.
@@ -243,12 +253,19 @@ pub(crate) async fn lock_all(
             l.reservations.iter().filter_map(|r| demands.get(&r.id).map(|d| replacement(d, 1, r.slots.len()))).collect()
         };
         let any_wanted = leases.iter().any(|l| !wanted_of(l).is_empty());
-        let hosts = if any_wanted { timelines::hosts(tx, &[], true).await? } else { Default::default() };
-        out.near |= hosts.len() > placing.small;
-        for l in &leases {
-            let wanted = wanted_of(l);
-            let items: Vec<Item> = wanted.iter().map(|d| Item::Place(d, Vec::new())).collect();
-            providers.extend(candidate_ids_among(&hosts, &l.project_id, &items));
+        if any_wanted && !out.near {
+            out.near = past_small(tx, placing.small).await?;
+        }
+        // On a cloud past small, each replacement host is locked as it is
+        // chosen (`plan::plan_near`): locking every candidate here would
+        // read and lock the whole cloud for one failed host.
+        if any_wanted && !out.near {
+            let hosts = timelines::hosts(tx, &[], true).await?;
+            for l in &leases {
+                let wanted = wanted_of(l);
+                let items: Vec<Item> = wanted.iter().map(|d| Item::Place(d, Vec::new())).collect();
+                providers.extend(candidate_ids_among(&hosts, &l.project_id, &items));
+            }
         }
         lock::providers(tx, &providers).await?;
         out.leases.extend(leases);

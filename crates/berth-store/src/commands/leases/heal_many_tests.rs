@@ -64,20 +64,71 @@ async fn heals_each_once(db: &TestDatabase, store: &Store) {
     for l in &on_h0 {
         assert_ne!(now_on(store, l).await, hosts[0]);
     }
+    assert_eq!(doubly_booked(db, hosts[0]).await, 0, "a host holding two leases at once");
+}
+
+/// On a cloud past small the heal locks each replacement host as it
+/// chooses it, not every candidate up front: a host another command holds
+/// (here a transaction left open on h3's provider row, the tightest host
+/// for the fifth lease) is passed over, not waited for, and every lease
+/// still moves, none onto the held host, none twice onto one host.
+#[tokio::test]
+async fn a_heal_passes_over_a_host_another_command_holds() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4).with_small_cloud(0);
+    let meta = EventMeta::default();
+    let mut hosts = Vec::new();
+    for i in 0..6 {
+        let new = NewHost {
+            name: format!("h{i}"),
+            resources: Some((8, 4096, 10)),
+            reservable: true,
+            capabilities: BTreeMap::new(),
+        };
+        hosts.push(store.enrol_host(&meta, new).await.unwrap());
+    }
+    let base = (store.now().await.unwrap() + Duration::days(1)).duration_trunc(Duration::hours(1)).unwrap();
+    let at = |k: i64| base + Duration::hours(10 * k);
+    let mut on_h0 = Vec::new();
+    for k in 0..LEASES {
+        on_h0.push(create(&store, &format!("l{k}"), at(k), at(k) + Duration::hours(2), Some("h0")).await);
+    }
+    create(&store, "before", at(4) - Duration::hours(3), at(4), Some("h3")).await;
+    let (mut holder, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let holding = holder.transaction().await.unwrap();
+    holding.execute("SELECT 1 FROM providers WHERE uuid = $1 FOR UPDATE", &[&hosts[3]]).await.unwrap();
+    let any = Demand::Hosts { min: 1, max: 1, hypervisor_properties: None, resource_properties: None };
+    let demands: Demands = on_h0.iter().map(|l| (l.record.reservations[0].id, any.clone())).collect();
+    // A heal that waited for h3 would wait for as long as the holder stays.
+    let heal = store.set_host_disabled(&meta, hosts[0], true, None, &demands);
+    let healed = tokio::time::timeout(std::time::Duration::from_secs(120), heal)
+        .await
+        .expect("the heal waited for a host another command held")
+        .unwrap();
+    holding.rollback().await.unwrap();
+    assert_eq!(healed.iter().map(|h| h.moved).sum::<usize>(), LEASES as usize, "{healed:?}");
+    for l in &on_h0 {
+        let on = now_on(&store, l).await;
+        assert!(on != hosts[0] && on != hosts[3], "{} is on {on}", l.record.name);
+    }
+    assert_eq!(doubly_booked(&db, hosts[0]).await, 0, "a host holding two leases at once");
+}
+
+/// Pairs of holds at once on one host's VCPU, apart from `skip`'s.
+async fn doubly_booked(db: &TestDatabase, skip: Uuid) -> i64 {
     let (c, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(conn);
-    let twice: i64 = c
-        .query_one(
-            "SELECT count(*) FROM allocations a JOIN allocations b
-             ON a.provider_uuid = b.provider_uuid AND a.resource_class = b.resource_class
-                AND a.consumer_uuid < b.consumer_uuid AND a.during && b.during
-             WHERE a.resource_class = 'VCPU' AND a.provider_uuid <> $1",
-            &[&hosts[0]],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(twice, 0, "a host holding two leases at once");
+    c.query_one(
+        "SELECT count(*) AS twice FROM allocations a JOIN allocations b
+         ON a.provider_uuid = b.provider_uuid AND a.resource_class = b.resource_class
+            AND a.consumer_uuid < b.consumer_uuid AND a.during && b.during
+         WHERE a.resource_class = 'VCPU' AND a.provider_uuid <> $1",
+        &[&skip],
+    )
+    .await
+    .unwrap()
+    .get("twice")
 }
 
 /// The host `l`'s slot is on now.

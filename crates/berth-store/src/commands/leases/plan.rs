@@ -224,11 +224,15 @@ pub(super) async fn read_near(
 }
 
 /// As [`plan`], for what [`reads_near`] reads so, when the hosts near the
-/// window vouch for best fit's choice ([`read_near`]): the hosts chosen
-/// locked (held already by a command that locked every candidate, as a
-/// heal does, so their order is kept) and the choice checked on what the
-/// lock protects. `None`: decide with [`plan`]. A host failing under many
-/// leases is so healed reading some hundred hosts per lease, not the cloud.
+/// window vouch for best fit's choice ([`read_near`]), for a heal on a
+/// cloud past small: it holds the hosts it moves slots off already, so the
+/// hosts chosen are locked only where no other command holds them
+/// (`lock::CHOSEN_IF_FREE`, never a wait out of the lock order), a host
+/// held is passed over and the choice made again on the same read (as a
+/// new lease passes over hosts being written), and the choice is checked
+/// on what the locks protect. `None`: decide with [`plan`]. A host failing
+/// under many leases is so healed reading and locking some hundred hosts
+/// per lease, not the cloud.
 pub(super) async fn plan_near(
     tx: &impl GenericClient,
     project: &str,
@@ -236,17 +240,29 @@ pub(super) async fn plan_near(
     windows: &[Window],
     cleaning: chrono::Duration,
 ) -> Result<Option<Plan>, StoreError> {
-    let Some(mut g) = read_near(tx, project, items, windows, cleaning, None).await? else {
+    let Some(read) = read_near(tx, project, items, windows, cleaning, None).await? else {
         return Ok(None);
     };
-    let Ok(placed) = decide(&mut g, project, items, windows) else {
-        return Ok(None);
-    };
-    let ids: Sorted<Uuid> = chosen(&placed).into_iter().collect();
-    let (lock_sql, lock_params) = lock::providers_stmt(&ids);
-    let lock = [(lock_sql, &lock_params[..])];
-    let (_, mut fresh) = gather_under(tx, &lock, &ids, span_of(windows), windows[0], &[], cleaning).await?;
-    Ok(still_fits(&mut fresh, project, items, windows, &placed).is_ok().then_some(placed))
+    let mut held: BTreeSet<Uuid> = BTreeSet::new();
+    for _ in 0..PASSES {
+        let mut g = read.clone();
+        g.passed_over.clone_from(&held);
+        let Ok(placed) = decide(&mut g, project, items, windows) else {
+            return Ok(None);
+        };
+        let ids: Sorted<Uuid> = chosen(&placed).into_iter().collect();
+        let (lock_sql, lock_params) = lock::chosen_if_free_stmt(&ids);
+        let lock = [(lock_sql, &lock_params[..])];
+        let (locked, mut fresh) = gather_under(tx, &lock, &ids, span_of(windows), windows[0], &[], cleaning).await?;
+        let locked: BTreeSet<Uuid> = locked.iter().map(|r| r.get("uuid")).collect();
+        let before = held.len();
+        held.extend(ids.iter().filter(|id| !locked.contains(id)));
+        if held.len() == before {
+            return Ok(still_fits(&mut fresh, project, items, windows, &placed).is_ok().then_some(placed));
+        }
+        metrics::counter!("berth_lease_placement_passed_over").increment((held.len() - before) as u64);
+    }
+    Ok(None)
 }
 
 /// How deep the near read looks, in turn, before every candidate is read:
