@@ -68,7 +68,7 @@ async fn heals_each_once(db: &TestDatabase, store: &Store) {
     tokio::spawn(conn);
     let twice: i64 = c
         .query_one(
-            "SELECT count(*) FROM allocations a JOIN allocations b
+            "SELECT count(*) AS twice FROM allocations a JOIN allocations b
              ON a.provider_uuid = b.provider_uuid AND a.resource_class = b.resource_class
                 AND a.consumer_uuid < b.consumer_uuid AND a.during && b.during
              WHERE a.resource_class = 'VCPU' AND a.provider_uuid <> $1",
@@ -76,7 +76,7 @@ async fn heals_each_once(db: &TestDatabase, store: &Store) {
         )
         .await
         .unwrap()
-        .get(0);
+        .get("twice");
     assert_eq!(twice, 0, "a host holding two leases at once");
 }
 
