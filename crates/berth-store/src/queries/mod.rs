@@ -85,18 +85,6 @@ pub(crate) fn inventory(r: &tokio_postgres::Row) -> Inventory {
     }
 }
 
-/// The inventory in the six columns starting at `i`.
-pub(crate) fn inventory_at(r: &tokio_postgres::Row, i: usize) -> Inventory {
-    Inventory {
-        total: r.get(i),
-        reserved: r.get(i + 1),
-        min_unit: r.get(i + 2),
-        max_unit: r.get(i + 3),
-        step_size: r.get(i + 4),
-        allocation_ratio: r.get(i + 5),
-    }
-}
-
 /// A provider in a row of [`PROVIDER_COLUMNS`].
 pub(crate) fn provider(r: &tokio_postgres::Row) -> Provider {
     Provider {
