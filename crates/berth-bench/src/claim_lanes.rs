@@ -44,7 +44,7 @@ pub(crate) async fn sample(url: String, name: String, stop: Arc<AtomicBool>) -> 
                                                                   FROM pg_locks l
                                                                   WHERE l.pid = a.pid AND l.locktype = 'tuple'), ''),
                                            'running')
-                             ELSE a.state END, count(*)
+                             ELSE a.state END AS state, count(*) AS n
                  FROM pg_stat_activity a
                  WHERE a.datname = $1 AND a.pid <> pg_backend_pid() AND a.state <> 'idle'
                  GROUP BY 1",
@@ -52,7 +52,7 @@ pub(crate) async fn sample(url: String, name: String, stop: Arc<AtomicBool>) -> 
             )
             .await?;
         for r in rows {
-            *out.entry(r.get(0)).or_default() += r.get::<_, i64>(1) as u64;
+            *out.entry(r.get("state")).or_default() += r.get::<_, i64>("n") as u64;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }

@@ -41,16 +41,16 @@ impl Snapshot {
             .await
             .context("pg_stat_user_tables")?
             .iter()
-            .map(|r| (r.get(0), [r.get(1), r.get(2), r.get(3), r.get(4)]))
+            .map(|r| (r.get("relname"), ["n_tup_ins", "n_tup_upd", "n_tup_hot_upd", "n_tup_del"].map(|c| r.get(c))))
             .collect();
         drop(client);
         let _ = conn.await;
         Ok(Snapshot {
             cpu_s: postgres_cpu_s(),
-            wal_bytes: wal.get::<_, f64>(0),
-            wal_records: wal.get::<_, f64>(1),
-            rows_written: db.get::<_, f64>(0),
-            commits: db.get::<_, f64>(1),
+            wal_bytes: wal.get::<_, f64>("wal_bytes"),
+            wal_records: wal.get::<_, f64>("wal_records"),
+            rows_written: db.get::<_, f64>("rows_written"),
+            commits: db.get::<_, f64>("xact_commit"),
             tables,
         })
     }
@@ -90,12 +90,14 @@ impl Snapshot {
     }
 }
 
-const WAL: &str = "SELECT wal_bytes::float8, wal_records::float8 FROM pg_stat_wal";
+const WAL: &str = "SELECT wal_bytes::float8 AS wal_bytes, wal_records::float8 AS wal_records FROM pg_stat_wal";
 
-const TABLES: &str = "SELECT relname::text, n_tup_ins::float8, n_tup_upd::float8, n_tup_hot_upd::float8, \
-                      n_tup_del::float8 FROM pg_stat_user_tables";
+const TABLES: &str = "SELECT relname::text AS relname, n_tup_ins::float8 AS n_tup_ins, \
+                      n_tup_upd::float8 AS n_tup_upd, n_tup_hot_upd::float8 AS n_tup_hot_upd, \
+                      n_tup_del::float8 AS n_tup_del FROM pg_stat_user_tables";
 
-const DATABASE: &str = "SELECT (tup_inserted + tup_updated + tup_deleted)::float8, xact_commit::float8 \
+const DATABASE: &str = "SELECT (tup_inserted + tup_updated + tup_deleted)::float8 AS rows_written, \
+                        xact_commit::float8 AS xact_commit \
                         FROM pg_stat_database WHERE datname = current_database()";
 
 /// User and system seconds of every process named `postgres` (the

@@ -135,11 +135,11 @@ async fn wait_done(s: &Setup, n: i64, until: DateTime<Utc>, limit: Duration) -> 
             .query_one(
                 "SELECT (SELECT count(*) FROM lease_events
                          WHERE status = 'UNDONE' AND coalesce(retry_at, time) <= $1)
-                      + (SELECT count(*) FROM lease_events WHERE status = 'IN_PROGRESS' AND time <= $1)",
+                      + (SELECT count(*) FROM lease_events WHERE status = 'IN_PROGRESS' AND time <= $1) AS remaining",
                 &[&until],
             )
             .await?
-            .get(0);
+            .get("remaining");
         if left == 0 {
             let seen = Instant::now();
             let done = done(&s.store).await?;
@@ -192,12 +192,12 @@ async fn lags_line(report: &mut Report, what: &str, s: &Setup, target: &str) -> 
     tokio::spawn(conn);
     let rows = c
         .query(
-            "SELECT (data->>'lease')::uuid, min((data->>'at')::timestamptz) FROM log_events
+            "SELECT (data->>'lease')::uuid AS lease, min((data->>'at')::timestamptz) AS claimed_at FROM log_events
              WHERE type = 'LeaseEventClaimed' AND data->>'event_type' = 'start_lease' GROUP BY 1",
             &[],
         )
         .await?;
-    let claimed: HashMap<Uuid, DateTime<Utc>> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let claimed: HashMap<Uuid, DateTime<Utc>> = rows.iter().map(|r| (r.get("lease"), r.get("claimed_at"))).collect();
     let due = s.plugin.due.lock().unwrap().clone();
     let span = |a: DateTime<Utc>, b: DateTime<Utc>| (b - a).to_std().unwrap_or(Duration::ZERO);
     let (mut lags, mut waits, mut claims) = (Vec::new(), Vec::new(), Vec::new());
@@ -318,7 +318,7 @@ impl Wal {
 
     /// Where the log ends now.
     async fn lsn(&self) -> Result<String> {
-        Ok(self.c.query_one("SELECT pg_current_wal_insert_lsn()::text", &[]).await?.get(0))
+        Ok(self.c.query_one("SELECT pg_current_wal_insert_lsn()::text AS lsn", &[]).await?.get("lsn"))
     }
 
     /// The line: records per event between `from` and `to`.
@@ -336,8 +336,11 @@ impl Wal {
         // The inspector reads only what is flushed (the wal writer flushes
         // within its delay, 200 ms by default).
         for _ in 0..100 {
-            let flushed: bool =
-                self.c.query_one("SELECT pg_current_wal_flush_lsn() >= $1::text::pg_lsn", &[&to]).await?.get(0);
+            let flushed: bool = self
+                .c
+                .query_one("SELECT pg_current_wal_flush_lsn() >= $1::text::pg_lsn AS flushed", &[&to])
+                .await?
+                .get("flushed");
             if flushed {
                 break;
             }
@@ -346,17 +349,18 @@ impl Wal {
         let rows = self
             .c
             .query(
-                "SELECT \"resource_manager/record_type\", count, combined_size
+                "SELECT \"resource_manager/record_type\" AS kind, count, combined_size
                  FROM pg_get_wal_stats($1::text::pg_lsn, $2::text::pg_lsn, true) WHERE count > 0",
                 &[&from, &to],
             )
             .await?;
         let per = |k: &str| {
-            let c: i64 = rows.iter().filter(|r| r.get::<_, String>(0) == k).map(|r| r.get::<_, i64>(1)).sum();
+            let c: i64 =
+                rows.iter().filter(|r| r.get::<_, String>("kind") == k).map(|r| r.get::<_, i64>("count")).sum();
             c as f64 / n as f64
         };
-        let bytes: f64 = rows.iter().map(|r| r.get::<_, i64>(2) as f64).sum::<f64>() / n as f64;
-        let records: f64 = rows.iter().map(|r| r.get::<_, i64>(1) as f64).sum::<f64>() / n as f64;
+        let bytes: f64 = rows.iter().map(|r| r.get::<_, i64>("combined_size") as f64).sum::<f64>() / n as f64;
+        let records: f64 = rows.iter().map(|r| r.get::<_, i64>("count") as f64).sum::<f64>() / n as f64;
         Ok(format!(
             "manager throughput, WAL per event: {records:.1} records, {bytes:.0} bytes: rows inserted {:.2}, \
              updated {:.2} (HOT {:.2}), locked {:.2}; index entries {:.2}; commits {:.3}",

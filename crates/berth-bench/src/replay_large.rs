@@ -50,7 +50,7 @@ pub async fn run(report: &mut Report, events: usize) -> Result<()> {
     }
     let (c, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await?;
     tokio::spawn(conn);
-    let logged: i64 = c.query_one("SELECT count(*) FROM log_events", &[]).await?.get(0);
+    let logged: i64 = c.query_one("SELECT count(*) AS n FROM log_events", &[]).await?.get("n");
     report.line(format!("replay-large: {logged} events logged in {:.0} s", built.elapsed().as_secs_f64()));
 
     let (out, elapsed, peak_mb) = replay_verify(&db.url).await?;

@@ -235,12 +235,12 @@ async fn double_booked(url: &str) -> Result<i64> {
     tokio::spawn(conn);
     let row = client
         .query_one(
-            "SELECT count(DISTINCT a.provider_uuid) FROM allocations a JOIN allocations b
+            "SELECT count(DISTINCT a.provider_uuid) AS doubled FROM allocations a JOIN allocations b
                ON b.provider_uuid = a.provider_uuid AND b.resource_class = a.resource_class
               AND b.during && a.during AND b.consumer_uuid > a.consumer_uuid
              WHERE a.resource_class = 'VCPU'",
             &[],
         )
         .await?;
-    Ok(row.get(0))
+    Ok(row.get("doubled"))
 }

@@ -21,11 +21,11 @@ use crate::{Store, StoreError};
 /// transaction's start: a command may have waited on locks since).
 pub(crate) async fn now(c: &impl GenericClient) -> Result<DateTime<Utc>, StoreError> {
     // Prepared once per connection: every command asks.
-    Ok(crate::sql::query(c, NOW, &[]).await?[0].get(0))
+    Ok(crate::sql::query(c, NOW, &[]).await?[0].get("now"))
 }
 
 /// The database's time, as [`now`] reads it: to send in a pipeline.
-pub(crate) const NOW: &str = "SELECT statement_timestamp()";
+pub(crate) const NOW: &str = "SELECT statement_timestamp() AS now";
 
 /// The database's time at the start of the transaction, for a statement
 /// sent in the same pipeline as its `BEGIN` (`tx::Pipelined`): the server
@@ -35,7 +35,7 @@ pub(crate) const NOW: &str = "SELECT statement_timestamp()";
 /// transaction. Unlike `statement_timestamp()`, the statements after it can
 /// name the same instant (`transaction_timestamp()`), so a statement sent
 /// with it can already clip to it (`quota::USAGE`).
-pub(crate) const STARTED: &str = "SELECT transaction_timestamp()";
+pub(crate) const STARTED: &str = "SELECT transaction_timestamp() AS started";
 
 /// How far this process's clock is from the database's.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -142,7 +142,7 @@ mod tests {
     use crate::testing::TestDatabase;
 
     async fn database_now(c: &tokio_postgres::Client) -> DateTime<Utc> {
-        c.query_one("SELECT statement_timestamp()", &[]).await.unwrap().get(0)
+        c.query_one("SELECT statement_timestamp() AS now", &[]).await.unwrap().get("now")
     }
 
     /// A reading an hour behind `first`, taken now.

@@ -86,7 +86,7 @@ async fn a_command_whose_commit_goes_unanswered_says_its_outcome_is_unknown() {
     // The server goes on and commits: the outcome was unknown indeed.
     let mut n = 0;
     for _ in 0..100 {
-        n = watcher.query_one("SELECT count(*) FROM conn_test", &[]).await.unwrap().get::<_, i64>(0);
+        n = watcher.query_one("SELECT count(*) AS n FROM conn_test", &[]).await.unwrap().get::<_, i64>("n");
         if n == 1 {
             break;
         }
@@ -116,6 +116,6 @@ async fn a_command_stopped_by_the_deadline_before_its_commit_wrote_nothing() {
     assert!(started.elapsed() < LATE, "{:?}", started.elapsed());
     assert_eq!((e.kind, e.code), (ErrorKind::Unavailable, ErrorCode::Unavailable), "{e}");
     assert!(e.detail.contains("deadline"), "{e}");
-    let n: i64 = watcher.query_one("SELECT count(*) FROM conn_test", &[]).await.unwrap().get(0);
+    let n: i64 = watcher.query_one("SELECT count(*) AS n FROM conn_test", &[]).await.unwrap().get("n");
     assert_eq!(n, 0);
 }

@@ -48,6 +48,12 @@ use uuid::Uuid;
 use crate::client::GenericClient;
 use crate::{sql, StoreError};
 
+mod rows;
+pub(crate) use rows::{
+    Chosen, ClaimedEvent, ConsumerHolding, LockedConsumer, LockedEvent, LockedHost, LockedLease, LockedProvider,
+    ProviderInventory,
+};
+
 /// Keys sorted and without repeats: the order rows of one kind are locked in.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Sorted<T>(Vec<T>);
@@ -93,7 +99,7 @@ const REQUEST_KEY_CLASS: i32 = 0x6b65_7964;
 
 /// Locks the manager's state for a change; whether managers are paused.
 pub(crate) async fn manager_state(tx: &impl GenericClient) -> Result<bool, StoreError> {
-    Ok(tx.query_one("SELECT paused FROM manager_state FOR UPDATE", &[]).await?.get(0))
+    Ok(tx.query_one("SELECT paused FROM manager_state FOR UPDATE", &[]).await?.get("paused"))
 }
 
 /// Key-share locks the manager's state for a claim (claims do not wait on
@@ -110,7 +116,7 @@ const LEASES: &str = "SELECT id FROM leases WHERE id = ANY($1) ORDER BY id FOR U
 /// Locks the leases of `ids` that exist; answers their ids, sorted.
 pub(crate) async fn leases(tx: &impl GenericClient, ids: &[Uuid]) -> Result<Vec<Uuid>, StoreError> {
     let ids: Sorted<Uuid> = ids.iter().copied().collect();
-    Ok(tx.query(LEASES, &[ids.param()]).await?.iter().map(|r| r.get(0)).collect())
+    Ok(tx.query(LEASES, &[ids.param()]).await?.iter().map(|r| r.get("id")).collect())
 }
 
 /// Locks one lease; whether it exists.
@@ -119,7 +125,7 @@ pub(crate) async fn lease(tx: &impl GenericClient, id: Uuid) -> Result<bool, Sto
 }
 
 /// Locks leases as [`LEASES`] does, with what the manager's recorder
-/// decides on: (id, status, degraded), sorted. One statement, not a lock
+/// decides on ([`LockedLease`]), sorted. One statement, not a lock
 /// and a read.
 const LEASES_STATUS: &str = "SELECT id, status, degraded FROM leases WHERE id = ANY($1) ORDER BY id FOR UPDATE";
 
@@ -128,8 +134,7 @@ pub(crate) fn leases_status_stmt(ids: &Sorted<Uuid>) -> (&'static str, [&(dyn To
     (LEASES_STATUS, [ids.param()])
 }
 
-/// Locks lease events with their state: (id, status, attempts, claimed_by,
-/// event_type), sorted.
+/// Locks lease events with their state ([`LockedEvent`]), sorted.
 const LEASE_EVENTS: &str = "SELECT id, status, attempts, claimed_by, event_type FROM lease_events
      WHERE id = ANY($1) ORDER BY id FOR UPDATE";
 
@@ -144,25 +149,25 @@ pub(crate) async fn lease_event(tx: &impl GenericClient, lease: Uuid, id: Uuid) 
     let row = tx
         .query_opt("SELECT status FROM lease_events WHERE id = $1 AND lease_id = $2 FOR UPDATE", &[&id, &lease])
         .await?;
-    Ok(row.map(|r| r.get(0)))
+    Ok(row.map(|r| r.get("status")))
 }
 
-/// Locks the lease events of `ids` that `claimer` holds in progress:
-/// (lease_id, id, attempts), sorted by id. For renewing a claim, which
-/// touches no lease row.
+/// Locks the lease events of `ids` that `claimer` holds in progress,
+/// sorted by id. For renewing a claim, which touches no lease row.
 pub(crate) async fn claimed_events(
     tx: &impl GenericClient,
     ids: &[Uuid],
     claimer: &str,
-) -> Result<Vec<Row>, StoreError> {
+) -> Result<Vec<ClaimedEvent>, StoreError> {
     let ids: Sorted<Uuid> = ids.iter().copied().collect();
-    Ok(tx
+    let rows = tx
         .query(
             "SELECT lease_id, id, attempts FROM lease_events
              WHERE id = ANY($1) AND status = 'IN_PROGRESS' AND claimed_by = $2 ORDER BY id FOR UPDATE",
             &[ids.param(), &claimer],
         )
-        .await?)
+        .await?;
+    Ok(rows.iter().map(ClaimedEvent::from_row).collect())
 }
 
 // 2. Quota guards.
@@ -211,18 +216,17 @@ pub(crate) async fn all_guards(tx: &impl GenericClient, projects: &[String]) -> 
 const CONSUMERS: &str = "SELECT uuid, project_id, user_id, consumer_type FROM consumers
      WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE";
 
-/// Locks the consumers of `ids` that exist; answers them as (uuid,
-/// project_id, user_id, consumer_type), sorted.
-pub(crate) async fn consumers(tx: &impl GenericClient, ids: &[Uuid]) -> Result<Vec<Row>, StoreError> {
+/// Locks the consumers of `ids` that exist; answers them, sorted.
+pub(crate) async fn consumers(tx: &impl GenericClient, ids: &[Uuid]) -> Result<Vec<LockedConsumer>, StoreError> {
     let ids: Sorted<Uuid> = ids.iter().copied().collect();
-    Ok(tx.query(CONSUMERS, &[ids.param()]).await?)
+    Ok(tx.query(CONSUMERS, &[ids.param()]).await?.iter().map(LockedConsumer::from_row).collect())
 }
 
 /// Locks consumers with what they hold: one row per allocation (or one
-/// with nulls) as (uuid, generation, provider, class, used, start, end,
-/// consumer_type). What they hold cannot change while they are locked.
+/// with nulls), a [`ConsumerHolding`]. What they hold cannot change while
+/// they are locked.
 pub(crate) const CONSUMERS_HOLDING: &str = "SELECT c.uuid, c.generation, a.provider_uuid, a.resource_class, a.used,
-            lower(a.during), upper(a.during), c.consumer_type
+            lower(a.during) AS start_at, upper(a.during) AS end_at, c.consumer_type
      FROM consumers c LEFT JOIN allocations a ON a.consumer_uuid = c.uuid
      WHERE c.uuid = ANY($1) ORDER BY c.uuid FOR UPDATE OF c";
 
@@ -236,8 +240,7 @@ pub(crate) fn consumers_holding(ids: &Sorted<Uuid>) -> (&'static str, [&(dyn ToS
 /// Locks providers with their inventories: those of `$1` and those the
 /// consumers of `$2` hold now. One array of keys (not `uuid = ANY($1) OR
 /// uuid IN (...)`), so the providers are found by their key however many
-/// there are. Rows: (uuid, generation, class, total, reserved, min_unit,
-/// max_unit, step_size, allocation_ratio), one per inventory or one with
+/// there are. Rows: [`ProviderInventory`], one per inventory or one with
 /// nulls.
 pub(crate) const PROVIDERS_WITH_INVENTORIES: &str =
     "SELECT p.uuid, p.generation, i.resource_class, i.total, i.reserved, i.min_unit, i.max_unit, i.step_size,
@@ -300,7 +303,7 @@ pub(crate) const CHOSEN_UNLESS_WRITTEN: &str = "WITH free AS MATERIALIZED (
      ), marked AS MATERIALIZED (
          SELECT pg_try_advisory_xact_lock($2, hashtext(uuid::text)) FROM locked
      )
-     SELECT f.u, f.free FROM free f CROSS JOIN (SELECT count(*) FROM marked) m";
+     SELECT f.u AS provider, f.free FROM free f CROSS JOIN (SELECT count(*) FROM marked) m";
 
 /// As [`CHOSEN_UNLESS_WRITTEN`], waiting for the rows whoever holds them:
 /// for a lease that found no room around the providers being written.
@@ -309,7 +312,7 @@ pub(crate) const CHOSEN: &str = "WITH locked AS MATERIALIZED (
      ), marked AS MATERIALIZED (
          SELECT uuid, pg_try_advisory_xact_lock($2, hashtext(uuid::text)) FROM locked
      )
-     SELECT uuid, true FROM marked";
+     SELECT uuid AS provider, true AS free FROM marked";
 
 /// `statement` ([`CHOSEN_UNLESS_WRITTEN`] or [`CHOSEN`]) over `ids`, to
 /// send in a pipeline after [`CHOOSING`] or [`CHOOSING_AGAIN`].
@@ -338,22 +341,21 @@ pub(crate) async fn give_back_chosen(tx: &impl GenericClient) -> Result<(), Stor
     Ok(())
 }
 
-/// Locks the providers of `ids` that exist; answers them as (uuid,
-/// generation, parent_uuid), sorted.
-pub(crate) async fn providers(tx: &impl GenericClient, ids: &[Uuid]) -> Result<Vec<Row>, StoreError> {
+/// Locks the providers of `ids` that exist; answers them, sorted.
+pub(crate) async fn providers(tx: &impl GenericClient, ids: &[Uuid]) -> Result<Vec<LockedProvider>, StoreError> {
     let ids: Sorted<Uuid> = ids.iter().copied().collect();
-    Ok(tx.query(PROVIDERS, &[ids.param()]).await?)
+    Ok(tx.query(PROVIDERS, &[ids.param()]).await?.iter().map(LockedProvider::from_row).collect())
 }
 
-/// Locks one provider: (uuid, generation, parent_uuid), if it exists.
-pub(crate) async fn provider(tx: &impl GenericClient, id: Uuid) -> Result<Option<Row>, StoreError> {
+/// Locks one provider, if it exists.
+pub(crate) async fn provider(tx: &impl GenericClient, id: Uuid) -> Result<Option<LockedProvider>, StoreError> {
     Ok(providers(tx, &[id]).await?.into_iter().next())
 }
 
 /// Locks the provider named `name`, if any: its uuid. Names are unique.
 pub(crate) async fn provider_named(tx: &impl GenericClient, name: &str) -> Result<Option<Uuid>, StoreError> {
     let row = tx.query_opt("SELECT uuid FROM providers WHERE name = $1 FOR UPDATE", &[&name]).await?;
-    Ok(row.map(|r| r.get(0)))
+    Ok(row.map(|r| r.get("uuid")))
 }
 
 /// Share-locks a provider that another is made a child of, so that it
@@ -362,16 +364,16 @@ pub(crate) async fn parent(tx: &impl GenericClient, id: Uuid) -> Result<bool, St
     Ok(tx.query_opt("SELECT 1 FROM providers WHERE uuid = $1 FOR SHARE", &[&id]).await?.is_some())
 }
 
-/// Locks an enrolled host's provider: (reservable, capabilities), if it is
-/// a host.
-pub(crate) async fn host(tx: &impl GenericClient, id: Uuid) -> Result<Option<Row>, StoreError> {
-    Ok(tx
+/// Locks an enrolled host's provider, if it is a host.
+pub(crate) async fn host(tx: &impl GenericClient, id: Uuid) -> Result<Option<LockedHost>, StoreError> {
+    let row = tx
         .query_opt(
             "SELECT h.reservable, h.capabilities FROM providers p JOIN hosts h ON h.provider_uuid = p.uuid
              WHERE p.uuid = $1 FOR UPDATE OF p",
             &[&id],
         )
-        .await?)
+        .await?;
+    Ok(row.as_ref().map(LockedHost::from_row))
 }
 
 // Catalogue rows, each locked alone.
@@ -379,13 +381,13 @@ pub(crate) async fn host(tx: &impl GenericClient, id: Uuid) -> Result<Option<Row
 /// Locks a resource class: whether it is standard, if it exists.
 pub(crate) async fn resource_class(tx: &impl GenericClient, name: &str) -> Result<Option<bool>, StoreError> {
     let row = tx.query_opt("SELECT standard FROM resource_classes WHERE name = $1 FOR UPDATE", &[&name]).await?;
-    Ok(row.map(|r| r.get(0)))
+    Ok(row.map(|r| r.get("standard")))
 }
 
 /// Locks a trait: whether it is standard, if it exists.
 pub(crate) async fn trait_named(tx: &impl GenericClient, name: &str) -> Result<Option<bool>, StoreError> {
     let row = tx.query_opt("SELECT standard FROM traits WHERE name = $1 FOR UPDATE", &[&name]).await?;
-    Ok(row.map(|r| r.get(0)))
+    Ok(row.map(|r| r.get("standard")))
 }
 
 /// Locks a host property; whether it exists.
@@ -399,7 +401,7 @@ pub(crate) async fn traits_in_use(tx: &impl GenericClient, names: &[&str]) -> Re
     let names: Sorted<&str> = names.iter().copied().collect();
     let rows =
         tx.query("SELECT name FROM traits WHERE name = ANY($1) ORDER BY name FOR SHARE", &[names.param()]).await?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
+    Ok(rows.iter().map(|r| r.get("name")).collect())
 }
 
 /// Share-locks the resource classes of `names` that exist, so that a
@@ -410,5 +412,5 @@ pub(crate) async fn classes_in_use(tx: &impl GenericClient, names: &[&str]) -> R
     let rows = tx
         .query("SELECT name FROM resource_classes WHERE name = ANY($1) ORDER BY name FOR SHARE", &[names.param()])
         .await?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
+    Ok(rows.iter().map(|r| r.get("name")).collect())
 }

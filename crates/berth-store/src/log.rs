@@ -100,9 +100,9 @@ pub(crate) async fn append_expecting(
     if let Some(expected) = expected_version {
         let stream = events[0].stream();
         let current: i64 = tx
-            .query_one("SELECT coalesce(max(version), 0) FROM log_events WHERE stream = $1", &[&stream])
+            .query_one("SELECT coalesce(max(version), 0) AS version FROM log_events WHERE stream = $1", &[&stream])
             .await?
-            .get(0);
+            .get("version");
         if current != expected {
             return Err(Error::conflict(
                 ErrorCode::StreamVersion,
@@ -190,7 +190,7 @@ impl Append {
 
     /// The events' positions, from the statement's rows.
     pub(crate) fn positions(rows: &[tokio_postgres::Row]) -> Vec<i64> {
-        rows.iter().map(|r| r.get(0)).collect()
+        rows.iter().map(|r| r.get("position")).collect()
     }
 
     async fn run(&self, tx: &impl crate::client::GenericClient) -> Result<Vec<i64>, StoreError> {
@@ -203,16 +203,16 @@ impl Append {
 }
 
 fn recorded(row: &tokio_postgres::Row) -> RecordedEvent {
-    let txid: String = row.get(1);
+    let txid: String = row.get("txid_text");
     RecordedEvent {
-        position: row.get(0),
+        position: row.get("position"),
         txid: txid.parse().unwrap_or(0),
-        stream: row.get(2),
-        version: row.get(3),
-        event_type: row.get(4),
-        data: row.get(5),
-        meta: row.get(6),
-        recorded_at: row.get(7),
+        stream: row.get("stream"),
+        version: row.get("version"),
+        event_type: row.get("type"),
+        data: row.get("data"),
+        meta: row.get("meta"),
+        recorded_at: row.get("recorded_at"),
     }
 }
 
@@ -281,13 +281,13 @@ impl Store {
             .query_one(
                 "SELECT coalesce((SELECT txid FROM log_events
                                   WHERE txid < pg_snapshot_xmin(pg_current_snapshot())
-                                  ORDER BY txid DESC LIMIT 1)::text, '0')",
+                                  ORDER BY txid DESC LIMIT 1)::text, '0') AS last",
                 &[],
             )
             .await
             .map_err(StoreError::from)?;
         let last: u64 =
-            row.get::<_, String>(0).parse().map_err(|_| Error::internal("the transaction id is not a number"))?;
+            row.get::<_, String>("last").parse().map_err(|_| Error::internal("the transaction id is not a number"))?;
         Ok(Cursor { txid: last, position: i64::MAX })
     }
 
@@ -321,18 +321,18 @@ impl Store {
         let c = self.client().await?;
         let row = c
             .query_one(
-                "SELECT coalesce(max(txid) >= pg_snapshot_xmax(pg_current_snapshot()), false),
-                        max(txid)::text, pg_snapshot_xmax(pg_current_snapshot())::text,
-                        (div(max(txid)::text::numeric, 4294967296) + 1)::int8
+                "SELECT coalesce(max(txid) >= pg_snapshot_xmax(pg_current_snapshot()), false) AS ahead,
+                        max(txid)::text AS logged, pg_snapshot_xmax(pg_current_snapshot())::text AS next,
+                        (div(max(txid)::text::numeric, 4294967296) + 1)::int8 AS epoch
                  FROM log_events",
                 &[],
             )
             .await
             .map_err(StoreError::from)?;
-        if !row.get::<_, bool>(0) {
+        if !row.get::<_, bool>("ahead") {
             return Ok(());
         }
-        let (logged, next, epoch): (String, String, i64) = (row.get(1), row.get(2), row.get(3));
+        let (logged, next, epoch): (String, String, i64) = (row.get("logged"), row.get("next"), row.get("epoch"));
         anyhow::bail!(
             "the log holds transaction id {logged}, ahead of this server's next ({next}): the database was \
              restored onto another PostgreSQL cluster. Events written now would sort before the restored ones. \

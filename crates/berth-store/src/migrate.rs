@@ -106,8 +106,8 @@ impl Ahead {
 async fn schema_ahead(client: &crate::conn::Checkout) -> Result<Option<Ahead>, StoreError> {
     let row = client
         .query_one(
-            "SELECT (SELECT max(version) FROM berth_schema_history),
-                    (SELECT oldest_reader FROM berth_schema_compat)
+            "SELECT (SELECT max(version) FROM berth_schema_history) AS applied,
+                    (SELECT oldest_reader FROM berth_schema_compat) AS oldest_reader
              WHERE to_regclass('berth_schema_history') IS NOT NULL AND to_regclass('berth_schema_compat') IS NOT NULL
              UNION ALL SELECT NULL, NULL LIMIT 1",
             &[],
@@ -119,7 +119,7 @@ async fn schema_ahead(client: &crate::conn::Checkout) -> Result<Option<Ahead>, S
         Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let (applied, oldest_reader): (Option<i32>, Option<i32>) = (row.get(0), row.get(1));
+    let (applied, oldest_reader): (Option<i32>, Option<i32>) = (row.get("applied"), row.get("oldest_reader"));
     Ok(match (applied, oldest_reader) {
         (Some(applied), Some(oldest_reader)) if applied > latest() => Some(Ahead { applied, oldest_reader }),
         _ => None,
@@ -166,7 +166,8 @@ mod tests {
         assert_eq!(store.migrate().await.unwrap(), 0);
         let (c, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
         tokio::spawn(conn);
-        let reader: i32 = c.query_one("SELECT oldest_reader FROM berth_schema_compat", &[]).await.unwrap().get(0);
+        let reader: i32 =
+            c.query_one("SELECT oldest_reader FROM berth_schema_compat", &[]).await.unwrap().get("oldest_reader");
         assert!(reader >= READERS_FROM && reader <= latest(), "{reader}");
 
         // A newer berthd added a migration this one lacks, readable by it.

@@ -27,8 +27,11 @@ impl Store {
     /// Takes the notifier role if no other berthd holds it.
     pub async fn take_notifier_role(&self) -> Result<Option<NotifierRole>, Error> {
         let client = self.client().await?;
-        let taken: bool =
-            client.query_one("SELECT pg_try_advisory_lock($1)", &[&ROLE_LOCK]).await.map_err(StoreError::from)?.get(0);
+        let taken: bool = client
+            .query_one("SELECT pg_try_advisory_lock($1) AS taken", &[&ROLE_LOCK])
+            .await
+            .map_err(StoreError::from)?
+            .get("taken");
         // Taken, the connection leaves the pool: the lock must end with it.
         // Not taken, it holds nothing and goes back.
         Ok(taken.then(|| NotifierRole { client: client.take() }))
@@ -40,12 +43,12 @@ impl NotifierRole {
     pub async fn delivered(&self) -> Result<Cursor, Error> {
         let row = self
             .client
-            .query_opt("SELECT txid::text, position FROM notifier_cursor WHERE id = 1", &[])
+            .query_opt("SELECT txid::text AS txid, position FROM notifier_cursor WHERE id = 1", &[])
             .await
             .map_err(StoreError::from)?;
         Ok(row.map_or(Cursor::START, |r| {
-            let txid: String = r.get(0);
-            Cursor { txid: txid.parse().unwrap_or(0), position: r.get(1) }
+            let txid: String = r.get("txid");
+            Cursor { txid: txid.parse().unwrap_or(0), position: r.get("position") }
         }))
     }
 
@@ -84,7 +87,7 @@ impl NotifierRole {
             .map_err(StoreError::from)?;
         let mut lease = None;
         for row in rows {
-            let event = Event::from_parts(row.get(0), row.get(1))
+            let event = Event::from_parts(row.get("type"), row.get("data"))
                 .map_err(|e| Error::internal(format!("lease {id} in the log: {e}")))?;
             match event {
                 Event::LeaseCreated { lease: l, .. } | Event::LeaseUpdated { lease: l, .. } => lease = Some(l),

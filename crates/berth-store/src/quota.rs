@@ -193,17 +193,18 @@ impl Check {
         let mut before: BTreeMap<(String, String, String), i64> = BTreeMap::new();
         let own = |c: Option<Uuid>| c.filter(|c| self.replaced.binary_search(c).is_ok());
         for r in rows {
-            let (project, user, class): (String, String, String) = (r.get(1), r.get(2), r.get(3));
-            let used: i64 = r.get(6);
-            let consumer: Option<Uuid> = r.get(7);
-            match r.get::<_, i32>(0) {
+            let (project, user, class): (String, String, String) =
+                (r.get("project_id"), r.get("user_id"), r.get("resource_class"));
+            let used: i64 = r.get("used");
+            let consumer: Option<Uuid> = r.get("consumer");
+            match r.get::<_, i32>("kind") {
                 0 => {
-                    let w = Window { start: r.get(4), end: r.get(5) };
+                    let w = Window { start: r.get("start_at"), end: r.get("end_at") };
                     out.entry((project, class)).or_default().push((user, w, used, consumer));
                 }
                 1 => {
                     *before.entry((project.clone(), class.clone(), user.clone())).or_default() -= used;
-                    let w = Window { start: r.get(4), end: None };
+                    let w = Window { start: r.get("start_at"), end: None };
                     out.entry((project, class)).or_default().push((user, w, used, own(consumer)));
                 }
                 2 => *before.entry((project, class, user)).or_default() += used,
@@ -321,12 +322,12 @@ impl Check {
         if self.projects.is_empty() {
             return Ok(None);
         }
-        let held: BTreeSet<String> = guards.iter().map(|r| r.get(0)).collect();
+        let held: BTreeSet<String> = guards.iter().map(|r| r.get("project_id")).collect();
         let limited = |rows: &[Row]| -> BTreeSet<String> {
-            let any_default = rows.iter().any(|r| r.get::<_, &str>(0).is_empty());
+            let any_default = rows.iter().any(|r| r.get::<_, &str>("project_id").is_empty());
             self.projects
                 .iter()
-                .filter(|p| any_default || rows.iter().any(|r| r.get::<_, &str>(0) == p.as_str()))
+                .filter(|p| any_default || rows.iter().any(|r| r.get::<_, &str>("project_id") == p.as_str()))
                 .cloned()
                 .collect()
         };
@@ -423,7 +424,9 @@ impl LevelLimits {
     fn from_rows(rows: &[Row]) -> LevelLimits {
         let mut out: BTreeMap<(String, String), BTreeMap<String, i64>> = BTreeMap::new();
         for r in rows {
-            out.entry((r.get(0), r.get(1))).or_default().insert(r.get(2), r.get(3));
+            out.entry((r.get("project_id"), r.get("user_id")))
+                .or_default()
+                .insert(r.get("resource"), r.get("hard_limit"));
         }
         LevelLimits { rows: out }
     }
@@ -451,6 +454,6 @@ async fn lease_counts(
     Ok(sql::query(tx, LEASE_COUNTS, &[&projects, &at])
         .await?
         .iter()
-        .map(|r| ((r.get(0), r.get(1)), r.get(2)))
+        .map(|r| ((r.get("project_id"), r.get("user_id")), r.get("leases")))
         .collect())
 }

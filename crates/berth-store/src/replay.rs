@@ -140,7 +140,7 @@ impl Store {
 /// points the projection tables at it; answers the live schema, and the
 /// definitions of the indexes of [`INDEXED_LATER`], not yet built.
 async fn scratch(tx: &Transaction<'_>) -> Result<(String, Vec<String>), StoreError> {
-    let live: String = tx.query_one("SELECT current_schema()", &[]).await?.get(0);
+    let live: String = tx.query_one("SELECT current_schema() AS live", &[]).await?.get("live");
     tx.batch_execute(&format!("DROP SCHEMA IF EXISTS {SCRATCH} CASCADE; CREATE SCHEMA {SCRATCH};")).await?;
     for t in TABLES {
         tx.batch_execute(&format!(
@@ -157,7 +157,7 @@ async fn scratch(tx: &Transaction<'_>) -> Result<(String, Vec<String>), StoreErr
     let unused: Vec<&str> = NOT_LOOKED_UP.to_vec();
     let indexes = tx
         .query(
-            "SELECT pg_get_indexdef(i.indexrelid), t.relname::text FROM pg_index i
+            "SELECT pg_get_indexdef(i.indexrelid) AS definition, t.relname::text AS table_name FROM pg_index i
                  JOIN pg_class t ON t.oid = i.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace
                  JOIN pg_class x ON x.oid = i.indexrelid JOIN pg_am am ON am.oid = x.relam
              WHERE n.nspname = $1 AND t.relname = ANY($2)
@@ -168,7 +168,7 @@ async fn scratch(tx: &Transaction<'_>) -> Result<(String, Vec<String>), StoreErr
         .await?;
     let mut later = Vec::new();
     for index in indexes {
-        let (definition, table): (String, String) = (index.get(0), index.get(1));
+        let (definition, table): (String, String) = (index.get("definition"), index.get("table_name"));
         let definition = definition.replacen(&format!(" ON {live}."), &format!(" ON {SCRATCH}."), 1);
         if INDEXED_LATER.contains(&table.as_str()) {
             later.push(definition);
@@ -199,7 +199,7 @@ impl Store {
     /// Applies every event of the log, in position order, a page at a time;
     /// answers how many. The pages come from [`read_log`], at most two ahead.
     async fn apply_log(&self, tx: &Transaction<'_>, staging: &mut Staging) -> Result<u64, StoreError> {
-        let snapshot: String = tx.query_one("SELECT pg_export_snapshot()", &[]).await?.get(0);
+        let snapshot: String = tx.query_one("SELECT pg_export_snapshot() AS snapshot", &[]).await?.get("snapshot");
         let (sender, mut pages) = tokio::sync::mpsc::channel(2);
         let reader = tokio::spawn(read_log(self.config.as_ref().clone(), snapshot, sender));
         // Where the time goes: applying pages, or waiting for the reader.
@@ -245,18 +245,22 @@ async fn read_log(config: crate::Database, snapshot: String, pages: Sender<Resul
             .await?;
         tx.batch_execute(&format!("SET TRANSACTION SNAPSHOT '{snapshot}'")).await?;
         let page = tx
-            .prepare("SELECT position, type, data::text FROM log_events WHERE position > $1 ORDER BY position LIMIT $2")
+            .prepare(
+                "SELECT position, type, data::text AS data FROM log_events WHERE position > $1 ORDER BY position LIMIT $2",
+            )
             .await?;
         let mut rows = tx.query(&page, &[&0i64, &PAGE]).await?;
         loop {
             let Some(last) = rows.last() else {
                 return Ok(());
             };
-            let after: i64 = last.get(0);
+            let after: i64 = last.get("position");
             // The server reads the next page while this one is decoded: on
             // its own, each waits for the other half the time.
             let decoding = tokio::task::spawn_blocking(move || {
-                rows.iter().map(|r| decode(r.get(0), r.get(1), r.get(2))).collect::<Result<Vec<Event>, _>>()
+                rows.iter()
+                    .map(|r| decode(r.get("position"), r.get("type"), r.get("data")))
+                    .collect::<Result<Vec<Event>, _>>()
             });
             let next = tx.query(&page, &[&after, &PAGE]).await;
             let events = decoding.await.map_err(|e| Error::internal(format!("decoding the log failed: {e}")))??;
@@ -300,23 +304,24 @@ async fn compare(tx: &Transaction<'_>, live: &str) -> Result<Vec<TableDifference
             format!("SELECT count(*), coalesce(sum(hash_record_extended(r, 0)::numeric), 0) FROM {} r", from(schema))
         };
         let same = format!(
-            "SELECT l.n = s.n AND l.h = s.h FROM ({}) l(n, h), ({}) s(n, h)",
+            "SELECT l.n = s.n AND l.h = s.h AS same FROM ({}) l(n, h), ({}) s(n, h)",
             fingerprint(live),
             fingerprint(SCRATCH)
         );
-        if tx.query_one(&same, &[]).await?.get::<_, bool>(0) {
+        if tx.query_one(&same, &[]).await?.get::<_, bool>("same") {
             continue;
         }
         let rows = |schema: &str| format!("SELECT ROW(r.*) AS r, {} AS live FROM {} r", schema == live, from(schema));
         let counted = format!(
-            "SELECT coalesce(sum(greatest(l - s, 0)), 0)::int8, coalesce(sum(greatest(s - l, 0)), 0)::int8
+            "SELECT coalesce(sum(greatest(l - s, 0)), 0)::int8 AS only_live,
+                    coalesce(sum(greatest(s - l, 0)), 0)::int8 AS only_replayed
              FROM (SELECT count(*) FILTER (WHERE live) AS l, count(*) FILTER (WHERE NOT live) AS s
                    FROM ({} UNION ALL {}) u GROUP BY r) g",
             rows(live),
             rows(SCRATCH)
         );
         let row = tx.query_one(&counted, &[]).await?;
-        let (only_live, only_replayed): (i64, i64) = (row.get(0), row.get(1));
+        let (only_live, only_replayed): (i64, i64) = (row.get("only_live"), row.get("only_replayed"));
         if only_live != 0 || only_replayed != 0 {
             differences.push(TableDifference { table: t.to_string(), only_live, only_replayed });
         }
@@ -346,7 +351,7 @@ async fn inconsistencies(
     }
     let mut differences = Vec::new();
     for (name, violations) in checks {
-        let n: i64 = tx.query_one(&format!("SELECT count(*) FROM ({violations}) v"), &[]).await?.get(0);
+        let n: i64 = tx.query_one(&format!("SELECT count(*) AS n FROM ({violations}) v"), &[]).await?.get("n");
         if n != 0 {
             differences.push(TableDifference { table: name, only_live: n, only_replayed: 0 });
         }

@@ -91,12 +91,12 @@ struct Health {
 /// milliseconds (0 when it replayed all it received), what it replayed.
 /// A server that is not in recovery (a standby promoted since) is a
 /// primary: never behind.
-const HEALTH: &str = "SELECT NOT pg_is_in_recovery()
-            OR EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status IS NULL OR status = 'streaming'),
+const HEALTH: &str = "SELECT (NOT pg_is_in_recovery()
+            OR EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status IS NULL OR status = 'streaming')) AS streaming,
         CASE WHEN NOT pg_is_in_recovery() OR pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
              ELSE coalesce(extract(epoch FROM now() - pg_last_xact_replay_timestamp()) * 1000, 1e12)
-        END::float8,
-        coalesce(pg_last_wal_replay_lsn(), pg_current_wal_insert_lsn())::text";
+        END::float8 AS lag_ms,
+        coalesce(pg_last_wal_replay_lsn(), pg_current_wal_insert_lsn())::text AS replayed";
 
 impl Replicas {
     pub(crate) fn connect(urls: &[String], max_lag: Duration, settings: &PoolSettings) -> Result<Replicas, StoreError> {
@@ -144,8 +144,9 @@ impl Replica {
             let health = match client.query_one(HEALTH, &[]).await {
                 Ok(row) => Health {
                     checked: Some(Instant::now()),
-                    usable: row.get::<_, bool>(0) && row.get::<_, f64>(1) <= max_lag.as_secs_f64() * 1000.0,
-                    replayed: row.get::<_, String>(2).parse().unwrap_or(Lsn(0)),
+                    usable: row.get::<_, bool>("streaming")
+                        && row.get::<_, f64>("lag_ms") <= max_lag.as_secs_f64() * 1000.0,
+                    replayed: row.get::<_, String>("replayed").parse().unwrap_or(Lsn(0)),
                 },
                 Err(_) => Health { checked: Some(Instant::now()), usable: false, replayed: known.replayed },
             };
@@ -208,8 +209,11 @@ impl Store {
     /// position now, at or past the commit of every write answered before.
     pub async fn write_token(&self) -> Result<Lsn, berth_core::Error> {
         let c = self.client().await?;
-        let row = c.query_one("SELECT pg_current_wal_insert_lsn()::text", &[]).await.map_err(StoreError::from)?;
-        row.get::<_, String>(0).parse().map_err(|()| berth_core::Error::internal("a WAL position that does not parse"))
+        let row =
+            c.query_one("SELECT pg_current_wal_insert_lsn()::text AS lsn", &[]).await.map_err(StoreError::from)?;
+        row.get::<_, String>("lsn")
+            .parse()
+            .map_err(|()| berth_core::Error::internal("a WAL position that does not parse"))
     }
 }
 

@@ -45,7 +45,7 @@ async fn session(url: &str) -> Result<bool, String> {
         .query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])
         .await
         .map_err(|e| e.to_string())?;
-    Ok(row.get(0))
+    Ok(row.get("ssl"))
 }
 
 /// Writes `text` to `name` in the server's data directory, as the server's
@@ -54,7 +54,8 @@ async fn server_file(admin: &tokio_postgres::Client, dir: &str, name: &str, text
     let path = format!("{dir}/{name}");
     // Two statements: a large object made in a statement is not yet seen
     // by the same statement's export.
-    let oid: u32 = admin.query_one("SELECT lo_from_bytea(0, convert_to($1, 'UTF8'))", &[&text]).await.unwrap().get(0);
+    let oid: u32 =
+        admin.query_one("SELECT lo_from_bytea(0, convert_to($1, 'UTF8')) AS oid", &[&text]).await.unwrap().get("oid");
     admin.query_one("SELECT lo_export($1, $2)", &[&oid, &path]).await.unwrap();
     admin.query_one("SELECT lo_unlink($1)", &[&oid]).await.unwrap();
     // The export leaves it readable by all; the server wants its key private.
@@ -86,11 +87,11 @@ async fn each_sslmode_connects_or_refuses_as_libpq_does() {
     let (server_cert, server_key) = pki.issue(&["localhost"], "localhost");
     let (admin, connection) = tokio_postgres::connect(&pg.url("postgres"), tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(connection);
-    let data: String = admin.query_one("SHOW data_directory", &[]).await.unwrap().get(0);
+    let data: String = admin.query_one("SHOW data_directory", &[]).await.unwrap().get("data_directory");
     server_file(&admin, &data, "server.crt", &server_cert).await;
     server_file(&admin, &data, "server.key", &server_key).await;
     server_file(&admin, &data, "ca.crt", &pki.ca_pem).await;
-    let hba: String = admin.query_one("SELECT pg_read_file('pg_hba.conf')", &[]).await.unwrap().get(0);
+    let hba: String = admin.query_one("SELECT pg_read_file('pg_hba.conf') AS hba", &[]).await.unwrap().get("hba");
     server_file(&admin, &data, "pg_hba.conf", &format!("hostssl all certified 127.0.0.1/32 cert\n{hba}")).await;
     // One statement each: ALTER SYSTEM runs outside any transaction block.
     for statement in [
@@ -104,7 +105,7 @@ async fn each_sslmode_connects_or_refuses_as_libpq_does() {
         admin.simple_query(statement).await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let ssl: String = admin.query_one("SHOW ssl", &[]).await.unwrap().get(0);
+    let ssl: String = admin.query_one("SHOW ssl", &[]).await.unwrap().get("ssl");
     assert_eq!(ssl, "on", "the server took its certificate");
 
     let ca = file("ca.pem", &pki.ca_pem);

@@ -39,7 +39,7 @@ async fn setup() -> (TestDatabase, tokio_postgres::Client) {
 
 /// What is committed, as another session sees it.
 async fn committed(watcher: &tokio_postgres::Client) -> Vec<i32> {
-    watcher.query("SELECT n FROM tx_test ORDER BY n", &[]).await.unwrap().iter().map(|r| r.get(0)).collect()
+    watcher.query("SELECT n FROM tx_test ORDER BY n", &[]).await.unwrap().iter().map(|r| r.get("n")).collect()
 }
 
 /// Waits until no session but `watcher`'s is in a transaction: the server
@@ -48,13 +48,13 @@ async fn no_transaction_left_open(watcher: &tokio_postgres::Client) {
     for _ in 0..1500 {
         let open: i64 = watcher
             .query_one(
-                "SELECT count(*) FROM pg_stat_activity
+                "SELECT count(*) AS open FROM pg_stat_activity
                  WHERE datname = current_database() AND pid <> pg_backend_pid() AND xact_start IS NOT NULL",
                 &[],
             )
             .await
             .unwrap()
-            .get(0);
+            .get("open");
         if open == 0 {
             return;
         }
@@ -103,9 +103,10 @@ async fn a_failing_statement_in_the_commit_pipeline_commits_nothing() {
     // One that works commits all of it at once, in two round trips.
     let tx = Pipelined::new(&client);
     let [started, _] = tx.pipeline([(crate::clock::STARTED, &[]), (INSERT, &[&1i32])]).await.unwrap();
-    let [_, inserted] = tx.commit_with([(INSERT, &[&2i32]), ("SELECT transaction_timestamp()", &[])]).await.unwrap();
+    let [_, inserted] =
+        tx.commit_with([(INSERT, &[&2i32]), ("SELECT transaction_timestamp() AS started", &[])]).await.unwrap();
     let (a, b): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) =
-        (started[0].get(0), inserted[0].get(0));
+        (started[0].get("started"), inserted[0].get("started"));
     assert_eq!(a, b, "one transaction, begun with the first pipeline");
     assert_eq!(committed(&watcher).await, [1, 2]);
     assert!(tx.pipeline([(INSERT, &[&3i32])]).await.is_err(), "nothing is sent after the commit");

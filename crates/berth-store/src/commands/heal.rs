@@ -59,7 +59,7 @@ impl Store {
             let Some(row) = tx.query_opt("SELECT disabled FROM hosts WHERE provider_uuid = $1", &[&id]).await? else {
                 return Err(Error::not_found(ErrorCode::HostNotFound, format!("no host {id}")).into());
             };
-            let was: bool = row.get(0);
+            let was: bool = row.get("disabled");
             let first = if was == disabled {
                 Vec::new()
             } else {
@@ -105,13 +105,13 @@ impl Store {
         crate::tx::command!(self, |tx| {
             let row = tx
                 .query_opt(
-                    "SELECT EXISTS (SELECT 1 FROM provider_traits WHERE provider_uuid = $1 AND trait = $2)
+                    "SELECT EXISTS (SELECT 1 FROM provider_traits WHERE provider_uuid = $1 AND trait = $2) AS disabled
                      FROM hosts WHERE provider_uuid = $1",
                     &[&uuid, &COMPUTE_STATUS_DISABLED],
                 )
                 .await?;
             let disabled = traits.contains(COMPUTE_STATUS_DISABLED);
-            if row.is_none_or(|r| r.get::<_, bool>(0) == disabled) {
+            if row.is_none_or(|r| r.get::<_, bool>("disabled") == disabled) {
                 Ok((replace_traits_in(tx, meta, uuid, expected_generation, &traits).await?, Vec::new()))
             } else {
                 let at = now(tx).await?;

@@ -74,8 +74,7 @@ async fn lock_host(tx: &Transaction<'_>, id: Uuid) -> Result<(bool, BTreeMap<Str
     let Some(row) = crate::lock::host(tx, id).await? else {
         return Err(Error::not_found(ErrorCode::HostNotFound, format!("no host {id}")).into());
     };
-    let caps: Value = row.get(1);
-    Ok((row.get(0), serde_json::from_value(caps).unwrap_or_default()))
+    Ok((row.reservable, serde_json::from_value(row.capabilities).unwrap_or_default()))
 }
 
 async fn aggregates(tx: &Transaction<'_>, provider: Uuid) -> Result<BTreeSet<Uuid>, StoreError> {
@@ -83,7 +82,7 @@ async fn aggregates(tx: &Transaction<'_>, provider: Uuid) -> Result<BTreeSet<Uui
         .query("SELECT aggregate FROM provider_aggregates WHERE provider_uuid = $1", &[&provider])
         .await?
         .iter()
-        .map(|r| r.get(0))
+        .map(|r| r.get("aggregate"))
         .collect())
 }
 
@@ -160,7 +159,7 @@ impl Store {
             let at = now(tx).await?;
             let held = tx
                 .query_opt(
-                    "SELECT l.id FROM reservation_slots s
+                    "SELECT l.id AS lease_id FROM reservation_slots s
                      JOIN reservations r ON r.id = s.reservation_id
                      JOIN leases l ON l.id = r.lease_id
                      WHERE s.provider_uuid = $1 AND l.end_at > $2 LIMIT 1",
@@ -168,7 +167,7 @@ impl Store {
                 )
                 .await?;
             if let Some(row) = held {
-                let lease: Uuid = row.get(0);
+                let lease: Uuid = row.get("lease_id");
                 return Err(Error::in_use(
                     ErrorCode::HostInUse,
                     format!("host {id} is held by lease {lease}, which has not ended"),

@@ -91,8 +91,10 @@ impl Store {
                 )
                 .into());
             }
-            let known: i64 =
-                tx.query_one("SELECT count(*) FROM hosts WHERE provider_uuid = ANY($1)", &[&new.hosts]).await?.get(0);
+            let known: i64 = tx
+                .query_one("SELECT count(*) AS n FROM hosts WHERE provider_uuid = ANY($1)", &[&new.hosts])
+                .await?
+                .get("n");
             let mut hosts = new.hosts.clone();
             hosts.sort();
             hosts.dedup();
@@ -117,8 +119,8 @@ impl Store {
         let c = self.client().await?;
         let rows = c
             .query(
-                "SELECT id, array_agg(provider_uuid ORDER BY provider_uuid), lower(during), upper(during), heal,
-                        reason, created_at
+                "SELECT id, array_agg(provider_uuid ORDER BY provider_uuid) AS hosts, lower(during) AS start_at,
+                        upper(during) AS end_at, heal, reason, created_at
                  FROM maintenance_windows WHERE upper(during) > now()
                  GROUP BY id, during, heal, reason, created_at ORDER BY lower(during), id",
                 &[],
@@ -128,13 +130,13 @@ impl Store {
         Ok(rows
             .iter()
             .map(|r| MaintenanceWindow {
-                id: r.get(0),
-                hosts: r.get(1),
-                start: r.get(2),
-                end: r.get(3),
-                heal: r.get(4),
-                reason: r.get(5),
-                created_at: r.get(6),
+                id: r.get("id"),
+                hosts: r.get("hosts"),
+                start: r.get("start_at"),
+                end: r.get("end_at"),
+                heal: r.get("heal"),
+                reason: r.get("reason"),
+                created_at: r.get("created_at"),
             })
             .collect())
     }

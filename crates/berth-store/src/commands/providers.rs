@@ -43,7 +43,7 @@ pub enum InventoryChange {
 /// Locks one provider row and returns its generation.
 pub(crate) async fn lock_provider(tx: &Transaction<'_>, uuid: Uuid) -> Result<i64, StoreError> {
     match crate::lock::provider(tx, uuid).await? {
-        Some(r) => Ok(r.get(1)),
+        Some(p) => Ok(p.generation),
         None => Err(no_provider(uuid).into()),
     }
 }
@@ -101,7 +101,7 @@ impl Store {
             let Some(row) = crate::lock::provider(tx, uuid).await? else {
                 return Err(no_provider(uuid).into());
             };
-            let current: Option<Uuid> = row.get(2);
+            let current: Option<Uuid> = row.parent_uuid;
             let parent = update.parent.unwrap_or(current);
             if parent != current && current.is_some() && !update.allow_reparent {
                 return Err(invalid(Refusal::Reparent { unparenting: parent.is_none() }).into());
@@ -296,7 +296,7 @@ pub(crate) async fn check_inventory_change(
         )
         .await?
         .iter()
-        .map(|r| r.get(0))
+        .map(|r| r.get("resource_class"))
         .collect();
     if !in_use.is_empty() {
         return Err(refuse::inventory_in_use(uuid, in_use).into());

@@ -45,14 +45,14 @@ pub(crate) async fn earlier(tx: &impl GenericClient, key: &RequestKey) -> Result
         )
         .await?;
     let Some(row) = row else { return Ok(None) };
-    if row.get::<_, String>(0) != key.fingerprint {
+    if row.get::<_, String>("fingerprint") != key.fingerprint {
         return Err(Error::conflict(
             ErrorCode::IdempotencyKeyReused,
             format!("Idempotency-Key {} was sent before with another request", key.key),
         )
         .into());
     }
-    Ok(Some(row.get(1)))
+    Ok(Some(row.get("created")))
 }
 
 /// The event that records `key` as having made `created`.

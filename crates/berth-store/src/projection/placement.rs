@@ -374,7 +374,7 @@ async fn replace_allocations(
                 sql::query(c, "SELECT provider_uuid FROM allocations WHERE consumer_uuid = $1", &[consumer])
                     .await?
                     .iter()
-                    .map(|r| r.get(0))
+                    .map(|r| r.get("provider_uuid"))
                     .collect();
             held.extend(allocations.iter().map(|a| a.provider));
             held.into_iter().collect()

@@ -72,7 +72,7 @@ const DELETE: &str = "DELETE FROM allocations a USING staged_consumers s WHERE a
 const DELETE_SUMMED: &str = "
     WITH d AS (DELETE FROM allocations a USING staged_consumers s WHERE a.consumer_uuid = s.uuid
                RETURNING a.provider_uuid, a.resource_class, a.project_id, a.user_id, a.used, a.during)
-    SELECT provider_uuid, resource_class, project_id, user_id, sum(used)::int8, count(*) FROM d
+    SELECT provider_uuid, resource_class, project_id, user_id, sum(used)::int8 AS used, count(*) AS n FROM d
         WHERE upper_inf(during) GROUP BY 1, 2, 3, 4";
 const MERGE: &str = "
     WITH d AS (DELETE FROM consumers c USING staged_consumers s WHERE c.uuid = s.uuid
@@ -253,7 +253,9 @@ impl Staging {
         match &mut self.merged {
             Some(Merged { open, .. }) => {
                 for r in tx.query(DELETE_SUMMED, &[]).await? {
-                    open.remove(r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5));
+                    let (provider, class, project, user) =
+                        (r.get("provider_uuid"), r.get("resource_class"), r.get("project_id"), r.get("user_id"));
+                    open.remove(provider, class, project, user, r.get("used"), r.get("n"));
                 }
             }
             None => tx.batch_execute(DELETE).await?,

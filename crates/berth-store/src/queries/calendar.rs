@@ -50,8 +50,9 @@ impl Store {
         let db = |e: tokio_postgres::Error| Error::from(StoreError::from(e));
         let bars: Vec<CalendarBar> = c
             .query(
-                "SELECT s.provider_uuid, l.id, l.name, l.project_id, l.status, r.id, r.resource_type,
-                        l.start_at, l.end_at, count(*)
+                "SELECT s.provider_uuid, l.id AS lease_id, l.name AS lease_name, l.project_id,
+                        l.status AS lease_status, r.id AS reservation_id, r.resource_type, l.start_at, l.end_at,
+                        count(*) AS slots
                  FROM leases l
                  JOIN reservations r ON r.lease_id = l.id
                  JOIN reservation_slots s ON s.reservation_id = r.id
@@ -64,22 +65,23 @@ impl Store {
             .map_err(db)?
             .iter()
             .map(|r| CalendarBar {
-                provider: r.get(0),
-                lease_id: r.get(1),
-                lease_name: r.get(2),
-                project_id: r.get(3),
-                lease_status: r.get(4),
-                reservation_id: r.get(5),
-                resource_type: r.get(6),
-                start: r.get(7),
-                end: r.get(8),
-                slots: r.get(9),
+                provider: r.get("provider_uuid"),
+                lease_id: r.get("lease_id"),
+                lease_name: r.get("lease_name"),
+                project_id: r.get("project_id"),
+                lease_status: r.get("lease_status"),
+                reservation_id: r.get("reservation_id"),
+                resource_type: r.get("resource_type"),
+                start: r.get("start_at"),
+                end: r.get("end_at"),
+                slots: r.get("slots"),
             })
             .collect();
         let held: Vec<Uuid> = bars.iter().map(|b| b.provider).collect();
         let rows = c
             .query(
-                "SELECT p.uuid, p.name, h.provider_uuid IS NOT NULL, coalesce(h.reservable, false)
+                "SELECT p.uuid, p.name, h.provider_uuid IS NOT NULL AS host,
+                        coalesce(h.reservable, false) AS reservable
                  FROM providers p LEFT JOIN hosts h ON h.provider_uuid = p.uuid
                  WHERE h.provider_uuid IS NOT NULL OR p.uuid = ANY($1)
                  ORDER BY p.name, p.uuid",
@@ -88,7 +90,12 @@ impl Store {
             .await
             .map_err(db)?
             .iter()
-            .map(|r| CalendarRow { provider: r.get(0), name: r.get(1), host: r.get(2), reservable: r.get(3) })
+            .map(|r| CalendarRow {
+                provider: r.get("uuid"),
+                name: r.get("name"),
+                host: r.get("host"),
+                reservable: r.get("reservable"),
+            })
             .collect();
         Ok(Calendar { rows, bars })
     }

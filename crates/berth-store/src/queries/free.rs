@@ -110,7 +110,7 @@ pub(crate) async fn free_hosts(
             let mut complete = true;
             for (list, (_, asked)) in per_demand.iter().zip(demands) {
                 complete &= (list.len() as i64) < *asked;
-                ids.extend(list.iter().map(|r| r.get::<_, Uuid>(0)));
+                ids.extend(list.iter().map(|r| r.get::<_, Uuid>("provider_uuid")));
             }
             FreeHosts { ids: ids.into_iter().collect(), complete }
         })
@@ -183,7 +183,7 @@ impl<'a> Ends<'a> {
             let params: [&(dyn ToSql + Sync); 5] = [&self.read_to.0, &self.to, &self.texts, &PAGE, &self.read_to.1];
             let rows = sql::query(c, ENDS, &params).await?;
             self.exhausted = (rows.len() as i64) < PAGE;
-            let ends: Vec<(DateTime<Utc>, Uuid)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+            let ends: Vec<(DateTime<Utc>, Uuid)> = rows.iter().map(|r| (r.get("at"), r.get("host"))).collect();
             self.read_to = ends.last().copied().unwrap_or(self.read_to);
             let unseen: BTreeSet<Uuid> = ends.iter().map(|e| e.1).filter(|h| !self.hosts.contains_key(h)).collect();
             if !unseen.is_empty() {

@@ -65,29 +65,32 @@ fn db(e: tokio_postgres::Error) -> Error {
 }
 
 const HOST_SELECT: &str = "SELECT p.uuid, p.name,
-        coalesce((SELECT total FROM inventories i WHERE i.provider_uuid = p.uuid AND i.resource_class = 'VCPU'), 0),
-        coalesce((SELECT total FROM inventories i WHERE i.provider_uuid = p.uuid AND i.resource_class = 'MEMORY_MB'), 0),
-        coalesce((SELECT total FROM inventories i WHERE i.provider_uuid = p.uuid AND i.resource_class = 'DISK_GB'), 0),
+        coalesce((SELECT total FROM inventories i WHERE i.provider_uuid = p.uuid AND i.resource_class = 'VCPU'), 0)
+          AS vcpus,
+        coalesce((SELECT total FROM inventories i WHERE i.provider_uuid = p.uuid AND i.resource_class = 'MEMORY_MB'), 0)
+          AS memory_mb,
+        coalesce((SELECT total FROM inventories i WHERE i.provider_uuid = p.uuid AND i.resource_class = 'DISK_GB'), 0)
+          AS local_gb,
         h.reservable, h.capabilities, h.created_at, h.updated_at,
         CASE WHEN h.disabled THEN coalesce(h.disabled_reason, 'admin')
              WHEN EXISTS (SELECT 1 FROM provider_traits t
                           WHERE t.provider_uuid = p.uuid AND t.trait = 'COMPUTE_STATUS_DISABLED')
-             THEN 'COMPUTE_STATUS_DISABLED' END
+             THEN 'COMPUTE_STATUS_DISABLED' END AS disabled
     FROM hosts h JOIN providers p ON p.uuid = h.provider_uuid";
 
 fn host(r: &Row) -> Host {
-    let caps: Value = r.get(6);
+    let caps: Value = r.get("capabilities");
     Host {
-        id: r.get(0),
-        name: r.get(1),
-        vcpus: r.get(2),
-        memory_mb: r.get(3),
-        local_gb: r.get(4),
-        reservable: r.get(5),
-        disabled: r.get(9),
+        id: r.get("uuid"),
+        name: r.get("name"),
+        vcpus: r.get("vcpus"),
+        memory_mb: r.get("memory_mb"),
+        local_gb: r.get("local_gb"),
+        reservable: r.get("reservable"),
+        disabled: r.get("disabled"),
         capabilities: serde_json::from_value(caps).unwrap_or_default(),
-        created_at: r.get(7),
-        updated_at: r.get(8),
+        created_at: r.get("created_at"),
+        updated_at: r.get("updated_at"),
     }
 }
 
@@ -99,7 +102,7 @@ impl Store {
     pub async fn host_name(&self, id: Uuid) -> Result<Option<String>, Error> {
         let c = self.read_client().await?;
         let row = c.query_opt(HOST_NAME, &[&id]).await.map_err(db)?;
-        Ok(row.map(|r| r.get(0)))
+        Ok(row.map(|r| r.get("name")))
     }
 
     /// At most `limit` hosts by name, after the name `after` if given.
@@ -137,7 +140,8 @@ impl Store {
                 c.query(&format!("{HOSTS} WHERE p.name > $1 ORDER BY p.name LIMIT $2"), &[&name, &limit]).await
             }
         };
-        let hosts: Vec<(Uuid, String)> = rows.map_err(db)?.iter().map(|r| (r.get(0), r.get(1))).collect();
+        let hosts: Vec<(Uuid, String)> =
+            rows.map_err(db)?.iter().map(|r| (r.get("provider_uuid"), r.get("name"))).collect();
         self.holding(&c, hosts, filter).await
     }
 
@@ -145,7 +149,7 @@ impl Store {
     pub async fn host_allocation(&self, id: Uuid, filter: AllocationFilter<'_>) -> Result<HostAllocation, Error> {
         let c = self.client().await?;
         let row = c.query_opt(HOST_NAME, &[&id]).await.map_err(db)?;
-        let Some(name) = row.map(|r| r.get(0)) else {
+        let Some(name) = row.map(|r| r.get("name")) else {
             return Err(Error::not_found(ErrorCode::HostNotFound, format!("host {id} could not be found")));
         };
         let mut one = self.holding(&c, vec![(id, name)], filter).await?;
@@ -162,7 +166,7 @@ impl Store {
         let ids: Vec<Uuid> = hosts.iter().map(|(id, _)| *id).collect();
         let rows = c
             .query(
-                "SELECT DISTINCT s.provider_uuid, r.id, r.lease_id FROM reservation_slots s
+                "SELECT DISTINCT s.provider_uuid, r.id AS reservation_id, r.lease_id FROM reservation_slots s
                  JOIN reservations r ON r.id = s.reservation_id
                  JOIN leases l ON l.id = r.lease_id
                  WHERE s.provider_uuid = ANY($1)
@@ -175,7 +179,7 @@ impl Store {
             .map_err(db)?;
         let mut by_host: HashMap<Uuid, Vec<(Uuid, Uuid)>> = HashMap::new();
         for r in rows {
-            by_host.entry(r.get(0)).or_default().push((r.get(1), r.get(2)));
+            by_host.entry(r.get("provider_uuid")).or_default().push((r.get("reservation_id"), r.get("lease_id")));
         }
         Ok(hosts
             .into_iter()
@@ -206,7 +210,7 @@ impl Store {
                         CASE WHEN $4 THEN
                             coalesce((SELECT jsonb_agg(DISTINCT h.capabilities -> hp.name) FROM hosts h
                                       WHERE h.capabilities ? hp.name), '[]'::jsonb)
-                        ELSE '[]'::jsonb END
+                        ELSE '[]'::jsonb END AS property_values
                  FROM host_properties hp
                  WHERE ($1 OR NOT hp.private) AND ($2::text IS NULL OR hp.name > $2)
                  ORDER BY hp.name LIMIT $3",
@@ -217,10 +221,10 @@ impl Store {
         Ok(rows
             .iter()
             .map(|r| {
-                let values: Value = r.get(2);
+                let values: Value = r.get("property_values");
                 HostProperty {
-                    name: r.get(0),
-                    private: r.get(1),
+                    name: r.get("name"),
+                    private: r.get("private"),
                     values: values.as_array().cloned().unwrap_or_default(),
                 }
             })
@@ -244,6 +248,6 @@ impl Store {
     pub async fn private_host_properties(&self) -> Result<BTreeSet<String>, Error> {
         let c = self.client().await?;
         let rows = c.query("SELECT name FROM host_properties WHERE private", &[]).await.map_err(db)?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
+        Ok(rows.iter().map(|r| r.get("name")).collect())
     }
 }

@@ -92,10 +92,10 @@ pub(crate) const NEXT_DUE: &str = "least(
 
 /// Whether an event is due and unclaimed (each half one look into the
 /// claim's partial indexes).
-const WAITING: &str = "SELECT EXISTS (SELECT 1 FROM lease_events
+const WAITING: &str = "SELECT (EXISTS (SELECT 1 FROM lease_events
                    WHERE status = 'UNDONE' AND coalesce(retry_at, time) <= statement_timestamp())
         OR EXISTS (SELECT 1 FROM lease_events
-                   WHERE status = 'IN_PROGRESS' AND claim_expires_at <= statement_timestamp())";
+                   WHERE status = 'IN_PROGRESS' AND claim_expires_at <= statement_timestamp())) AS waiting";
 
 /// Whole-host reservations: the type whose hooks act on the other consumers.
 const HOSTS: &str = "physical:host";
@@ -104,25 +104,25 @@ fn db(e: tokio_postgres::Error) -> Error {
     StoreError::from(e).into()
 }
 
-const COLUMNS: &str = "e.id, e.lease_id, l.name, l.project_id, e.event_type, e.time, e.status, e.attempts,
-    e.last_error, e.claimed_by, e.claim_expires_at, e.retry_at, e.created_at, e.updated_at";
+const COLUMNS: &str = "e.id, e.lease_id, l.name AS lease_name, l.project_id, e.event_type, e.time, e.status,
+    e.attempts, e.last_error, e.claimed_by, e.claim_expires_at, e.retry_at, e.created_at, e.updated_at";
 
 fn row(r: &tokio_postgres::Row) -> LeaseEventRow {
     LeaseEventRow {
-        id: r.get(0),
-        lease_id: r.get(1),
-        lease_name: r.get(2),
-        project_id: r.get(3),
-        event_type: r.get(4),
-        time: r.get(5),
-        status: r.get(6),
-        attempts: r.get(7),
-        last_error: r.get(8),
-        claimed_by: r.get(9),
-        claim_expires_at: r.get(10),
-        retry_at: r.get(11),
-        created_at: r.get(12),
-        updated_at: r.get(13),
+        id: r.get("id"),
+        lease_id: r.get("lease_id"),
+        lease_name: r.get("lease_name"),
+        project_id: r.get("project_id"),
+        event_type: r.get("event_type"),
+        time: r.get("time"),
+        status: r.get("status"),
+        attempts: r.get("attempts"),
+        last_error: r.get("last_error"),
+        claimed_by: r.get("claimed_by"),
+        claim_expires_at: r.get("claim_expires_at"),
+        retry_at: r.get("retry_at"),
+        created_at: r.get("created_at"),
+        updated_at: r.get("updated_at"),
     }
 }
 
@@ -213,9 +213,10 @@ impl Store {
     /// wakes the manager.
     pub async fn next_lease_event_due(&self) -> Result<NextDue, Error> {
         let c = self.client().await?;
-        let r = crate::sql::query(&c, &format!("SELECT statement_timestamp(), {NEXT_DUE}"), &[]).await.map_err(db)?;
+        let sql = format!("SELECT statement_timestamp() AS now, {NEXT_DUE} AS next");
+        let r = crate::sql::query(&c, &sql, &[]).await.map_err(db)?;
         let r = r.first().ok_or_else(|| Error::internal("the next due time: no row"))?;
-        Ok(NextDue { now: r.get(0), due: r.get(1) })
+        Ok(NextDue { now: r.get("now"), due: r.get("next") })
     }
 
     /// Whether a lease event is due by the database's clock and not
@@ -223,7 +224,7 @@ impl Store {
     pub async fn lease_events_waiting(&self) -> Result<bool, Error> {
         let c = self.client().await?;
         let r = crate::sql::query(&c, WAITING, &[]).await.map_err(db)?;
-        Ok(r.first().is_some_and(|r| r.get(0)))
+        Ok(r.first().is_some_and(|r| r.get("waiting")))
     }
 
     /// How many lease events are due by the database's clock and not yet
@@ -234,14 +235,14 @@ impl Store {
         let r = crate::sql::query(
             &c,
             "SELECT (SELECT count(*) FROM lease_events
-                     WHERE status = 'UNDONE' AND coalesce(retry_at, time) <= statement_timestamp()),
-                    (SELECT paused FROM manager_state)",
+                     WHERE status = 'UNDONE' AND coalesce(retry_at, time) <= statement_timestamp()) AS due,
+                    (SELECT paused FROM manager_state) AS paused",
             &[],
         )
         .await
         .map_err(db)?;
         let r = r.first().ok_or_else(|| Error::internal("due lease events: no row"))?;
-        Ok(DueNow { due: r.get(0), paused: r.get(1) })
+        Ok(DueNow { due: r.get("due"), paused: r.get("paused") })
     }
 
     /// What hooks on `leases` need, by lease (a lease that is gone is not
@@ -299,22 +300,14 @@ async fn hook_leases(c: &impl crate::client::GenericClient, ids: &[Uuid]) -> Res
     )
     .await
     .map_err(db)?;
-    let mut slots: HashMap<Uuid, Vec<Slot>> = HashMap::new();
-    for r in &slot_rows {
-        let resources: serde_json::Value = r.get(3);
-        slots.entry(r.get(0)).or_default().push(Slot {
-            consumer: r.get(1),
-            provider: r.get(2),
-            resources: serde_json::from_value(resources).unwrap_or_default(),
-        });
-    }
+    let mut slots = super::leases::slots_by_reservation(&slot_rows);
     let mut out: Vec<LeaseRecord> = Vec::with_capacity(ids.len());
     for r in &rows {
-        let id: Uuid = r.get(0);
+        let id: Uuid = r.get("id");
         if out.last().is_none_or(|l| l.id != id) {
             out.push(super::leases::lease_of(r));
         }
-        let Some(reservation) = r.get::<_, Option<Uuid>>(9) else { continue };
+        let Some(reservation) = r.get::<_, Option<Uuid>>("reservation_id") else { continue };
         let lease = out.last_mut().expect("pushed above");
         lease.reservations.push(reservation_of(r, slots.remove(&reservation).unwrap_or_default()));
     }
@@ -324,32 +317,35 @@ async fn hook_leases(c: &impl crate::client::GenericClient, ids: &[Uuid]) -> Res
 /// The columns of a lease and one of its reservations (none: NULLs) as
 /// hooks see them, for [`super::leases::lease_of`] and [`reservation_of`]:
 /// a lease `l` joined with its reservations `r`.
+/// The reservation's columns are named apart from the lease's (`id`,
+/// `status`).
 pub(crate) const HOOK_LEASE_COLUMNS: &str = "l.id, l.name, l.project_id, l.user_id, l.start_at, l.end_at,
-    l.status, l.degraded, l.recurrence_id, r.id, r.resource_type, r.resource_id, r.status, r.params,
-    r.created_at, r.missing_resources, r.resources_changed";
+    l.status, l.degraded, l.recurrence_id, r.id AS reservation_id, r.resource_type, r.resource_id,
+    r.status AS reservation_status, r.params, r.created_at AS reservation_created_at, r.missing_resources,
+    r.resources_changed";
 
 /// The reservation in a row of [`HOOK_LEASE_COLUMNS`] (its id not NULL).
 pub(crate) fn reservation_of(r: &tokio_postgres::Row, slots: Vec<Slot>) -> ReservationRecord {
-    let status: String = r.get(12);
+    let status: String = r.get("reservation_status");
     ReservationRecord {
-        id: r.get(9),
-        resource_type: r.get(10),
-        resource_id: r.get(11),
+        id: r.get("reservation_id"),
+        resource_type: r.get("resource_type"),
+        resource_id: r.get("resource_id"),
         status: ReservationStatus::parse(&status).unwrap_or(ReservationStatus::Error),
-        params: r.get(13),
+        params: r.get("params"),
         slots,
-        created_at: r.get(14),
-        missing_resources: r.get(15),
-        resources_changed: r.get(16),
+        created_at: r.get("reservation_created_at"),
+        missing_resources: r.get("missing_resources"),
+        resources_changed: r.get("resources_changed"),
     }
 }
 
-/// A reservation's slots as one value (after [`HOOK_LEASE_COLUMNS`], in a
-/// statement that reads leases for hooks in one go), in the order
-/// [`hook_leases`] reads them.
+/// A reservation's slots as one value, `slots` (after
+/// [`HOOK_LEASE_COLUMNS`], in a statement that reads leases for hooks in
+/// one go), in the order [`hook_leases`] reads them.
 pub(crate) const SLOTS_JSON: &str = "(SELECT jsonb_agg(jsonb_build_array(s.consumer_uuid, s.provider_uuid, s.resources)
                                   ORDER BY s.provider_uuid, s.consumer_uuid)
-     FROM reservation_slots s WHERE s.reservation_id = r.id)";
+     FROM reservation_slots s WHERE s.reservation_id = r.id) AS slots";
 
 /// The slots of [`SLOTS_JSON`].
 pub(crate) fn slots_of(v: Option<serde_json::Value>) -> Vec<Slot> {
@@ -402,10 +398,12 @@ async fn names_and_others(
         [
             ("SELECT uuid, name FROM providers WHERE uuid = ANY($1)", &[&providers]),
             (
-                "SELECT a.provider_uuid, a.consumer_uuid, c.project_id, jsonb_object_agg(a.resource_class, a.used),
-                        bool_or(a.during @> statement_timestamp()),
+                "SELECT a.provider_uuid, a.consumer_uuid, c.project_id,
+                        jsonb_object_agg(a.resource_class, a.used) AS resources,
+                        bool_or(a.during @> statement_timestamp()) AS held_now,
                         coalesce((SELECT array_agg(d.slot_consumer) FROM reservation_draws d
                                   WHERE d.consumer_uuid = a.consumer_uuid AND d.slot_consumer = ANY($2)), '{}')
+                          AS drawn_from
                  FROM allocations a JOIN consumers c ON c.uuid = a.consumer_uuid
                  WHERE a.provider_uuid = ANY($1) AND c.consumer_type IS DISTINCT FROM 'RESERVATION'
                    AND (a.during @> statement_timestamp()
@@ -418,8 +416,14 @@ async fn names_and_others(
     )
     .await
     .map_err(db)?;
-    let names = names.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let others = others.iter().map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5))).collect();
+    let names = names.iter().map(|r| (r.get("uuid"), r.get("name"))).collect();
+    let others = others
+        .iter()
+        .map(|r| {
+            let (provider, consumer, project) = (r.get("provider_uuid"), r.get("consumer_uuid"), r.get("project_id"));
+            (provider, consumer, project, r.get("resources"), r.get("held_now"), r.get("drawn_from"))
+        })
+        .collect();
     Ok((names, others))
 }
 
@@ -468,7 +472,7 @@ impl Store {
             )
             .await
             .map_err(db)?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
+        Ok(rows.iter().map(|r| r.get("aggregate")).collect())
     }
 
     /// Whether (and how) a host is held back at a lease's end.
@@ -479,7 +483,7 @@ impl Store {
             .query_opt("SELECT pool, until, lease_id FROM host_holds WHERE provider_uuid = $1", &[&provider])
             .await
             .map_err(db)?;
-        Ok(row.map(|r| HostHold { pool: r.get(0), until: r.get(1), lease_id: r.get(2) }))
+        Ok(row.map(|r| HostHold { pool: r.get("pool"), until: r.get("until"), lease_id: r.get("lease_id") }))
     }
 }
 
@@ -488,7 +492,7 @@ impl Store {
     #[cfg(feature = "testing")]
     pub async fn lease_event_counts(&self) -> Result<HashMap<String, i64>, Error> {
         let c = self.client().await?;
-        let rows = c.query("SELECT status, count(*) FROM lease_events GROUP BY status", &[]).await.map_err(db)?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        let rows = c.query("SELECT status, count(*) AS n FROM lease_events GROUP BY status", &[]).await.map_err(db)?;
+        Ok(rows.iter().map(|r| (r.get("status"), r.get("n"))).collect())
     }
 }

@@ -115,26 +115,27 @@ pub(crate) async fn load_leases(c: &impl GenericClient, ids: &[Uuid]) -> Result<
             record.id,
             Lease {
                 record,
-                created_at: r.get(9),
-                updated_at: r.get(10),
+                created_at: r.get("created_at"),
+                updated_at: r.get("updated_at"),
                 reservation_updated_at: Vec::new(),
                 event_details: Vec::new(),
             },
         );
     }
-    add_reservations(&reservation_rows, slots_of(&slot_rows), &mut leases);
+    add_reservations(&reservation_rows, slots_by_reservation(&slot_rows), &mut leases);
     add_events(&event_rows, &mut leases);
     Ok(ids.iter().filter_map(|id| leases.remove(id)).collect())
 }
 
-/// The slots of the leases' reservations, by reservation.
-fn slots_of(rows: &[Row]) -> HashMap<Uuid, Vec<Slot>> {
+/// The slots of the leases' reservations, by reservation, from rows of
+/// `reservation_id`, `consumer_uuid`, `provider_uuid` and `resources`.
+pub(crate) fn slots_by_reservation(rows: &[Row]) -> HashMap<Uuid, Vec<Slot>> {
     let mut slots: HashMap<Uuid, Vec<Slot>> = HashMap::new();
     for r in rows {
-        let resources: Value = r.get(3);
-        slots.entry(r.get(0)).or_default().push(Slot {
-            consumer: r.get(1),
-            provider: r.get(2),
+        let resources: Value = r.get("resources");
+        slots.entry(r.get("reservation_id")).or_default().push(Slot {
+            consumer: r.get("consumer_uuid"),
+            provider: r.get("provider_uuid"),
             resources: serde_json::from_value(resources).unwrap_or_default(),
         });
     }
@@ -144,22 +145,22 @@ fn slots_of(rows: &[Row]) -> HashMap<Uuid, Vec<Slot>> {
 /// Adds their reservations, in order, with `slots`, to `leases`.
 fn add_reservations(rows: &[Row], mut slots: HashMap<Uuid, Vec<Slot>>, leases: &mut HashMap<Uuid, Lease>) {
     for r in rows {
-        let lease: Uuid = r.get(0);
-        let id: Uuid = r.get(1);
-        let status: String = r.get(4);
+        let lease: Uuid = r.get("lease_id");
+        let id: Uuid = r.get("id");
+        let status: String = r.get("status");
         if let Some(l) = leases.get_mut(&lease) {
             l.record.reservations.push(ReservationRecord {
                 id,
-                resource_type: r.get(2),
-                resource_id: r.get(3),
+                resource_type: r.get("resource_type"),
+                resource_id: r.get("resource_id"),
                 status: ReservationStatus::parse(&status).unwrap_or(ReservationStatus::Error),
-                params: r.get(5),
+                params: r.get("params"),
                 slots: slots.remove(&id).unwrap_or_default(),
-                created_at: r.get(6),
-                missing_resources: r.get(8),
-                resources_changed: r.get(9),
+                created_at: r.get("created_at"),
+                missing_resources: r.get("missing_resources"),
+                resources_changed: r.get("resources_changed"),
             });
-            l.reservation_updated_at.push(r.get(7));
+            l.reservation_updated_at.push(r.get("updated_at"));
         }
     }
 }
@@ -167,23 +168,23 @@ fn add_reservations(rows: &[Row], mut slots: HashMap<Uuid, Vec<Slot>>, leases: &
 /// Adds their lease events, in firing order, to `leases`.
 fn add_events(rows: &[Row], leases: &mut HashMap<Uuid, Lease>) {
     for r in rows {
-        let lease: Uuid = r.get(0);
-        let event_type: String = r.get(2);
-        let status: String = r.get(4);
+        let lease: Uuid = r.get("lease_id");
+        let event_type: String = r.get("event_type");
+        let status: String = r.get("status");
         if let Some(l) = leases.get_mut(&lease) {
             l.record.events.push(LeaseEventRecord {
-                id: r.get(1),
+                id: r.get("id"),
                 event_type: LeaseEventType::parse(&event_type).unwrap_or(LeaseEventType::EndLease),
-                time: r.get(3),
+                time: r.get("time"),
                 status: LeaseEventStatus::parse(&status).unwrap_or(LeaseEventStatus::Error),
             });
             l.event_details.push(LeaseEventDetail {
-                attempts: r.get(5),
-                last_error: r.get(6),
-                claimed_by: r.get(7),
-                claim_expires_at: r.get(8),
-                created_at: r.get(9),
-                updated_at: r.get(10),
+                attempts: r.get("attempts"),
+                last_error: r.get("last_error"),
+                claimed_by: r.get("claimed_by"),
+                claim_expires_at: r.get("claim_expires_at"),
+                created_at: r.get("created_at"),
+                updated_at: r.get("updated_at"),
             });
         }
     }
@@ -245,7 +246,7 @@ impl Store {
             .await
             .map_err(db)?;
         match row {
-            Some(r) => Ok(LeaseKey { created_at: r.get(0), id: marker }),
+            Some(r) => Ok(LeaseKey { created_at: r.get("created_at"), id: marker }),
             None => Err(Error::invalid(ErrorCode::InvalidLease, format!("marker {marker} is not a lease you can see"))),
         }
     }
@@ -270,27 +271,27 @@ impl Store {
             .await
             .map_err(db)?
             .iter()
-            .map(|r| r.get(0))
+            .map(|r| r.get("id"))
             .collect();
         Ok(load_leases(&c, &ids).await?)
     }
 }
 
-/// A lease as its row reads (id, name, project_id, user_id, start, end,
-/// status, degraded, recurrence_id: the first nine columns), without its
-/// reservations and lease events.
+/// A lease as its row reads (columns `id`, `name`, `project_id`,
+/// `user_id`, `start_at`, `end_at`, `status`, `degraded`,
+/// `recurrence_id`), without its reservations and lease events.
 pub(crate) fn lease_of(r: &Row) -> LeaseRecord {
-    let status: String = r.get(6);
+    let status: String = r.get("status");
     LeaseRecord {
-        id: r.get(0),
-        name: r.get(1),
-        project_id: r.get(2),
-        user_id: r.get(3),
-        start: r.get(4),
-        end: r.get(5),
+        id: r.get("id"),
+        name: r.get("name"),
+        project_id: r.get("project_id"),
+        user_id: r.get("user_id"),
+        start: r.get("start_at"),
+        end: r.get("end_at"),
         status: LeaseStatus::parse(&status).unwrap_or(LeaseStatus::Error),
-        degraded: r.get(7),
-        recurrence_id: r.get(8),
+        degraded: r.get("degraded"),
+        recurrence_id: r.get("recurrence_id"),
         reservations: Vec::new(),
         events: Vec::new(),
     }

@@ -40,7 +40,9 @@ impl Store {
     pub async fn manager_state(&self) -> Result<ManagerState, Error> {
         let c = self.client().await?;
         let replicas = format!(
-            "SELECT claimed_by, count(*) FILTER (WHERE status = 'IN_PROGRESS'), max(updated_at) FROM lease_events
+            "SELECT claimed_by, count(*) FILTER (WHERE status = 'IN_PROGRESS') AS in_progress,
+                    max(updated_at) AS last_seen_at
+             FROM lease_events
              WHERE claimed_by IS NOT NULL
                AND (status = 'IN_PROGRESS' OR updated_at > statement_timestamp() - interval '{SEEN_WITHIN}')
              GROUP BY claimed_by ORDER BY claimed_by"
@@ -51,9 +53,10 @@ impl Store {
                 ("SELECT paused, changed_at, changed_by_user, changed_by_project FROM manager_state", &[]),
                 (&replicas, &[]),
                 (
-                    "SELECT count(*) FILTER (WHERE status = 'UNDONE' AND coalesce(retry_at, time) <= statement_timestamp()),
-                            count(*) FILTER (WHERE status = 'IN_PROGRESS'),
-                            count(*) FILTER (WHERE status = 'ERROR')
+                    "SELECT count(*) FILTER (WHERE status = 'UNDONE' AND coalesce(retry_at, time) <= statement_timestamp())
+                              AS due,
+                            count(*) FILTER (WHERE status = 'IN_PROGRESS') AS in_progress,
+                            count(*) FILTER (WHERE status = 'ERROR') AS error
                      FROM lease_events WHERE status IN ('UNDONE', 'IN_PROGRESS', 'ERROR')",
                     &[],
                 ),
@@ -63,18 +66,22 @@ impl Store {
         .map_err(|e| Error::from(StoreError::from(e)))?;
         let s = state.first().ok_or_else(|| Error::internal("the manager's state has no row"))?;
         let n = counts.first().ok_or_else(|| Error::internal("no counts"))?;
-        let by: (Option<String>, Option<String>) = (s.get(2), s.get(3));
+        let by: (Option<String>, Option<String>) = (s.get("changed_by_user"), s.get("changed_by_project"));
         Ok(ManagerState {
-            paused: s.get(0),
-            changed_at: s.get(1),
+            paused: s.get("paused"),
+            changed_at: s.get("changed_at"),
             changed_by: by.0.zip(by.1),
             replicas: replicas
                 .iter()
-                .map(|r| Replica { id: r.get(0), in_progress: r.get(1), last_seen_at: r.get(2) })
+                .map(|r| Replica {
+                    id: r.get("claimed_by"),
+                    in_progress: r.get("in_progress"),
+                    last_seen_at: r.get("last_seen_at"),
+                })
                 .collect(),
-            due: n.get(0),
-            in_progress: n.get(1),
-            error: n.get(2),
+            due: n.get("due"),
+            in_progress: n.get("in_progress"),
+            error: n.get("error"),
         })
     }
 }

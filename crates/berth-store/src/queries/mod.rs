@@ -69,30 +69,32 @@ pub(crate) async fn inventories_of(
             &[&uuid],
         )
         .await?;
-    Ok(rows.iter().map(|r| (r.get(0), inventory_at(r, 1))).collect())
+    Ok(rows.iter().map(|r| (r.get("resource_class"), inventory(r))).collect())
 }
 
-/// The inventory in the six columns starting at `i`.
-pub(crate) fn inventory_at(r: &tokio_postgres::Row, i: usize) -> Inventory {
+/// The inventory in a row's columns named as `inventories`' (`total`,
+/// `reserved`, `min_unit`, `max_unit`, `step_size`, `allocation_ratio`).
+pub(crate) fn inventory(r: &tokio_postgres::Row) -> Inventory {
     Inventory {
-        total: r.get(i),
-        reserved: r.get(i + 1),
-        min_unit: r.get(i + 2),
-        max_unit: r.get(i + 3),
-        step_size: r.get(i + 4),
-        allocation_ratio: r.get(i + 5),
+        total: r.get("total"),
+        reserved: r.get("reserved"),
+        min_unit: r.get("min_unit"),
+        max_unit: r.get("max_unit"),
+        step_size: r.get("step_size"),
+        allocation_ratio: r.get("allocation_ratio"),
     }
 }
 
+/// A provider in a row of [`PROVIDER_COLUMNS`].
 pub(crate) fn provider(r: &tokio_postgres::Row) -> Provider {
     Provider {
-        uuid: r.get(0),
-        name: r.get(1),
-        generation: r.get(2),
-        parent_uuid: r.get(3),
-        root_uuid: r.get(4),
-        created_at: r.get(5),
-        updated_at: r.get(6),
+        uuid: r.get("uuid"),
+        name: r.get("name"),
+        generation: r.get("generation"),
+        parent_uuid: r.get("parent_uuid"),
+        root_uuid: r.get("root_uuid"),
+        created_at: r.get("created_at"),
+        updated_at: r.get("updated_at"),
     }
 }
 
@@ -133,11 +135,11 @@ impl Store {
             .await
             .map_err(crate::StoreError::from)?;
         Ok(row.map(|r| Consumer {
-            uuid: r.get(0),
-            project_id: r.get(1),
-            user_id: r.get(2),
-            consumer_type: r.get(3),
-            generation: r.get(4),
+            uuid: r.get("uuid"),
+            project_id: r.get("project_id"),
+            user_id: r.get("user_id"),
+            consumer_type: r.get("consumer_type"),
+            generation: r.get("generation"),
         }))
     }
 
@@ -165,7 +167,8 @@ impl Store {
         let rows = c
             .query(
                 &format!(
-                    "SELECT consumer_uuid, provider_uuid, resource_class, used, lower(during), upper(during)
+                    "SELECT consumer_uuid, provider_uuid, resource_class, used, lower(during) AS start_at,
+                            upper(during) AS end_at
                      FROM allocations WHERE {filter} ORDER BY consumer_uuid, provider_uuid, resource_class, lower(during)"
                 ),
                 params,
@@ -175,11 +178,11 @@ impl Store {
         Ok(rows
             .iter()
             .map(|r| AllocationRow {
-                consumer: r.get(0),
-                provider: r.get(1),
-                resource_class: r.get(2),
-                used: r.get(3),
-                window: Window { start: r.get(4), end: r.get(5) },
+                consumer: r.get("consumer_uuid"),
+                provider: r.get("provider_uuid"),
+                resource_class: r.get("resource_class"),
+                used: r.get("used"),
+                window: Window { start: r.get("start_at"), end: r.get("end_at") },
             })
             .collect())
     }
@@ -190,12 +193,12 @@ impl Store {
         let c = self.client().await?;
         let rows = c
             .query(
-                "SELECT resource_class, sum(used)::int8 FROM allocations
+                "SELECT resource_class, sum(used)::int8 AS used FROM allocations
                  WHERE provider_uuid = $1 AND during @> $2::timestamptz GROUP BY resource_class",
                 &[&uuid, &at],
             )
             .await
             .map_err(crate::StoreError::from)?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        Ok(rows.iter().map(|r| (r.get("resource_class"), r.get("used"))).collect())
     }
 }

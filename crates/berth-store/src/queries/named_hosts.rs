@@ -51,7 +51,7 @@ macro_rules! ranked {
     ($listed:expr) => {
         concat!(
             "WITH m AS MATERIALIZED (SELECT provider_uuid FROM hosts WHERE capabilities @> $5 LIMIT $7)
-             SELECT 0, NULL::uuid, count(*)::float8 FROM m
+             SELECT 0 AS kind, NULL::uuid AS host, count(*)::float8 AS value FROM m
              UNION ALL
              (SELECT 1, h.provider_uuid, extract(epoch FROM",
             gap!(),
@@ -107,7 +107,7 @@ pub(crate) async fn read(
     let mut ids = BTreeSet::new();
     let (mut matching, mut last_gap, mut ranked) = (0.0, 0.0f64, 0i64);
     for r in &found {
-        let (row, id, value): (i32, Option<Uuid>, f64) = (r.get(0), r.get(1), r.get(2));
+        let (row, id, value): (i32, Option<Uuid>, f64) = (r.get("kind"), r.get("host"), r.get("value"));
         match row {
             0 => matching = value,
             _ => {

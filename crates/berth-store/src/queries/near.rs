@@ -124,7 +124,7 @@ macro_rules! near {
             usable!(),
             "    ORDER BY lower(a.during) LIMIT $6
              )
-             SELECT 0, NULL::uuid, min(at), count(*) FROM before
+             SELECT 0 AS list, NULL::uuid AS host, min(at) AS at, count(*) AS n FROM before
              UNION ALL SELECT 1, NULL::uuid, max(at), count(*) FROM after
              UNION ALL
              SELECT 2, h.provider_uuid, NULL::timestamptz, 0::int8
@@ -299,7 +299,7 @@ pub(crate) async fn read(
     let (mut before, mut after, mut more) = ((None, 0), (None, 0), 0i64);
     for r in &found {
         let (list, id, at, n): (i32, Option<Uuid>, Option<DateTime<Utc>>, i64) =
-            (r.get(0), r.get(1), r.get(2), r.get(3));
+            (r.get("list"), r.get("host"), r.get("at"), r.get("n"));
         match list {
             0 => before = (at, n),
             1 => after = (at, n),

@@ -10,7 +10,7 @@ use berth_core::{timeline, Error, Inventory, Window};
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
-use super::{inventory_at, provider, Provider, PROVIDER_COLUMNS};
+use super::{inventory, provider, Provider, PROVIDER_COLUMNS};
 use crate::client::GenericClient;
 use crate::{refuse, Store, StoreError};
 
@@ -105,14 +105,16 @@ pub(crate) async fn peaks_from_now(
     let from = crate::clock::now(c).await?;
     let rows = c
         .query(
-            "SELECT provider_uuid, resource_class, lower(during), upper(during), used FROM allocations
+            "SELECT provider_uuid, resource_class, lower(during) AS start_at, upper(during) AS end_at, used
+             FROM allocations
              WHERE provider_uuid = ANY($1) AND resource_class = ANY($2) AND during && tstzrange($3, NULL)",
             &[&providers, &classes, &from],
         )
         .await?;
     let mut holds: HashMap<(Uuid, String), Vec<(Window, i64)>> = HashMap::new();
     for r in rows {
-        holds.entry((r.get(0), r.get(1))).or_default().push((Window { start: r.get(2), end: r.get(3) }, r.get(4)));
+        let window = Window { start: r.get("start_at"), end: r.get("end_at") };
+        holds.entry((r.get("provider_uuid"), r.get("resource_class"))).or_default().push((window, r.get("used")));
     }
     let within = Window::from(from);
     Ok(holds.into_iter().map(|(k, h)| (k, timeline::peak(&h, &within))).collect())
@@ -137,9 +139,9 @@ pub(crate) async fn inventories_from_now(
     Ok(rows
         .iter()
         .map(|r| {
-            let key: (Uuid, String) = (r.get(0), r.get(1));
+            let key: (Uuid, String) = (r.get("provider_uuid"), r.get("resource_class"));
             let peak = peaks.get(&key).copied().unwrap_or(0);
-            (key, (inventory_at(r, 2), peak))
+            (key, (inventory(r), peak))
         })
         .collect())
 }
@@ -150,7 +152,7 @@ async fn unknown_classes(c: &impl GenericClient, names: &[&str]) -> Result<Vec<S
         .query("SELECT name FROM resource_classes WHERE name = ANY($1)", &[&names])
         .await?
         .iter()
-        .map(|r| r.get(0))
+        .map(|r| r.get("name"))
         .collect();
     Ok(names.iter().filter(|n| !known.contains(**n)).map(|n| n.to_string()).collect())
 }
@@ -161,8 +163,12 @@ pub(crate) async fn check_traits_exist(c: &impl GenericClient, names: &BTreeSet<
         return Ok(());
     }
     let list: Vec<&str> = names.iter().map(String::as_str).collect();
-    let known: BTreeSet<String> =
-        c.query("SELECT name FROM traits WHERE name = ANY($1)", &[&list]).await?.iter().map(|r| r.get(0)).collect();
+    let known: BTreeSet<String> = c
+        .query("SELECT name FROM traits WHERE name = ANY($1)", &[&list])
+        .await?
+        .iter()
+        .map(|r| r.get("name"))
+        .collect();
     let missing: Vec<&str> = list.iter().filter(|n| !known.contains(**n)).copied().collect();
     if !missing.is_empty() {
         let names = missing.into_iter().map(str::to_string).collect();
@@ -210,7 +216,7 @@ impl Store {
             .query("SELECT trait FROM provider_traits WHERE provider_uuid = $1 ORDER BY trait", &[&uuid])
             .await
             .map_err(db)?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
+        Ok(rows.iter().map(|r| r.get("trait")).collect())
     }
 
     pub async fn provider_aggregates(&self, uuid: Uuid) -> Result<Vec<Uuid>, Error> {
@@ -219,7 +225,7 @@ impl Store {
             .query("SELECT aggregate FROM provider_aggregates WHERE provider_uuid = $1 ORDER BY aggregate", &[&uuid])
             .await
             .map_err(db)?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
+        Ok(rows.iter().map(|r| r.get("aggregate")).collect())
     }
 
     pub async fn traits(&self, f: &TraitFilter) -> Result<Vec<String>, Error> {
@@ -235,7 +241,7 @@ impl Store {
             )
             .await
             .map_err(db)?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
+        Ok(rows.iter().map(|r| r.get("name")).collect())
     }
 
     pub async fn trait_exists(&self, name: &str) -> Result<bool, Error> {
@@ -247,7 +253,7 @@ impl Store {
     pub async fn resource_classes(&self) -> Result<Vec<String>, Error> {
         let c = self.client().await?;
         let rows = c.query("SELECT name FROM resource_classes", &[]).await.map_err(db)?;
-        Ok(berth_core::names::in_standard_order(rows.iter().map(|r| r.get(0))))
+        Ok(berth_core::names::in_standard_order(rows.iter().map(|r| r.get("name"))))
     }
 
     pub async fn resource_class_exists(&self, name: &str) -> Result<bool, Error> {
@@ -261,7 +267,7 @@ impl Store {
         let c = self.read_client().await?;
         let rows = c
             .query(
-                "SELECT i.resource_class, coalesce(sum(a.used), 0)::int8 FROM inventories i
+                "SELECT i.resource_class, coalesce(sum(a.used), 0)::int8 AS used FROM inventories i
                  LEFT JOIN allocations a ON a.provider_uuid = i.provider_uuid
                       AND a.resource_class = i.resource_class AND a.during @> now()
                  WHERE i.provider_uuid = $1 GROUP BY i.resource_class",
@@ -269,7 +275,7 @@ impl Store {
             )
             .await
             .map_err(db)?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        Ok(rows.iter().map(|r| (r.get("resource_class"), r.get("used"))).collect())
     }
 
     /// What each consumer holds on a provider now: consumers in the order
@@ -279,7 +285,7 @@ impl Store {
         let c = self.client().await?;
         let rows = c
             .query(
-                "SELECT a.consumer_uuid, c.generation, a.resource_class, sum(a.used)::int8
+                "SELECT a.consumer_uuid, c.generation, a.resource_class, sum(a.used)::int8 AS used
                  FROM allocations a JOIN consumers c ON c.uuid = a.consumer_uuid
                  WHERE a.provider_uuid = $1 AND a.during @> now()
                  GROUP BY 1, 2, 3, c.updated_at ORDER BY c.updated_at, 1, min(a.ordinal), 3",
@@ -290,10 +296,10 @@ impl Store {
         Ok(rows
             .iter()
             .map(|r| ProviderAllocation {
-                consumer: r.get(0),
-                consumer_generation: r.get(1),
-                resource_class: r.get(2),
-                used: r.get(3),
+                consumer: r.get("consumer_uuid"),
+                consumer_generation: r.get("generation"),
+                resource_class: r.get("resource_class"),
+                used: r.get("used"),
             })
             .collect())
     }
@@ -303,7 +309,7 @@ impl Store {
         let c = self.client().await?;
         let rows =
             c.query("SELECT uuid, project_id FROM consumers WHERE uuid = ANY($1)", &[&uuids]).await.map_err(db)?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        Ok(rows.iter().map(|r| (r.get("uuid"), r.get("project_id"))).collect())
     }
 
     /// A consumer and what it holds now, in the order its allocations were
@@ -313,7 +319,8 @@ impl Store {
         let rows = c
             .query(
                 "SELECT c.project_id, c.user_id, c.consumer_type, c.generation,
-                        a.provider_uuid, p.generation, a.resource_class, sum(a.used)::int8
+                        a.provider_uuid, p.generation AS provider_generation, a.resource_class,
+                        sum(a.used)::int8 AS used
                  FROM consumers c
                  JOIN allocations a ON a.consumer_uuid = c.uuid AND a.during @> now()
                  JOIN providers p ON p.uuid = a.provider_uuid
@@ -325,11 +332,14 @@ impl Store {
             .map_err(db)?;
         let Some(first) = rows.first() else { return Ok(None) };
         Ok(Some(ConsumerView {
-            project_id: first.get(0),
-            user_id: first.get(1),
-            consumer_type: first.get(2),
-            generation: first.get(3),
-            allocations: rows.iter().map(|r| (r.get(4), r.get(5), r.get(6), r.get(7))).collect(),
+            project_id: first.get("project_id"),
+            user_id: first.get("user_id"),
+            consumer_type: first.get("consumer_type"),
+            generation: first.get("generation"),
+            allocations: rows
+                .iter()
+                .map(|r| (r.get("provider_uuid"), r.get("provider_generation"), r.get("resource_class"), r.get("used")))
+                .collect(),
         }))
     }
 
@@ -344,7 +354,7 @@ impl Store {
         let c = self.read_client().await?;
         let rows = c
             .query(
-                "SELECT c.uuid, c.consumer_type, a.resource_class, sum(a.used)::int8
+                "SELECT c.uuid, c.consumer_type, a.resource_class, sum(a.used)::int8 AS used
                  FROM consumers c JOIN allocations a ON a.consumer_uuid = c.uuid AND a.during @> now()
                  WHERE c.project_id = $1 AND ($2::text IS NULL OR c.user_id = $2)
                  GROUP BY 1, 2, 3",
@@ -356,8 +366,8 @@ impl Store {
         let mut groups: BTreeMap<(Option<String>, String), i64> = BTreeMap::new();
         let mut members: BTreeMap<Option<String>, BTreeSet<Uuid>> = BTreeMap::new();
         for r in rows {
-            let consumer: Uuid = r.get(0);
-            let ty: Option<String> = r.get(1);
+            let consumer: Uuid = r.get("uuid");
+            let ty: Option<String> = r.get("consumer_type");
             let group = match types {
                 None => None,
                 Some(ConsumerTypeFilter::ByType) => ty,
@@ -366,7 +376,7 @@ impl Store {
                 Some(ConsumerTypeFilter::Named(n)) if ty.as_deref() == Some(n.as_str()) => ty,
                 Some(_) => continue,
             };
-            *groups.entry((group.clone(), r.get(2))).or_default() += r.get::<_, i64>(3);
+            *groups.entry((group.clone(), r.get("resource_class"))).or_default() += r.get::<_, i64>("used");
             members.entry(group).or_default().insert(consumer);
         }
         Ok(groups
@@ -402,7 +412,7 @@ impl Store {
         };
         let inventories = rows
             .iter()
-            .filter_map(|r| r.get::<_, Option<String>>(7).map(|class| (class, inventory_at(r, 8))))
+            .filter_map(|r| r.get::<_, Option<String>>("resource_class").map(|class| (class, inventory(r))))
             .collect();
         Ok((provider(first), inventories))
     }

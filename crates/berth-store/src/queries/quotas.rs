@@ -48,13 +48,13 @@ pub(crate) async fn limits(c: &impl GenericClient, scope: &Scope) -> Result<Limi
         .await?;
     let mut out = Limits::default();
     for r in rows {
-        let (p, u): (&str, &str) = (r.get(0), r.get(1));
+        let (p, u): (&str, &str) = (r.get("project_id"), r.get("user_id"));
         let level = match (p.is_empty(), u.is_empty()) {
             (true, _) => &mut out.defaults,
             (false, true) => &mut out.project,
             (false, false) => &mut out.user,
         };
-        level.insert(r.get(2), r.get(3));
+        level.insert(r.get("resource"), r.get("hard_limit"));
     }
     Ok(out)
 }
@@ -80,7 +80,7 @@ pub(crate) async fn holds(
                         CASE WHEN $5::timestamptz IS NULL THEN upper(a.during)
                              WHEN upper(a.during) IS NULL THEN $5
                              ELSE least(upper(a.during), $5) END AS e,
-                        sum(a.used)::int8
+                        sum(a.used)::int8 AS used
                  FROM consumers c JOIN allocations a ON a.consumer_uuid = c.uuid
                  WHERE ($1::text IS NULL OR c.project_id = $1) AND ($2::text IS NULL OR c.user_id = $2)
                    AND ($3 OR a.resource_class = ANY($6)) AND a.during && tstzrange($4, $5, '[)')
@@ -89,15 +89,15 @@ pub(crate) async fn holds(
             )
             .await?;
         for r in rows {
-            out.entry((r.get(0), r.get(1), r.get(2)))
+            out.entry((r.get("project_id"), r.get("user_id"), r.get("resource_class")))
                 .or_default()
-                .push((Window { start: r.get(3), end: r.get(4) }, r.get(5)));
+                .push((Window { start: r.get("s"), end: r.get("e") }, r.get("used")));
         }
     }
     if all || resources.iter().any(|r| r == LEASES) {
         let rows = c
             .query(
-                "SELECT project_id, user_id, end_at, count(*)::int8 FROM leases
+                "SELECT project_id, user_id, end_at, count(*)::int8 AS leases FROM leases
                  WHERE ($1::text IS NULL OR project_id = $1) AND ($2::text IS NULL OR user_id = $2)
                    AND end_at > $3 AND status NOT IN ('TERMINATED', 'TERMINATING')
                  GROUP BY 1, 2, 3",
@@ -105,9 +105,9 @@ pub(crate) async fn holds(
             )
             .await?;
         for r in rows {
-            out.entry((r.get(0), r.get(1), LEASES.to_string()))
+            out.entry((r.get("project_id"), r.get("user_id"), LEASES.to_string()))
                 .or_default()
-                .push((Window { start: within.start, end: Some(r.get(2)) }, r.get(3)));
+                .push((Window { start: within.start, end: Some(r.get("end_at")) }, r.get("leases")));
         }
     }
     Ok(out)

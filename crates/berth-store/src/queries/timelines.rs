@@ -37,9 +37,9 @@ const HOSTS: &str = over_ids!(
     " SELECT p.uuid, p.name,
             CASE WHEN h.provider_uuid IS NOT NULL THEN h.reservable AND NOT h.disabled AND NOT EXISTS (
                 SELECT 1 FROM provider_traits t
-                WHERE t.provider_uuid = p.uuid AND t.trait = 'COMPUTE_STATUS_DISABLED') END,
+                WHERE t.provider_uuid = p.uuid AND t.trait = 'COMPUTE_STATUS_DISABLED') END AS reservable,
             h.capabilities,
-            ARRAY(SELECT t.trait FROM provider_traits t WHERE t.provider_uuid = p.uuid)
+            ARRAY(SELECT t.trait FROM provider_traits t WHERE t.provider_uuid = p.uuid) AS traits
      FROM ids CROSS JOIN LATERAL (SELECT * FROM providers WHERE uuid = ids.uuid OFFSET 0) p
      LEFT JOIN LATERAL (SELECT * FROM hosts WHERE provider_uuid = ids.uuid OFFSET 0) h ON true"
 );
@@ -74,7 +74,7 @@ const HOLDS: &str = over_ids!(
                                        CASE WHEN length(c.digits) <= 8 THEN make_interval(mins => c.digits::int) END) AS by
          ) d
      )
-     SELECT a.provider_uuid, a.resource_class, lower(a.during), upper(a.during), a.used
+     SELECT a.provider_uuid, a.resource_class, lower(a.during) AS start_at, upper(a.during) AS end_at, a.used
      FROM span CROSS JOIN LATERAL (
          SELECT provider_uuid, resource_class, during, used FROM allocations
          WHERE provider_uuid = span.uuid AND during && span.during AND consumer_uuid <> ALL($5)
@@ -93,9 +93,9 @@ const HOLDS: &str = over_ids!(
 const GAPS: &str = over_ids!(
     " SELECT ids.uuid,
         (SELECT max(upper(a.during)) FROM allocations a
-          WHERE a.provider_uuid = ids.uuid AND upper(a.during) <= $3 AND a.consumer_uuid <> ALL($5)),
+          WHERE a.provider_uuid = ids.uuid AND upper(a.during) <= $3 AND a.consumer_uuid <> ALL($5)) AS previous_end,
         (SELECT min(lower(a.during)) FROM allocations a
-          WHERE a.provider_uuid = ids.uuid AND lower(a.during) >= $4 AND a.consumer_uuid <> ALL($5))
+          WHERE a.provider_uuid = ids.uuid AND lower(a.during) >= $4 AND a.consumer_uuid <> ALL($5)) AS next_start
      FROM ids"
 );
 
@@ -167,10 +167,11 @@ impl<'a> Reads<'a> {
         let hosts = hosts_from(host_rows, inventory_rows);
         let mut holds: HashMap<Uuid, BTreeMap<String, Vec<(Window, i64)>>> = HashMap::new();
         for r in hold_rows {
-            let w = Window { start: r.get(2), end: r.get(3) };
-            holds.entry(r.get(0)).or_default().entry(r.get(1)).or_default().push((w, r.get(4)));
+            let w = Window { start: r.get("start_at"), end: r.get("end_at") };
+            let class = holds.entry(r.get("provider_uuid")).or_default().entry(r.get("resource_class"));
+            class.or_default().push((w, r.get("used")));
         }
-        let gaps = gap_rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
+        let gaps = gap_rows.iter().map(|r| (r.get("uuid"), (r.get("previous_end"), r.get("next_start")))).collect();
         Timelines { hosts, holds, gaps, cleaning: self.over.cleaning, before }
     }
 }
@@ -224,21 +225,21 @@ pub(crate) async fn hosts(
 fn hosts_from(host_rows: Vec<Row>, inventory_rows: Vec<Row>) -> BTreeMap<Uuid, Host> {
     let mut hosts: BTreeMap<Uuid, Host> = BTreeMap::new();
     for r in host_rows {
-        let reservable: Option<bool> = r.get(2);
-        let caps: Option<Value> = r.get(3);
+        let reservable: Option<bool> = r.get("reservable");
+        let caps: Option<Value> = r.get("capabilities");
         let enrolment = reservable.map(|reservable| Enrolment {
             reservable,
             capabilities: caps.and_then(|c| serde_json::from_value(c).ok()).unwrap_or_default(),
         });
-        let traits: Vec<String> = r.get(4);
+        let traits: Vec<String> = r.get("traits");
         hosts.insert(
-            r.get(0),
-            Host { name: r.get(1), enrolment, inventories: BTreeMap::new(), traits: traits.into_iter().collect() },
+            r.get("uuid"),
+            Host { name: r.get("name"), enrolment, inventories: BTreeMap::new(), traits: traits.into_iter().collect() },
         );
     }
     for r in inventory_rows {
-        if let Some(h) = hosts.get_mut(&r.get::<_, Uuid>(0)) {
-            h.inventories.insert(r.get(1), super::inventory_at(&r, 2));
+        if let Some(h) = hosts.get_mut(&r.get::<_, Uuid>("provider_uuid")) {
+            h.inventories.insert(r.get("resource_class"), super::inventory(&r));
         }
     }
     hosts

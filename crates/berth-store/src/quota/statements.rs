@@ -40,9 +40,9 @@ pub(crate) const USAGE: &str = "WITH q AS MATERIALIZED (
      own AS MATERIALIZED (
          SELECT a.project_id, a.user_id, a.resource_class, a.during, a.used, a.consumer_uuid FROM allocations a
          WHERE a.consumer_uuid = ANY($5))
-     SELECT 0, a.project_id, a.user_id, q.rc, greatest(lower(a.during), q.s),
-            CASE WHEN q.e IS NULL THEN upper(a.during) ELSE least(upper(a.during), q.e) END,
-            sum(a.used)::int8, CASE WHEN a.consumer_uuid = ANY($5) THEN a.consumer_uuid END
+     SELECT 0 AS kind, a.project_id, a.user_id, q.rc AS resource_class, greatest(lower(a.during), q.s) AS start_at,
+            CASE WHEN q.e IS NULL THEN upper(a.during) ELSE least(upper(a.during), q.e) END AS end_at,
+            sum(a.used)::int8 AS used, CASE WHEN a.consumer_uuid = ANY($5) THEN a.consumer_uuid END AS consumer
      FROM q CROSS JOIN LATERAL (
          SELECT a.project_id, a.user_id, a.consumer_uuid, a.during, a.used FROM allocations a
          WHERE a.project_id = q.p AND a.resource_class = q.rc AND a.during && tstzrange(q.s, q.e, '[)')
@@ -64,6 +64,6 @@ pub(crate) const USAGE: &str = "WITH q AS MATERIALIZED (
                           AND lower(o.during) < q.s";
 
 /// Leases not ended, per project and user.
-pub(super) const LEASE_COUNTS: &str = "SELECT project_id, user_id, count(*)::int8 FROM leases
+pub(super) const LEASE_COUNTS: &str = "SELECT project_id, user_id, count(*)::int8 AS leases FROM leases
      WHERE project_id = ANY($1) AND end_at > $2 AND status NOT IN ('TERMINATED', 'TERMINATING')
      GROUP BY 1, 2";

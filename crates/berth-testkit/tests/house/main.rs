@@ -7,6 +7,7 @@
 mod handlers;
 mod lock_order;
 mod module_graph;
+mod rows;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};

@@ -151,7 +151,10 @@ async fn lock_and_read_draws(tx: &impl GenericClient, batch: &[ConsumerAllocatio
     crate::lock::guards(tx, &projects.into_iter().collect::<Vec<_>>()).await?;
     crate::lock::consumers(tx, &ids).await?;
     let rows = tx.query(DRAWS_HELD, &[&ids]).await?;
-    Ok(rows.into_iter().map(|r| ((r.get(0), r.get(1)), amounts(r.get(2)))).collect())
+    Ok(rows
+        .into_iter()
+        .map(|r| ((r.get("consumer_uuid"), r.get("slot_consumer")), amounts(r.get("resources"))))
+        .collect())
 }
 
 /// Finds the slots of the reservations named, locks them and those of the
@@ -165,7 +168,7 @@ async fn read_slots(
     let mut slots_of = SlotsOf::new();
     for (_, rid, provider) in wanted {
         let rows = tx.query(SLOTS_OF, &[rid, provider]).await?;
-        let found: Vec<Uuid> = rows.iter().map(|r| r.get(0)).collect();
+        let found: Vec<Uuid> = rows.iter().map(|r| r.get("consumer_uuid")).collect();
         slot_ids.extend(found.iter().copied());
         slots_of.insert((*rid, *provider), found);
     }
@@ -174,20 +177,20 @@ async fn read_slots(
     crate::lock::consumers(tx, &slot_ids).await?;
     let mut slots: HashMap<Uuid, SlotHold> = HashMap::new();
     for r in tx.query(SLOT_LEASES, &[&slot_ids]).await? {
-        let end: DateTime<Utc> = r.get(5);
+        let end: DateTime<Utc> = r.get("end_at");
         let slot = SlotHold {
-            consumer: r.get(0),
-            provider: r.get(1),
-            lease_project: r.get(2),
-            lease_user: r.get(3),
-            window: Window { start: r.get(4), end: Some(end) },
+            consumer: r.get("consumer_uuid"),
+            provider: r.get("provider_uuid"),
+            lease_project: r.get("project_id"),
+            lease_user: r.get("user_id"),
+            window: Window { start: r.get("start_at"), end: Some(end) },
             held: Amounts::new(),
         };
         slots.insert(slot.consumer, slot);
     }
     for r in tx.query(SLOT_HOLDS, &[&slot_ids]).await? {
-        if let Some(s) = slots.get_mut(&r.get::<_, Uuid>(0)) {
-            *s.held.entry(r.get(1)).or_default() += r.get::<_, i64>(2);
+        if let Some(s) = slots.get_mut(&r.get::<_, Uuid>("consumer_uuid")) {
+            *s.held.entry(r.get("resource_class")).or_default() += r.get::<_, i64>("used");
         }
     }
     Ok((slots_of, slots))
@@ -206,7 +209,7 @@ async fn check_reservation(
         return Err(Error::new(ErrorKind::Forbidden, ErrorCode::ReservationNotYours, detail).into());
     }
     let row = tx.query_one(LEASE_STATUS, &[&rid]).await?;
-    let status: String = row.get(0);
+    let status: String = row.get("status");
     let live = !matches!(
         LeaseStatus::parse(&status),
         Some(LeaseStatus::Terminated | LeaseStatus::Terminating | LeaseStatus::Error | LeaseStatus::Deleting)

@@ -68,9 +68,9 @@ impl Store {
             };
             let event = Event::AllocationsReplaced {
                 consumer,
-                project_id: row.get(1),
-                user_id: row.get(2),
-                consumer_type: row.get(3),
+                project_id: row.project_id,
+                user_id: row.user_id,
+                consumer_type: row.consumer_type,
                 allocations: Vec::new(),
                 providers_bumped: Some(Vec::new()),
                 at: now(tx).await?,

@@ -15,7 +15,7 @@ async fn generic_plan(client: &tokio_postgres::Client, sql: &str, params: usize)
     let nulls = vec!["NULL"; params].join(", ");
     let rows = client.query(&format!("EXPLAIN EXECUTE s({nulls})"), &[]).await.unwrap();
     client.batch_execute("ROLLBACK; DEALLOCATE s").await.unwrap();
-    rows.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>().join("\n")
+    rows.iter().map(|r| r.get::<_, String>("QUERY PLAN")).collect::<Vec<_>>().join("\n")
 }
 
 fn check(plan: &str, uses: &[&str], never: &[&str]) {

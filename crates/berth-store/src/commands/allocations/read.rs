@@ -38,9 +38,9 @@ pub(super) type Held = Vec<(Key, Window, i64)>;
 // join the planner may pick from stale statistics would scan instead.
 pub(super) const READ_OTHERS: &str = "WITH q AS MATERIALIZED (
          SELECT * FROM unnest($1::uuid[], $2::text[], $3::timestamptz[], $4::timestamptz[]) AS q(p, rc, s, e))
-     SELECT 0, q.p, q.rc, greatest(lower(a.during), q.s),
-            CASE WHEN q.e IS NULL THEN upper(a.during) ELSE least(upper(a.during), q.e) END,
-            sum(a.used)::int8, NULL::uuid
+     SELECT 0 AS kind, q.p AS provider, q.rc AS class, greatest(lower(a.during), q.s) AS start_at,
+            CASE WHEN q.e IS NULL THEN upper(a.during) ELSE least(upper(a.during), q.e) END AS end_at,
+            sum(a.used)::int8 AS used, NULL::uuid AS consumer
      FROM q CROSS JOIN LATERAL (
          SELECT a.during, a.used FROM allocations a
          WHERE a.provider_uuid = q.p AND a.resource_class = q.rc AND a.during && tstzrange(q.s, q.e, '[)')
@@ -173,7 +173,7 @@ pub(super) async fn read(
             (quota::USAGE, &q.usage[..]),
         ])
         .await?;
-    let at = known.unwrap_or_else(|| started[0].get(0));
+    let at = known.unwrap_or_else(|| started[0].get("started"));
     quota.clock(at);
     let (current, held) = consumers_from_rows(&consumer_rows);
     let (generations, inventories) = providers_from_rows(&provider_rows);
@@ -185,10 +185,10 @@ pub(super) async fn read(
         held,
         generations,
         inventories,
-        known: class_rows.iter().map(|r| r.get(0)).collect(),
+        known: class_rows.iter().map(|r| r.get("name")).collect(),
         others,
         limited: quota.limits(tx.client().await?, &guard_rows, limit_rows, usage_rows).await?,
-        drawing: draw_rows.iter().map(|r| r.get(0)).collect(),
+        drawing: draw_rows.iter().map(|r| r.get("consumer_uuid")).collect(),
     })
 }
 
@@ -199,11 +199,12 @@ type Current = HashMap<Uuid, (i64, Option<String>)>;
 fn consumers_from_rows(rows: &[Row]) -> (Current, HashMap<Uuid, Held>) {
     let mut current = HashMap::new();
     let mut held: HashMap<Uuid, Held> = HashMap::new();
-    for r in rows {
-        current.insert(r.get(0), (r.get(1), r.get(7)));
-        if let Some(provider) = r.get::<_, Option<Uuid>>(2) {
-            let window = Window { start: r.get(5), end: r.get(6) };
-            held.entry(r.get(0)).or_default().push(((provider, r.get(3)), window, r.get(4)));
+    for r in rows.iter().map(lock::ConsumerHolding::from_row) {
+        current.insert(r.uuid, (r.generation, r.consumer_type));
+        if let (Some(provider), Some(class), Some(used), Some(start)) = (r.provider, r.resource_class, r.used, r.start)
+        {
+            let window = Window { start, end: r.end };
+            held.entry(r.uuid).or_default().push(((provider, class), window, used));
         }
     }
     (current, held)
@@ -214,18 +215,10 @@ fn consumers_from_rows(rows: &[Row]) -> (Current, HashMap<Uuid, Held>) {
 fn providers_from_rows(rows: &[Row]) -> (HashMap<Uuid, i64>, HashMap<Key, Inventory>) {
     let mut generations = HashMap::new();
     let mut inventories = HashMap::new();
-    for r in rows {
-        generations.insert(r.get(0), r.get(1));
-        if let Some(class) = r.get::<_, Option<String>>(2) {
-            let inv = Inventory {
-                total: r.get(3),
-                reserved: r.get(4),
-                min_unit: r.get(5),
-                max_unit: r.get(6),
-                step_size: r.get(7),
-                allocation_ratio: r.get(8),
-            };
-            inventories.insert((r.get(0), class), inv);
+    for r in rows.iter().map(lock::ProviderInventory::from_row) {
+        generations.insert(r.uuid, r.generation);
+        if let Some((class, inv)) = r.inventory {
+            inventories.insert((r.uuid, class), inv);
         }
     }
     (generations, inventories)
@@ -239,15 +232,15 @@ fn others_by_key(rows: &[Row], wanted: &Wanted<'_>, held: &HashMap<Uuid, Held>) 
     // Open-ended holds that began before the window, by key.
     let mut before: HashMap<Key, i64> = HashMap::new();
     for r in rows {
-        let key: Key = (r.get(1), r.get(2));
-        let used: i64 = r.get(5);
-        match r.get::<_, i32>(0) {
-            0 => others.entry(key).or_default().push((Window { start: r.get(3), end: r.get(4) }, used)),
+        let key: Key = (r.get("provider"), r.get("class"));
+        let used: i64 = r.get("used");
+        match r.get::<_, i32>("kind") {
+            0 => others.entry(key).or_default().push((Window { start: r.get("start_at"), end: r.get("end_at") }, used)),
             1 => {
                 *before.entry(key.clone()).or_default() -= used;
-                let consumer: Uuid = r.get(6);
+                let consumer: Uuid = r.get("consumer");
                 if !held.contains_key(&consumer) {
-                    others.entry(key).or_default().push((Window { start: r.get(3), end: None }, used));
+                    others.entry(key).or_default().push((Window { start: r.get("start_at"), end: None }, used));
                 }
             }
             _ => *before.entry(key).or_default() += used,

@@ -94,7 +94,7 @@ async fn check_dropped_classes(
         )
         .await?
         .iter()
-        .map(|row| row.get(0))
+        .map(|row| row.get("resource_class"))
         .collect();
     for c in consumers {
         for a in &c.allocations {

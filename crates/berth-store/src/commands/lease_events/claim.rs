@@ -166,8 +166,8 @@ fn claim_sql() -> String {
          -- from the snapshot it claimed from (not a read of their own, a
          -- round trip more before any hook of the batch can start).
          SELECT {HOOK_LEASE_COLUMNS}, {SLOTS_JSON},
-                c.lease_id, c.id, c.event_type, c.time, c.due, c.attempts, c.was, c.was_by, c.at,
-                c.claim_expires_at, t.now, t.next
+                c.lease_id, c.id AS event_id, c.event_type, c.time, c.due, c.attempts, c.was, c.was_by,
+                c.at AS claimed_at, c.claim_expires_at, t.now, t.next
          FROM (SELECT clock_timestamp() AS now, {NEXT_DUE} AS next
                WHERE (SELECT count(*) FROM claimed) + (SELECT count(*) FROM logged) >= 0) t
          LEFT JOIN claimed c ON true
@@ -177,10 +177,6 @@ fn claim_sql() -> String {
         data = claimed_data("n")
     )
 }
-
-/// Where the claim's own columns start in a row of the claim statement
-/// (after the lease's, the reservation's and its slots').
-const CLAIM_AT: usize = 18;
 
 /// A `LeaseEventClaimed` event's data, as serde writes it, for a claimed
 /// row `r` of the claim statement: the log is appended by the statement
@@ -227,22 +223,22 @@ pub(super) fn claimed_type() -> &'static str {
 }
 
 /// A claimed row of the claim statement (none in its one row when it
-/// claimed nothing).
+/// claimed nothing), by the names of the claim's own columns (the lease's
+/// and reservation's are [`HOOK_LEASE_COLUMNS`]'s).
 fn claim_of(r: &tokio_postgres::Row) -> Option<Claim> {
-    let at = |i: usize| CLAIM_AT + i;
-    let event_type: String = r.get::<_, Option<String>>(at(2))?;
-    let was: String = r.get(at(6));
+    let event_type: String = r.get::<_, Option<String>>("event_type")?;
+    let was: String = r.get("was");
     Some(Claim {
-        lease: r.get(at(0)),
-        event: r.get(at(1)),
+        lease: r.get("lease_id"),
+        event: r.get("event_id"),
         event_type: LeaseEventType::parse(&event_type).unwrap_or(LeaseEventType::EndLease),
-        time: r.get(at(3)),
-        due: r.get(at(4)),
-        attempt: r.get(at(5)),
-        claimed_at: r.get(at(8)),
-        claim_expires_at: r.get(at(9)),
+        time: r.get("time"),
+        due: r.get("due"),
+        attempt: r.get("attempts"),
+        claimed_at: r.get("claimed_at"),
+        claim_expires_at: r.get("claim_expires_at"),
         rescued_from: (was == LeaseEventStatus::InProgress.as_str())
-            .then(|| r.get::<_, Option<String>>(at(7)).unwrap_or_default()),
+            .then(|| r.get::<_, Option<String>>("was_by").unwrap_or_default()),
     })
 }
 
@@ -263,9 +259,9 @@ fn claims_and_leases(rows: &[tokio_postgres::Row]) -> (Vec<Claim>, Vec<LeaseReco
             }
             claims.push(claim);
         }
-        if filling && r.get::<_, Option<Uuid>>(9).is_some() {
+        if filling && r.get::<_, Option<Uuid>>("reservation_id").is_some() {
             let lease = leases.last_mut().expect("pushed when filling began");
-            lease.reservations.push(reservation_of(r, slots_of(r.get(17))));
+            lease.reservations.push(reservation_of(r, slots_of(r.get("slots"))));
         }
     }
     (claims, leases)
@@ -307,7 +303,7 @@ async fn claim_on(
         }
     };
     let first = rows.first().ok_or_else(|| berth_core::Error::internal("the claim statement: no row"))?;
-    let next = NextDue { now: first.get(CLAIM_AT + 10), due: first.get(CLAIM_AT + 11) };
+    let next = NextDue { now: first.get("now"), due: first.get("next") };
     let (mut claims, leases) = claims_and_leases(&rows);
     claims.sort_by_key(|c| (c.due, lease_event::priority(c.event_type), c.event));
     Ok(Claimed { claims, next, leases })
@@ -413,8 +409,8 @@ impl Store {
             let mut kept = Vec::new();
             let mut out = Vec::new();
             for r in rows {
-                let (lease, event, attempts): (Uuid, Uuid, i32) = (r.get(0), r.get(1), r.get(2));
-                if events.contains(&(event, attempts)) {
+                let (lease, event) = (r.lease_id, r.id);
+                if events.contains(&(event, r.attempts)) {
                     kept.push(event);
                     out.push(Event::LeaseEventClaimRenewed {
                         lease,

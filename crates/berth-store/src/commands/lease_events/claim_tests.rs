@@ -17,7 +17,7 @@ async fn timestamps_are_written_as_serde_writes_them() {
     let db = TestDatabase::new().await;
     let store = db.store(2);
     let c = store.client().await.unwrap();
-    let sql = format!("SELECT {}", rfc3339("$1::timestamptz"));
+    let sql = format!("SELECT {} AS written", rfc3339("$1::timestamptz"));
     for t in [
         "2026-01-02T03:04:05Z",
         "2026-01-02T03:04:05.120Z",
@@ -25,7 +25,7 @@ async fn timestamps_are_written_as_serde_writes_them() {
         "2026-01-02T03:04:05.000100Z",
     ] {
         let t: DateTime<Utc> = t.parse().unwrap();
-        let written: String = c.query_one(&sql, &[&t]).await.unwrap().get(0);
+        let written: String = c.query_one(&sql, &[&t]).await.unwrap().get("written");
         assert_eq!(serde_json::Value::String(written), serde_json::to_value(t).unwrap());
     }
 }

@@ -54,14 +54,14 @@ pub(super) async fn lock_effects(
     consumers.dedup();
     let mut providers: BTreeSet<Uuid> = effects.iter().flat_map(|e| effect_hosts(e).iter().copied()).collect();
     if !consumers.is_empty() {
-        for r in lock::consumers(tx, &consumers).await? {
-            state.consumers.insert(r.get(0), (r.get(1), r.get(2), r.get(3)));
+        for c in lock::consumers(tx, &consumers).await? {
+            state.consumers.insert(c.uuid, (c.project_id, c.user_id, c.consumer_type));
         }
         let held: Vec<Uuid> = state.consumers.keys().copied().collect();
         for r in
             tx.query("SELECT DISTINCT provider_uuid FROM allocations WHERE consumer_uuid = ANY($1)", &[&held]).await?
         {
-            providers.insert(r.get(0));
+            providers.insert(r.get("provider_uuid"));
         }
     }
     if providers.is_empty() {
@@ -80,18 +80,20 @@ pub(super) async fn lock_effects(
         ],
     )
     .await?;
-    for r in &found[0] {
-        state.aggregates.insert(r.get(0), BTreeSet::new());
+    for p in found[0].iter().map(lock::LockedProvider::from_row) {
+        state.aggregates.insert(p.uuid, BTreeSet::new());
     }
     for r in &found[1] {
-        state.aggregates.entry(r.get(0)).or_default().insert(r.get(1));
+        state.aggregates.entry(r.get("provider_uuid")).or_default().insert(r.get("aggregate"));
     }
     for r in &found[2] {
-        let caps: Value = r.get(2);
-        state.hosts.insert(r.get(0), (r.get(1), serde_json::from_value(caps).unwrap_or_default()));
+        let caps: Value = r.get("capabilities");
+        state
+            .hosts
+            .insert(r.get("provider_uuid"), (r.get("reservable"), serde_json::from_value(caps).unwrap_or_default()));
     }
     for r in &found[3] {
-        state.holds.insert(r.get(0));
+        state.holds.insert(r.get("provider_uuid"));
     }
     Ok(state)
 }

@@ -80,17 +80,19 @@ async fn lock_current(tx: &Transaction<'_>, leases: &[Uuid], ids: &[Uuid]) -> Re
         ],
     )
     .await?;
-    let events = events.iter().map(|r| (r.get(0), (r.get(1), r.get(2), r.get(3), r.get(4)))).collect();
+    let events = events
+        .iter()
+        .map(lock::LockedEvent::from_row)
+        .map(|e| (e.id, (e.status, e.attempts, e.claimed_by, e.event_type)))
+        .collect();
     let leases = lease_rows
         .iter()
-        .map(|r| {
-            let s: String = r.get(1);
-            (r.get(0), (LeaseStatus::parse(&s).unwrap_or(LeaseStatus::Error), r.get(2)))
-        })
+        .map(lock::LockedLease::from_row)
+        .map(|l| (l.id, (LeaseStatus::parse(&l.status).unwrap_or(LeaseStatus::Error), l.degraded)))
         .collect();
     let mut reservations: HashMap<Uuid, Vec<(Uuid, String)>> = HashMap::new();
     for r in &reservation_rows {
-        reservations.entry(r.get(0)).or_default().push((r.get(1), r.get(2)));
+        reservations.entry(r.get("lease_id")).or_default().push((r.get("id"), r.get("status")));
     }
     Ok(Current { events, leases, reservations })
 }

@@ -34,7 +34,7 @@ impl Store {
                         coalesce((SELECT jsonb_object_agg(p.uuid::text, p.name) FROM providers p
                                   WHERE p.uuid IN (SELECT (m->>'from')::uuid FROM jsonb_array_elements(h.moves) m
                                                    UNION SELECT (m->>'to')::uuid FROM jsonb_array_elements(h.moves) m)),
-                                 '{}')
+                                 '{}') AS names
                  FROM heal_hooks h ORDER BY h.created_at, h.id LIMIT 100",
                 &[],
             )
@@ -43,11 +43,11 @@ impl Store {
         Ok(rows
             .iter()
             .map(|r| HealHook {
-                id: r.get(0),
-                lease: r.get(1),
-                reservation: r.get(2),
-                moves: serde_json::from_value(r.get(3)).unwrap_or_default(),
-                names: serde_json::from_value(r.get(4)).unwrap_or_default(),
+                id: r.get("id"),
+                lease: r.get("lease_id"),
+                reservation: r.get("reservation_id"),
+                moves: serde_json::from_value(r.get("moves")).unwrap_or_default(),
+                names: serde_json::from_value(r.get("names")).unwrap_or_default(),
             })
             .collect())
     }
@@ -62,7 +62,7 @@ impl Store {
             let Some(row) = tx.query_opt("SELECT lease_id FROM heal_hooks WHERE id = $1", &[&id]).await? else {
                 return Ok(false);
             };
-            let lease: Uuid = row.get(0);
+            let lease: Uuid = row.get("lease_id");
             lock::lease(tx, lease).await?;
             // Under the lease's lock: still owed?
             if tx.query_opt("SELECT 1 FROM heal_hooks WHERE id = $1", &[&id]).await?.is_none() {

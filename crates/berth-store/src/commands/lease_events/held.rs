@@ -39,7 +39,7 @@ impl Store {
                                         SELECT d.consumer_uuid FROM reservation_draws d
                                         JOIN reservation_slots s ON s.consumer_uuid = d.slot_consumer
                                         JOIN reservations r ON r.id = s.reservation_id
-                                        WHERE r.lease_id = h.lease_id))), '{}')
+                                        WHERE r.lease_id = h.lease_id))), '{}') AS others
                  FROM host_holds h JOIN providers p ON p.uuid = h.provider_uuid
                  WHERE h.until IS NOT NULL ORDER BY h.until",
                 &[&at],
@@ -49,12 +49,12 @@ impl Store {
         Ok(rows
             .iter()
             .map(|r| HeldHost {
-                provider: r.get(0),
-                name: r.get(1),
-                pool: r.get(2),
-                until: r.get(3),
-                lease: r.get(4),
-                others: r.get(5),
+                provider: r.get("provider_uuid"),
+                name: r.get("name"),
+                pool: r.get("pool"),
+                until: r.get("until"),
+                lease: r.get("lease_id"),
+                others: r.get("others"),
             })
             .filter(|h| h.others.is_empty() || h.until.is_some_and(|u| u <= at))
             .collect())
@@ -85,7 +85,7 @@ impl Store {
             let Some(hold) = hold else {
                 return Ok(false);
             };
-            let lease: Uuid = hold.get(0);
+            let lease: Uuid = hold.get("lease_id");
             let mut out = Vec::new();
             for e in &all {
                 effect_events(e, lease, &mut state, at, &mut out);

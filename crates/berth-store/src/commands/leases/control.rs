@@ -76,7 +76,7 @@ impl Store {
         crate::tx::command!(self, |tx| {
             // A lease event never changes lease; its lease is locked first.
             let lease: Uuid = match tx.query_opt("SELECT lease_id FROM lease_events WHERE id = $1", &[&id]).await? {
-                Some(r) => r.get(0),
+                Some(r) => r.get("lease_id"),
                 None => return Err(event_not_found(id).into()),
             };
             let current = lock_lease(tx, lease, None).await?.record;

@@ -231,7 +231,7 @@ async fn create_in(
         }
     }
     let tx = tx.client().await?;
-    let at: DateTime<Utc> = at[0].get(0);
+    let at: DateTime<Utc> = at[0].get("now");
     let (windows, before_end, recurring) = windows_of(&new.dates, at)?;
     name_free(taken.first())?;
     let wins: Vec<Window> = windows.iter().map(|(s, e)| Window { start: *s, end: Some(*e) }).collect();

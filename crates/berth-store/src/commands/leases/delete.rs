@@ -55,19 +55,24 @@ async fn pools_left(
     }
     for r in tx
         .query(
-            "SELECT provider_uuid, array_agg(aggregate) FROM provider_aggregates
+            "SELECT provider_uuid, array_agg(aggregate) AS aggregates FROM provider_aggregates
              WHERE provider_uuid = ANY($1) GROUP BY 1 ORDER BY 1",
             &[&providers],
         )
         .await?
     {
-        let aggregates: Vec<Uuid> = r.get(1);
+        let aggregates: Vec<Uuid> = r.get("aggregates");
         let mut aggregates: BTreeSet<Uuid> = aggregates.into_iter().collect();
         let before = aggregates.len();
         aggregates.retain(|a| !pools.contains(a));
         if aggregates.len() != before {
             aggregates.insert(lease::FREE_POOL);
-            events.push(Event::ProviderAggregatesReplaced { provider: r.get(0), aggregates, bump: true, at });
+            events.push(Event::ProviderAggregatesReplaced {
+                provider: r.get("provider_uuid"),
+                aggregates,
+                bump: true,
+                at,
+            });
         }
     }
     Ok(events)

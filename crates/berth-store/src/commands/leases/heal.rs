@@ -113,12 +113,15 @@ async fn windows_on(
 ) -> Result<Vec<(Uuid, Window, bool)>, StoreError> {
     let rows = tx
         .query(
-            "SELECT provider_uuid, lower(during), upper(during), heal FROM maintenance_windows
+            "SELECT provider_uuid, lower(during) AS start_at, upper(during) AS end_at, heal FROM maintenance_windows
              WHERE provider_uuid = ANY($1) AND upper(during) > $2",
             &[&providers, &at],
         )
         .await?;
-    Ok(rows.iter().map(|r| (r.get(0), Window { start: r.get(1), end: r.get(2) }, r.get(3))).collect())
+    Ok(rows
+        .iter()
+        .map(|r| (r.get("provider_uuid"), Window { start: r.get("start_at"), end: r.get("end_at") }, r.get("heal")))
+        .collect())
 }
 
 /// Whether the cloud has more than `small` hosts (a bounded count).
@@ -138,7 +141,7 @@ async fn unusable(tx: &Transaction<'_>, providers: &[Uuid]) -> Result<HashSet<Uu
             &[&providers],
         )
         .await?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
+    Ok(rows.iter().map(|r| r.get("provider_uuid")).collect())
 }
 
 /// The leases to heal, locked, with what is unusable under them.
@@ -220,7 +223,7 @@ pub(crate) async fn lock_all(
             .query(AFFECTED, &[&down, &seen_at, &m_hosts, &m_start, &m_end])
             .await?
             .iter()
-            .map(|r| r.get(0))
+            .map(|r| r.get("lease_id"))
             .collect();
         let new: Vec<Uuid> = ids.into_iter().filter(|id| seen.insert(*id)).collect();
         if new.is_empty() {
@@ -443,23 +446,23 @@ async fn move_events(
     for m in moves {
         let rows = tx
             .query(
-                "SELECT provider_uuid, resource_class, used, lower(during), upper(during) FROM allocations
-                 WHERE consumer_uuid = $1 ORDER BY provider_uuid, resource_class, lower(during)",
+                "SELECT provider_uuid, resource_class, used, lower(during) AS start_at, upper(during) AS end_at
+                 FROM allocations WHERE consumer_uuid = $1 ORDER BY provider_uuid, resource_class, lower(during)",
                 &[&m.consumer],
             )
             .await?;
         let mut allocations: Vec<Allocation> = rows
             .iter()
             .filter_map(|row| {
-                let (provider, start): (Uuid, DateTime<Utc>) = (row.get(0), row.get(3));
-                let mut end: Option<DateTime<Utc>> = row.get(4);
+                let (provider, start): (Uuid, DateTime<Utc>) = (row.get("provider_uuid"), row.get("start_at"));
+                let mut end: Option<DateTime<Utc>> = row.get("end_at");
                 if provider == m.from {
                     end = Some(end.map_or(cut, |e| e.min(cut)));
                 }
                 (end.is_none_or(|e| e > start)).then(|| Allocation {
                     provider,
-                    resource_class: row.get(1),
-                    used: row.get(2),
+                    resource_class: row.get("resource_class"),
+                    used: row.get("used"),
                     window: Window { start, end },
                 })
             })
@@ -485,10 +488,14 @@ pub(crate) async fn to_heal(
     at: DateTime<Utc>,
 ) -> Result<Vec<(Uuid, String, serde_json::Value)>, StoreError> {
     let (m_hosts, m_start, m_end) = maintenance_params(changed.maintenance);
-    let ids: Vec<Uuid> =
-        c.query(AFFECTED, &[&changed.down, &at, &m_hosts, &m_start, &m_end]).await?.iter().map(|r| r.get(0)).collect();
+    let ids: Vec<Uuid> = c
+        .query(AFFECTED, &[&changed.down, &at, &m_hosts, &m_start, &m_end])
+        .await?
+        .iter()
+        .map(|r| r.get("lease_id"))
+        .collect();
     let rows = c
         .query("SELECT id, resource_type, params FROM reservations WHERE lease_id = ANY($1) ORDER BY id", &[&ids])
         .await?;
-    Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
+    Ok(rows.iter().map(|r| (r.get("id"), r.get("resource_type"), r.get("params"))).collect())
 }

@@ -131,13 +131,13 @@ async fn holds(url: &str, consumer: Uuid) -> Vec<(Uuid, DateTime<Utc>, Option<Da
     let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(conn);
     c.query(
-        "SELECT provider_uuid, lower(during), upper(during) FROM allocations
+        "SELECT provider_uuid, lower(during) AS start_at, upper(during) AS end_at FROM allocations
          WHERE consumer_uuid = $1 AND resource_class = 'VCPU' ORDER BY lower(during)",
         &[&consumer],
     )
     .await
     .unwrap()
     .iter()
-    .map(|r| (r.get(0), r.get(1), r.get(2)))
+    .map(|r| (r.get("provider_uuid"), r.get("start_at"), r.get("end_at")))
     .collect()
 }

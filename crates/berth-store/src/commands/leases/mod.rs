@@ -123,7 +123,7 @@ async fn check_name_free(
 /// Refuses the name [`NAME_TAKEN`] found, if any.
 fn name_free(taken: Option<&tokio_postgres::Row>) -> Result<(), Error> {
     if let Some(r) = taken {
-        let name: String = r.get(0);
+        let name: String = r.get("name");
         return Err(Error::conflict(ErrorCode::DuplicateLeaseName, format!("a lease named {name:?} already exists")));
     }
     Ok(())

@@ -216,9 +216,12 @@ async fn the_near_read_puts_the_planners_settings_back() {
     let w = Window { start: base, end: Some(base + Duration::hours(2)) };
     let mut c = store.client().await.unwrap();
     let tx = c.transaction().await.unwrap();
-    let settings = "SELECT current_setting('plan_cache_mode'), current_setting('enable_sort'),
-                           current_setting('enable_seqscan'), current_setting('enable_hashjoin'),
-                           current_setting('jit'), current_setting('enable_bitmapscan')";
+    let names = ["plan_cache_mode", "enable_sort", "enable_seqscan", "enable_hashjoin", "jit", "enable_bitmapscan"];
+    let settings = format!(
+        "SELECT {}",
+        names.iter().map(|n| format!("current_setting('{n}') AS {n}")).collect::<Vec<_>>().join(", ")
+    );
+    let settings = settings.as_str();
     tx.execute(
         "SELECT set_config('enable_sort', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)",
         &[],
@@ -233,11 +236,11 @@ async fn the_near_read_puts_the_planners_settings_back() {
     let ranked = crate::queries::named_hosts::read(&tx, "p1", &zone, &windows, Duration::zero(), 1).await.unwrap();
     assert!(ranked.is_some_and(|n| !n.ids.is_empty()), "hosts ranked");
     let after = tx.query_one(settings, &[]).await.unwrap();
-    for k in 0..6 {
-        assert_eq!(before.get::<_, String>(k), after.get::<_, String>(k), "setting {k}");
+    for n in names {
+        assert_eq!(before.get::<_, String>(n), after.get::<_, String>(n), "setting {n}");
     }
-    assert_eq!(after.get::<_, String>(0), "force_generic_plan");
-    assert_eq!(after.get::<_, String>(2), "on");
+    assert_eq!(after.get::<_, String>("plan_cache_mode"), "force_generic_plan");
+    assert_eq!(after.get::<_, String>("enable_seqscan"), "on");
 }
 
 /// A host the near read must see change at once: each change is made

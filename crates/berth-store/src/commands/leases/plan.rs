@@ -118,7 +118,8 @@ pub(super) async fn plan_new(
         let lock = [(savepoint, &[][..]), (lock_sql, &lock_params[..])];
         let (marks, mut fresh) = gather_under(tx, &lock, &ids, span, windows[0], &[], cleaning).await?;
         (savepoint, holding) = (lock::CHOOSING_AGAIN, true);
-        let busy: Vec<Uuid> = marks.iter().filter(|r| !r.get::<_, bool>(1)).map(|r| r.get(0)).collect();
+        let busy: Vec<Uuid> =
+            marks.iter().map(lock::Chosen::from_row).filter(|c| !c.free).map(|c| c.provider).collect();
         if !busy.is_empty() {
             metrics::counter!("berth_lease_placement_passed_over").increment(busy.len() as u64);
             written.extend(busy);

@@ -36,19 +36,20 @@ pub(super) async fn past_of(
     }
     let rows = tx
         .query(
-            "SELECT consumer_uuid, provider_uuid, resource_class, used, lower(during), upper(during) FROM allocations
-             WHERE consumer_uuid = ANY($1) AND during && tstzrange($2, $3)
+            "SELECT consumer_uuid, provider_uuid, resource_class, used, lower(during) AS start_at,
+                    upper(during) AS end_at
+             FROM allocations WHERE consumer_uuid = ANY($1) AND during && tstzrange($2, $3)
              ORDER BY consumer_uuid, lower(during), provider_uuid, resource_class",
             &[&slots, &lease.start, &until],
         )
         .await?;
     for r in &rows {
-        let (start, end): (DateTime<Utc>, Option<DateTime<Utc>>) = (r.get(4), r.get(5));
+        let (start, end): (DateTime<Utc>, Option<DateTime<Utc>>) = (r.get("start_at"), r.get("end_at"));
         let window = Window { start: start.max(lease.start), end: Some(end.map_or(until, |e| e.min(until))) };
-        out.entry(r.get(0)).or_default().push(Allocation {
-            provider: r.get(1),
-            resource_class: r.get(2),
-            used: r.get(3),
+        out.entry(r.get("consumer_uuid")).or_default().push(Allocation {
+            provider: r.get("provider_uuid"),
+            resource_class: r.get("resource_class"),
+            used: r.get("used"),
             window,
         });
     }
@@ -140,7 +141,13 @@ pub(super) async fn draws_of(
         )
         .await?
         .iter()
-        .map(|r| (r.get(0), r.get(1), serde_json::from_value(r.get(2)).unwrap_or_default()))
+        .map(|r| {
+            (
+                r.get("slot_consumer"),
+                r.get("consumer_uuid"),
+                serde_json::from_value(r.get("resources")).unwrap_or_default(),
+            )
+        })
         .collect())
 }
 
@@ -161,31 +168,32 @@ pub(super) async fn follow_end(
     };
     let rows = tx
         .query(
-            "SELECT provider_uuid, resource_class, used, lower(during), upper(during) FROM allocations
-             WHERE consumer_uuid = $1 ORDER BY provider_uuid, resource_class, lower(during)",
+            "SELECT provider_uuid, resource_class, used, lower(during) AS start_at, upper(during) AS end_at
+             FROM allocations WHERE consumer_uuid = $1 ORDER BY provider_uuid, resource_class, lower(during)",
             &[&consumer],
         )
         .await?;
     let allocations: Vec<Allocation> = rows
         .iter()
         .filter_map(|r| {
-            let provider: Uuid = r.get(0);
-            let start: DateTime<Utc> = r.get(3);
-            let mut end: Option<DateTime<Utc>> = r.get(4);
+            let provider: Uuid = r.get("provider_uuid");
+            let start: DateTime<Utc> = r.get("start_at");
+            let mut end: Option<DateTime<Utc>> = r.get("end_at");
             if providers.contains(&provider) && end == Some(old_end) {
                 end = Some(new_end);
             }
             if end.is_some_and(|e| e <= start) {
                 return None;
             }
-            Some(Allocation { provider, resource_class: r.get(1), used: r.get(2), window: Window { start, end } })
+            let (resource_class, used) = (r.get("resource_class"), r.get("used"));
+            Some(Allocation { provider, resource_class, used, window: Window { start, end } })
         })
         .collect();
     Ok(Some(Event::AllocationsReplaced {
         consumer,
-        project_id: who.get(0),
-        user_id: who.get(1),
-        consumer_type: who.get(2),
+        project_id: who.get("project_id"),
+        user_id: who.get("user_id"),
+        consumer_type: who.get("consumer_type"),
         allocations,
         providers_bumped: None,
         at,

@@ -21,7 +21,7 @@ use tokio_postgres::Row;
 pub(crate) const SMALL: usize = 300;
 
 /// The hosts enrolled, counted up to `$1`.
-pub(super) const HOSTS_UP_TO: &str = "SELECT count(*) FROM (SELECT 1 FROM hosts LIMIT $1) h";
+pub(super) const HOSTS_UP_TO: &str = "SELECT count(*) AS hosts FROM (SELECT 1 FROM hosts LIMIT $1) h";
 
 /// How many hosts make a small cloud, and what the last count saw (not
 /// small until one has been made).
@@ -54,7 +54,7 @@ impl SmallCloud {
 
     /// Keeps what [`HOSTS_UP_TO`] answered.
     pub(super) fn saw(&self, rows: &[Row]) {
-        if let Some(n) = rows.first().map(|r| r.get::<_, i64>(0)) {
+        if let Some(n) = rows.first().map(|r| r.get::<_, i64>("hosts")) {
             self.small.store(n <= self.up_to, Ordering::Relaxed);
         }
     }

@@ -122,7 +122,7 @@ impl Store {
             .await
             .map_err(StoreError::from)?
             .iter()
-            .map(|r| r.get(0))
+            .map(|r| r.get("name"))
             .collect();
         if let Some(unknown) = classes.iter().find(|n| !known.contains(**n)) {
             return Err(crate::refuse::no_class(unknown));
@@ -190,7 +190,7 @@ async fn summaries(
         c.query("SELECT DISTINCT resource_class FROM inventories WHERE provider_uuid = ANY($1)", &[&members])
             .await?
             .iter()
-            .map(|r| r.get(0))
+            .map(|r| r.get("resource_class"))
             .collect()
     } else {
         search.classes.clone()

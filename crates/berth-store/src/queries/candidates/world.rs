@@ -58,8 +58,10 @@ pub async fn load(c: &impl GenericClient, classes: &[&str], req: &CandidateReque
 
 /// Whether any provider shares its inventory with its aggregates.
 async fn any_sharing(c: &impl GenericClient) -> Result<bool, StoreError> {
-    let row = c.query_one("SELECT EXISTS (SELECT 1 FROM provider_traits WHERE trait = $1)", &[&SHARING_TRAIT]).await?;
-    Ok(row.get(0))
+    let row = c
+        .query_one("SELECT EXISTS (SELECT 1 FROM provider_traits WHERE trait = $1) AS sharing", &[&SHARING_TRAIT])
+        .await?;
+    Ok(row.get("sharing"))
 }
 
 /// Trees a page at a time, each page four times the last, until the search over
@@ -79,13 +81,13 @@ async fn load_paged(
             None => c.query(FIRST_ROOTS, &[&classes, &size]).await?,
             Some((at, uuid)) => c.query(NEXT_ROOTS, &[&classes, &size, at, uuid]).await?,
         };
-        let roots: Vec<Uuid> = rows.iter().map(|r| r.get(0)).collect();
+        let roots: Vec<Uuid> = rows.iter().map(|r| r.get("uuid")).collect();
         load_trees(c, &roots, classes, &mut world).await?;
         let Some(last) = rows.last() else { break };
         if rows.len() < page || found(&world, req, limit) >= limit {
             break;
         }
-        after = Some((last.get(1), last.get(0)));
+        after = Some((last.get("created_at"), last.get("uuid")));
         page = (page * 4).min(LARGEST_PAGE);
     }
     Ok(world)
@@ -123,7 +125,7 @@ async fn load_all(c: &impl GenericClient, classes: &[&str]) -> Result<World, Sto
             &[&classes, &SHARING_TRAIT],
         )
         .await?;
-    let roots: Vec<Uuid> = rows.iter().map(|r| r.get(0)).collect();
+    let roots: Vec<Uuid> = rows.iter().map(|r| r.get("root_uuid")).collect();
     let mut world = World::default();
     load_trees(c, &roots, classes, &mut world).await?;
     Ok(world)
@@ -145,24 +147,25 @@ async fn load_trees(
     let rows = c
         .query(
             "SELECT p.uuid, p.parent_uuid, p.root_uuid,
-                    ARRAY(SELECT t.trait FROM provider_traits t WHERE t.provider_uuid = p.uuid),
-                    ARRAY(SELECT a.aggregate FROM provider_aggregates a WHERE a.provider_uuid = p.uuid)
+                    ARRAY(SELECT t.trait FROM provider_traits t WHERE t.provider_uuid = p.uuid) AS traits,
+                    ARRAY(SELECT a.aggregate FROM provider_aggregates a WHERE a.provider_uuid = p.uuid) AS aggregates
              FROM providers p WHERE p.root_uuid = ANY($1) ORDER BY p.created_at, p.uuid",
             &[&roots],
         )
         .await?;
     for r in &rows {
         let facts = ProviderFacts {
-            parent: r.get(1),
-            root: r.get(2),
-            traits: r.get::<_, Vec<String>>(3).into_iter().collect(),
-            aggregates: r.get::<_, Vec<Uuid>>(4).into_iter().collect(),
+            parent: r.get("parent_uuid"),
+            root: r.get("root_uuid"),
+            traits: r.get::<_, Vec<String>>("traits").into_iter().collect(),
+            aggregates: r.get::<_, Vec<Uuid>>("aggregates").into_iter().collect(),
             ..Default::default()
         };
-        world.providers.insert(r.get(0), facts);
+        world.providers.insert(r.get("uuid"), facts);
     }
-    world.roots.extend(rows.iter().filter(|r| r.get::<_, Option<Uuid>>(1).is_none()).map(|r| r.get::<_, Uuid>(0)));
-    let ids: Vec<Uuid> = rows.iter().map(|r| r.get(0)).collect();
+    let is_root = |r: &&tokio_postgres::Row| r.get::<_, Option<Uuid>>("parent_uuid").is_none();
+    world.roots.extend(rows.iter().filter(is_root).map(|r| r.get::<_, Uuid>("uuid")));
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.get("uuid")).collect();
     for ((p, class), (inv, used)) in inventories_from_now(c, &ids, classes).await? {
         if let Some(f) = world.providers.get_mut(&p) {
             f.inventory.insert(class, (inv, inv.capacity() - used));
