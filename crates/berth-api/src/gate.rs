@@ -11,11 +11,16 @@ use crate::AppState;
 
 /// The caller of an operation: who `ctx` is, under `state`'s rules.
 pub(crate) fn caller<'a>(state: &'a AppState, ctx: &'a Context) -> Caller<'a> {
+    caller_under(&state.rules, ctx)
+}
+
+/// The caller of an operation: who `ctx` is, under `rules`.
+pub(crate) fn caller_under<'a>(rules: &'a Rules, ctx: &'a Context) -> Caller<'a> {
     Caller {
         user_id: &ctx.user_id,
         project_id: &ctx.project_id,
         request_id: current_request_id(),
-        gate: Box::new(Asking { rules: &state.rules, ctx }),
+        gate: Box::new(Asking { rules, ctx }),
     }
 }
 
@@ -48,6 +53,7 @@ fn action(rule: Rule) -> Action {
         Rule::HostsGetAllocations => Action::HostsGetAllocations,
         Rule::HostsGetPrivateProperties => Action::HostsGetPrivateProperties,
         Rule::HostsUpdateProperty => Action::HostsUpdateProperty,
+        Rule::Placement(rule) => crate::placement::action(rule),
     }
 }
 

@@ -43,6 +43,10 @@ pub fn of(r: &Refusal) -> String {
             format!("resource provider {provider} already has inventory of {class}")
         }
         R::NoInventory { class } => format!("No inventory of class {class} found."),
+        R::InventoryCapacity { provider, class, zero_allowed } => format!(
+            "Invalid inventory for '{class}' on resource provider '{provider}'. The reserved value is greater than {}total.",
+            if *zero_allowed { "" } else { "or equal to " }
+        ),
         R::InventoryInUse { provider, classes } => {
             format!("Inventory for '{}' on resource provider '{provider}' in use.", classes.join(", "))
         }

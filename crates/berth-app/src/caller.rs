@@ -23,6 +23,8 @@ pub enum Rule {
     HostsGetAllocations,
     HostsGetPrivateProperties,
     HostsUpdateProperty,
+    /// One of Placement's.
+    Placement(crate::placement::Rule),
 }
 
 /// Whose thing a rule is asked about.

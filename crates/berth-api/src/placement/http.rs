@@ -9,6 +9,8 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use berth_app::placement::{May, Rule};
+use berth_app::App;
 use berth_core::error::{ErrorCode, ErrorKind};
 use berth_core::EventMeta;
 use chrono::{DateTime, Utc};
@@ -152,6 +154,15 @@ impl Pl {
         self.ctx.as_ref().ok_or_else(|| ApiError::unauthenticated().placement())
     }
 
+    /// The operations, and the caller's leave to follow `rule` (asked
+    /// before the path or the body is read, as Placement does); else 403.
+    pub fn may(&self, state: &AppState, rule: Rule) -> Result<(App, May), ApiError> {
+        let ctx = self.caller()?;
+        let app = crate::gate::app(state);
+        let may = app.placement().may(&crate::gate::caller_under(&self.rules, ctx), rule).map_err(|_| forbidden())?;
+        Ok((app, may))
+    }
+
     pub fn meta(&self) -> EventMeta {
         EventMeta {
             actor: self.ctx.as_ref().map(|c| c.user_id.clone()),
@@ -206,6 +217,45 @@ impl Pl {
                 h.insert(header::LAST_MODIFIED, v);
             }
         }
+    }
+}
+
+/// The named rule of each of Placement's.
+pub fn action(rule: Rule) -> Action {
+    match rule {
+        Rule::ProvidersList => Action::ResourceProvidersList,
+        Rule::ProvidersCreate => Action::ResourceProvidersCreate,
+        Rule::ProvidersShow => Action::ResourceProvidersShow,
+        Rule::ProvidersUpdate => Action::ResourceProvidersUpdate,
+        Rule::ProvidersDelete => Action::ResourceProvidersDelete,
+        Rule::InventoriesList => Action::InventoriesList,
+        Rule::InventoriesCreate => Action::InventoriesCreate,
+        Rule::InventoriesShow => Action::InventoriesShow,
+        Rule::InventoriesUpdate => Action::InventoriesUpdate,
+        Rule::InventoriesDelete => Action::InventoriesDelete,
+        Rule::ProviderUsages => Action::ProviderUsages,
+        Rule::ProviderAllocations => Action::ProviderAllocations,
+        Rule::ProviderTraitsList => Action::ProviderTraitsList,
+        Rule::ProviderTraitsUpdate => Action::ProviderTraitsUpdate,
+        Rule::ProviderTraitsDelete => Action::ProviderTraitsDelete,
+        Rule::AggregatesList => Action::AggregatesList,
+        Rule::AggregatesUpdate => Action::AggregatesUpdate,
+        Rule::ClassesList => Action::ResourceClassesList,
+        Rule::ClassesCreate => Action::ResourceClassesCreate,
+        Rule::ClassesShow => Action::ResourceClassesShow,
+        Rule::ClassesUpdate => Action::ResourceClassesUpdate,
+        Rule::ClassesDelete => Action::ResourceClassesDelete,
+        Rule::TraitsList => Action::TraitsList,
+        Rule::TraitsShow => Action::TraitsShow,
+        Rule::TraitsUpdate => Action::TraitsUpdate,
+        Rule::TraitsDelete => Action::TraitsDelete,
+        Rule::AllocationsList => Action::AllocationsList,
+        Rule::AllocationsManage => Action::AllocationsManage,
+        Rule::AllocationsUpdate => Action::AllocationsUpdate,
+        Rule::AllocationsDelete => Action::AllocationsDelete,
+        Rule::Usages => Action::Usages,
+        Rule::Reshape => Action::Reshape,
+        Rule::AllocationCandidates => Action::AllocationCandidates,
     }
 }
 

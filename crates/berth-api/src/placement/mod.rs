@@ -35,6 +35,7 @@ use axum::Router;
 
 use crate::auth::Context;
 use crate::AppState;
+pub(crate) use http::action;
 use http::{accepts_json, err, PREFIX};
 use microversion::{negotiate, VersionError};
 
