@@ -12,6 +12,9 @@ pub const CONVERTED: &[&str] = &[
     "crates/berth-api/src/blazar/leases/mod.rs",
     "crates/berth-api/src/blazar/leases/control.rs",
     "crates/berth-api/src/placement/allocations.rs",
+    "crates/berth-api/src/placement/inventories.rs",
+    "crates/berth-api/src/placement/providers.rs",
+    "crates/berth-api/src/placement/aggregates.rs",
     "crates/berth-api/src/placement/reshaper.rs",
 ];
 
