@@ -62,6 +62,7 @@ impl Asking<'_> {
         match owner {
             Owner::Caller => Target::own(self.ctx),
             Owner::Owned { project, user } => Target::owned(project, user),
+            Owner::Asked { project, user } => Target { project_id: project, user_id: user },
         }
     }
 }

@@ -34,6 +34,8 @@ pub enum Owner<'a> {
     Caller,
     /// A project's and a user's.
     Owned { project: &'a str, user: &'a str },
+    /// The project and user a request names, either of them perhaps not.
+    Asked { project: Option<&'a str>, user: Option<&'a str> },
 }
 
 /// The access rules as they apply to one caller: the edge knows the

@@ -10,9 +10,8 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use berth_app::placement::{May, Rule};
-use berth_app::App;
+use berth_app::{App, Owner};
 use berth_core::error::{ErrorCode, ErrorKind};
-use berth_core::EventMeta;
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -157,19 +156,15 @@ impl Pl {
     /// The operations, and the caller's leave to follow `rule` (asked
     /// before the path or the body is read, as Placement does); else 403.
     pub fn may(&self, state: &AppState, rule: Rule) -> Result<(App, May), ApiError> {
-        let ctx = self.caller()?;
-        let app = crate::gate::app(state);
-        let may = app.placement().may(&crate::gate::caller_under(&self.rules, ctx), rule).map_err(|_| forbidden())?;
-        Ok((app, may))
+        self.may_on(state, rule, Owner::Caller)
     }
 
-    pub fn meta(&self) -> EventMeta {
-        EventMeta {
-            actor: self.ctx.as_ref().map(|c| c.user_id.clone()),
-            project: self.ctx.as_ref().map(|c| c.project_id.clone()),
-            request_id: Some(crate::error::current_request_id()).filter(|id| !id.is_empty()),
-            causation: Some("placement".into()),
-        }
+    /// [`Pl::may`], for `owner`'s things.
+    pub fn may_on(&self, state: &AppState, rule: Rule, owner: Owner<'_>) -> Result<(App, May), ApiError> {
+        let caller = crate::gate::caller_under(&self.rules, self.caller()?);
+        let app = crate::gate::app(state);
+        let may = app.placement().may_on(&caller, rule, owner).map_err(|_| forbidden())?;
+        Ok((app, may))
     }
 
     /// [`body`], from the value the input check parsed when it did (it is

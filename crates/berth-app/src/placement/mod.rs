@@ -1,7 +1,8 @@
 //! Placement's use cases, one file per thing it keeps: providers
 //! ([`providers`]), their inventories ([`inventories`]) and aggregates
-//! ([`aggregates`]), consumers' allocations ([`allocations`], the claim),
-//! and the reshaper ([`reshaper`]).
+//! ([`aggregates`]) and traits ([`traits`]), resource classes
+//! ([`classes`]), consumers' allocations ([`allocations`], the claim),
+//! what is held now ([`usages`]), and the reshaper ([`reshaper`]).
 //!
 //! Placement asks its policy before it reads a request's path or body, so
 //! the edge asks first ([`Placement::may`]) and hands the leave it gets,
@@ -11,9 +12,12 @@
 
 pub mod aggregates;
 pub mod allocations;
+pub mod classes;
 pub mod inventories;
 pub mod providers;
 pub mod reshaper;
+pub mod traits;
+pub mod usages;
 
 use berth_core::EventMeta;
 pub use berth_store::queries::Provider;
@@ -104,7 +108,13 @@ impl<'a> Placement<'a> {
     /// Whether the caller may follow `rule` in its own project (Placement
     /// asks every rule of the caller's own project, but usages').
     pub fn may(&self, caller: &Caller<'_>, rule: Rule) -> Result<May, Error> {
-        caller.authorize(crate::Rule::Placement(rule), Owner::Caller)?;
+        self.may_on(caller, rule, Owner::Caller)
+    }
+
+    /// Whether the caller may follow `rule` on `owner`'s things (usages:
+    /// the project a request asks about).
+    pub fn may_on(&self, caller: &Caller<'_>, rule: Rule, owner: Owner<'_>) -> Result<May, Error> {
+        caller.authorize(crate::Rule::Placement(rule), owner)?;
         Ok(May { rule, meta: meta(caller) })
     }
 
@@ -128,6 +138,18 @@ impl<'a> Placement<'a> {
 
     pub fn aggregates(&self) -> aggregates::Aggregates<'a> {
         aggregates::Aggregates { app: self.app }
+    }
+
+    pub fn classes(&self) -> classes::Classes<'a> {
+        classes::Classes { app: self.app }
+    }
+
+    pub fn traits(&self) -> traits::Traits<'a> {
+        traits::Traits { app: self.app }
+    }
+
+    pub fn usages(&self) -> usages::Usages<'a> {
+        usages::Usages { app: self.app }
     }
 
     pub fn reshaper(&self) -> reshaper::Reshaper<'a> {

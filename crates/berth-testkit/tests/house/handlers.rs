@@ -16,6 +16,9 @@ pub const CONVERTED: &[&str] = &[
     "crates/berth-api/src/placement/providers.rs",
     "crates/berth-api/src/placement/aggregates.rs",
     "crates/berth-api/src/placement/reshaper.rs",
+    "crates/berth-api/src/placement/classes.rs",
+    "crates/berth-api/src/placement/traits.rs",
+    "crates/berth-api/src/placement/usages.rs",
 ];
 
 /// The longest function in a converted module, signature to closing brace.
