@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::microversion::Version;
 use super::schema;
-use crate::access::{Action, Rules, Target};
+use crate::access::{Action, Rules};
 use crate::auth::Context;
 use crate::error::{public_detail, status_of, ApiError, Style};
 use crate::AppState;
@@ -132,20 +132,6 @@ impl Pl {
         } else {
             Err(err(StatusCode::NOT_ACCEPTABLE, "Only application/json is provided"))
         }
-    }
-
-    /// The caller, when the policy lets it do `action` in its own project
-    /// (as Placement checks every action but usages); else 403.
-    pub fn authorize(&self, action: Action) -> Result<&Context, ApiError> {
-        let caller = self.caller()?;
-        self.authorize_on(action, &Target::own(caller))
-    }
-
-    /// The caller, when the policy lets it do `action` to `target`; else 403.
-    pub fn authorize_on(&self, action: Action, target: &Target<'_>) -> Result<&Context, ApiError> {
-        let caller = self.caller()?;
-        self.rules.authorize(caller, action, target).map_err(|_| forbidden())?;
-        Ok(caller)
     }
 
     /// The caller, whoever it is (the middleware has refused anonymous calls).

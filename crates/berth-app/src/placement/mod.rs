@@ -2,7 +2,8 @@
 //! ([`providers`]), their inventories ([`inventories`]) and aggregates
 //! ([`aggregates`]) and traits ([`traits`]), resource classes
 //! ([`classes`]), consumers' allocations ([`allocations`], the claim),
-//! what is held now ([`usages`]), and the reshaper ([`reshaper`]).
+//! what is held now ([`usages`]), where a request would fit
+//! ([`candidates`]), and the reshaper ([`reshaper`]).
 //!
 //! Placement asks its policy before it reads a request's path or body, so
 //! the edge asks first ([`Placement::may`]) and hands the leave it gets,
@@ -12,6 +13,7 @@
 
 pub mod aggregates;
 pub mod allocations;
+pub mod candidates;
 pub mod classes;
 pub mod inventories;
 pub mod providers;
@@ -138,6 +140,10 @@ impl<'a> Placement<'a> {
 
     pub fn aggregates(&self) -> aggregates::Aggregates<'a> {
         aggregates::Aggregates { app: self.app }
+    }
+
+    pub fn candidates(&self) -> candidates::Candidates<'a> {
+        candidates::Candidates { app: self.app }
     }
 
     pub fn classes(&self) -> classes::Classes<'a> {

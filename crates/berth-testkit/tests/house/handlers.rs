@@ -19,6 +19,8 @@ pub const CONVERTED: &[&str] = &[
     "crates/berth-api/src/placement/classes.rs",
     "crates/berth-api/src/placement/traits.rs",
     "crates/berth-api/src/placement/usages.rs",
+    "crates/berth-api/src/placement/candidates.rs",
+    "crates/berth-api/src/placement/candidate_stream.rs",
 ];
 
 /// The longest function in a converted module, signature to closing brace.
