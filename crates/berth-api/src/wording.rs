@@ -121,4 +121,16 @@ mod tests {
             "Inventory for 'VCPU, DISK_GB' on resource provider '00000000-0000-0000-0000-000000000000' in use."
         );
     }
+
+    #[test]
+    fn an_inventory_with_nothing_to_allocate_is_worded_by_version() {
+        let refusal = |zero_allowed| Refusal::InventoryCapacity {
+            provider: uuid::Uuid::nil(),
+            class: "VCPU".into(),
+            zero_allowed,
+        };
+        let start = "Invalid inventory for 'VCPU' on resource provider '00000000-0000-0000-0000-000000000000'. ";
+        assert_eq!(of(&refusal(true)), format!("{start}The reserved value is greater than total."));
+        assert_eq!(of(&refusal(false)), format!("{start}The reserved value is greater than or equal to total."));
+    }
 }
