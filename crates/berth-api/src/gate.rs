@@ -2,6 +2,7 @@
 //! each [`berth_app::Rule`] is one named [`Action`], and a refusal is said
 //! as [`Rules::authorize`] says it.
 
+use berth_app::placement::Rule as PlacementRule;
 use berth_app::{Caller, Gate, Owner, Rule};
 
 use crate::access::{Action, Rules, Target};
@@ -53,7 +54,46 @@ fn action(rule: Rule) -> Action {
         Rule::HostsGetAllocations => Action::HostsGetAllocations,
         Rule::HostsGetPrivateProperties => Action::HostsGetPrivateProperties,
         Rule::HostsUpdateProperty => Action::HostsUpdateProperty,
-        Rule::Placement(rule) => crate::placement::action(rule),
+        Rule::Placement(rule) => placement_action(rule),
+    }
+}
+
+/// The named rule of each of Placement's.
+fn placement_action(rule: PlacementRule) -> Action {
+    match rule {
+        PlacementRule::ProvidersList => Action::ResourceProvidersList,
+        PlacementRule::ProvidersCreate => Action::ResourceProvidersCreate,
+        PlacementRule::ProvidersShow => Action::ResourceProvidersShow,
+        PlacementRule::ProvidersUpdate => Action::ResourceProvidersUpdate,
+        PlacementRule::ProvidersDelete => Action::ResourceProvidersDelete,
+        PlacementRule::InventoriesList => Action::InventoriesList,
+        PlacementRule::InventoriesCreate => Action::InventoriesCreate,
+        PlacementRule::InventoriesShow => Action::InventoriesShow,
+        PlacementRule::InventoriesUpdate => Action::InventoriesUpdate,
+        PlacementRule::InventoriesDelete => Action::InventoriesDelete,
+        PlacementRule::ProviderUsages => Action::ProviderUsages,
+        PlacementRule::ProviderAllocations => Action::ProviderAllocations,
+        PlacementRule::ProviderTraitsList => Action::ProviderTraitsList,
+        PlacementRule::ProviderTraitsUpdate => Action::ProviderTraitsUpdate,
+        PlacementRule::ProviderTraitsDelete => Action::ProviderTraitsDelete,
+        PlacementRule::AggregatesList => Action::AggregatesList,
+        PlacementRule::AggregatesUpdate => Action::AggregatesUpdate,
+        PlacementRule::ClassesList => Action::ResourceClassesList,
+        PlacementRule::ClassesCreate => Action::ResourceClassesCreate,
+        PlacementRule::ClassesShow => Action::ResourceClassesShow,
+        PlacementRule::ClassesUpdate => Action::ResourceClassesUpdate,
+        PlacementRule::ClassesDelete => Action::ResourceClassesDelete,
+        PlacementRule::TraitsList => Action::TraitsList,
+        PlacementRule::TraitsShow => Action::TraitsShow,
+        PlacementRule::TraitsUpdate => Action::TraitsUpdate,
+        PlacementRule::TraitsDelete => Action::TraitsDelete,
+        PlacementRule::AllocationsList => Action::AllocationsList,
+        PlacementRule::AllocationsManage => Action::AllocationsManage,
+        PlacementRule::AllocationsUpdate => Action::AllocationsUpdate,
+        PlacementRule::AllocationsDelete => Action::AllocationsDelete,
+        PlacementRule::Usages => Action::Usages,
+        PlacementRule::Reshape => Action::Reshape,
+        PlacementRule::AllocationCandidates => Action::AllocationCandidates,
     }
 }
 

@@ -24,7 +24,45 @@ pub enum Rule {
     HostsGetPrivateProperties,
     HostsUpdateProperty,
     /// One of Placement's.
-    Placement(crate::placement::Rule),
+    Placement(PlacementRule),
+}
+
+/// Placement's rules, one per action (the edge maps each to its named rule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlacementRule {
+    ProvidersList,
+    ProvidersCreate,
+    ProvidersShow,
+    ProvidersUpdate,
+    ProvidersDelete,
+    InventoriesList,
+    InventoriesCreate,
+    InventoriesShow,
+    InventoriesUpdate,
+    InventoriesDelete,
+    ProviderUsages,
+    ProviderAllocations,
+    ProviderTraitsList,
+    ProviderTraitsUpdate,
+    ProviderTraitsDelete,
+    AggregatesList,
+    AggregatesUpdate,
+    ClassesList,
+    ClassesCreate,
+    ClassesShow,
+    ClassesUpdate,
+    ClassesDelete,
+    TraitsList,
+    TraitsShow,
+    TraitsUpdate,
+    TraitsDelete,
+    AllocationsList,
+    AllocationsManage,
+    AllocationsUpdate,
+    AllocationsDelete,
+    Usages,
+    Reshape,
+    AllocationCandidates,
 }
 
 /// Whose thing a rule is asked about.

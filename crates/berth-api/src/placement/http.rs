@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::microversion::Version;
 use super::schema;
-use crate::access::{Action, Rules};
+use crate::access::Rules;
 use crate::auth::Context;
 use crate::error::{public_detail, status_of, ApiError, Style};
 use crate::AppState;
@@ -198,45 +198,6 @@ impl Pl {
                 h.insert(header::LAST_MODIFIED, v);
             }
         }
-    }
-}
-
-/// The named rule of each of Placement's.
-pub fn action(rule: Rule) -> Action {
-    match rule {
-        Rule::ProvidersList => Action::ResourceProvidersList,
-        Rule::ProvidersCreate => Action::ResourceProvidersCreate,
-        Rule::ProvidersShow => Action::ResourceProvidersShow,
-        Rule::ProvidersUpdate => Action::ResourceProvidersUpdate,
-        Rule::ProvidersDelete => Action::ResourceProvidersDelete,
-        Rule::InventoriesList => Action::InventoriesList,
-        Rule::InventoriesCreate => Action::InventoriesCreate,
-        Rule::InventoriesShow => Action::InventoriesShow,
-        Rule::InventoriesUpdate => Action::InventoriesUpdate,
-        Rule::InventoriesDelete => Action::InventoriesDelete,
-        Rule::ProviderUsages => Action::ProviderUsages,
-        Rule::ProviderAllocations => Action::ProviderAllocations,
-        Rule::ProviderTraitsList => Action::ProviderTraitsList,
-        Rule::ProviderTraitsUpdate => Action::ProviderTraitsUpdate,
-        Rule::ProviderTraitsDelete => Action::ProviderTraitsDelete,
-        Rule::AggregatesList => Action::AggregatesList,
-        Rule::AggregatesUpdate => Action::AggregatesUpdate,
-        Rule::ClassesList => Action::ResourceClassesList,
-        Rule::ClassesCreate => Action::ResourceClassesCreate,
-        Rule::ClassesShow => Action::ResourceClassesShow,
-        Rule::ClassesUpdate => Action::ResourceClassesUpdate,
-        Rule::ClassesDelete => Action::ResourceClassesDelete,
-        Rule::TraitsList => Action::TraitsList,
-        Rule::TraitsShow => Action::TraitsShow,
-        Rule::TraitsUpdate => Action::TraitsUpdate,
-        Rule::TraitsDelete => Action::TraitsDelete,
-        Rule::AllocationsList => Action::AllocationsList,
-        Rule::AllocationsManage => Action::AllocationsManage,
-        Rule::AllocationsUpdate => Action::AllocationsUpdate,
-        Rule::AllocationsDelete => Action::AllocationsDelete,
-        Rule::Usages => Action::Usages,
-        Rule::Reshape => Action::Reshape,
-        Rule::AllocationCandidates => Action::AllocationCandidates,
     }
 }
 

@@ -38,7 +38,6 @@ use axum::Router;
 
 use crate::auth::Context;
 use crate::AppState;
-pub(crate) use http::action;
 use http::{accepts_json, err, PREFIX};
 use microversion::{negotiate, VersionError};
 

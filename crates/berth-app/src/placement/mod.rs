@@ -27,43 +27,8 @@ use uuid::Uuid;
 
 use crate::{App, Caller, Error, Owner};
 
-/// Placement's rules, one per action (the edge maps each to its named rule).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rule {
-    ProvidersList,
-    ProvidersCreate,
-    ProvidersShow,
-    ProvidersUpdate,
-    ProvidersDelete,
-    InventoriesList,
-    InventoriesCreate,
-    InventoriesShow,
-    InventoriesUpdate,
-    InventoriesDelete,
-    ProviderUsages,
-    ProviderAllocations,
-    ProviderTraitsList,
-    ProviderTraitsUpdate,
-    ProviderTraitsDelete,
-    AggregatesList,
-    AggregatesUpdate,
-    ClassesList,
-    ClassesCreate,
-    ClassesShow,
-    ClassesUpdate,
-    ClassesDelete,
-    TraitsList,
-    TraitsShow,
-    TraitsUpdate,
-    TraitsDelete,
-    AllocationsList,
-    AllocationsManage,
-    AllocationsUpdate,
-    AllocationsDelete,
-    Usages,
-    Reshape,
-    AllocationCandidates,
-}
+/// Placement's rules, one per action.
+pub use crate::caller::PlacementRule as Rule;
 
 /// Placement's use cases, over one [`App`].
 pub struct Placement<'a> {
