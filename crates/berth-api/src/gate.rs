@@ -2,6 +2,7 @@
 //! each [`berth_app::Rule`] is one named [`Action`], and a refusal is said
 //! as [`Rules::authorize`] says it.
 
+use berth_app::placement::Rule as PlacementRule;
 use berth_app::{Caller, Gate, Owner, Rule};
 
 use crate::access::{Action, Rules, Target};
@@ -11,11 +12,16 @@ use crate::AppState;
 
 /// The caller of an operation: who `ctx` is, under `state`'s rules.
 pub(crate) fn caller<'a>(state: &'a AppState, ctx: &'a Context) -> Caller<'a> {
+    caller_under(&state.rules, ctx)
+}
+
+/// The caller of an operation: who `ctx` is, under `rules`.
+pub(crate) fn caller_under<'a>(rules: &'a Rules, ctx: &'a Context) -> Caller<'a> {
     Caller {
         user_id: &ctx.user_id,
         project_id: &ctx.project_id,
         request_id: current_request_id(),
-        gate: Box::new(Asking { rules: &state.rules, ctx }),
+        gate: Box::new(Asking { rules, ctx }),
     }
 }
 
@@ -48,6 +54,46 @@ fn action(rule: Rule) -> Action {
         Rule::HostsGetAllocations => Action::HostsGetAllocations,
         Rule::HostsGetPrivateProperties => Action::HostsGetPrivateProperties,
         Rule::HostsUpdateProperty => Action::HostsUpdateProperty,
+        Rule::Placement(rule) => placement_action(rule),
+    }
+}
+
+/// The named rule of each of Placement's.
+fn placement_action(rule: PlacementRule) -> Action {
+    match rule {
+        PlacementRule::ProvidersList => Action::ResourceProvidersList,
+        PlacementRule::ProvidersCreate => Action::ResourceProvidersCreate,
+        PlacementRule::ProvidersShow => Action::ResourceProvidersShow,
+        PlacementRule::ProvidersUpdate => Action::ResourceProvidersUpdate,
+        PlacementRule::ProvidersDelete => Action::ResourceProvidersDelete,
+        PlacementRule::InventoriesList => Action::InventoriesList,
+        PlacementRule::InventoriesCreate => Action::InventoriesCreate,
+        PlacementRule::InventoriesShow => Action::InventoriesShow,
+        PlacementRule::InventoriesUpdate => Action::InventoriesUpdate,
+        PlacementRule::InventoriesDelete => Action::InventoriesDelete,
+        PlacementRule::ProviderUsages => Action::ProviderUsages,
+        PlacementRule::ProviderAllocations => Action::ProviderAllocations,
+        PlacementRule::ProviderTraitsList => Action::ProviderTraitsList,
+        PlacementRule::ProviderTraitsUpdate => Action::ProviderTraitsUpdate,
+        PlacementRule::ProviderTraitsDelete => Action::ProviderTraitsDelete,
+        PlacementRule::AggregatesList => Action::AggregatesList,
+        PlacementRule::AggregatesUpdate => Action::AggregatesUpdate,
+        PlacementRule::ClassesList => Action::ResourceClassesList,
+        PlacementRule::ClassesCreate => Action::ResourceClassesCreate,
+        PlacementRule::ClassesShow => Action::ResourceClassesShow,
+        PlacementRule::ClassesUpdate => Action::ResourceClassesUpdate,
+        PlacementRule::ClassesDelete => Action::ResourceClassesDelete,
+        PlacementRule::TraitsList => Action::TraitsList,
+        PlacementRule::TraitsShow => Action::TraitsShow,
+        PlacementRule::TraitsUpdate => Action::TraitsUpdate,
+        PlacementRule::TraitsDelete => Action::TraitsDelete,
+        PlacementRule::AllocationsList => Action::AllocationsList,
+        PlacementRule::AllocationsManage => Action::AllocationsManage,
+        PlacementRule::AllocationsUpdate => Action::AllocationsUpdate,
+        PlacementRule::AllocationsDelete => Action::AllocationsDelete,
+        PlacementRule::Usages => Action::Usages,
+        PlacementRule::Reshape => Action::Reshape,
+        PlacementRule::AllocationCandidates => Action::AllocationCandidates,
     }
 }
 
@@ -56,6 +102,7 @@ impl Asking<'_> {
         match owner {
             Owner::Caller => Target::own(self.ctx),
             Owner::Owned { project, user } => Target::owned(project, user),
+            Owner::Asked { project, user } => Target { project_id: project, user_id: user },
         }
     }
 }

@@ -43,6 +43,10 @@ pub fn of(r: &Refusal) -> String {
             format!("resource provider {provider} already has inventory of {class}")
         }
         R::NoInventory { class } => format!("No inventory of class {class} found."),
+        R::InventoryCapacity { provider, class, zero_allowed } => format!(
+            "Invalid inventory for '{class}' on resource provider '{provider}'. The reserved value is greater than {}total.",
+            if *zero_allowed { "" } else { "or equal to " }
+        ),
         R::InventoryInUse { provider, classes } => {
             format!("Inventory for '{}' on resource provider '{provider}' in use.", classes.join(", "))
         }
@@ -116,5 +120,17 @@ mod tests {
             of(&r),
             "Inventory for 'VCPU, DISK_GB' on resource provider '00000000-0000-0000-0000-000000000000' in use."
         );
+    }
+
+    #[test]
+    fn an_inventory_with_nothing_to_allocate_is_worded_by_version() {
+        let refusal = |zero_allowed| Refusal::InventoryCapacity {
+            provider: uuid::Uuid::nil(),
+            class: "VCPU".into(),
+            zero_allowed,
+        };
+        let start = "Invalid inventory for 'VCPU' on resource provider '00000000-0000-0000-0000-000000000000'. ";
+        assert_eq!(of(&refusal(true)), format!("{start}The reserved value is greater than total."));
+        assert_eq!(of(&refusal(false)), format!("{start}The reserved value is greater than or equal to total."));
     }
 }

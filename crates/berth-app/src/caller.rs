@@ -23,6 +23,46 @@ pub enum Rule {
     HostsGetAllocations,
     HostsGetPrivateProperties,
     HostsUpdateProperty,
+    /// One of Placement's.
+    Placement(PlacementRule),
+}
+
+/// Placement's rules, one per action (the edge maps each to its named rule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlacementRule {
+    ProvidersList,
+    ProvidersCreate,
+    ProvidersShow,
+    ProvidersUpdate,
+    ProvidersDelete,
+    InventoriesList,
+    InventoriesCreate,
+    InventoriesShow,
+    InventoriesUpdate,
+    InventoriesDelete,
+    ProviderUsages,
+    ProviderAllocations,
+    ProviderTraitsList,
+    ProviderTraitsUpdate,
+    ProviderTraitsDelete,
+    AggregatesList,
+    AggregatesUpdate,
+    ClassesList,
+    ClassesCreate,
+    ClassesShow,
+    ClassesUpdate,
+    ClassesDelete,
+    TraitsList,
+    TraitsShow,
+    TraitsUpdate,
+    TraitsDelete,
+    AllocationsList,
+    AllocationsManage,
+    AllocationsUpdate,
+    AllocationsDelete,
+    Usages,
+    Reshape,
+    AllocationCandidates,
 }
 
 /// Whose thing a rule is asked about.
@@ -32,6 +72,8 @@ pub enum Owner<'a> {
     Caller,
     /// A project's and a user's.
     Owned { project: &'a str, user: &'a str },
+    /// The project and user a request names, either of them perhaps not.
+    Asked { project: Option<&'a str>, user: Option<&'a str> },
 }
 
 /// The access rules as they apply to one caller: the edge knows the

@@ -16,6 +16,7 @@ mod caller;
 pub mod hosts;
 pub mod idempotency;
 pub mod leases;
+pub mod placement;
 pub mod policy;
 
 use std::sync::Arc;

@@ -61,6 +61,13 @@ pub enum Refusal {
     NoInventory {
         class: String,
     },
+    /// An inventory with nothing to allocate: reserved above total, or
+    /// (`zero_allowed` false, before Placement 1.26) equal to it.
+    InventoryCapacity {
+        provider: Uuid,
+        class: String,
+        zero_allowed: bool,
+    },
     /// Classes dropped from a provider's inventories that are still allocated.
     InventoryInUse {
         provider: Uuid,

@@ -6,6 +6,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use berth_app::placement::Rule;
 use berth_core::error::ErrorCode;
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -14,7 +15,6 @@ use super::bodies;
 use super::http::{body_value, conflict, served_now, Pl};
 use super::providers::provider_uuid;
 use super::schemas;
-use crate::access::Action;
 use crate::error::ApiError;
 use crate::tags;
 use crate::AppState;
@@ -39,10 +39,9 @@ fn aggregates_json(p: &Pl, aggregates: &[Uuid], generation: i64) -> Value {
 pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
     p.since(p.mv.aggregates())?;
-    p.authorize(Action::AggregatesList)?;
+    let (app, may) = p.may(&s, Rule::AggregatesList)?;
     let uuid = provider_uuid(&raw)?;
-    let rp = s.store.placement_provider(uuid).await?;
-    let aggregates = s.store.provider_aggregates(uuid).await?;
+    let (rp, aggregates) = app.placement().aggregates().of_provider(&may, uuid).await?;
     Ok(p.json(StatusCode::OK, &aggregates_json(&p, &aggregates, rp.generation), served_now()))
 }
 
@@ -64,38 +63,36 @@ pub async fn replace(
 ) -> Result<Response, ApiError> {
     p.json_content()?;
     p.since(p.mv.aggregates())?;
-    p.authorize(Action::AggregatesUpdate)?;
-    let uuid = provider_uuid(&raw)?;
-    let rp = s.store.placement_provider(uuid).await?;
-    let body = body_value(&bytes, &schemas::aggregates(p.mv))?;
+    let (app, may) = p.may(&s, Rule::AggregatesUpdate)?;
+    let rp = app.placement().provider(&may, provider_uuid(&raw)?).await?;
+    let (given, expected) = asked(&p, &bytes)?;
     let with_generation = p.mv.aggregates_generation();
-    let (list, expected) = if with_generation {
+    let set: BTreeSet<Uuid> = given.iter().copied().collect();
+    let replaced = app.placement().aggregates().replace(&may, &rp, expected, set, with_generation).await;
+    let generation = replaced.map_err(|e| match e {
+        berth_app::Error::Domain(e) if e.code == ErrorCode::ConcurrentUpdate => stale(),
+        e => e.into(),
+    })?;
+    Ok(p.json(StatusCode::OK, &aggregates_json(&p, &given, generation), served_now()))
+}
+
+/// The aggregates a body gives, in its order (Placement echoes them so),
+/// and the generation it names (1.19 on).
+fn asked(p: &Pl, bytes: &[u8]) -> Result<(Vec<Uuid>, Option<i64>), ApiError> {
+    let body = body_value(bytes, &schemas::aggregates(p.mv))?;
+    let (list, expected) = if p.mv.aggregates_generation() {
         (&body["aggregates"], body["resource_provider_generation"].as_i64())
     } else {
         (&body, None)
     };
-    let stale = || {
-        conflict(
-            ErrorCode::ConcurrentUpdate,
-            "Resource provider's generation already changed. Please update the generation and try again.",
-        )
-    };
-    if expected.is_some_and(|g| g != rp.generation) {
-        return Err(stale());
-    }
-    // Kept in the order given, as Placement echoes them.
-    let given: Vec<Uuid> = list
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| a.as_str())
-        .filter_map(|a| Uuid::try_parse(a).ok())
-        .collect();
-    let set: BTreeSet<Uuid> = given.iter().copied().collect();
-    let generation = s
-        .store
-        .replace_aggregates(&p.meta(), uuid, expected, set, with_generation)
-        .await
-        .map_err(|e| if e.code == ErrorCode::ConcurrentUpdate { stale() } else { ApiError::from(e) })?;
-    Ok(p.json(StatusCode::OK, &aggregates_json(&p, &given, generation), served_now()))
+    let given =
+        list.as_array().into_iter().flatten().filter_map(|a| a.as_str()).filter_map(|a| Uuid::try_parse(a).ok());
+    Ok((given.collect(), expected))
+}
+
+fn stale() -> ApiError {
+    conflict(
+        ErrorCode::ConcurrentUpdate,
+        "Resource provider's generation already changed. Please update the generation and try again.",
+    )
 }

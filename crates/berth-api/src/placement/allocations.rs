@@ -6,11 +6,9 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use berth_app::placement::allocations::{Claim, ConsumerView, GenerationCheck, Hold, ProviderAllocation};
+use berth_app::placement::{Provider, Rule};
 use berth_core::error::{ErrorCode, ErrorKind};
-use berth_core::event::Allocation;
-use berth_core::Window;
-use berth_store::commands::{ConsumerAllocations, GenerationCheck};
-use chrono::{DateTime, Utc};
 use indexmap::IndexMap;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -21,7 +19,6 @@ use super::http::{bad_request, domain, served_now, Pl};
 use super::microversion::Version;
 use super::providers::provider_uuid;
 use super::schemas;
-use crate::access::Action;
 use crate::error::ApiError;
 use crate::tags;
 use crate::AppState;
@@ -56,55 +53,113 @@ fn missing_provider(raw: &str) -> ApiError {
     bad_request(format!("Allocation for resource provider '{raw}' that does not exist."))
 }
 
-/// Turns a request's allocations into the command's, held from `now` (the
-/// database's) on, in the request's order (which the answers keep).
-fn holds(
-    by_provider: impl IntoIterator<Item = (String, IndexMap<String, i64>)>,
-    now: DateTime<Utc>,
-) -> Result<Vec<Allocation>, ApiError> {
-    let window = Window::from(now);
+fn malformed_consumer(raw: &str) -> ApiError {
+    bad_request(format!("Malformed consumer_uuid: {raw}"))
+}
+
+/// A request's allocations, in the request's order (which the answers keep).
+fn holds(by_provider: impl IntoIterator<Item = (String, IndexMap<String, i64>)>) -> Result<Vec<Hold>, ApiError> {
     let mut out = Vec::new();
     for (raw, resources) in by_provider {
         let provider = Uuid::try_parse(&raw).map_err(|_| missing_provider(&raw))?;
         for (resource_class, used) in resources {
-            out.push(Allocation { provider, resource_class, used, window });
+            out.push(Hold { provider, resource_class, used });
         }
     }
     Ok(out)
 }
 
 impl bodies::AllocationsChange {
-    pub fn into_command(
-        self,
-        mv: Version,
-        consumer: Uuid,
-        now: DateTime<Utc>,
-    ) -> Result<ConsumerAllocations, ApiError> {
+    /// The claim of `consumer` this body asks for at `mv`.
+    pub fn into_claim(self, mv: Version, consumer: Uuid) -> Result<Claim, ApiError> {
         let generation = if mv.consumer_generations() {
             self.consumer_generation.map(GenerationCheck::Exactly).unwrap_or(GenerationCheck::New)
         } else {
             GenerationCheck::Any
         };
-        let allocations = holds(self.allocations.into_iter().map(|(p, r)| (p, r.resources)), now)?;
-        Ok(ConsumerAllocations {
+        Ok(Claim {
             consumer,
             project_id: self.project_id.unwrap_or_else(|| INCOMPLETE_CONSUMER.into()),
             user_id: self.user_id.unwrap_or_else(|| INCOMPLETE_CONSUMER.into()),
             consumer_type: self.consumer_type,
             generation,
-            allocations,
+            holds: holds(self.allocations.into_iter().map(|(p, r)| (p, r.resources)))?,
         })
     }
 }
 
+/// The claim a `PUT` body asks for: a dict from 1.12, a list before.
+fn claim_of(p: &Pl, consumer: Uuid, bytes: &[u8]) -> Result<Claim, ApiError> {
+    if p.mv.dict_allocations() {
+        let b: ConsumerBody = p.body(bytes, schemas::PUT_ALLOCATIONS.get(p.mv))?;
+        return b.into_claim(p.mv, consumer);
+    }
+    let b: ListBody = p.body(bytes, schemas::ALLOCATIONS_LIST.get(p.mv))?;
+    Ok(Claim {
+        consumer,
+        project_id: b.project_id.unwrap_or_else(|| INCOMPLETE_CONSUMER.into()),
+        user_id: b.user_id.unwrap_or_else(|| INCOMPLETE_CONSUMER.into()),
+        consumer_type: None,
+        generation: GenerationCheck::Any,
+        holds: holds(b.allocations.into_iter().map(|i| (i.resource_provider.uuid, i.resources)))?,
+    })
+}
+
+/// Consumers keyed by UUID (POST /allocations, the reshaper) into claims.
+pub fn claims(mv: Version, consumers: IndexMap<String, ConsumerBody>) -> Result<Vec<Claim>, ApiError> {
+    consumers
+        .into_iter()
+        .map(|(raw, b)| b.into_claim(mv, Uuid::try_parse(&raw).map_err(|_| malformed_consumer(&raw))?))
+        .collect()
+}
+
 /// A write's errors as Placement words them.
-pub fn write_error(e: berth_core::Error, unknown_prefix: &str) -> ApiError {
+pub fn write_error(e: berth_app::Error, unknown_prefix: &str) -> ApiError {
+    let berth_app::Error::Domain(e) = e else { return e.into() };
     match e.kind {
         _ if e.code == ErrorCode::ProviderNotFound => ApiError::from(e),
         ErrorKind::Invalid | ErrorKind::NotFound => domain(e, unknown_prefix),
         ErrorKind::Capacity | ErrorKind::InUse => domain(e, "Unable to allocate inventory: "),
         _ => ApiError::from(e),
     }
+}
+
+/// A consumer's allocations as `GET` shows them at `mv` (none: empty).
+fn consumer_json(mv: Version, view: Option<&ConsumerView>) -> Value {
+    let Some(view) = view else { return json!({"allocations": {}}) };
+    // Providers by their first allocation, classes in allocation order: the
+    // order the consumer's allocations were asked for, as the view has them.
+    let mut by_provider: IndexMap<Uuid, (i64, Map<String, Value>)> = IndexMap::new();
+    for (provider, generation, class, used) in &view.allocations {
+        by_provider.entry(*provider).or_insert_with(|| (*generation, Map::new())).1.insert(class.clone(), json!(used));
+    }
+    let allocations: Map<String, Value> =
+        by_provider.into_iter().map(|(p, (g, r))| (p.to_string(), json!({"generation": g, "resources": r}))).collect();
+    let mut out = json!({"allocations": allocations});
+    if mv.dict_allocations() {
+        out["project_id"] = json!(view.project_id);
+        out["user_id"] = json!(view.user_id);
+        if mv.consumer_generations() {
+            out["consumer_generation"] = json!(view.generation);
+        }
+        if mv.consumer_types() {
+            out["consumer_type"] = json!(view.consumer_type.as_deref().unwrap_or("unknown"));
+        }
+    }
+    out
+}
+
+/// A provider's allocations by consumer, as shown at `mv`.
+fn provider_allocations_json(mv: Version, rp: &Provider, rows: Vec<ProviderAllocation>) -> Value {
+    let mut allocations: Map<String, Value> = Map::new();
+    for r in rows {
+        let entry = allocations.entry(r.consumer.to_string()).or_insert_with(|| json!({"resources": {}}));
+        entry["resources"][&r.resource_class] = json!(r.used);
+        if mv.consumer_generations() {
+            entry["consumer_generation"] = json!(r.consumer_generation);
+        }
+    }
+    json!({"resource_provider_generation": rp.generation, "allocations": allocations})
 }
 
 #[utoipa::path(
@@ -118,34 +173,13 @@ pub fn write_error(e: berth_core::Error, unknown_prefix: &str) -> ApiError {
 )]
 pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
-    p.authorize(Action::AllocationsList)?;
+    let (app, may) = p.may(&s, Rule::AllocationsList)?;
     let now = served_now();
-    let Ok(consumer) = Uuid::try_parse(&raw) else {
-        return Ok(p.json(StatusCode::OK, &json!({"allocations": {}}), now));
+    let view = match Uuid::try_parse(&raw) {
+        Ok(consumer) => app.placement().allocations().of_consumer(&may, consumer).await?,
+        Err(_) => None,
     };
-    let Some(view) = s.store.consumer_now(consumer).await? else {
-        return Ok(p.json(StatusCode::OK, &json!({"allocations": {}}), now));
-    };
-    // Providers by their first allocation, classes in allocation order: the
-    // order the consumer's allocations were asked for, as the view has them.
-    let mut by_provider: IndexMap<Uuid, (i64, Map<String, Value>)> = IndexMap::new();
-    for (provider, generation, class, used) in &view.allocations {
-        by_provider.entry(*provider).or_insert_with(|| (*generation, Map::new())).1.insert(class.clone(), json!(used));
-    }
-    let allocations: Map<String, Value> =
-        by_provider.into_iter().map(|(p, (g, r))| (p.to_string(), json!({"generation": g, "resources": r}))).collect();
-    let mut out = json!({"allocations": allocations});
-    if p.mv.dict_allocations() {
-        out["project_id"] = json!(view.project_id);
-        out["user_id"] = json!(view.user_id);
-        if p.mv.consumer_generations() {
-            out["consumer_generation"] = json!(view.generation);
-        }
-        if p.mv.consumer_types() {
-            out["consumer_type"] = json!(view.consumer_type.as_deref().unwrap_or("unknown"));
-        }
-    }
-    Ok(p.json(StatusCode::OK, &out, now))
+    Ok(p.json(StatusCode::OK, &consumer_json(p.mv, view.as_ref()), now))
 }
 
 #[utoipa::path(
@@ -159,20 +193,10 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> 
 )]
 pub async fn of_provider(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
-    p.authorize(Action::ProviderAllocations)?;
+    let (app, may) = p.may(&s, Rule::ProviderAllocations)?;
     let uuid = provider_uuid(&raw)?;
-    let rp = s.store.placement_provider(uuid).await?;
-    let rows = s.store.provider_allocations_now(uuid).await?;
-    let mut allocations: Map<String, Value> = Map::new();
-    for r in rows {
-        let entry = allocations.entry(r.consumer.to_string()).or_insert_with(|| json!({"resources": {}}));
-        entry["resources"][&r.resource_class] = json!(r.used);
-        if p.mv.consumer_generations() {
-            entry["consumer_generation"] = json!(r.consumer_generation);
-        }
-    }
-    let body = json!({"resource_provider_generation": rp.generation, "allocations": allocations});
-    Ok(p.json(StatusCode::OK, &body, served_now()))
+    let (rp, rows) = app.placement().allocations().of_provider(&may, uuid).await?;
+    Ok(p.json(StatusCode::OK, &provider_allocations_json(p.mv, &rp, rows), served_now()))
 }
 
 #[utoipa::path(
@@ -192,25 +216,11 @@ pub async fn put(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     p.json_content()?;
-    p.authorize(Action::AllocationsUpdate)?;
-    let consumer = Uuid::try_parse(&raw).map_err(|_| bad_request(format!("Malformed consumer_uuid: {raw}")))?;
-    let now = s.store.now().await?;
-    let command = if p.mv.dict_allocations() {
-        let b: ConsumerBody = p.body(&bytes, schemas::PUT_ALLOCATIONS.get(p.mv))?;
-        b.into_command(p.mv, consumer, now)?
-    } else {
-        let b: ListBody = p.body(&bytes, schemas::ALLOCATIONS_LIST.get(p.mv))?;
-        ConsumerAllocations {
-            consumer,
-            project_id: b.project_id.unwrap_or_else(|| INCOMPLETE_CONSUMER.into()),
-            user_id: b.user_id.unwrap_or_else(|| INCOMPLETE_CONSUMER.into()),
-            consumer_type: None,
-            generation: GenerationCheck::Any,
-            allocations: holds(b.allocations.into_iter().map(|i| (i.resource_provider.uuid, i.resources)), now)?,
-        }
-    };
+    let (app, may) = p.may(&s, Rule::AllocationsUpdate)?;
+    let consumer = Uuid::try_parse(&raw).map_err(|_| malformed_consumer(&raw))?;
+    let claim = claim_of(&p, consumer, &bytes)?;
     let prefix = format!("Unable to allocate inventory for consumer {consumer}: ");
-    s.store.replace_allocations(&p.meta(), vec![command]).await.map_err(|e| write_error(e, &prefix))?;
+    app.placement().allocations().claim(&may, claim).await.map_err(|e| write_error(e, &prefix))?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }
 
@@ -227,30 +237,12 @@ pub async fn put(
 pub async fn post_many(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     p.since(p.mv.post_allocations())?;
     p.json_content()?;
-    p.authorize(Action::AllocationsManage)?;
+    let (app, may) = p.may(&s, Rule::AllocationsManage)?;
     let consumers = p.body::<bodies::ManyAllocations>(&bytes, schemas::POST_ALLOCATIONS.get(p.mv))?.0;
-    let commands = consumers_commands(p.mv, consumers, s.store.now().await?)?;
-    s.store
-        .replace_allocations(&p.meta(), commands)
-        .await
-        .map_err(|e| write_error(e, "Unable to allocate inventory "))?;
+    let claims = claims(p.mv, consumers)?;
+    let claimed = app.placement().allocations().claim_many(&may, claims).await;
+    claimed.map_err(|e| write_error(e, "Unable to allocate inventory "))?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
-}
-
-/// Consumers keyed by UUID (POST /allocations, the reshaper) into commands,
-/// held from `now` (the database's) on.
-pub fn consumers_commands(
-    mv: Version,
-    consumers: IndexMap<String, ConsumerBody>,
-    now: DateTime<Utc>,
-) -> Result<Vec<ConsumerAllocations>, ApiError> {
-    consumers
-        .into_iter()
-        .map(|(raw, b)| {
-            let consumer = Uuid::try_parse(&raw).map_err(|_| bad_request(format!("Malformed consumer_uuid: {raw}")))?;
-            b.into_command(mv, consumer, now)
-        })
-        .collect()
 }
 
 #[utoipa::path(
@@ -263,10 +255,10 @@ pub fn consumers_commands(
     ),
 )]
 pub async fn delete(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
-    p.authorize(Action::AllocationsDelete)?;
+    let (app, may) = p.may(&s, Rule::AllocationsDelete)?;
     let Ok(consumer) = Uuid::try_parse(&raw) else {
         return Err(super::http::not_found(format!("No allocations for consumer '{raw}'")));
     };
-    s.store.delete_allocations(&p.meta(), consumer).await?;
+    app.placement().allocations().delete(&may, consumer).await?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }

@@ -22,9 +22,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
+use berth_app::placement::candidates::{Candidate, CandidateSearch, Found, ProviderSummary};
 use berth_core::names::class_rank;
-use berth_store::queries::candidates::{Candidate, CandidateSearch, ProviderSummary};
-use berth_store::Store;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -42,16 +41,16 @@ const QUEUED: usize = 4;
 
 type Chunk = Result<Bytes, std::io::Error>;
 
-/// The answer's body: the walk of `search`, then its summaries, all
-/// written within `limit` of now.
-pub fn body(store: Store, search: CandidateSearch, v: Version, limit: Duration) -> Body {
+/// The answer's body: the walk of `found`'s search, then its summaries,
+/// all written within `limit` of now.
+pub fn body(found: Found, v: Version, limit: Duration) -> Body {
     let (tx, mut rx) = mpsc::channel::<Chunk>(QUEUED);
     let cut = Arc::new(AtomicBool::new(false));
     // Config bounds the timeout; a year caps it here so the sum cannot overflow.
     let limit = limit.min(Duration::from_secs(365 * 86_400));
     let deadline = Instant::now().checked_add(limit).expect("a year from now is a time");
     let out = Out { tx, deadline, cut: cut.clone() };
-    tokio::spawn(write(store, Arc::new(search), v, out));
+    tokio::spawn(write(Arc::new(found), v, out));
     Body::from_stream(futures::stream::poll_fn(move |cx| {
         // A cut answer breaks off at once, ahead of the chunks still queued
         // (their client is not reading them anyway).
@@ -98,14 +97,14 @@ impl Out {
     }
 }
 
-async fn write(store: Store, search: Arc<CandidateSearch>, v: Version, out: Out) {
+async fn write(found: Arc<Found>, v: Version, out: Out) {
     let walking = {
-        let (search, out) = (search.clone(), out.clone());
+        let (found, out) = (found.clone(), out.clone());
         let handle = Handle::current();
-        tokio::task::spawn_blocking(move || walk(&search, v, &out, &handle))
+        tokio::task::spawn_blocking(move || walk(&found.search, v, &out, &handle))
     };
     let Ok(Some((used, mut buf))) = walking.await else { return };
-    let summaries = match timeout_at(out.deadline, store.candidate_summaries(&search, &used)).await {
+    let summaries = match timeout_at(out.deadline, found.summaries(&used)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             tracing::error!(error = %e, "reading provider summaries mid-answer; the answer is cut short");

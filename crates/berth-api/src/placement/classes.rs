@@ -4,6 +4,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use berth_app::placement::Rule;
 use berth_core::error::ErrorKind;
 use serde_json::{json, Value};
 
@@ -11,7 +12,6 @@ use super::bodies;
 use super::http::{body, domain, not_found, served_now, with_location, Pl};
 use super::schema;
 use super::schemas;
-use crate::access::Action;
 use crate::error::ApiError;
 use crate::tags;
 use crate::AppState;
@@ -32,8 +32,8 @@ fn class_json(name: &str) -> Value {
 pub async fn list(p: Pl, State(s): State<AppState>) -> Result<Response, ApiError> {
     p.since(p.mv.resource_classes())?;
     p.accept_json()?;
-    p.authorize(Action::ResourceClassesList)?;
-    let classes = s.store.resource_classes().await?;
+    let (app, may) = p.may(&s, Rule::ClassesList)?;
+    let classes = app.placement().classes().list(&may).await?;
     let body = json!({"resource_classes": classes.iter().map(|c| class_json(c)).collect::<Vec<_>>()});
     Ok(p.json(StatusCode::OK, &body, served_now()))
 }
@@ -50,8 +50,8 @@ pub async fn list(p: Pl, State(s): State<AppState>) -> Result<Response, ApiError
 pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.resource_classes())?;
     p.accept_json()?;
-    p.authorize(Action::ResourceClassesShow)?;
-    if !s.store.resource_class_exists(&name).await? {
+    let (app, may) = p.may(&s, Rule::ClassesShow)?;
+    if !app.placement().classes().exists(&may, &name).await? {
         return Err(not_found(format!("No such resource class {name}.")));
     }
     Ok(p.json(StatusCode::OK, &class_json(&name), served_now()))
@@ -70,10 +70,10 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) ->
 pub async fn create(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     p.since(p.mv.resource_classes())?;
     p.json_content()?;
-    p.authorize(Action::ResourceClassesCreate)?;
+    let (app, may) = p.may(&s, Rule::ClassesCreate)?;
     let asked: bodies::ClassName = body(&bytes, &schemas::resource_class())?;
     let name = asked.name;
-    s.store.create_resource_class(&p.meta(), &name, true).await?;
+    app.placement().classes().create(&may, &name).await?;
     Ok(with_location(p.empty(StatusCode::CREATED, None), &p.location(&format!("/resource_classes/{name}"))))
 }
 
@@ -98,17 +98,17 @@ pub async fn update(
 ) -> Result<Response, ApiError> {
     p.since(p.mv.resource_classes())?;
     if p.mv.put_resource_class_creates() {
-        p.authorize(Action::ResourceClassesUpdate)?;
+        let (app, may) = p.may(&s, Rule::ClassesUpdate)?;
         schema::validate(&json!({"name": name}), &schemas::resource_class())
             .map_err(|e| super::http::bad_request(format!("JSON does not validate: {e}")))?;
-        let created = s.store.create_resource_class(&p.meta(), &name, false).await?;
+        let created = app.placement().classes().ensure(&may, &name).await?;
         let status = if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT };
         return Ok(with_location(p.empty(status, None), &p.location(&format!("/resource_classes/{name}"))));
     }
     p.json_content()?;
-    p.authorize(Action::ResourceClassesUpdate)?;
+    let (app, may) = p.may(&s, Rule::ClassesUpdate)?;
     let to = body::<bodies::ClassName>(&bytes, &schemas::resource_class())?.name;
-    s.store.rename_resource_class(&p.meta(), &name, &to).await?;
+    app.placement().classes().rename(&may, &name, &to).await?;
     Ok(p.json(StatusCode::OK, &class_json(&to), None))
 }
 
@@ -123,10 +123,12 @@ pub async fn update(
 )]
 pub async fn delete(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.resource_classes())?;
-    p.authorize(Action::ResourceClassesDelete)?;
-    s.store.delete_resource_class(&p.meta(), &name).await.map_err(|e| match e.kind {
-        ErrorKind::Invalid | ErrorKind::InUse => domain(e, "Error in delete resource class: "),
-        _ => ApiError::from(e),
+    let (app, may) = p.may(&s, Rule::ClassesDelete)?;
+    app.placement().classes().delete(&may, &name).await.map_err(|e| match e {
+        berth_app::Error::Domain(e) if matches!(e.kind, ErrorKind::Invalid | ErrorKind::InUse) => {
+            domain(e, "Error in delete resource class: ")
+        }
+        e => e.into(),
     })?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }

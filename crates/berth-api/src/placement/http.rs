@@ -9,15 +9,16 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use berth_app::placement::{May, Rule};
+use berth_app::{App, Owner};
 use berth_core::error::{ErrorCode, ErrorKind};
-use berth_core::EventMeta;
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::microversion::Version;
 use super::schema;
-use crate::access::{Action, Rules, Target};
+use crate::access::Rules;
 use crate::auth::Context;
 use crate::error::{public_detail, status_of, ApiError, Style};
 use crate::AppState;
@@ -133,32 +134,23 @@ impl Pl {
         }
     }
 
-    /// The caller, when the policy lets it do `action` in its own project
-    /// (as Placement checks every action but usages); else 403.
-    pub fn authorize(&self, action: Action) -> Result<&Context, ApiError> {
-        let caller = self.caller()?;
-        self.authorize_on(action, &Target::own(caller))
-    }
-
-    /// The caller, when the policy lets it do `action` to `target`; else 403.
-    pub fn authorize_on(&self, action: Action, target: &Target<'_>) -> Result<&Context, ApiError> {
-        let caller = self.caller()?;
-        self.rules.authorize(caller, action, target).map_err(|_| forbidden())?;
-        Ok(caller)
-    }
-
     /// The caller, whoever it is (the middleware has refused anonymous calls).
     pub fn caller(&self) -> Result<&Context, ApiError> {
         self.ctx.as_ref().ok_or_else(|| ApiError::unauthenticated().placement())
     }
 
-    pub fn meta(&self) -> EventMeta {
-        EventMeta {
-            actor: self.ctx.as_ref().map(|c| c.user_id.clone()),
-            project: self.ctx.as_ref().map(|c| c.project_id.clone()),
-            request_id: Some(crate::error::current_request_id()).filter(|id| !id.is_empty()),
-            causation: Some("placement".into()),
-        }
+    /// The operations, and the caller's leave to follow `rule` (asked
+    /// before the path or the body is read, as Placement does); else 403.
+    pub fn may(&self, state: &AppState, rule: Rule) -> Result<(App, May), ApiError> {
+        self.may_on(state, rule, Owner::Caller)
+    }
+
+    /// [`Pl::may`], for `owner`'s things.
+    pub fn may_on(&self, state: &AppState, rule: Rule, owner: Owner<'_>) -> Result<(App, May), ApiError> {
+        let caller = crate::gate::caller_under(&self.rules, self.caller()?);
+        let app = crate::gate::app(state);
+        let may = app.placement().may_on(&caller, rule, owner).map_err(|_| forbidden())?;
+        Ok((app, may))
     }
 
     /// [`body`], from the value the input check parsed when it did (it is

@@ -6,10 +6,11 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use berth_core::error::ErrorCode;
+use berth_app::placement::inventories::Capacity;
+use berth_app::placement::Rule;
+use berth_core::error::{ErrorCode, Refusal};
 use berth_core::names::class_rank;
 use berth_core::Inventory;
-use berth_store::commands::InventoryChange;
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
@@ -18,7 +19,6 @@ use super::http::{bad_request, body, conflict, domain, err, not_found, served_no
 use super::microversion::Version;
 use super::providers::provider_uuid;
 use super::schemas;
-use crate::access::Action;
 use crate::error::{public_detail, ApiError};
 use crate::tags;
 use crate::AppState;
@@ -50,21 +50,27 @@ fn all_json(invs: &BTreeMap<String, Inventory>, generation: i64) -> Value {
     json!({"resource_provider_generation": generation, "inventories": invs})
 }
 
-/// Capacity must be positive (before 1.26) or not negative (from 1.26).
-fn check_capacity(mv: Version, uuid: Uuid, class: &str, inv: &Inventory) -> Result<(), String> {
-    let capacity = inv.capacity();
-    if mv.reserved_may_equal_total() && capacity < 0 {
-        return Err(format!(
-            "Invalid inventory for '{class}' on resource provider '{uuid}'. The reserved value is greater than total."
-        ));
+/// What an inventory must leave to allocate at `mv`: something before
+/// 1.26, nothing or more from 1.26.
+fn capacity(mv: Version) -> Capacity {
+    if mv.reserved_may_equal_total() {
+        Capacity::NotNegative
+    } else {
+        Capacity::Positive
     }
-    if !mv.reserved_may_equal_total() && capacity <= 0 {
-        return Err(format!(
-            "Invalid inventory for '{class}' on resource provider '{uuid}'. \
-             The reserved value is greater than or equal to total."
-        ));
+}
+
+/// Whether `e` refuses an inventory with nothing to allocate.
+fn no_capacity(e: &berth_core::Error) -> bool {
+    matches!(e.refusal.as_deref(), Some(Refusal::InventoryCapacity { .. }))
+}
+
+/// An operation's refusal, a domain one as `words` says it.
+fn refusal(e: berth_app::Error, words: impl FnOnce(berth_core::Error) -> ApiError) -> ApiError {
+    match e {
+        berth_app::Error::Domain(e) => words(e),
+        e => e.into(),
     }
-    Ok(())
 }
 
 fn generation_conflict() -> ApiError {
@@ -82,9 +88,9 @@ fn generation_conflict() -> ApiError {
 )]
 pub async fn list(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
-    p.authorize(Action::InventoriesList)?;
+    let (app, may) = p.may(&s, Rule::InventoriesList)?;
     let uuid = provider_uuid(&raw)?;
-    let (rp, invs) = s.store.provider_with_inventories(uuid).await?;
+    let (rp, invs) = app.placement().inventories().of_provider(&may, uuid).await?;
     Ok(p.json(StatusCode::OK, &all_json(&invs, rp.generation), Some(rp.updated_at)))
 }
 
@@ -103,9 +109,9 @@ pub async fn show(
     Path((raw, class)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     p.accept_json()?;
-    p.authorize(Action::InventoriesShow)?;
+    let (app, may) = p.may(&s, Rule::InventoriesShow)?;
     let uuid = provider_uuid(&raw)?;
-    let (rp, invs) = s.store.provider_with_inventories(uuid).await?;
+    let (rp, invs) = app.placement().inventories().of_provider(&may, uuid).await?;
     let inv = invs.get(&class).ok_or_else(|| not_found(format!("No inventory of class {class} for {uuid}")))?;
     Ok(p.json(StatusCode::OK, &one_json(inv, rp.generation), Some(rp.updated_at)))
 }
@@ -127,23 +133,22 @@ pub async fn create(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     p.json_content()?;
-    p.authorize(Action::InventoriesCreate)?;
-    let uuid = provider_uuid(&raw)?;
-    s.store.placement_provider(uuid).await?;
+    let (app, may) = p.may(&s, Rule::InventoriesCreate)?;
+    let rp = app.placement().provider(&may, provider_uuid(&raw)?).await?;
     let record: bodies::NewInventory = body(&bytes, &schemas::create_inventory())?;
-    let class = record.resource_class;
-    let inv = record.sizes.inventory();
+    let (class, inv, uuid) = (record.resource_class, record.sizes.inventory(), rp.uuid);
     let unable = format!("Unable to create inventory for resource provider {uuid}: ");
-    check_capacity(p.mv, uuid, &class, &inv).map_err(|m| bad_request(format!("{unable}{m}")))?;
-    let generation = s.store.change_inventory(&p.meta(), uuid, None, &class, InventoryChange::Add(inv)).await.map_err(
-        |e| match e.code {
+    let added = app.placement().inventories().add(&may, &rp, &class, inv, capacity(p.mv)).await;
+    let generation = added.map_err(|e| {
+        refusal(e, |e| match e.code {
             ErrorCode::InventoryExists => {
                 conflict(ErrorCode::ConcurrentUpdate, format!("Update conflict: {}", public_detail(&e)))
             }
             ErrorCode::ResourceClassNotFound => domain(e, &unable),
+            _ if no_capacity(&e) => domain(e, &unable),
             _ => ApiError::from(e),
-        },
-    )?;
+        })
+    })?;
     let resp = p.json(StatusCode::CREATED, &one_json(&inv, generation), served_now());
     Ok(with_location(resp, &p.location(&format!("/resource_providers/{uuid}/inventories/{class}"))))
 }
@@ -165,32 +170,28 @@ pub async fn replace(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     p.json_content()?;
-    p.authorize(Action::InventoriesUpdate)?;
-    let uuid = provider_uuid(&raw)?;
-    let rp = s.store.placement_provider(uuid).await?;
+    let (app, may) = p.may(&s, Rule::InventoriesUpdate)?;
+    let rp = app.placement().provider(&may, provider_uuid(&raw)?).await?;
     let req: bodies::InventoriesChange = body(&bytes, &schemas::replace_inventories())?;
-    if req.resource_provider_generation != rp.generation {
-        return Err(generation_conflict());
-    }
     let invs: BTreeMap<String, Inventory> =
         req.inventories.iter().map(|(c, r)| (c.clone(), r.sizes.inventory())).collect();
-    for (class, inv) in &invs {
-        check_capacity(p.mv, uuid, class, inv)
-            .map_err(|m| bad_request(format!("Unable to update inventory for resource provider {uuid}: {m}")))?;
-    }
-    let generation = s
-        .store
-        .replace_inventories(&p.meta(), uuid, Some(req.resource_provider_generation), invs.clone())
-        .await
-        .map_err(|e| match e.code {
-            ErrorCode::ResourceClassNotFound => {
-                domain(e, &format!("Unknown resource class in inventory for resource provider {uuid}: "))
-            }
-            ErrorCode::InventoryInUse => domain(e, "update conflict: "),
-            ErrorCode::ConcurrentUpdate => generation_conflict(),
-            _ => ApiError::from(e),
-        })?;
+    let expected = req.resource_provider_generation;
+    let replaced = app.placement().inventories().replace(&may, &rp, expected, invs.clone(), capacity(p.mv)).await;
+    let generation = replaced.map_err(|e| refusal(e, |e| replace_error(e, rp.uuid)))?;
     Ok(p.json(StatusCode::OK, &all_json(&invs, generation), served_now()))
+}
+
+/// A replacement's refusals in Placement's words.
+fn replace_error(e: berth_core::Error, uuid: Uuid) -> ApiError {
+    match e.code {
+        _ if no_capacity(&e) => domain(e, &format!("Unable to update inventory for resource provider {uuid}: ")),
+        ErrorCode::ResourceClassNotFound => {
+            domain(e, &format!("Unknown resource class in inventory for resource provider {uuid}: "))
+        }
+        ErrorCode::InventoryInUse => domain(e, "update conflict: "),
+        ErrorCode::ConcurrentUpdate => generation_conflict(),
+        _ => ApiError::from(e),
+    }
 }
 
 #[utoipa::path(
@@ -210,29 +211,25 @@ pub async fn update(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     p.json_content()?;
-    p.authorize(Action::InventoriesUpdate)?;
-    let uuid = provider_uuid(&raw)?;
-    let rp = s.store.placement_provider(uuid).await?;
+    let (app, may) = p.may(&s, Rule::InventoriesUpdate)?;
+    let rp = app.placement().provider(&may, provider_uuid(&raw)?).await?;
     let record: bodies::InventoryRecord = body(&bytes, &schemas::update_inventory())?;
-    let expected = record.resource_provider_generation.unwrap_or_default();
-    if expected != rp.generation {
-        return Err(generation_conflict());
-    }
-    let inv = record.sizes.inventory();
-    let unable = format!("Unable to update inventory for resource provider {uuid}: ");
-    check_capacity(p.mv, uuid, &class, &inv).map_err(|m| bad_request(format!("{unable}{m}")))?;
-    let generation =
-        s.store.change_inventory(&p.meta(), uuid, Some(expected), &class, InventoryChange::Update(inv)).await.map_err(
-            |e| match e.code {
-                ErrorCode::InventoryNotFound => bad_request(format!(
-                    "No inventory record with resource class for resource provider {uuid}: {}",
-                    public_detail(&e)
-                )),
-                ErrorCode::ConcurrentUpdate => generation_conflict(),
-                _ => domain(e, &unable),
-            },
-        )?;
+    let (expected, inv) = (record.resource_provider_generation.unwrap_or_default(), record.sizes.inventory());
+    let updated = app.placement().inventories().update(&may, &rp, expected, (&class, inv), capacity(p.mv)).await;
+    let generation = updated.map_err(|e| refusal(e, |e| update_error(e, rp.uuid)))?;
     Ok(p.json(StatusCode::OK, &one_json(&inv, generation), served_now()))
+}
+
+/// An update's refusals in Placement's words.
+fn update_error(e: berth_core::Error, uuid: Uuid) -> ApiError {
+    match e.code {
+        ErrorCode::InventoryNotFound => bad_request(format!(
+            "No inventory record with resource class for resource provider {uuid}: {}",
+            public_detail(&e)
+        )),
+        ErrorCode::ConcurrentUpdate => generation_conflict(),
+        _ => domain(e, &format!("Unable to update inventory for resource provider {uuid}: ")),
+    }
 }
 
 #[utoipa::path(
@@ -249,17 +246,17 @@ pub async fn delete(
     State(s): State<AppState>,
     Path((raw, class)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    p.authorize(Action::InventoriesDelete)?;
-    let uuid = provider_uuid(&raw)?;
-    s.store.placement_provider(uuid).await?;
-    s.store.change_inventory(&p.meta(), uuid, None, &class, InventoryChange::Delete).await.map_err(|e| {
-        match e.code {
+    let (app, may) = p.may(&s, Rule::InventoriesDelete)?;
+    let rp = app.placement().provider(&may, provider_uuid(&raw)?).await?;
+    let deleted = app.placement().inventories().delete(&may, rp.uuid, &class).await;
+    deleted.map_err(|e| {
+        refusal(e, |e| match e.code {
             ErrorCode::InventoryNotFound => {
                 not_found(format!("No inventory of class {class} found for delete: {}", public_detail(&e)))
             }
             ErrorCode::InventoryInUse => domain(e, &format!("Unable to delete inventory of class {class}: ")),
             _ => ApiError::from(e),
-        }
+        })
     })?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }
@@ -277,9 +274,8 @@ pub async fn delete_all(p: Pl, State(s): State<AppState>, Path(raw): Path<String
     if !p.mv.delete_all_inventories() {
         return Err(err(StatusCode::METHOD_NOT_ALLOWED, "The method DELETE is not allowed for this resource."));
     }
-    p.authorize(Action::InventoriesDelete)?;
-    let uuid = provider_uuid(&raw)?;
-    s.store.placement_provider(uuid).await?;
-    s.store.replace_inventories(&p.meta(), uuid, None, BTreeMap::new()).await?;
+    let (app, may) = p.may(&s, Rule::InventoriesDelete)?;
+    let rp = app.placement().provider(&may, provider_uuid(&raw)?).await?;
+    app.placement().inventories().delete_all(&may, rp.uuid).await?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }

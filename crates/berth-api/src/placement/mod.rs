@@ -3,13 +3,16 @@
 //! A middleware negotiates the microversion, refuses anonymous callers
 //! (except at the root), answers every response with the version headers,
 //! and renders errors as HTML for clients that do not accept JSON. Handlers
-//! are small: they check what Placement checks, in its order, call one store
-//! command or query, and shape the answer for the microversion.
+//! are small: they check what Placement checks, in its order (asking the
+//! caller's leave of `berth_app::placement` before the path or the body is
+//! read), call one of its operations, and shape the answer for the
+//! microversion.
 //! All version-dependent behaviour is named in [`microversion`].
 
 mod aggregates;
 mod allocations;
 mod bodies;
+mod candidate_query;
 mod candidate_stream;
 mod candidates;
 mod classes;

@@ -4,17 +4,15 @@ use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use berth_app::placement::providers::{NewProvider, ProviderFilter, ProviderUpdate};
+use berth_app::placement::{Provider, Rule};
 use berth_core::error::{ErrorCode, ErrorKind};
-use berth_store::commands::{NewProvider, ProviderUpdate};
-use berth_store::queries::placement::ProviderFilter;
-use berth_store::queries::Provider;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::http::{bad_request, body, domain, not_found, path_uuid, served_now, with_location, Pl, Query};
 use super::microversion::Version;
 use super::{bodies, params, schemas};
-use crate::access::Action;
 use crate::error::ApiError;
 use crate::tags;
 use crate::AppState;
@@ -66,8 +64,24 @@ pub fn provider_uuid(raw: &str) -> Result<Uuid, ApiError> {
 )]
 pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     p.accept_json()?;
-    p.authorize(Action::ResourceProvidersList)?;
-    let q = Query::parse(raw.as_deref());
+    let (app, may) = p.may(&s, Rule::ProvidersList)?;
+    let filter = filter(&p, raw.as_deref())?;
+    let found = app.placement().providers().list(&may, &filter).await.map_err(|e| match e {
+        berth_app::Error::Domain(e) => match e.code {
+            ErrorCode::ResourceClassNotFound => domain(e, "Invalid resource class in resources parameter: "),
+            ErrorCode::TraitNotFound => domain(e, "Invalid trait(s) in \"required\" parameter: "),
+            _ => ApiError::from(e),
+        },
+        e => e.into(),
+    })?;
+    let modified = found.iter().map(|p| p.updated_at).max().or_else(served_now);
+    let body = json!({"resource_providers": found.iter().map(|x| provider_json(p.mv, x)).collect::<Vec<_>>()});
+    Ok(p.json(StatusCode::OK, &body, modified))
+}
+
+/// The providers a list's query string selects.
+fn filter(p: &Pl, raw: Option<&str>) -> Result<ProviderFilter, ApiError> {
+    let q = Query::parse(raw);
     q.validate(&schemas::list_providers(p.mv))?;
     let mut f = ProviderFilter {
         name: q.get("name").map(str::to_string),
@@ -87,14 +101,7 @@ pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> 
         f.required_traits = t.required;
         f.forbidden_traits = t.forbidden;
     }
-    let found = s.store.placement_providers(&f).await.map_err(|e| match e.code {
-        ErrorCode::ResourceClassNotFound => domain(e, "Invalid resource class in resources parameter: "),
-        ErrorCode::TraitNotFound => domain(e, "Invalid trait(s) in \"required\" parameter: "),
-        _ => ApiError::from(e),
-    })?;
-    let modified = found.iter().map(|p| p.updated_at).max().or_else(served_now);
-    let body = json!({"resource_providers": found.iter().map(|x| provider_json(p.mv, x)).collect::<Vec<_>>()});
-    Ok(p.json(StatusCode::OK, &body, modified))
+    Ok(f)
 }
 
 #[utoipa::path(
@@ -108,9 +115,8 @@ pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> 
 )]
 pub async fn show(p: Pl, State(s): State<AppState>, Path(uuid): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
-    p.authorize(Action::ResourceProvidersShow)?;
-    let uuid = provider_uuid(&uuid)?;
-    let rp = s.store.placement_provider(uuid).await?;
+    let (app, may) = p.may(&s, Rule::ProvidersShow)?;
+    let rp = app.placement().providers().show(&may, provider_uuid(&uuid)?).await?;
     Ok(p.json(StatusCode::OK, &provider_json(p.mv, &rp), Some(rp.updated_at)))
 }
 
@@ -127,7 +133,7 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(uuid): Path<String>) ->
 )]
 pub async fn create(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Response, ApiError> {
     p.json_content()?;
-    p.authorize(Action::ResourceProvidersCreate)?;
+    let (app, may) = p.may(&s, Rule::ProvidersCreate)?;
     let asked: bodies::NewProvider = body(&bytes, &schemas::create_provider(p.mv))?;
     let name = asked.name;
     let uuid = match asked.uuid.as_deref() {
@@ -136,16 +142,22 @@ pub async fn create(p: Pl, State(s): State<AppState>, bytes: Bytes) -> Result<Re
     };
     let parent = asked.parent_provider_uuid.as_deref().and_then(|u| Uuid::try_parse(u).ok());
     let new = NewProvider { uuid: Some(uuid), name: name.clone(), parent };
-    s.store.create_provider(&p.meta(), new).await.map_err(|e| match e.kind {
-        ErrorKind::Invalid => domain(e, &format!("Unable to create resource provider \"{name}\", {uuid}: ")),
-        _ => ApiError::from(e),
-    })?;
+    let unable = format!("Unable to create resource provider \"{name}\", {uuid}: ");
+    app.placement().providers().create(&may, new).await.map_err(|e| invalid_with(e, &unable))?;
     let location = p.location(&format!("/resource_providers/{uuid}"));
     if !p.mv.create_provider_returns_body() {
         return Ok(with_location(p.empty(StatusCode::CREATED, None), &location));
     }
-    let rp = s.store.placement_provider(uuid).await?;
+    let rp = app.placement().provider(&may, uuid).await?;
     Ok(with_location(p.json(StatusCode::OK, &provider_json(p.mv, &rp), Some(rp.updated_at)), &location))
+}
+
+/// A write's refusals, an invalid one prefixed by `prefix`.
+fn invalid_with(e: berth_app::Error, prefix: &str) -> ApiError {
+    match e {
+        berth_app::Error::Domain(e) if e.kind == ErrorKind::Invalid => domain(e, prefix),
+        e => e.into(),
+    }
 }
 
 #[utoipa::path(
@@ -165,20 +177,16 @@ pub async fn update(
     bytes: Bytes,
 ) -> Result<Response, ApiError> {
     p.json_content()?;
-    p.authorize(Action::ResourceProvidersUpdate)?;
-    let uuid = provider_uuid(&raw)?;
-    s.store.placement_provider(uuid).await?;
+    let (app, may) = p.may(&s, Rule::ProvidersUpdate)?;
+    let uuid = app.placement().provider(&may, provider_uuid(&raw)?).await?.uuid;
     let asked: bodies::ProviderChange = body(&bytes, &schemas::update_provider(p.mv))?;
     let parent = asked
         .parent_provider_uuid
         .map(|v| v.as_deref().map(Uuid::try_parse).transpose().map_err(|e| bad_request(e.to_string())))
         .transpose()?;
     let update = ProviderUpdate { name: asked.name, parent, allow_reparent: p.mv.reparenting() };
-    s.store.update_provider(&p.meta(), uuid, update).await.map_err(|e| match e.kind {
-        ErrorKind::Invalid => domain(e, &format!("Unable to save resource provider {uuid}: ")),
-        _ => ApiError::from(e),
-    })?;
-    let rp = s.store.placement_provider(uuid).await?;
+    let unable = format!("Unable to save resource provider {uuid}: ");
+    let rp = app.placement().providers().update(&may, uuid, update).await.map_err(|e| invalid_with(e, &unable))?;
     Ok(p.json(StatusCode::OK, &provider_json(p.mv, &rp), Some(rp.updated_at)))
 }
 
@@ -192,12 +200,12 @@ pub async fn update(
     ),
 )]
 pub async fn delete(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
-    p.authorize(Action::ResourceProvidersDelete)?;
+    let (app, may) = p.may(&s, Rule::ProvidersDelete)?;
     let gone = || not_found(format!("No resource provider with uuid {raw} found for delete"));
     let uuid = path_uuid(&raw, gone)?;
-    s.store.delete_provider(&p.meta(), uuid).await.map_err(|e| match e.kind {
-        ErrorKind::NotFound => gone(),
-        _ => ApiError::from(e),
+    app.placement().providers().delete(&may, uuid).await.map_err(|e| match e {
+        berth_app::Error::Domain(e) if e.kind == ErrorKind::NotFound => gone(),
+        e => e.into(),
     })?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }

@@ -6,15 +6,15 @@ use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use berth_app::placement::traits::TraitFilter;
+use berth_app::placement::Rule;
 use berth_core::error::ErrorCode;
-use berth_store::queries::placement::TraitFilter;
 use serde_json::json;
 
 use super::bodies;
 use super::http::{bad_request, body, conflict, not_found, served_now, with_location, Pl, Query};
 use super::providers::provider_uuid;
 use super::{schema, schemas};
-use crate::access::Action;
 use crate::error::ApiError;
 use crate::tags;
 use crate::AppState;
@@ -35,8 +35,15 @@ use crate::AppState;
 pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
     p.accept_json()?;
-    p.authorize(Action::TraitsList)?;
-    let q = Query::parse(raw.as_deref());
+    let (app, may) = p.may(&s, Rule::TraitsList)?;
+    let filter = filter(raw.as_deref())?;
+    let traits = app.placement().traits().list(&may, &filter).await?;
+    Ok(p.json(StatusCode::OK, &json!({"traits": traits}), served_now()))
+}
+
+/// The traits a list's query string selects.
+fn filter(raw: Option<&str>) -> Result<TraitFilter, ApiError> {
+    let q = Query::parse(raw);
     q.validate(&schemas::list_traits())?;
     let mut f = TraitFilter::default();
     if let Some(name) = q.get("name") {
@@ -59,8 +66,7 @@ pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> 
             _ => return Err(bad_request("The query parameter \"associated\" only accepts \"true\" or \"false\"")),
         };
     }
-    let traits = s.store.traits(&f).await?;
-    Ok(p.json(StatusCode::OK, &json!({"traits": traits}), served_now()))
+    Ok(f)
 }
 
 #[utoipa::path(
@@ -74,8 +80,8 @@ pub async fn list(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -> 
 )]
 pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
-    p.authorize(Action::TraitsShow)?;
-    if !s.store.trait_exists(&name).await? {
+    let (app, may) = p.may(&s, Rule::TraitsShow)?;
+    if !app.placement().traits().exists(&may, &name).await? {
         return Err(not_found(format!("No such trait(s): {name}.")));
     }
     Ok(p.empty(StatusCode::NO_CONTENT, served_now()))
@@ -93,14 +99,14 @@ pub async fn show(p: Pl, State(s): State<AppState>, Path(name): Path<String>) ->
 )]
 pub async fn create(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
-    p.authorize(Action::TraitsUpdate)?;
+    let (app, may) = p.may(&s, Rule::TraitsUpdate)?;
     if schema::validate(&json!(name), &schemas::custom_trait()).is_err() {
         return Err(bad_request(
             "The trait is invalid. A valid trait must be no longer than 255 characters, start with the prefix \
              \"CUSTOM_\" and use following characters: \"A\"-\"Z\", \"0\"-\"9\" and \"_\"",
         ));
     }
-    let created = s.store.create_trait(&p.meta(), &name).await?;
+    let created = app.placement().traits().ensure(&may, &name).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::NO_CONTENT };
     let resp = p.empty(status, served_now());
     Ok(with_location(resp, &p.location(&format!("/traits/{name}"))))
@@ -117,8 +123,8 @@ pub async fn create(p: Pl, State(s): State<AppState>, Path(name): Path<String>) 
 )]
 pub async fn delete(p: Pl, State(s): State<AppState>, Path(name): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
-    p.authorize(Action::TraitsDelete)?;
-    s.store.delete_trait(&p.meta(), &name).await?;
+    let (app, may) = p.may(&s, Rule::TraitsDelete)?;
+    app.placement().traits().delete(&may, &name).await?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }
 
@@ -134,10 +140,9 @@ pub async fn delete(p: Pl, State(s): State<AppState>, Path(name): Path<String>) 
 pub async fn of_provider(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
     p.accept_json()?;
-    p.authorize(Action::ProviderTraitsList)?;
+    let (app, may) = p.may(&s, Rule::ProviderTraitsList)?;
     let uuid = provider_uuid(&raw)?;
-    let rp = s.store.placement_provider(uuid).await?;
-    let traits = s.store.provider_traits(uuid).await?;
+    let (rp, traits) = app.placement().traits().of_provider(&may, uuid).await?;
     let body = json!({"resource_provider_generation": rp.generation, "traits": traits});
     Ok(p.json(StatusCode::OK, &body, Some(rp.updated_at)))
 }
@@ -167,21 +172,15 @@ pub async fn replace(
 ) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
     p.json_content()?;
-    p.authorize(Action::ProviderTraitsUpdate)?;
+    let (app, may) = p.may(&s, Rule::ProviderTraitsUpdate)?;
     let req: bodies::ProviderTraits = body(&bytes, &schemas::provider_traits())?;
     let uuid = provider_uuid(&raw)?;
-    let rp = s.store.placement_provider(uuid).await?;
-    if rp.generation != req.resource_provider_generation {
-        return Err(generation_conflict());
-    }
     let traits: BTreeSet<String> = req.traits.into_iter().collect();
-    // Nova's COMPUTE_STATUS_DISABLED on a host heals what it holds.
-    let demands = crate::heal::demands(&s, &[uuid]).await?;
-    let (generation, _) = s
-        .store
-        .replace_traits_healing(&p.meta(), uuid, Some(req.resource_provider_generation), traits.clone(), &demands)
-        .await
-        .map_err(|e| if e.code == ErrorCode::ConcurrentUpdate { generation_conflict() } else { ApiError::from(e) })?;
+    let replaced = app.placement().traits().replace(&may, uuid, req.resource_provider_generation, traits.clone()).await;
+    let generation = replaced.map_err(|e| match e {
+        berth_app::Error::Domain(e) if e.code == ErrorCode::ConcurrentUpdate => generation_conflict(),
+        e => e.into(),
+    })?;
     let answer =
         bodies::ProviderTraits { resource_provider_generation: generation, traits: traits.into_iter().collect() };
     Ok(p.json(StatusCode::OK, &serde_json::to_value(answer).unwrap_or_default(), served_now()))
@@ -198,9 +197,8 @@ pub async fn replace(
 )]
 pub async fn clear(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.since(p.mv.traits())?;
-    p.authorize(Action::ProviderTraitsDelete)?;
+    let (app, may) = p.may(&s, Rule::ProviderTraitsDelete)?;
     let uuid = provider_uuid(&raw)?;
-    let demands = crate::heal::demands(&s, &[uuid]).await?;
-    s.store.replace_traits_healing(&p.meta(), uuid, None, BTreeSet::new(), &demands).await?;
+    app.placement().traits().clear(&may, uuid).await?;
     Ok(p.empty(StatusCode::NO_CONTENT, None))
 }

@@ -5,15 +5,16 @@ use std::collections::BTreeMap;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use berth_app::placement::usages::{ConsumerTypeFilter, UsageRow};
+use berth_app::placement::Rule;
+use berth_app::Owner;
 use berth_core::names::class_rank;
-use berth_store::queries::placement::ConsumerTypeFilter;
 use serde_json::{json, Map, Value};
 
 use super::bodies;
 use super::http::{served_now, Pl, Query};
 use super::providers::provider_uuid;
 use super::schemas;
-use crate::access::{Action, Target};
 use crate::error::ApiError;
 use crate::tags;
 use crate::AppState;
@@ -29,11 +30,10 @@ use crate::AppState;
 )]
 pub async fn provider(p: Pl, State(s): State<AppState>, Path(raw): Path<String>) -> Result<Response, ApiError> {
     p.accept_json()?;
-    p.authorize(Action::ProviderUsages)?;
+    let (app, may) = p.may(&s, Rule::ProviderUsages)?;
     let uuid = provider_uuid(&raw)?;
-    let rp = s.store.placement_provider(uuid).await?;
-    let usages = in_class_order(s.store.provider_usages_now(uuid).await?);
-    let body = json!({"resource_provider_generation": rp.generation, "usages": usages});
+    let (rp, usages) = app.placement().usages().of_provider(&may, uuid).await?;
+    let body = json!({"resource_provider_generation": rp.generation, "usages": in_class_order(usages)});
     Ok(p.json(StatusCode::OK, &body, served_now()))
 }
 
@@ -57,30 +57,34 @@ pub async fn totals(p: Pl, State(s): State<AppState>, RawQuery(raw): RawQuery) -
     p.since(p.mv.total_usages())?;
     p.accept_json()?;
     let q = Query::parse(raw.as_deref());
-    p.authorize_on(Action::Usages, &Target { project_id: q.get("project_id"), user_id: q.get("user_id") })?;
+    let (project, user) = (q.get("project_id"), q.get("user_id"));
+    let (app, may) = p.may_on(&s, Rule::Usages, Owner::Asked { project, user })?;
     q.validate(&schemas::usages(p.mv))?;
-    let project = q.get("project_id").unwrap_or_default();
-    let user = q.get("user_id");
     let filter = p.mv.consumer_types().then(|| match q.get("consumer_type") {
         None => ConsumerTypeFilter::ByType,
         Some("all") => ConsumerTypeFilter::All,
         Some("unknown") => ConsumerTypeFilter::Untyped,
         Some(t) => ConsumerTypeFilter::Named(t.to_string()),
     });
-    let mut rows = s.store.usages_now(project, user, filter.as_ref()).await?;
+    let asked = (project.unwrap_or_default(), user);
+    let rows = app.placement().usages().of_project(&may, asked, filter.as_ref()).await?;
+    Ok(p.json(StatusCode::OK, &json!({"usages": usages_json(rows, filter.is_some())}), served_now()))
+}
+
+/// A project's usage by class, or (`by_type`) by consumer type then class,
+/// classes in Placement's order.
+fn usages_json(mut rows: Vec<UsageRow>, by_type: bool) -> Value {
     rows.sort_by(|a, b| class_rank(&a.resource_class).cmp(&class_rank(&b.resource_class)));
-    let usages: Value = if filter.is_some() {
-        let mut groups: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
-        for r in rows {
-            let g = groups.entry(r.group.unwrap_or_else(|| "unknown".into())).or_default();
-            g.insert(r.resource_class, json!(r.used));
-            g.insert("consumer_count".into(), json!(r.consumer_count));
-        }
-        json!(groups)
-    } else {
-        Value::Object(rows.into_iter().map(|r| (r.resource_class, json!(r.used))).collect())
-    };
-    Ok(p.json(StatusCode::OK, &json!({"usages": usages}), served_now()))
+    if !by_type {
+        return Value::Object(rows.into_iter().map(|r| (r.resource_class, json!(r.used))).collect());
+    }
+    let mut groups: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
+    for r in rows {
+        let g = groups.entry(r.group.unwrap_or_else(|| "unknown".into())).or_default();
+        g.insert(r.resource_class, json!(r.used));
+        g.insert("consumer_count".into(), json!(r.consumer_count));
+    }
+    json!(groups)
 }
 
 /// Amounts by class, in Placement's order of classes.
