@@ -48,6 +48,15 @@ fn action(rule: Rule) -> Action {
         Rule::HostsGetAllocations => Action::HostsGetAllocations,
         Rule::HostsGetPrivateProperties => Action::HostsGetPrivateProperties,
         Rule::HostsUpdateProperty => Action::HostsUpdateProperty,
+        Rule::HostsList => Action::HostsList,
+        Rule::HostsGetProperties => Action::HostsGetProperties,
+        Rule::MaintenanceCreate => Action::MaintenanceCreate,
+        Rule::MaintenanceList => Action::MaintenanceList,
+        Rule::MaintenanceDelete => Action::MaintenanceDelete,
+        Rule::Availability => Action::Availability,
+        Rule::LeaseExtension => Action::LeaseExtension,
+        Rule::PluginsList => Action::PluginsList,
+        Rule::PluginsSchema => Action::PluginsSchema,
     }
 }
 
@@ -56,6 +65,7 @@ impl Asking<'_> {
         match owner {
             Owner::Caller => Target::own(self.ctx),
             Owner::Owned { project, user } => Target::owned(project, user),
+            Owner::Project(project) => Target::project(project),
         }
     }
 }

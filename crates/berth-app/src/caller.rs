@@ -23,6 +23,15 @@ pub enum Rule {
     HostsGetAllocations,
     HostsGetPrivateProperties,
     HostsUpdateProperty,
+    HostsList,
+    HostsGetProperties,
+    MaintenanceCreate,
+    MaintenanceList,
+    MaintenanceDelete,
+    Availability,
+    LeaseExtension,
+    PluginsList,
+    PluginsSchema,
 }
 
 /// Whose thing a rule is asked about.
@@ -32,6 +41,8 @@ pub enum Owner<'a> {
     Caller,
     /// A project's and a user's.
     Owned { project: &'a str, user: &'a str },
+    /// A project's (no user's).
+    Project(&'a str),
 }
 
 /// The access rules as they apply to one caller: the edge knows the
@@ -56,7 +67,19 @@ pub struct Caller<'a> {
     pub gate: Box<dyn Gate + 'a>,
 }
 
+/// The caller may follow a rule: asked before the request is read (its
+/// refusal comes before any complaint about the request), passed to the
+/// operation that follows it.
+#[derive(Debug, Clone, Copy)]
+pub struct Allowed(pub(crate) Rule);
+
 impl Caller<'_> {
+    /// Whether the caller may follow `rule` on its own things at all.
+    pub fn may(&self, rule: Rule) -> Result<Allowed, Error> {
+        self.authorize(rule, Owner::Caller)?;
+        Ok(Allowed(rule))
+    }
+
     /// Ok when the caller may follow `rule` on `owner`'s thing.
     pub fn authorize(&self, rule: Rule, owner: Owner<'_>) -> Result<(), Error> {
         if self.gate.allows(rule, owner) {
