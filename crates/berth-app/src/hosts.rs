@@ -6,6 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use berth_core::error::ErrorCode;
+use berth_core::lease::heal::wants_heal;
+use berth_core::EventMeta;
 pub use berth_store::commands::HealOutcome;
 use berth_store::commands::ToHeal;
 use berth_store::commands::{Demands, HostChange, Keyed, NewHost, RequestKey, HOST_FIELDS};
@@ -253,6 +255,18 @@ impl App {
     /// plugin may be outside, over its driver).
     pub async fn heal_demands(&self, down: &[Uuid]) -> Result<Demands, berth_core::Error> {
         Ok(self.demands_of(&self.store.reservations_to_heal(down).await?).await)
+    }
+
+    /// Heals again what is still on unusable hosts or missing resources,
+    /// when some such reservation may be healed (the manager's sweep):
+    /// what it did, `None` when nothing may be healed.
+    pub async fn heal_waiting(&self, meta: &EventMeta) -> Result<Option<Vec<HealOutcome>>, berth_core::Error> {
+        let waiting = self.store.reservations_to_heal(&[]).await?;
+        if !waiting.iter().any(|r| wants_heal(&r.params)) {
+            return Ok(None);
+        }
+        let demands = self.demands_of(&waiting).await;
+        Ok(Some(self.store.heal(meta, &demands).await?))
     }
 
     /// What each of `reservations` needs, asked of its plugin.
