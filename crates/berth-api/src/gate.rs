@@ -57,6 +57,13 @@ fn action(rule: Rule) -> Action {
         Rule::LeaseExtension => Action::LeaseExtension,
         Rule::PluginsList => Action::PluginsList,
         Rule::PluginsSchema => Action::PluginsSchema,
+        Rule::EventsList => Action::EventsList,
+        Rule::EventsAllProjects => Action::EventsAllProjects,
+        Rule::EventsRetry => Action::EventsRetry,
+        Rule::EventsCancel => Action::EventsCancel,
+        Rule::EventsFire => Action::EventsFire,
+        Rule::ManagerGet => Action::ManagerGet,
+        Rule::ManagerUpdate => Action::ManagerUpdate,
     }
 }
 

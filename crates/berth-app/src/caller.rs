@@ -32,6 +32,13 @@ pub enum Rule {
     LeaseExtension,
     PluginsList,
     PluginsSchema,
+    EventsList,
+    EventsAllProjects,
+    EventsRetry,
+    EventsCancel,
+    EventsFire,
+    ManagerGet,
+    ManagerUpdate,
 }
 
 /// Whose thing a rule is asked about.

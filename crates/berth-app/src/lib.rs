@@ -14,6 +14,7 @@
 
 pub mod advice;
 mod caller;
+pub mod events;
 pub mod hosts;
 pub mod idempotency;
 pub mod leases;

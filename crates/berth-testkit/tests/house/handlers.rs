@@ -16,6 +16,8 @@ pub const CONVERTED: &[&str] = &[
     "crates/berth-api/src/blazar/maintenance.rs",
     "crates/berth-api/src/blazar/availability.rs",
     "crates/berth-api/src/blazar/plugins.rs",
+    "crates/berth-api/src/events.rs",
+    "crates/berth-api/src/controls.rs",
 ];
 
 /// The longest function in a converted module, signature to closing brace.
