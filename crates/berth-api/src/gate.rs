@@ -64,6 +64,11 @@ fn action(rule: Rule) -> Action {
         Rule::EventsFire => Action::EventsFire,
         Rule::ManagerGet => Action::ManagerGet,
         Rule::ManagerUpdate => Action::ManagerUpdate,
+        Rule::QuotasGet => Action::QuotasGet,
+        Rule::QuotasSet => Action::QuotasSet,
+        Rule::QuotasDelete => Action::QuotasDelete,
+        Rule::QuotasUsage => Action::QuotasUsage,
+        Rule::LogRead => Action::LogRead,
     }
 }
 

@@ -39,6 +39,11 @@ pub enum Rule {
     EventsFire,
     ManagerGet,
     ManagerUpdate,
+    QuotasGet,
+    QuotasSet,
+    QuotasDelete,
+    QuotasUsage,
+    LogRead,
 }
 
 /// Whose thing a rule is asked about.

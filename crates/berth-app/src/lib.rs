@@ -18,9 +18,11 @@ pub mod events;
 pub mod hosts;
 pub mod idempotency;
 pub mod leases;
+pub mod log;
 pub mod maintenance;
 pub mod plugins;
 pub mod policy;
+pub mod quotas;
 
 use std::sync::Arc;
 

@@ -18,6 +18,8 @@ pub const CONVERTED: &[&str] = &[
     "crates/berth-api/src/blazar/plugins.rs",
     "crates/berth-api/src/events.rs",
     "crates/berth-api/src/controls.rs",
+    "crates/berth-api/src/quotas.rs",
+    "crates/berth-api/src/log.rs",
 ];
 
 /// The longest function in a converted module, signature to closing brace.
