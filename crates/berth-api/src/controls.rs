@@ -9,18 +9,17 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use berth_app::events::{Control, ManagerState};
+use berth_app::Rule;
 use berth_core::dates::format_date;
 use berth_core::error::ErrorCode;
-use berth_core::lease_event::Control;
-use berth_core::EventMeta;
-use berth_store::queries::manager::ManagerState;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::access::{Action, Target};
 use crate::auth::Context;
-use crate::error::{current_request_id, ApiError};
+use crate::error::ApiError;
 use crate::events::{event_json, LeaseEventDetail};
+use crate::gate::{app, caller};
 use crate::tags;
 use crate::AppState;
 
@@ -40,29 +39,13 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/manager", get(show).put(update))
 }
 
-/// Who did it, for the log: the caller, and the rule it acted under.
-pub(crate) fn control_meta(ctx: &Context, action: Action) -> EventMeta {
-    EventMeta {
-        actor: Some(ctx.user_id.clone()),
-        project: Some(ctx.project_id.clone()),
-        request_id: Some(current_request_id()),
-        causation: Some(action.name().to_string()),
-    }
-}
-
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct OneEvent {
     event: LeaseEventDetail,
 }
 
-/// Retries, cancels or fires one lease event, as `action` allows.
-async fn control(
-    state: AppState,
-    ctx: Context,
-    id: String,
-    control: Control,
-    action: Action,
-) -> Result<Json<Value>, ApiError> {
+/// Retries, cancels or fires one lease event, as its rule allows.
+async fn control(state: AppState, ctx: Context, id: String, control: Control) -> Result<Json<Value>, ApiError> {
     let not_found = || {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -71,10 +54,7 @@ async fn control(
         )
     };
     let id = Uuid::parse_str(&id).map_err(|_| not_found())?;
-    // Not found unless the caller may see the event's lease.
-    let event = state.store.lease_event(id, state.rules.visible_project(&ctx, Action::EventsAllProjects)).await?;
-    state.rules.authorize(&ctx, action, &Target::project(&event.project_id))?;
-    let event = state.store.control_lease_event(&control_meta(&ctx, action), id, control).await?;
+    let event = app(&state).events().control(&caller(&state, &ctx), id, control).await?;
     Ok(Json(json!({ "event": event_json(&event) })))
 }
 
@@ -89,7 +69,7 @@ async fn control(
     ),
 )]
 async fn retry(State(state): State<AppState>, ctx: Context, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
-    control(state, ctx, id, Control::Retry, Action::EventsRetry).await
+    control(state, ctx, id, Control::Retry).await
 }
 
 #[utoipa::path(
@@ -103,7 +83,7 @@ async fn retry(State(state): State<AppState>, ctx: Context, Path(id): Path<Strin
     ),
 )]
 async fn cancel(State(state): State<AppState>, ctx: Context, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
-    control(state, ctx, id, Control::Cancel, Action::EventsCancel).await
+    control(state, ctx, id, Control::Cancel).await
 }
 
 #[utoipa::path(
@@ -117,7 +97,7 @@ async fn cancel(State(state): State<AppState>, ctx: Context, Path(id): Path<Stri
     ),
 )]
 async fn fire(State(state): State<AppState>, ctx: Context, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
-    control(state, ctx, id, Control::Fire, Action::EventsFire).await
+    control(state, ctx, id, Control::Fire).await
 }
 
 /// The manager as `GET /v1/manager` shows it.
@@ -192,8 +172,7 @@ fn manager_json(m: &ManagerState) -> Json<OneManager> {
     ),
 )]
 async fn show(State(state): State<AppState>, ctx: Context) -> Result<Json<OneManager>, ApiError> {
-    state.rules.authorize(&ctx, Action::ManagerGet, &Target::own(&ctx))?;
-    Ok(manager_json(&state.store.manager_state().await?))
+    Ok(manager_json(&app(&state).events().manager(&caller(&state, &ctx)).await?))
 }
 
 /// `{"paused": true|false}` (or wrapped in `manager`); nothing else.
@@ -226,9 +205,8 @@ fn paused_of(body: &Bytes) -> Result<bool, ApiError> {
     ),
 )]
 async fn update(State(state): State<AppState>, ctx: Context, body: Bytes) -> Result<Json<OneManager>, ApiError> {
-    state.rules.authorize(&ctx, Action::ManagerUpdate, &Target::own(&ctx))?;
+    let (app, caller) = (app(&state), caller(&state, &ctx));
+    let may = caller.may(Rule::ManagerUpdate)?;
     let paused = paused_of(&body)?;
-    let meta = control_meta(&ctx, Action::ManagerUpdate);
-    state.store.set_manager_paused(&meta, paused, &ctx.user_id, &ctx.project_id).await?;
-    Ok(manager_json(&state.store.manager_state().await?))
+    Ok(manager_json(&app.events().pause(&caller, may, paused).await?))
 }

@@ -7,16 +7,17 @@ use std::collections::HashMap;
 use axum::extract::{Path, State};
 use axum::routing::get;
 use axum::{Json, Router};
+use berth_app::events::{LeaseEventFilter, LeaseEventRow};
+use berth_app::{App, Caller, Rule};
 use berth_core::dates::format_date;
 use berth_core::error::ErrorCode;
 use berth_core::lease::{LeaseEventStatus, LeaseEventType};
-use berth_store::queries::lease_events::{LeaseEventFilter, LeaseEventRow};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::error::ApiError;
+use crate::gate::{app, caller};
 use crate::paging::{Listing, Page};
 use crate::tags;
 use crate::AppState;
@@ -93,23 +94,36 @@ fn bad(m: String) -> ApiError {
 }
 
 /// The filters both lists accept.
+const FILTERS: &[&str] = &["status", "event_type", "lease_id", "limit", "marker", "project_id"];
+
+/// The filters both lists accept, the project decided by the operation.
 fn filter(
-    state: &AppState,
-    ctx: &Context,
+    app: &App,
+    caller: &Caller<'_>,
     q: &HashMap<String, String>,
     page: &Page,
 ) -> Result<LeaseEventFilter, ApiError> {
-    for k in q.keys() {
-        if !["status", "event_type", "lease_id", "limit", "marker", "project_id"].contains(&k.as_str()) {
-            return Err(bad(format!("unknown filter {k:?} (status, event_type, lease_id, limit, marker, project_id)")));
-        }
+    if let Some(k) = q.keys().find(|k| !FILTERS.contains(&k.as_str())) {
+        return Err(bad(format!("unknown filter {k:?} (status, event_type, lease_id, limit, marker, project_id)")));
     }
-    let project_id = match (q.get("project_id"), state.rules.visible_project(ctx, Action::EventsAllProjects)) {
-        (Some(p), None) => Some(p.clone()),
-        (None, None) => None,
-        (Some(p), Some(own)) if p != own => return Err(ApiError::forbidden()),
-        (_, Some(own)) => Some(own.to_string()),
+    let project_id = app.events().list_scope(caller, q.get("project_id").map(String::as_str))?;
+    let (status, event_type) = kinds(q)?;
+    let uuid = |k: &str| -> Result<Option<Uuid>, ApiError> {
+        q.get(k).map(|v| Uuid::parse_str(v).map_err(|_| bad(format!("{k} {v:?} is not an id")))).transpose()
     };
+    let marker = uuid("marker")?;
+    Ok(LeaseEventFilter {
+        project_id,
+        lease_id: uuid("lease_id")?,
+        status,
+        event_type,
+        marker,
+        limit: Some(page.sql_limit()),
+    })
+}
+
+/// The status and the type asked for.
+fn kinds(q: &HashMap<String, String>) -> Result<(Option<LeaseEventStatus>, Option<LeaseEventType>), ApiError> {
     let status = match q.get("status") {
         Some(s) => Some(
             LeaseEventStatus::parse(&s.to_ascii_uppercase())
@@ -124,18 +138,7 @@ fn filter(
         ),
         None => None,
     };
-    let uuid = |k: &str| -> Result<Option<Uuid>, ApiError> {
-        q.get(k).map(|v| Uuid::parse_str(v).map_err(|_| bad(format!("{k} {v:?} is not an id")))).transpose()
-    };
-    let marker = uuid("marker")?;
-    Ok(LeaseEventFilter {
-        project_id,
-        lease_id: uuid("lease_id")?,
-        status,
-        event_type,
-        marker,
-        limit: Some(page.sql_limit()),
-    })
+    Ok((status, event_type))
 }
 
 #[utoipa::path(
@@ -156,9 +159,10 @@ fn filter(
 )]
 async fn list(State(state): State<AppState>, ctx: Context, listing: Listing) -> Result<Json<Value>, ApiError> {
     let q = &listing.query;
-    state.rules.authorize(&ctx, Action::EventsList, &Target::own(&ctx))?;
+    let (app, caller) = (app(&state), caller(&state, &ctx));
+    let may = caller.may(Rule::EventsList)?;
     let page = listing.page()?;
-    let events = state.store.lease_events(&filter(&state, &ctx, q, &page)?).await?;
+    let events = app.events().page(may, &filter(&app, &caller, q, &page)?).await?;
     Ok(Json(page.answer("events", "/v1/events", q, events.iter().map(event_json).collect(), "id")))
 }
 
@@ -190,15 +194,11 @@ async fn of_lease(
             format!("lease {id} could not be found"),
         )
     })?;
-    // Not found unless the caller may see the lease.
-    let lease = state.store.lease(id, state.rules.visible_project(&ctx, Action::LeasesGetAllProjects)).await?;
-    let target = Target::owned(&lease.record.project_id, &lease.record.user_id);
-    state.rules.authorize(&ctx, Action::EventsList, &target)?;
+    let (app, caller) = (app(&state), caller(&state, &ctx));
+    let may = app.events().of_lease(&caller, id).await?;
     let page = listing.page()?;
-    let mut f = filter(&state, &ctx, q, &page)?;
-    f.lease_id = Some(id);
-    f.project_id = None;
-    let events = state.store.lease_events(&f).await?;
+    let f = LeaseEventFilter { lease_id: Some(id), project_id: None, ..filter(&app, &caller, q, &page)? };
+    let events = app.events().page(may, &f).await?;
     let path = format!("/v1/leases/{id}/events");
     Ok(Json(page.answer("events", &path, q, events.iter().map(event_json).collect(), "id")))
 }

@@ -54,6 +54,27 @@ fn action(rule: Rule) -> Action {
         Rule::HostsGetAllocations => Action::HostsGetAllocations,
         Rule::HostsGetPrivateProperties => Action::HostsGetPrivateProperties,
         Rule::HostsUpdateProperty => Action::HostsUpdateProperty,
+        Rule::HostsList => Action::HostsList,
+        Rule::HostsGetProperties => Action::HostsGetProperties,
+        Rule::MaintenanceCreate => Action::MaintenanceCreate,
+        Rule::MaintenanceList => Action::MaintenanceList,
+        Rule::MaintenanceDelete => Action::MaintenanceDelete,
+        Rule::Availability => Action::Availability,
+        Rule::LeaseExtension => Action::LeaseExtension,
+        Rule::PluginsList => Action::PluginsList,
+        Rule::PluginsSchema => Action::PluginsSchema,
+        Rule::EventsList => Action::EventsList,
+        Rule::EventsAllProjects => Action::EventsAllProjects,
+        Rule::EventsRetry => Action::EventsRetry,
+        Rule::EventsCancel => Action::EventsCancel,
+        Rule::EventsFire => Action::EventsFire,
+        Rule::ManagerGet => Action::ManagerGet,
+        Rule::ManagerUpdate => Action::ManagerUpdate,
+        Rule::QuotasGet => Action::QuotasGet,
+        Rule::QuotasSet => Action::QuotasSet,
+        Rule::QuotasDelete => Action::QuotasDelete,
+        Rule::QuotasUsage => Action::QuotasUsage,
+        Rule::LogRead => Action::LogRead,
         Rule::Placement(rule) => placement_action(rule),
     }
 }
@@ -103,6 +124,7 @@ impl Asking<'_> {
             Owner::Caller => Target::own(self.ctx),
             Owner::Owned { project, user } => Target::owned(project, user),
             Owner::Asked { project, user } => Target { project_id: project, user_id: user },
+            Owner::Project(project) => Target::project(project),
         }
     }
 }

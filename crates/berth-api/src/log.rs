@@ -6,7 +6,7 @@
 //! Both read with the store's cursor (`TXID-POSITION`), which never skips
 //! an entry even when transactions commit out of position order.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,15 +16,16 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::routing::get;
 use axum::{Extension, Json, Router};
+use berth_app::log::{Cursor, RecordedEvent};
+use berth_app::{Allowed, App, Rule};
 use berth_core::error::ErrorCode;
-use berth_store::{Cursor, RecordedEvent, Store};
 use futures::Stream;
 use serde_json::Value;
 
-use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::config::ApiConfig;
 use crate::error::ApiError;
+use crate::gate::{app, caller};
 use crate::streams::{Slot, Streams};
 use crate::tags;
 use crate::AppState;
@@ -127,7 +128,7 @@ async fn page(
     ctx: Context,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<LogPage>, ApiError> {
-    state.rules.authorize(&ctx, Action::LogRead, &Target::own(&ctx))?;
+    let may = caller(&state, &ctx).may(Rule::LogRead)?;
     let after = cursor(q.get("after").map(String::as_str))?;
     let limit = match q.get("limit") {
         Some(l) => match l.parse::<i64>() {
@@ -136,7 +137,7 @@ async fn page(
         },
         None => PAGE,
     };
-    let entries = state.store.read_log(after, limit).await?;
+    let entries = app(&state).log().page(may, after, limit).await?;
     let next = entries.last().map(|e| e.cursor()).unwrap_or(after);
     Ok(Json(LogPage { entries: entries.iter().map(entry_json).collect(), next: next.to_string() }))
 }
@@ -180,11 +181,9 @@ async fn stream(
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
-    state.rules.authorize(&ctx, Action::LogRead, &Target::own(&ctx))?;
-    for k in q.keys() {
-        if !["after", "stream", "type", "lease"].contains(&k.as_str()) {
-            return Err(bad(format!("unknown parameter {k:?} (after, stream, type, lease)")));
-        }
+    let may = caller(&state, &ctx).may(Rule::LogRead)?;
+    if let Some(k) = q.keys().find(|k| !["after", "stream", "type", "lease"].contains(&k.as_str())) {
+        return Err(bad(format!("unknown parameter {k:?} (after, stream, type, lease)")));
     }
     // Resuming: the last entry the client saw, else where it asked to start.
     let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok());
@@ -196,50 +195,74 @@ async fn stream(
         Filter { stream: q.get("stream").cloned(), event_type: q.get("type").cloned(), lease: q.get("lease").cloned() };
     let slot = streams.open(&ctx.user_id, config.max_streams_per_caller, config.max_streams)?;
     let keep_alive = KeepAlive::new().interval(Duration::from_secs(config.stream_keepalive_s));
-    Ok(Sse::new(tail(state.store.clone(), after, filter, slot)).keep_alive(keep_alive))
+    let tail = Tail { app: app(&state), may, after, buffered: VecDeque::new(), filter, _slot: slot };
+    Ok(Sse::new(tail.stream()).keep_alive(keep_alive))
 }
 
-/// Entries after `after`, until shutdown: read a page, send what passes the
-/// filter, and when caught up wait a moment and look again. The stream
-/// holds its `slot` while it lives.
-fn tail(store: Store, after: Cursor, filter: Filter, slot: Slot) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    futures::stream::unfold(
-        (store, after, std::collections::VecDeque::<RecordedEvent>::new(), slot),
-        move |(store, mut after, mut buffered, slot)| {
-            let filter = filter.clone();
-            let mut closing = closing().subscribe();
-            async move {
-                loop {
-                    if *closing.borrow_and_update() {
-                        return None;
-                    }
-                    if let Some(e) = buffered.pop_front() {
-                        let ev = SseEvent::default()
-                            .id(e.cursor().to_string())
-                            .data(serde_json::to_string(&entry_json(&e)).unwrap_or_default());
-                        return Some((Ok(ev), (store, after, buffered, slot)));
-                    }
-                    match store.read_log(after, PAGE).await {
-                        Ok(page) => {
-                            let full = page.len() as i64 == PAGE;
-                            if let Some(last) = page.last() {
-                                after = last.cursor();
-                            }
-                            buffered.extend(page.into_iter().filter(|e| filter.wants(e)));
-                            if buffered.is_empty() && !full {
-                                tokio::select! {
-                                    _ = tokio::time::sleep(TAIL_INTERVAL) => {}
-                                    _ = closing.changed() => {}
-                                }
-                            }
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "log tail");
-                            tokio::time::sleep(TAIL_INTERVAL * 4).await;
-                        }
+/// A live tail: where it is in the log, what it read and has not sent
+/// yet, which entries it sends, and the slot it holds while it lives.
+struct Tail {
+    app: App,
+    may: Allowed,
+    after: Cursor,
+    buffered: VecDeque<RecordedEvent>,
+    filter: Filter,
+    _slot: Slot,
+}
+
+impl Tail {
+    /// Entries after `after`, until shutdown: read a page, send what passes
+    /// the filter, and when caught up wait a moment and look again.
+    fn stream(self) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+        futures::stream::unfold(self, |mut tail| async move {
+            let e = tail.next().await?;
+            let ev = SseEvent::default()
+                .id(e.cursor().to_string())
+                .data(serde_json::to_string(&entry_json(&e)).unwrap_or_default());
+            Some((Ok(ev), tail))
+        })
+    }
+
+    /// The next entry that passes the filter; `None` once the server closes.
+    async fn next(&mut self) -> Option<RecordedEvent> {
+        let mut closing = closing().subscribe();
+        loop {
+            if *closing.borrow_and_update() {
+                return None;
+            }
+            if let Some(e) = self.buffered.pop_front() {
+                return Some(e);
+            }
+            let read = self.app.log().page(self.may, self.after, PAGE).await;
+            self.keep(read, &mut closing).await;
+        }
+    }
+
+    /// Keeps what a read found; waits a moment when caught up, or longer
+    /// after an error.
+    async fn keep(
+        &mut self,
+        read: Result<Vec<RecordedEvent>, berth_core::Error>,
+        closing: &mut tokio::sync::watch::Receiver<bool>,
+    ) {
+        match read {
+            Ok(page) => {
+                let full = page.len() as i64 == PAGE;
+                if let Some(last) = page.last() {
+                    self.after = last.cursor();
+                }
+                self.buffered.extend(page.into_iter().filter(|e| self.filter.wants(e)));
+                if self.buffered.is_empty() && !full {
+                    tokio::select! {
+                        _ = tokio::time::sleep(TAIL_INTERVAL) => {}
+                        _ = closing.changed() => {}
                     }
                 }
             }
-        },
-    )
+            Err(e) => {
+                tracing::warn!(error = %e, "log tail");
+                tokio::time::sleep(TAIL_INTERVAL * 4).await;
+            }
+        }
+    }
 }

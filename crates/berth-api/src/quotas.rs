@@ -10,17 +10,14 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use axum::{Json, Router};
-use berth_core::dates::{format_date, parse_date, DateSpec};
+use berth_app::quotas::{Limits, OverLimit, Scope};
+use berth_core::dates::format_date;
 use berth_core::error::ErrorCode;
-use berth_core::quota::Scope;
-use berth_store::commands::OverLimit;
-use chrono::Utc;
 use serde_json::{Map, Value};
 
-use crate::access::{Action, Target};
 use crate::auth::Context;
-use crate::blazar::meta;
 use crate::error::ApiError;
+use crate::gate::{app, caller};
 use crate::tags;
 use crate::AppState;
 
@@ -116,30 +113,10 @@ fn bad(detail: impl Into<String>) -> ApiError {
     ApiError::bad_request(ErrorCode::QuotaInvalid, detail)
 }
 
-/// The target of a quota action: the project (and user) it is about; the
-/// defaults are checked as the caller's own project.
-fn target<'a>(ctx: &'a Context, scope: &'a Scope) -> Target<'a> {
-    match (&scope.project_id, &scope.user_id) {
-        (None, _) => Target::project(&ctx.project_id),
-        (Some(p), None) => Target::project(p),
-        (Some(p), Some(u)) => Target::owned(p, u),
-    }
-}
-
 fn scope(project: Option<String>, user: Option<String>) -> Result<Scope, ApiError> {
     let s = Scope { project_id: project, user_id: user };
     s.validate()?;
     Ok(s)
-}
-
-/// The limits in effect at `scope`.
-async fn effective(state: &AppState, scope: &Scope) -> Result<BTreeMap<String, i64>, ApiError> {
-    let limits = state.store.quota_limits(scope).await?;
-    Ok(match (&scope.project_id, &scope.user_id) {
-        (None, _) => limits.defaults,
-        (Some(_), None) => limits.effective_project(),
-        (Some(_), Some(_)) => limits.effective_user(),
-    })
 }
 
 fn over_json(over: &[OverLimit]) -> Vec<OverQuota> {
@@ -154,9 +131,8 @@ fn over_json(over: &[OverLimit]) -> Vec<OverQuota> {
         .collect()
 }
 
-async fn answer(state: &AppState, scope: &Scope, over: &[OverLimit]) -> Result<Json<QuotaLimits>, ApiError> {
-    let quotas = effective(state, scope).await?;
-    Ok(Json(QuotaLimits { quotas, over_limit: over_json(over) }))
+fn answer(limits: Limits) -> Json<QuotaLimits> {
+    Json(QuotaLimits { over_limit: over_json(&limits.over_limit), quotas: limits.quotas })
 }
 
 /// `{"quotas": {...}}` (or the bare object): limits to set and (null) to remove.
@@ -180,6 +156,12 @@ fn parse_limits(body: &Bytes) -> Result<(BTreeMap<String, i64>, Vec<String>), Ap
             other => return Err(bad(format!("the limit of {k} must be a whole number (-1: unlimited), not {other}"))),
         }
     }
+    checked(set, unset)
+}
+
+/// Limits to set and to remove, refused when there are none or one names
+/// no resource or is no limit.
+fn checked(set: BTreeMap<String, i64>, unset: Vec<String>) -> Result<(BTreeMap<String, i64>, Vec<String>), ApiError> {
     if set.is_empty() && unset.is_empty() {
         return Err(bad("give at least one limit, e.g. {\"quotas\": {\"VCPU\": 10}}"));
     }
@@ -193,16 +175,10 @@ fn parse_limits(body: &Bytes) -> Result<(BTreeMap<String, i64>, Vec<String>), Ap
 }
 
 async fn write(state: &AppState, ctx: &Context, scope: Scope, body: &Bytes) -> Result<Json<QuotaLimits>, ApiError> {
-    state.rules.authorize(ctx, Action::QuotasSet, &target(ctx, &scope))?;
-    let (set, unset) = parse_limits(body)?;
-    let mut over = Vec::new();
-    if !unset.is_empty() {
-        over = state.store.unset_quota(&meta(ctx), scope.clone(), unset).await?;
-    }
-    if !set.is_empty() {
-        over.extend(state.store.set_quota(&meta(ctx), scope.clone(), set).await?);
-    }
-    answer(state, &scope, &over).await
+    let (app, caller) = (app(state), caller(state, ctx));
+    let may = app.quotas().may_set(&caller, &scope)?;
+    let asked = parse_limits(body)?;
+    Ok(answer(app.quotas().set(&caller, may, scope, asked).await?))
 }
 
 #[utoipa::path(
@@ -216,8 +192,7 @@ async fn write(state: &AppState, ctx: &Context, scope: Scope, body: &Bytes) -> R
 )]
 async fn show_defaults(State(state): State<AppState>, ctx: Context) -> Result<Json<QuotaLimits>, ApiError> {
     let scope = Scope::defaults();
-    state.rules.authorize(&ctx, Action::QuotasGet, &target(&ctx, &scope))?;
-    answer(&state, &scope, &[]).await
+    Ok(answer(app(&state).quotas().show(&caller(&state, &ctx), &scope).await?))
 }
 
 #[utoipa::path(
@@ -249,8 +224,7 @@ async fn show_project(
     Path(project): Path<String>,
 ) -> Result<Json<QuotaLimits>, ApiError> {
     let scope = scope(Some(project), None)?;
-    state.rules.authorize(&ctx, Action::QuotasGet, &target(&ctx, &scope))?;
-    answer(&state, &scope, &[]).await
+    Ok(answer(app(&state).quotas().show(&caller(&state, &ctx), &scope).await?))
 }
 
 #[utoipa::path(
@@ -287,9 +261,7 @@ async fn unset_project(
     Path(project): Path<String>,
 ) -> Result<Json<QuotaLimits>, ApiError> {
     let scope = scope(Some(project), None)?;
-    state.rules.authorize(&ctx, Action::QuotasDelete, &target(&ctx, &scope))?;
-    let over = state.store.unset_quota(&meta(&ctx), scope.clone(), Vec::new()).await?;
-    answer(&state, &scope, &over).await
+    Ok(answer(app(&state).quotas().unset(&caller(&state, &ctx), scope).await?))
 }
 
 #[utoipa::path(
@@ -307,8 +279,7 @@ async fn show_user(
     Path((project, user)): Path<(String, String)>,
 ) -> Result<Json<QuotaLimits>, ApiError> {
     let scope = scope(Some(project), Some(user))?;
-    state.rules.authorize(&ctx, Action::QuotasGet, &target(&ctx, &scope))?;
-    answer(&state, &scope, &[]).await
+    Ok(answer(app(&state).quotas().show(&caller(&state, &ctx), &scope).await?))
 }
 
 #[utoipa::path(
@@ -345,9 +316,7 @@ async fn unset_user(
     Path((project, user)): Path<(String, String)>,
 ) -> Result<Json<QuotaLimits>, ApiError> {
     let scope = scope(Some(project), Some(user))?;
-    state.rules.authorize(&ctx, Action::QuotasDelete, &target(&ctx, &scope))?;
-    let over = state.store.unset_quota(&meta(&ctx), scope.clone(), Vec::new()).await?;
-    answer(&state, &scope, &over).await
+    Ok(answer(app(&state).quotas().unset(&caller(&state, &ctx), scope).await?))
 }
 
 async fn usage(
@@ -357,24 +326,9 @@ async fn usage(
     user: Option<String>,
     q: &HashMap<String, String>,
 ) -> Result<Json<QuotaUsage>, ApiError> {
-    let who = Target { project_id: Some(&project), user_id: user.as_deref() };
-    state.rules.authorize(ctx, Action::QuotasUsage, &who)?;
-    let now = state.store.now().await?;
-    let date = |key: &str| -> Result<Option<chrono::DateTime<Utc>>, ApiError> {
-        Ok(match q.get(key) {
-            None => None,
-            Some(s) => Some(match parse_date(key, s)? {
-                DateSpec::Now => now,
-                DateSpec::At(t) => t,
-            }),
-        })
-    };
-    let start = date("start")?.unwrap_or(now);
-    let end = date("end")?;
-    if end.is_some_and(|e| e <= start) {
-        return Err(bad("end must be after start"));
-    }
-    let report = state.store.quota_usage(&project, user.as_deref(), start, end, now).await?;
+    let window = (q.get("start").map(String::as_str), q.get("end").map(String::as_str));
+    let who = (project.as_str(), user.as_deref());
+    let report = app(state).quotas().usage(&caller(state, ctx), who, window).await?;
     let usage = report
         .usage
         .iter()

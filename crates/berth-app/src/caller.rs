@@ -23,6 +23,27 @@ pub enum Rule {
     HostsGetAllocations,
     HostsGetPrivateProperties,
     HostsUpdateProperty,
+    HostsList,
+    HostsGetProperties,
+    MaintenanceCreate,
+    MaintenanceList,
+    MaintenanceDelete,
+    Availability,
+    LeaseExtension,
+    PluginsList,
+    PluginsSchema,
+    EventsList,
+    EventsAllProjects,
+    EventsRetry,
+    EventsCancel,
+    EventsFire,
+    ManagerGet,
+    ManagerUpdate,
+    QuotasGet,
+    QuotasSet,
+    QuotasDelete,
+    QuotasUsage,
+    LogRead,
     /// One of Placement's.
     Placement(PlacementRule),
 }
@@ -74,6 +95,8 @@ pub enum Owner<'a> {
     Owned { project: &'a str, user: &'a str },
     /// The project and user a request names, either of them perhaps not.
     Asked { project: Option<&'a str>, user: Option<&'a str> },
+    /// A project's (no user's).
+    Project(&'a str),
 }
 
 /// The access rules as they apply to one caller: the edge knows the
@@ -98,7 +121,19 @@ pub struct Caller<'a> {
     pub gate: Box<dyn Gate + 'a>,
 }
 
+/// The caller may follow a rule: asked before the request is read (its
+/// refusal comes before any complaint about the request), passed to the
+/// operation that follows it.
+#[derive(Debug, Clone, Copy)]
+pub struct Allowed(pub(crate) Rule);
+
 impl Caller<'_> {
+    /// Whether the caller may follow `rule` on its own things at all.
+    pub fn may(&self, rule: Rule) -> Result<Allowed, Error> {
+        self.authorize(rule, Owner::Caller)?;
+        Ok(Allowed(rule))
+    }
+
     /// Ok when the caller may follow `rule` on `owner`'s thing.
     pub fn authorize(&self, rule: Rule, owner: Owner<'_>) -> Result<(), Error> {
         if self.gate.allows(rule, owner) {

@@ -6,10 +6,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use berth_core::error::ErrorCode;
+use berth_core::lease::heal::wants_heal;
+use berth_core::EventMeta;
 pub use berth_store::commands::HealOutcome;
+use berth_store::commands::ToHeal;
 use berth_store::commands::{Demands, HostChange, Keyed, NewHost, RequestKey, HOST_FIELDS};
 use berth_store::queries::hosts::AllocationFilter;
-pub use berth_store::queries::hosts::{Host, HostAllocation};
+pub use berth_store::queries::hosts::{Host, HostAllocation, HostProperty};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -20,8 +23,7 @@ pub struct Hosts<'a> {
     pub(crate) app: &'a App,
 }
 
-/// The caller may follow a host rule (asked before the request is read).
-pub struct Allowed(Rule);
+pub use crate::Allowed;
 
 /// A host to enrol: an existing provider by name, or a new one with all
 /// its sizes.
@@ -51,8 +53,7 @@ fn bad(m: impl Into<String>) -> Error {
 impl Hosts<'_> {
     /// Whether the caller may follow `rule` (a host rule) at all.
     pub fn may(&self, caller: &Caller<'_>, rule: Rule) -> Result<Allowed, Error> {
-        caller.authorize(rule, Owner::Caller)?;
-        Ok(Allowed(rule))
+        caller.may(rule)
     }
 
     /// The capabilities the caller may not see: the private ones, unless
@@ -163,6 +164,86 @@ impl Hosts<'_> {
     }
 }
 
+/// Which hosts' allocations a list shows: one lease's or one
+/// reservation's, and only the caller's project's unless it sees every
+/// project's leases (decided by [`Hosts::allocations_of`]).
+#[derive(Debug, Clone)]
+pub struct AllocationsOf {
+    pub lease: Option<Uuid>,
+    pub reservation: Option<Uuid>,
+    project: Option<String>,
+}
+
+/// Which capabilities a list shows: private ones too only when asked by a
+/// caller whose rules let it see them (decided by [`Hosts::properties_of`]).
+#[derive(Debug, Clone, Copy)]
+pub struct PropertiesOf {
+    all: bool,
+    /// With whether each is private and its values.
+    pub detail: bool,
+}
+
+/// The host lists, a page at a time (after a host's or a capability's name).
+impl Hosts<'_> {
+    /// The name of the host `id`, where a list goes on after it; `None`
+    /// when there is no such host.
+    pub async fn name_of(&self, id: Uuid) -> Result<Option<String>, Error> {
+        Ok(self.app.store.host_name(id).await?)
+    }
+
+    /// The hosts by name, after `after`.
+    pub async fn page(&self, a: Allowed, after: Option<&str>, limit: i64) -> Result<Vec<Host>, berth_core::Error> {
+        debug_assert_eq!(a.0, Rule::HostsList);
+        self.app.store.hosts(after, limit).await
+    }
+
+    /// The allocations a list asks for (`lease`, `reservation`), as the caller sees them.
+    pub fn allocations_of(
+        &self,
+        caller: &Caller<'_>,
+        a: Allowed,
+        (lease, reservation): (Option<Uuid>, Option<Uuid>),
+    ) -> AllocationsOf {
+        debug_assert_eq!(a.0, Rule::HostsGetAllocations);
+        let project = caller.visible_project(Rule::LeasesGetAllProjects).map(str::to_string);
+        AllocationsOf { lease, reservation, project }
+    }
+
+    /// The hosts by name with the reservations `of` selects, after `after`.
+    pub async fn allocations_page(
+        &self,
+        of: &AllocationsOf,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<HostAllocation>, berth_core::Error> {
+        let filter = AllocationFilter { lease: of.lease, reservation: of.reservation, project: of.project.as_deref() };
+        self.app.store.host_allocations(after, limit, filter).await
+    }
+
+    /// The capabilities a list shows: private ones too when `all` is asked
+    /// and the caller may see them.
+    pub fn properties_of(&self, caller: &Caller<'_>, a: Allowed, all: bool, detail: bool) -> PropertiesOf {
+        debug_assert_eq!(a.0, Rule::HostsGetProperties);
+        let all = all && caller.gate.allows(Rule::HostsGetPrivateProperties, Owner::Caller);
+        PropertiesOf { all, detail }
+    }
+
+    /// Whether the capability `name` is in the list `of` (a marker names it).
+    pub async fn property_listed(&self, of: PropertiesOf, name: &str) -> Result<bool, Error> {
+        Ok(self.app.store.host_property_listed(name, of.all).await?)
+    }
+
+    /// The capabilities by name, after `after`.
+    pub async fn properties_page(
+        &self,
+        of: PropertiesOf,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<HostProperty>, berth_core::Error> {
+        self.app.store.host_properties_after(after, limit, of.all, of.detail).await
+    }
+}
+
 impl App {
     /// The host use cases.
     pub fn hosts(&self) -> Hosts<'_> {
@@ -173,12 +254,29 @@ impl App {
     /// look at, asked of their plugins before the command that heals (a
     /// plugin may be outside, over its driver).
     pub async fn heal_demands(&self, down: &[Uuid]) -> Result<Demands, berth_core::Error> {
+        Ok(self.demands_of(&self.store.reservations_to_heal(down).await?).await)
+    }
+
+    /// Heals again what is still on unusable hosts or missing resources,
+    /// when some such reservation may be healed (the manager's sweep):
+    /// what it did, `None` when nothing may be healed.
+    pub async fn heal_waiting(&self, meta: &EventMeta) -> Result<Option<Vec<HealOutcome>>, berth_core::Error> {
+        let waiting = self.store.reservations_to_heal(&[]).await?;
+        if !waiting.iter().any(|r| wants_heal(&r.params)) {
+            return Ok(None);
+        }
+        let demands = self.demands_of(&waiting).await;
+        Ok(Some(self.store.heal(meta, &demands).await?))
+    }
+
+    /// What each of `reservations` needs, asked of its plugin.
+    pub(crate) async fn demands_of(&self, reservations: &[ToHeal]) -> Demands {
         let mut out = Demands::new();
-        for r in self.store.reservations_to_heal(down).await? {
+        for r in reservations {
             if let Some(d) = self.plugins.demand_of(&r.resource_type, &r.params).await {
                 out.insert(r.reservation, d);
             }
         }
-        Ok(out)
+        out
     }
 }

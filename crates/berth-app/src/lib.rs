@@ -12,18 +12,24 @@
 //! request into a typed one and render the domain result or [`Error`]),
 //! never reads the local clock, and never writes SQL (berth-store does).
 
+pub mod advice;
 mod caller;
+pub mod events;
 pub mod hosts;
 pub mod idempotency;
 pub mod leases;
+pub mod log;
+pub mod maintenance;
 pub mod placement;
+pub mod plugins;
 pub mod policy;
+pub mod quotas;
 
 use std::sync::Arc;
 
 use berth_store::Store;
 
-pub use caller::{Caller, Error, Gate, Owner, Rule};
+pub use caller::{Allowed, Caller, Error, Gate, Owner, Rule};
 pub use policy::{Policy, PolicyConfig};
 
 /// What the operations reach: the store, the enabled resource plugins and

@@ -57,7 +57,7 @@ pub(crate) async fn run_event(
 async fn run_hooks(inner: &Inner, claim: &Claim, ctx: &HookContext) -> Finish {
     let hooks::Attempt { hooks, permanent, errors } = hooks::attempt(&inner.registry, claim, ctx).await;
     let outcome = retry::outcome(&inner.cfg, claim.attempt, permanent, &errors);
-    if outcome == Outcome::Done && claim.event_type == LeaseEventType::EndLease && inner.policy.is_some() {
+    if outcome == Outcome::Done && claim.event_type == LeaseEventType::EndLease && inner.tells_ends {
         if let Some(r) = inner.running.lock().expect("running").get_mut(&claim.event) {
             r.ended = Some(berth_app::policy::values_of(&ctx.lease));
         }

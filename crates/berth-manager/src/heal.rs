@@ -14,11 +14,10 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use berth_core::lease::heal::wants_heal;
 use berth_core::lease_event::HookResult;
 use berth_core::EventMeta;
 use berth_plugins::Hook;
-use berth_store::commands::{Demands, HealHook};
+use berth_store::commands::HealHook;
 use serde_json::json;
 
 use crate::hooks::{lease_json, reservation_json};
@@ -107,30 +106,18 @@ async fn call(inner: &Inner, h: HealHook) {
     }
 }
 
-/// Heals again what is still on unusable hosts or missing resources, when
-/// some such reservation may be healed.
+/// Heals again what is still on unusable hosts or missing resources,
+/// when some such reservation may be healed (berth-app asks their plugins
+/// what each needs, as a host disabled through the API does).
 pub(crate) async fn retry(inner: &Inner) {
-    let waiting = match inner.store.reservations_to_heal(&[]).await {
-        Ok(w) => w,
-        Err(e) => return tracing::warn!(error = %e, "reading reservations to heal"),
-    };
-    if !waiting.iter().any(|r| wants_heal(&r.params)) {
-        return;
-    }
-    let mut demands = Demands::new();
-    for r in &waiting {
-        if let Some(d) = inner.registry.demand_of(&r.resource_type, &r.params).await {
-            demands.insert(r.reservation, d);
-        }
-    }
     let meta = EventMeta {
         actor: Some(format!("manager:{}", inner.id)),
         causation: Some("heal".into()),
         ..Default::default()
     };
-    match inner.store.heal(&meta, &demands).await {
+    match inner.app.heal_waiting(&meta).await {
         Ok(done) => {
-            for o in done.iter().filter(|o| o.moved > 0) {
+            for o in done.iter().flatten().filter(|o| o.moved > 0) {
                 tracing::info!(lease = %o.lease, reservation = %o.reservation, moved = o.moved, "healed");
             }
         }

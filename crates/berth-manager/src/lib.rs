@@ -3,7 +3,9 @@
 //! Claims due lease events in one statement (`FOR UPDATE SKIP LOCKED`) with a
 //! claim expiry it renews while a plugin hook runs, records each outcome as
 //! log events, and rescues claims whose owner died. It knows no HTTP and
-//! writes no SQL of its own: it calls berth-store and berth-plugins.
+//! writes no SQL of its own: it calls berth-store and berth-plugins, and
+//! the use cases it shares with the API (healing what waits, telling the
+//! lease policy of an end) through berth-app.
 //!
 //! Any number of managers (one per berthd) share a database: each claims
 //! disjoint batches. A manager sleeps until the next due time, or until a
@@ -74,7 +76,9 @@ impl Manager {
     /// Tells `policy` (its external service's `on-end`) of every lease
     /// whose end event this manager finishes. Before the manager runs.
     pub fn with_policy(mut self, policy: Arc<Policy>) -> Manager {
-        Arc::get_mut(&mut self.inner).expect("set before the manager is shared").policy = Some(policy);
+        let inner = Arc::get_mut(&mut self.inner).expect("set before the manager is shared");
+        inner.app = berth_app::App::new(inner.store.clone(), inner.registry.clone(), policy);
+        inner.tells_ends = true;
         self
     }
 

@@ -62,11 +62,11 @@ pub(crate) async fn record_loop(inner: Arc<Inner>, mut rx: mpsc::UnboundedReceiv
 async fn write(inner: &Inner, batch: &[Finish]) {
     let recorded = record(inner, batch).await;
     let ended = forget(inner, batch, &recorded);
-    if let (Some(policy), false) = (&inner.policy, ended.is_empty()) {
-        let policy = policy.clone();
+    if inner.tells_ends && !ended.is_empty() {
+        let app = inner.app.clone();
         tokio::spawn(async move {
             for lease in &ended {
-                berth_app::policy::on_end(&policy, lease).await;
+                app.leases().ended(lease).await;
             }
         });
     }

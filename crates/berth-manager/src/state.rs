@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use berth_app::policy::LeaseValues;
-use berth_app::Policy;
+use berth_app::{App, Policy};
 use berth_plugins::Registry;
 use berth_store::commands::KeptConnection;
 use berth_store::Store;
@@ -39,8 +39,12 @@ pub(crate) struct Running {
 pub(crate) struct Inner {
     pub(crate) store: Store,
     pub(crate) registry: Arc<Registry>,
-    /// Told when a lease ends (its end event done).
-    pub(crate) policy: Option<Arc<Policy>>,
+    /// The use cases the manager shares with the API: healing what waits,
+    /// telling the lease policy of an end.
+    pub(crate) app: App,
+    /// Whether the lease policy is told when a lease ends (its end event
+    /// done): set with a policy.
+    pub(crate) tells_ends: bool,
     pub(crate) cfg: ManagerConfig,
     pub(crate) id: String,
     /// Most claims made at once while a burst is claimed, and most outcome
@@ -74,9 +78,10 @@ impl Inner {
         let id = cfg.id.clone().unwrap_or_else(default_id);
         let permits = Arc::new(Semaphore::new(cfg.max_in_flight));
         Inner {
+            app: App::new(store.clone(), registry.clone(), Arc::new(Policy::default())),
             store,
             registry,
-            policy: None,
+            tells_ends: false,
             cfg,
             id,
             lanes,

@@ -7,26 +7,28 @@ use std::collections::HashMap;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use berth_app::hosts::{AllocationsOf, Host, HostAllocation, HostProperty, PropertiesOf};
+use berth_app::{App, Rule};
 use berth_core::error::ErrorCode;
-use berth_store::queries::hosts::{AllocationFilter, Host, HostAllocation, HostProperty};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::bodies;
 use super::hosts::{allocation_json, host_json, uuid_param};
-use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::error::ApiError;
-use crate::paging::{Ask, Listing};
+use crate::gate::{app, caller};
+use crate::paging::{Ask, Listing, Page};
 use crate::tags;
 use crate::whole::Items;
 use crate::AppState;
 
 /// The name of the host a marker names: the list goes on after it.
-async fn host_marker(state: &AppState, marker: &str, code: ErrorCode) -> Result<String, ApiError> {
+async fn host_marker(app: &App, marker: Option<&str>, code: ErrorCode) -> Result<Option<String>, ApiError> {
+    let Some(marker) = marker else { return Ok(None) };
     let not_a_host = || ApiError::bad_request(code, format!("marker {marker:?} is not a host"));
     let id = Uuid::parse_str(marker).map_err(|_| not_a_host())?;
-    state.store.host_name(id).await?.ok_or_else(not_a_host)
+    app.hosts().name_of(id).await?.ok_or_else(not_a_host).map(Some)
 }
 
 #[utoipa::path(
@@ -42,27 +44,24 @@ async fn host_marker(state: &AppState, marker: &str, code: ErrorCode) -> Result<
     ),
 )]
 pub(super) async fn list(State(state): State<AppState>, ctx: Context, listing: Listing) -> Result<Response, ApiError> {
-    state.rules.authorize(&ctx, Action::HostsList, &Target::own(&ctx))?;
+    let (app, caller) = (app(&state), caller(&state, &ctx));
+    let may = app.hosts().may(&caller, Rule::HostsList)?;
     let ask = listing.ask()?;
-    let hidden = crate::gate::app(&state).hosts().hidden(&crate::gate::caller(&state, &ctx)).await?;
+    let hidden = app.hosts().hidden(&caller).await?;
     match ask {
         Ask::Page(page) => {
-            let after = match &page.marker {
-                Some(m) => Some(host_marker(&state, m, ErrorCode::HostInvalid).await?),
-                None => None,
-            };
-            let hosts = state.store.hosts(after.as_deref(), page.sql_limit()).await?;
+            let after = host_marker(&app, page.marker.as_deref(), ErrorCode::HostInvalid).await?;
+            let hosts = app.hosts().page(may, after.as_deref(), page.sql_limit()).await?;
             let shown = hosts.iter().map(|h| host_json(h, &hidden)).collect();
             Ok(Json(page.answer("hosts", "/v1/os-hosts", &listing.query, shown, "id")).into_response())
         }
         Ask::Whole(whole) => {
             let limit = whole.sql_limit();
-            let first = state.store.hosts(None, limit).await?;
+            let first = app.hosts().page(may, None, limit).await?;
             let items = Items { render: Box::new(move |h: &Host| host_json(h, &hidden)), key: |h| h.name.clone() };
-            let store = state.store.clone();
             Ok(whole.answer("hosts", first, items, move |after: String| {
-                let store = store.clone();
-                async move { store.hosts(Some(&after), limit).await }
+                let app = app.clone();
+                async move { app.hosts().page(may, Some(&after), limit).await }
             }))
         }
     }
@@ -88,35 +87,24 @@ pub(super) async fn allocations(
     listing: Listing,
 ) -> Result<Response, ApiError> {
     let q = &listing.query;
-    state.rules.authorize(&ctx, Action::HostsGetAllocations, &Target::own(&ctx))?;
+    let (app, caller) = (app(&state), caller(&state, &ctx));
+    let may = app.hosts().may(&caller, Rule::HostsGetAllocations)?;
     let ask = listing.ask()?;
-    let (lease, reservation) = (uuid_param(q, "lease_id")?, uuid_param(q, "reservation_id")?);
-    let filter = AllocationFilter {
-        lease,
-        reservation,
-        project: state.rules.visible_project(&ctx, Action::LeasesGetAllProjects),
-    };
+    let of = app.hosts().allocations_of(&caller, may, (uuid_param(q, "lease_id")?, uuid_param(q, "reservation_id")?));
     match ask {
         Ask::Page(page) => {
-            let after = match &page.marker {
-                Some(m) => Some(host_marker(&state, m, ErrorCode::BadMarker).await?),
-                None => None,
-            };
-            let all = state.store.host_allocations(after.as_deref(), page.sql_limit(), filter).await?;
+            let after = host_marker(&app, page.marker.as_deref(), ErrorCode::BadMarker).await?;
+            let all = app.hosts().allocations_page(&of, after.as_deref(), page.sql_limit()).await?;
             let shown = all.iter().map(allocation_json).collect();
             Ok(Json(page.answer("allocations", "/v1/os-hosts/allocations", q, shown, "resource_id")).into_response())
         }
         Ask::Whole(whole) => {
             let limit = whole.sql_limit();
-            let first = state.store.host_allocations(None, limit, filter).await?;
+            let first = app.hosts().allocations_page(&of, None, limit).await?;
             let items = Items { render: Box::new(allocation_json), key: |a: &HostAllocation| a.name.clone() };
-            let (store, project) = (state.store.clone(), filter.project.map(str::to_string));
             Ok(whole.answer("allocations", first, items, move |after: String| {
-                let (store, project) = (store.clone(), project.clone());
-                async move {
-                    let filter = AllocationFilter { lease, reservation, project: project.as_deref() };
-                    store.host_allocations(Some(&after), limit, filter).await
-                }
+                let (app, of): (App, AllocationsOf) = (app.clone(), of.clone());
+                async move { app.hosts().allocations_page(&of, Some(&after), limit).await }
             }))
         }
     }
@@ -154,34 +142,40 @@ pub(super) async fn properties(
     listing: Listing,
 ) -> Result<Response, ApiError> {
     let q = &listing.query;
-    state.rules.authorize(&ctx, Action::HostsGetProperties, &Target::own(&ctx))?;
+    let (app, caller) = (app(&state), caller(&state, &ctx));
+    let may = app.hosts().may(&caller, Rule::HostsGetProperties)?;
     let ask = listing.ask()?;
-    let detail = truthy(q, "detail");
-    let all = truthy(q, "all") && state.rules.allows(&ctx, Action::HostsGetPrivateProperties, &Target::own(&ctx));
-    let store = state.store.clone();
-    let read = move |after: Option<String>, limit: i64| {
-        let store = store.clone();
-        async move { store.host_properties_after(after.as_deref(), limit, all, detail).await }
-    };
+    let of = app.hosts().properties_of(&caller, may, truthy(q, "all"), truthy(q, "detail"));
     match ask {
-        Ask::Page(page) => {
-            if let Some(m) = &page.marker {
-                if !state.store.host_property_listed(m, all).await? {
-                    let names_nothing = format!("marker {m:?} names nothing in this list");
-                    return Err(ApiError::bad_request(ErrorCode::BadMarker, names_nothing));
-                }
-            }
-            let props = read(page.marker.clone(), page.sql_limit()).await?;
-            let shown = props.iter().map(|p| property_json(p, detail)).collect();
-            let answer = page.answer("resource_properties", "/v1/os-hosts/properties", q, shown, "property");
-            Ok(Json(answer).into_response())
-        }
+        Ask::Page(page) => properties_page(&app, of, page, q).await,
         Ask::Whole(whole) => {
             let limit = whole.sql_limit();
-            let first = read(None, limit).await?;
-            let items =
-                Items { render: Box::new(move |p: &HostProperty| property_json(p, detail)), key: |p| p.name.clone() };
-            Ok(whole.answer("resource_properties", first, items, move |after: String| read(Some(after), limit)))
+            let first = app.hosts().properties_page(of, None, limit).await?;
+            let render = Box::new(move |p: &HostProperty| property_json(p, of.detail));
+            let items = Items { render, key: |p: &HostProperty| p.name.clone() };
+            Ok(whole.answer("resource_properties", first, items, move |after: String| {
+                let app = app.clone();
+                async move { app.hosts().properties_page(of, Some(&after), limit).await }
+            }))
         }
     }
+}
+
+/// One page of the capabilities, after the one its marker names.
+async fn properties_page(
+    app: &App,
+    of: PropertiesOf,
+    page: Page,
+    q: &HashMap<String, String>,
+) -> Result<Response, ApiError> {
+    if let Some(m) = &page.marker {
+        if !app.hosts().property_listed(of, m).await? {
+            let names_nothing = format!("marker {m:?} names nothing in this list");
+            return Err(ApiError::bad_request(ErrorCode::BadMarker, names_nothing));
+        }
+    }
+    let props = app.hosts().properties_page(of, page.marker.as_deref(), page.sql_limit()).await?;
+    let shown = props.iter().map(|p| property_json(p, of.detail)).collect();
+    let answer = page.answer("resource_properties", "/v1/os-hosts/properties", q, shown, "property");
+    Ok(Json(answer).into_response())
 }

@@ -6,22 +6,19 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use berth_app::maintenance::{MaintenanceWindow, Schedule};
+use berth_app::Rule;
 use berth_core::dates::format_date;
 use berth_core::error::ErrorCode;
-use berth_store::commands::{Demands, MaintenanceWindow, NewMaintenance};
 use serde_json::{json, Value};
 
 use super::bodies;
-use super::{meta, path_id, read};
-use crate::access::{Action, Target};
+use super::{path_id, read};
 use crate::auth::Context;
 use crate::error::ApiError;
+use crate::gate::{app, caller};
 use crate::tags;
 use crate::AppState;
-
-fn bad(m: impl Into<String>) -> ApiError {
-    ApiError::bad_request(ErrorCode::MaintenanceInvalid, m)
-}
 
 fn window_json(w: &MaintenanceWindow) -> Value {
     json!({
@@ -32,23 +29,6 @@ fn window_json(w: &MaintenanceWindow) -> Value {
         "heal": w.heal,
         "reason": w.reason,
         "created_at": format_date(w.created_at),
-    })
-}
-
-/// The body as a window to schedule; `now` the database's time.
-fn parse(asked: bodies::NewMaintenance, now: chrono::DateTime<chrono::Utc>) -> Result<NewMaintenance, ApiError> {
-    if asked.hosts.is_empty() {
-        return Err(bad("hosts (a list of host ids) is required"));
-    }
-    let date = |key: &str, s: &str| -> Result<chrono::DateTime<chrono::Utc>, ApiError> {
-        Ok(berth_core::dates::parse_date(key, s)?.resolve(now))
-    };
-    Ok(NewMaintenance {
-        hosts: asked.hosts,
-        start: date("start_date", &asked.start_date)?,
-        end: date("end_date", &asked.end_date)?,
-        heal: asked.heal.unwrap_or(false),
-        reason: asked.reason,
     })
 }
 
@@ -67,19 +47,19 @@ pub(super) async fn create(
     ctx: Context,
     body: Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    state.rules.authorize(&ctx, Action::MaintenanceCreate, &Target::own(&ctx))?;
+    let (app, caller) = (app(&state), caller(&state, &ctx));
+    let may = caller.may(Rule::MaintenanceCreate)?;
     let asked: bodies::NewMaintenance = read::read(&body)?;
-    let new = parse(asked, state.store.now().await?)?;
-    let mut demands = Demands::new();
-    for r in state.store.reservations_hit(&new).await? {
-        if let Some(d) = state.plugins.demand_of(&r.resource_type, &r.params).await {
-            demands.insert(r.reservation, d);
-        }
-    }
-    let (id, hit) = state.store.schedule_maintenance(&meta(&ctx), &new, &demands).await?;
-    let made = state.store.maintenance_windows().await?.into_iter().find(|w| w.id == id);
-    let leases: Vec<Value> = hit.iter().map(crate::heal::outcome_json).collect();
-    let window = made.as_ref().map(window_json).unwrap_or_else(|| json!({"id": id}));
+    let asked = Schedule {
+        hosts: asked.hosts,
+        start_date: asked.start_date,
+        end_date: asked.end_date,
+        heal: asked.heal,
+        reason: asked.reason,
+    };
+    let made = app.maintenance().schedule(&caller, may, asked).await?;
+    let leases: Vec<Value> = made.hit.iter().map(crate::heal::outcome_json).collect();
+    let window = made.window.as_ref().map(window_json).unwrap_or_else(|| json!({"id": made.id}));
     Ok((StatusCode::CREATED, Json(json!({"maintenance": window, "leases": leases}))))
 }
 
@@ -93,8 +73,7 @@ pub(super) async fn create(
     ),
 )]
 pub(super) async fn list(State(state): State<AppState>, ctx: Context) -> Result<Json<Value>, ApiError> {
-    state.rules.authorize(&ctx, Action::MaintenanceList, &Target::own(&ctx))?;
-    let all = state.store.maintenance_windows().await?;
+    let all = app(&state).maintenance().list(&caller(&state, &ctx)).await?;
     Ok(Json(json!({"maintenance": all.iter().map(window_json).collect::<Vec<_>>()})))
 }
 
@@ -112,8 +91,9 @@ pub(super) async fn delete(
     ctx: Context,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.rules.authorize(&ctx, Action::MaintenanceDelete, &Target::own(&ctx))?;
+    let (app, caller) = (app(&state), caller(&state, &ctx));
+    let may = caller.may(Rule::MaintenanceDelete)?;
     let id = path_id(&id, "maintenance window", ErrorCode::MaintenanceNotFound)?;
-    state.store.cancel_maintenance(&meta(&ctx), id).await?;
+    app.maintenance().cancel(&caller, may, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -17,10 +17,8 @@ use axum::http::StatusCode;
 use axum::routing::{get, patch, post};
 use axum::Router;
 use berth_core::error::ErrorCode;
-use berth_core::EventMeta;
 
-use crate::auth::Context;
-use crate::error::{current_request_id, ApiError};
+use crate::error::ApiError;
 use crate::AppState;
 
 /// The document of these routes.
@@ -73,16 +71,6 @@ pub fn routes() -> Router<AppState> {
         .route("/maintenance/{id}", axum::routing::delete(maintenance::delete))
         .route("/plugins", get(plugins::list))
         .route("/plugins/schema", get(plugins::schema))
-}
-
-/// Who did it, for the log.
-pub(crate) fn meta(ctx: &Context) -> EventMeta {
-    EventMeta {
-        actor: Some(ctx.user_id.clone()),
-        project: Some(ctx.project_id.clone()),
-        request_id: Some(current_request_id()),
-        causation: None,
-    }
 }
 
 /// A path id; anything that is not a uuid names nothing (404).

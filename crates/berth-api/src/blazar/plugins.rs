@@ -8,9 +8,9 @@ use axum::extract::State;
 use axum::Json;
 use serde_json::{json, Value};
 
-use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::error::ApiError;
+use crate::gate::{app, caller};
 use crate::tags;
 use crate::AppState;
 
@@ -56,19 +56,19 @@ pub struct Plugins {
     ),
 )]
 pub(super) async fn list(State(state): State<AppState>, ctx: Context) -> Result<Json<Value>, ApiError> {
-    state.rules.authorize(&ctx, Action::PluginsList, &Target::own(&ctx))?;
-    let plugins: Vec<Value> = state
-        .plugins
+    let plugins: Vec<Value> = app(&state)
         .plugins()
+        .list(&caller(&state, &ctx))?
+        .into_iter()
         .map(|p| {
-            let parameters = p.parameters().map(|declared| {
-                declared.iter().map(|d| json!({"name": d.name, "type": d.kind.name()})).collect::<Vec<_>>()
+            let parameters = p.parameters.map(|declared| {
+                declared.iter().map(|(name, kind)| json!({"name": name, "type": kind})).collect::<Vec<_>>()
             });
             json!({
-                "name": p.resource_type(),
-                "resource_type": p.resource_type(),
-                "driver": p.driver_kind(),
-                "external": p.is_external(),
+                "name": p.resource_type,
+                "resource_type": p.resource_type,
+                "driver": p.driver,
+                "external": p.external,
                 "parameters": parameters,
             })
         })
@@ -86,6 +86,5 @@ pub(super) async fn list(State(state): State<AppState>, ctx: Context) -> Result<
     ),
 )]
 pub(super) async fn schema(ctx: Context, State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    state.rules.authorize(&ctx, Action::PluginsSchema, &Target::own(&ctx))?;
-    Ok(Json(berth_plugins::protocol::schema().clone()))
+    Ok(Json(app(&state).plugins().schema(&caller(&state, &ctx))?.clone()))
 }

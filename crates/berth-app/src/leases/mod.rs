@@ -95,8 +95,14 @@ impl Leases<'_> {
     pub async fn delete(&self, caller: &Caller<'_>, id: Uuid) -> Result<(), Error> {
         let lease = find(self, caller, id, Rule::LeasesDelete).await?;
         self.app.store.delete_lease(&caller.meta(None), id, self.scope(caller)).await?;
-        crate::policy::on_end(&self.app.policy, &crate::policy::values_of(&lease.record)).await;
+        self.ended(&crate::policy::values_of(&lease.record)).await;
         Ok(())
+    }
+
+    /// A lease ended, deleted by a caller or its end event done (the
+    /// manager): the policy service is told.
+    pub async fn ended(&self, lease: &crate::policy::LeaseValues) {
+        crate::policy::on_end(&self.app.policy, lease).await;
     }
 
     /// An operator's control over the lease `id`: not found unless the

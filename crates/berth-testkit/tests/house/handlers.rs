@@ -21,6 +21,15 @@ pub const CONVERTED: &[&str] = &[
     "crates/berth-api/src/placement/usages.rs",
     "crates/berth-api/src/placement/candidates.rs",
     "crates/berth-api/src/placement/candidate_stream.rs",
+    "crates/berth-api/src/blazar/hosts.rs",
+    "crates/berth-api/src/blazar/host_lists.rs",
+    "crates/berth-api/src/blazar/maintenance.rs",
+    "crates/berth-api/src/blazar/availability.rs",
+    "crates/berth-api/src/blazar/plugins.rs",
+    "crates/berth-api/src/events.rs",
+    "crates/berth-api/src/controls.rs",
+    "crates/berth-api/src/quotas.rs",
+    "crates/berth-api/src/log.rs",
 ];
 
 /// The longest function in a converted module, signature to closing brace.
