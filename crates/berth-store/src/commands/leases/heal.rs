@@ -124,13 +124,6 @@ async fn windows_on(
         .collect())
 }
 
-/// Whether the cloud has more than `small` hosts (a bounded count).
-async fn past_small(tx: &Transaction<'_>, small: usize) -> Result<bool, StoreError> {
-    let up_to = i64::try_from(small).unwrap_or(i64::MAX).saturating_add(1);
-    let n: i64 = tx.query_one(super::small::HOSTS_UP_TO, &[&up_to]).await?.get("count");
-    Ok(n >= up_to)
-}
-
 /// Of `providers`, those unusable now: disabled, or with Nova's trait.
 async fn unusable(tx: &Transaction<'_>, providers: &[Uuid]) -> Result<HashSet<Uuid>, StoreError> {
     let rows = tx
@@ -257,7 +250,7 @@ pub(crate) async fn lock_all(
         };
         let any_wanted = leases.iter().any(|l| !wanted_of(l).is_empty());
         if any_wanted && !out.near {
-            out.near = past_small(tx, placing.small).await?;
+            out.near = super::small::past(tx, placing.small).await?;
         }
         // On a cloud past small, each replacement host is locked as it is
         // chosen (`plan::plan_near`): locking every candidate here would

@@ -94,10 +94,9 @@ async fn a_heal_passes_over_a_host_another_command_holds() {
         on_h0.push(create(&store, &format!("l{k}"), at(k), at(k) + Duration::hours(2), Some("h0")).await);
     }
     create(&store, "before", at(4) - Duration::hours(3), at(4), Some("h3")).await;
-    let (mut holder, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
+    let mut holder = crate::testing::connection(&store).await;
     let holding = holder.transaction().await.unwrap();
-    holding.execute("SELECT 1 FROM providers WHERE uuid = $1 FOR UPDATE", &[&hosts[3]]).await.unwrap();
+    crate::lock::providers(&holding, &[hosts[3]]).await.unwrap();
     let any = Demand::Hosts { min: 1, max: 1, hypervisor_properties: None, resource_properties: None };
     let demands: Demands = on_h0.iter().map(|l| (l.record.reservations[0].id, any.clone())).collect();
     // A heal that waited for h3 would wait for as long as the holder stays.

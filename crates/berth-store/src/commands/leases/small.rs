@@ -65,3 +65,11 @@ impl Default for SmallCloud {
         SmallCloud::new(SMALL)
     }
 }
+
+/// Whether the cloud has more than `small` hosts, counted now (a bounded
+/// count): a heal decides so whether to read near each window.
+pub(super) async fn past(tx: &impl crate::client::GenericClient, small: usize) -> Result<bool, crate::StoreError> {
+    let up_to = i64::try_from(small).unwrap_or(i64::MAX).saturating_add(1);
+    let n: i64 = tx.query_one(HOSTS_UP_TO, &[&up_to]).await?.get("hosts");
+    Ok(n >= up_to)
+}
