@@ -112,17 +112,7 @@ pub(crate) struct ProviderInventory {
 
 impl ProviderInventory {
     pub(crate) fn from_row(r: &Row) -> ProviderInventory {
-        let inventory = r.get::<_, Option<String>>("resource_class").map(|class| {
-            let inv = berth_core::Inventory {
-                total: r.get("total"),
-                reserved: r.get("reserved"),
-                min_unit: r.get("min_unit"),
-                max_unit: r.get("max_unit"),
-                step_size: r.get("step_size"),
-                allocation_ratio: r.get("allocation_ratio"),
-            };
-            (class, inv)
-        });
+        let inventory = r.get::<_, Option<String>>("resource_class").map(|class| (class, crate::queries::inventory(r)));
         ProviderInventory { uuid: r.get("uuid"), generation: r.get("generation"), inventory }
     }
 }

@@ -33,7 +33,9 @@ async fn on_a_small_cloud_too() {
     heals_each_once(&db, &db.store(4)).await;
 }
 
-async fn heals_each_once(db: &TestDatabase, store: &Store) {
+/// Six hosts, h0 to h5, and [`LEASES`] one-host leases on h0, ten hours
+/// apart from a day on: the hosts, the leases, and the k-th lease's start.
+async fn hosts_and_leases_on_h0(store: &Store) -> (Vec<Uuid>, Vec<Lease>, impl Fn(i64) -> DateTime<Utc>) {
     let meta = EventMeta::default();
     let mut hosts = Vec::new();
     for i in 0..6 {
@@ -46,11 +48,17 @@ async fn heals_each_once(db: &TestDatabase, store: &Store) {
         hosts.push(store.enrol_host(&meta, new).await.unwrap());
     }
     let base = (store.now().await.unwrap() + Duration::days(1)).duration_trunc(Duration::hours(1)).unwrap();
-    let at = |k: i64| base + Duration::hours(10 * k);
+    let at = move |k: i64| base + Duration::hours(10 * k);
     let mut on_h0 = Vec::new();
     for k in 0..LEASES {
         on_h0.push(create(store, &format!("l{k}"), at(k), at(k) + Duration::hours(2), Some("h0")).await);
     }
+    (hosts, on_h0, at)
+}
+
+async fn heals_each_once(db: &TestDatabase, store: &Store) {
+    let meta = EventMeta::default();
+    let (hosts, on_h0, at) = hosts_and_leases_on_h0(store).await;
     // h3 ends a lease as the fifth begins, h4 starts one as the eighth ends:
     // each the tightest host for that one.
     create(store, "before", at(4) - Duration::hours(3), at(4), Some("h3")).await;
@@ -77,22 +85,7 @@ async fn a_heal_passes_over_a_host_another_command_holds() {
     let db = TestDatabase::new().await;
     let store = db.store(4).with_small_cloud(0);
     let meta = EventMeta::default();
-    let mut hosts = Vec::new();
-    for i in 0..6 {
-        let new = NewHost {
-            name: format!("h{i}"),
-            resources: Some((8, 4096, 10)),
-            reservable: true,
-            capabilities: BTreeMap::new(),
-        };
-        hosts.push(store.enrol_host(&meta, new).await.unwrap());
-    }
-    let base = (store.now().await.unwrap() + Duration::days(1)).duration_trunc(Duration::hours(1)).unwrap();
-    let at = |k: i64| base + Duration::hours(10 * k);
-    let mut on_h0 = Vec::new();
-    for k in 0..LEASES {
-        on_h0.push(create(&store, &format!("l{k}"), at(k), at(k) + Duration::hours(2), Some("h0")).await);
-    }
+    let (hosts, on_h0, at) = hosts_and_leases_on_h0(&store).await;
     create(&store, "before", at(4) - Duration::hours(3), at(4), Some("h3")).await;
     let mut holder = crate::testing::connection(&store).await;
     let holding = holder.transaction().await.unwrap();
