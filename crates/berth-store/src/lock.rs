@@ -27,8 +27,8 @@
 //! an advisory mark, tested and never waited for) rather than queue for it.
 //!
 //! Nothing else in Berth writes `FOR UPDATE`. The exceptions on purpose
-//! skip locked rows instead of waiting for them (`SKIP LOCKED`), so they
-//! never wait out of this order: the manager's claim of due lease events
+//! skip locked rows instead of waiting for them (`SKIP LOCKED`), so these
+//! statements never wait out of this order: the manager's claim of due lease events
 //! (`commands/lease_events/claim.rs`), and a heal on a large cloud locking
 //! each replacement host as it chooses it ([`CHOSEN_IF_FREE`]).
 //!
@@ -323,10 +323,12 @@ pub(crate) fn chosen_stmt<'a>(statement: &'a str, ids: &'a Sorted<Uuid>) -> (&'a
 /// Locks those providers of `$1` that no other transaction holds, and
 /// answers them (`uuid`); a provider another command holds is skipped, not
 /// waited for. A heal, which already holds the hosts it moves slots off,
-/// locks each replacement host it chooses so: it never waits for a
+/// locks each replacement host it chooses so: it does not wait for a
 /// provider out of this order, and passes over a host being written
 /// (`commands/leases/plan.rs` `plan_near`). Rows this transaction locked
-/// already are answered too.
+/// already are answered too. (When the hosts near a window cannot vouch
+/// for a choice, the heal falls back to locking every candidate, which
+/// may wait; a deadlock there starts the command over.)
 pub(crate) const CHOSEN_IF_FREE: &str =
     "SELECT uuid FROM providers WHERE uuid = ANY($1) ORDER BY uuid FOR UPDATE SKIP LOCKED";
 

@@ -6,11 +6,13 @@
 //! Locks in the house's order: the leases concerned, the slots to move
 //! (consumers), then the candidate providers with the unusable ones; on a
 //! cloud past small, the unusable ones only, and each replacement host
-//! when it is chosen, passed over if another command holds it (never
-//! waited for out of order: `lock::CHOSEN_IF_FREE`). A
-//! lease that took one of these hosts between the first read and the
-//! provider locks (it committed meanwhile) is locked late and healed too; a
-//! deadlock there only starts the transaction over.
+//! when it is chosen, passed over if another command holds it
+//! (`lock::CHOSEN_IF_FREE`). Two cases still lock out of order: a lease
+//! that took one of these hosts between the first read and the provider
+//! locks (it committed meanwhile) is locked late and healed too, and on a
+//! large cloud a replacement the hosts near its window cannot vouch for is
+//! decided on every candidate, locked as `plan` locks them. A deadlock
+//! there only starts the transaction over.
 //!
 //! Placing reuses the leases' `plan` (`queries::fit`): each reservation
 //! asks for as many hosts (or slots) as it lost, with its own properties,

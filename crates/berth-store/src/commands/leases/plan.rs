@@ -231,7 +231,9 @@ pub(super) async fn read_near(
 /// (`lock::CHOSEN_IF_FREE`, never a wait out of the lock order), a host
 /// held is passed over and the choice made again on the same read (as a
 /// new lease passes over hosts being written), and the choice is checked
-/// on what the locks protect. `None`: decide with [`plan`]. A host failing
+/// on what the locks protect. `None`: decide with [`plan`] (which locks
+/// every candidate and may wait out of order; a deadlock there starts the
+/// command over). A host failing
 /// under many leases is so healed reading and locking some hundred hosts
 /// per lease, not the cloud.
 pub(super) async fn plan_near(
