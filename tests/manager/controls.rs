@@ -6,9 +6,7 @@ use super::*;
 
 /// The log's entries of `ty`, as an admin reads them.
 async fn entries_of(s: &Server, ty: &str) -> Vec<Value> {
-    let (st, body) = s.get("/v1/log?limit=10000", ADMIN).await;
-    assert_eq!(st, StatusCode::OK, "{body}");
-    body["entries"].as_array().unwrap().iter().filter(|e| e["type"] == ty).cloned().collect()
+    s.log_entries().await.into_iter().filter(|e| e["type"] == ty).collect()
 }
 
 async fn event_of(s: &Server, lease: &str, kind: &str) -> Value {

@@ -168,9 +168,8 @@ env = {{ FLOATINGIP_STATE = "{}", FLOATINGIP_POOL = "198.51.100.1-198.51.100.3" 
         after["effects"].as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap()).collect();
     assert_eq!(actions, vec!["on_start", "before_end", "on_end"]);
     // The log has each hook's answer.
-    let (_, log) = s.get("/v1/log?limit=1000", ADMIN).await;
-    let finished: Vec<&Value> =
-        log["entries"].as_array().unwrap().iter().filter(|e| e["type"] == "LeaseEventFinished").collect();
+    let log = s.log_entries().await;
+    let finished: Vec<&Value> = log.iter().filter(|e| e["type"] == "LeaseEventFinished").collect();
     assert_eq!(finished.len(), 3);
     assert_eq!(finished[0]["data"]["hooks"][0]["detail"]["addresses"].as_array().unwrap().len(), 2);
     s.replay_verify();

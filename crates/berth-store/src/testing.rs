@@ -105,6 +105,33 @@ impl TestDatabase {
         c.batch_execute("VACUUM ANALYZE").await.expect("vacuum analyze");
     }
 
+    /// Waits until every transaction of the cluster begun before the call
+    /// has ended, so a log reader (which shows only events below the oldest
+    /// transaction still running) sees all that was committed by then. Other
+    /// tests' transactions on the same cluster count too: that is the wait.
+    pub async fn settled(&self) {
+        let (c, conn) = tokio_postgres::connect(&self.url, NoTls).await.expect("connect");
+        tokio::spawn(conn);
+        let next: i64 = c
+            .query_one("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS next", &[])
+            .await
+            .expect("snapshot")
+            .get("next");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let oldest: i64 = c
+                .query_one("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS oldest", &[])
+                .await
+                .expect("snapshot")
+                .get("oldest");
+            if oldest >= next {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "a transaction older than {next} still runs after 30 s");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     pub fn store(&self, pool_size: usize) -> Store {
         Store::connect(&self.url, pool_size).expect("connect")
     }

@@ -243,6 +243,16 @@ impl Server {
         self.child.wait().expect("wait for berthd")
     }
 
+    /// Every entry of the log committed before the call, as an admin reads
+    /// them: a read straight after a write may not show it yet while an
+    /// older transaction anywhere on the cluster still runs.
+    pub async fn log_entries(&self) -> Vec<Value> {
+        self.db.settled().await;
+        let (st, body) = self.get("/v1/log?limit=10000", crate::ADMIN).await;
+        assert_eq!(st, StatusCode::OK, "{body}");
+        body["entries"].as_array().expect("entries").clone()
+    }
+
     /// `berthd replay --verify` against this server's database.
     pub fn replay_verify(&self) {
         let out = Command::new(berthd_bin())
