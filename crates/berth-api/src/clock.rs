@@ -9,7 +9,8 @@
 
 use std::time::Duration;
 
-use berth_store::{ClockOffset, Store};
+use berth_app::health::ClockOffset;
+use berth_app::App;
 
 /// Local clock minus the database's, in seconds.
 pub const OFFSET: &str = "berth_clock_offset_seconds";
@@ -55,17 +56,17 @@ impl ClockWatch {
     }
 
     /// Measures the offset now and exports it.
-    pub async fn measure(&self, store: &Store) -> Result<ClockOffset, berth_core::Error> {
-        let offset = store.clock_offset().await?;
+    pub async fn measure(&self, app: &App) -> Result<ClockOffset, berth_core::Error> {
+        let offset = app.health().clock_offset().await?;
         metrics::gauge!(OFFSET).set(offset.seconds);
         Ok(offset)
     }
 
     /// Measures at start and every [`INTERVAL`] for as long as it runs,
     /// warning each time the offset is past the threshold.
-    pub async fn run(self, store: Store) {
+    pub async fn run(self, app: App) {
         loop {
-            match self.measure(&store).await {
+            match self.measure(&app).await {
                 Ok(offset) if self.skewed(&offset) => tracing::warn!(
                     offset_s = offset.seconds,
                     threshold_s = self.warn_past_s,

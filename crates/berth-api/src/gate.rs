@@ -27,7 +27,7 @@ pub(crate) fn caller_under<'a>(rules: &'a Rules, ctx: &'a Context) -> Caller<'a>
 
 /// The operations over `state`'s store, plugins and policy.
 pub(crate) fn app(state: &AppState) -> berth_app::App {
-    berth_app::App::new(state.store.clone(), state.plugins.clone(), state.policy.clone())
+    state.app.clone()
 }
 
 struct Asking<'a> {
@@ -75,6 +75,7 @@ fn action(rule: Rule) -> Action {
         Rule::QuotasDelete => Action::QuotasDelete,
         Rule::QuotasUsage => Action::QuotasUsage,
         Rule::LogRead => Action::LogRead,
+        Rule::CalendarGet => Action::CalendarGet,
         Rule::Placement(rule) => placement_action(rule),
     }
 }

@@ -1,7 +1,7 @@
 //! How a heal's outcome is shown (what the reservations a heal looks at
 //! need, `berth_app::App::heal_demands` asks their plugins).
 
-use berth_store::commands::HealOutcome;
+use berth_app::hosts::HealOutcome;
 use serde_json::{json, Value};
 
 /// What a heal did to one reservation, as answers show it.

@@ -44,27 +44,23 @@ mod wording;
 
 use std::sync::Arc;
 
-use axum::extract::DefaultBodyLimit;
-use axum::{Extension, Router};
-use berth_store::Store;
-
 pub use access::Rules;
 pub use auth::{AuthMode, Authenticator};
+use axum::extract::DefaultBodyLimit;
+use axum::{Extension, Router};
 pub use config::ApiConfig;
 pub use serve::serve;
 
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
-    pub store: Store,
+    /// The use cases, over the store, the enabled resource plugins and
+    /// the lease policy: the only way a handler reaches them.
+    pub app: berth_app::App,
     /// Who is calling.
     pub auth: Arc<Authenticator>,
     /// What each caller may do.
     pub rules: Arc<Rules>,
-    /// The enabled resource plugins, by reservation type.
-    pub plugins: Arc<berth_plugins::Registry>,
-    /// The lease policy beside quotas.
-    pub policy: Arc<berth_app::Policy>,
     /// This process's clock against the database's (for `/readyz`).
     pub clock: clock::ClockWatch,
     /// What `/` says berthd is.

@@ -161,7 +161,7 @@ fn method_label(method: &axum::http::Method) -> &'static str {
 
 /// The pool's figures, read when scraped.
 fn sample_pool(state: &AppState) {
-    let s = state.store.pool_status();
+    let s = state.app.health().pool();
     metrics::gauge!(DB_POOL_MAX).set(s.max as f64);
     metrics::gauge!(DB_POOL_SIZE).set(s.open as f64);
     metrics::gauge!(DB_POOL_IDLE).set(s.idle as f64);

@@ -11,7 +11,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::Response;
-use berth_store::replicas::{stale_ok, Lsn};
+use berth_app::reads::{stale_ok, Lsn};
 
 use crate::AppState;
 
@@ -20,7 +20,7 @@ use crate::AppState;
 pub const READ_AFTER: &str = "berth-read-after";
 
 pub async fn route(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    if !state.store.has_replicas() {
+    if !state.app.reads().has_replicas() {
         return next.run(req).await;
     }
     if req.method() == Method::GET || req.method() == Method::HEAD {
@@ -36,7 +36,7 @@ pub async fn route(State(state): State<AppState>, req: Request, next: Next) -> R
     let mut resp = next.run(req).await;
     if resp.status().is_success() {
         // Read after the answer was made, so at or past its commit.
-        match state.store.write_token().await {
+        match state.app.reads().write_token().await {
             Ok(lsn) => {
                 if let Ok(v) = HeaderValue::from_str(&lsn.to_string()) {
                     resp.headers_mut().insert(READ_AFTER, v);

@@ -112,7 +112,7 @@ async fn healthz() -> &'static str {
     ),
 )]
 async fn readyz(State(state): State<AppState>) -> Result<Json<Readiness>, ApiError> {
-    let offset = state.clock.measure(&state.store).await.map_err(|e| {
+    let offset = state.clock.measure(&state.app).await.map_err(|e| {
         tracing::warn!(error = %e, "not ready");
         ApiError::from(e).in_style(Style::Berth)
     })?;

@@ -20,7 +20,7 @@ use axum::body::{Body, Bytes};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::HeaderValue;
 use axum::response::Response;
-use berth_store::replicas::{stale_ok, stale_ok_scope};
+use berth_app::reads::{stale_ok, stale_ok_scope, Lsn};
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::time::{timeout_at, Instant};
@@ -113,7 +113,7 @@ struct Rest<T, K, N> {
     items: Items<T, K>,
     next: N,
     /// The handler's standby scope, kept for the later pages' reads.
-    scope: Option<Option<berth_store::replicas::Lsn>>,
+    scope: Option<Option<Lsn>>,
 }
 
 impl<T, K, N, F> Rest<T, K, N>

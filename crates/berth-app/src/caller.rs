@@ -44,6 +44,7 @@ pub enum Rule {
     QuotasDelete,
     QuotasUsage,
     LogRead,
+    CalendarGet,
     /// One of Placement's.
     Placement(PlacementRule),
 }

@@ -13,8 +13,11 @@
 //! never reads the local clock, and never writes SQL (berth-store does).
 
 pub mod advice;
+pub mod calendar;
 mod caller;
+pub mod changes;
 pub mod events;
+pub mod health;
 pub mod hosts;
 pub mod idempotency;
 pub mod leases;
@@ -24,6 +27,7 @@ pub mod placement;
 pub mod plugins;
 pub mod policy;
 pub mod quotas;
+pub mod reads;
 
 use std::sync::Arc;
 
@@ -44,6 +48,12 @@ pub struct App {
 impl App {
     pub fn new(store: Store, plugins: Arc<berth_plugins::Registry>, policy: Arc<Policy>) -> App {
         App { store, plugins, policy }
+    }
+
+    /// Over `store` alone: no resource plugins, the default lease policy
+    /// (what serving Placement, and nothing of Blazar's, needs).
+    pub fn bare(store: Store) -> App {
+        App::new(store, Arc::default(), Arc::default())
     }
 
     /// The lease use cases.

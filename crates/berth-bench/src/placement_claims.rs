@@ -142,11 +142,9 @@ async fn claims(
 /// Placement base URL.
 async fn serve(store: berth_store::Store, auth: Arc<Authenticator>) -> Result<String> {
     let state = AppState {
-        store,
+        app: berth_app::App::bare(store),
         auth,
         rules: Arc::new(Rules::defaults()),
-        plugins: Arc::new(berth_plugins::Registry::default()),
-        policy: Arc::new(berth_app::Policy::default()),
         clock: Default::default(),
         build: berth_api::Build::default(),
     };

@@ -62,11 +62,9 @@ async fn book(store: &Store, hosts: &[Uuid]) -> Result<()> {
 /// The real router on a loopback port, served as berthd serves it; its base URL.
 async fn serve(store: Store) -> Result<String> {
     let state = AppState {
-        store,
+        app: berth_app::App::bare(store),
         auth: Arc::new(Authenticator::Noauth),
         rules: Arc::new(Rules::defaults()),
-        plugins: Arc::new(berth_plugins::Registry::default()),
-        policy: Arc::new(berth_app::Policy::default()),
         clock: Default::default(),
         build: berth_api::Build::default(),
     };

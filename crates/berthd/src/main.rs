@@ -247,15 +247,13 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
     let policy = Arc::new(berth_app::Policy::from_config(&cfg.policy).context("the [policy] configuration")?);
     let registry = Arc::new(plugins(&cfg)?);
     let state = berth_api::AppState {
-        store: store.clone(),
+        app: berth_app::App::new(store.clone(), registry.clone(), policy.clone()),
         auth,
         rules,
-        plugins: registry.clone(),
-        policy: policy.clone(),
         clock: berth_api::clock::ClockWatch::new(cfg.clock_skew_warn_s),
         build: berth_api::Build { version: env!("CARGO_PKG_VERSION"), commit: env!("BERTH_COMMIT") },
     };
-    tokio::spawn(state.clock.clone().run(store.clone()));
+    tokio::spawn(state.clock.clone().run(state.app.clone()));
     let app = berth_api::router_with(state, cfg.api.clone());
     let listener =
         tokio::net::TcpListener::bind(&cfg.listen).await.with_context(|| format!("binding {}", cfg.listen))?;

@@ -7,21 +7,16 @@ use std::collections::HashMap;
 
 use axum::extract::{Query, State};
 use axum::Json;
-use berth_core::dates::{format_date, parse_date, DateSpec};
+use berth_app::calendar::{Asked, Bar as Shown, Calendar};
+use berth_core::dates::{format_date, parse_date};
 use berth_core::error::ErrorCode;
-use berth_core::time::DateMath;
-use berth_store::queries::calendar::CalendarBar;
-use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
-use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::error::ApiError;
+use crate::gate::{app, caller};
 use crate::tags;
 use crate::AppState;
-
-/// The longest window one answer covers.
-const MAX_DAYS: i64 = 400;
 
 /// What others' bars say instead of their lease's name.
 pub const RESERVED: &str = "reserved";
@@ -75,68 +70,13 @@ fn bad(m: impl Into<String>) -> ApiError {
     ApiError::bad_request(ErrorCode::Invalid, m)
 }
 
-/// The window asked for: `start` (default now) to `end` (default a week on).
-fn window(q: &HashMap<String, String>, now: DateTime<Utc>) -> Result<(DateTime<Utc>, DateTime<Utc>), ApiError> {
+/// The window asked for, as the query says it.
+fn asked(q: &HashMap<String, String>) -> Result<Asked, ApiError> {
     if let Some(k) = q.keys().find(|k| !["start", "end"].contains(&k.as_str())) {
         return Err(bad(format!("unknown parameter {k:?} (start, end)")));
     }
-    let date = |key: &str| -> Result<Option<DateTime<Utc>>, ApiError> {
-        q.get(key)
-            .map(|s| {
-                Ok(match parse_date(key, s)? {
-                    DateSpec::Now => now,
-                    DateSpec::At(t) => t,
-                })
-            })
-            .transpose()
-    };
-    let start = date("start")?.unwrap_or(now);
-    let end = match date("end")? {
-        Some(e) => e,
-        None => start.saturating_plus(Duration::days(7)),
-    };
-    if end <= start {
-        return Err(bad("end must be after start"));
-    }
-    let longest = start.saturating_plus(Duration::days(MAX_DAYS));
-    if end > longest {
-        return Err(bad(format!("the window is at most {MAX_DAYS} days")));
-    }
-    Ok((start, end))
-}
-
-/// A bar as `ctx` may see it.
-fn shown(b: CalendarBar, ctx: &Context, all_projects: bool) -> Bar {
-    let visible = all_projects || b.project_id == ctx.project_id;
-    let (start, end) = (format_date(b.start), format_date(b.end));
-    if !visible {
-        return Bar {
-            provider_id: b.provider,
-            visible,
-            lease_name: RESERVED.into(),
-            lease_id: None,
-            project_id: None,
-            status: None,
-            reservation_id: None,
-            resource_type: b.resource_type,
-            start,
-            end,
-            slots: b.slots,
-        };
-    }
-    Bar {
-        provider_id: b.provider,
-        visible,
-        lease_name: b.lease_name,
-        lease_id: Some(b.lease_id),
-        project_id: Some(b.project_id),
-        status: Some(b.lease_status),
-        reservation_id: Some(b.reservation_id),
-        resource_type: b.resource_type,
-        start,
-        end,
-        slots: b.slots,
-    }
+    let date = |key: &str| q.get(key).map(|s| parse_date(key, s)).transpose();
+    Ok(Asked { start: date("start")?, end: date("end")? })
 }
 
 #[utoipa::path(
@@ -157,17 +97,43 @@ pub(super) async fn get(
     ctx: Context,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<CalendarDoc>, ApiError> {
-    state.rules.authorize(&ctx, Action::CalendarGet, &Target::own(&ctx))?;
-    let all_projects = state.rules.visible_project(&ctx, Action::LeasesGetAllProjects).is_none();
-    let (start, end) = window(&q, state.store.now().await?)?;
-    let cal = state.store.calendar(start, end).await?;
+    let c = caller(&state, &ctx);
+    let may = c.may(berth_app::Rule::CalendarGet)?;
+    let cal = app(&state).calendar().show(&c, may, asked(&q)?).await?;
+    Ok(Json(CalendarDoc { calendar: body(cal) }))
+}
+
+fn body(cal: Calendar) -> CalendarBody {
     let rows = cal
         .rows
         .into_iter()
         .map(|r| Row { id: r.provider, name: r.name, host: r.host, reservable: r.reservable })
         .collect();
-    let bars = cal.bars.into_iter().map(|b| shown(b, &ctx, all_projects)).collect();
-    Ok(Json(CalendarDoc {
-        calendar: CalendarBody { start: format_date(start), end: format_date(end), all_projects, rows, bars },
-    }))
+    let bars = cal.bars.into_iter().map(bar).collect();
+    CalendarBody {
+        start: format_date(cal.start),
+        end: format_date(cal.end),
+        all_projects: cal.all_projects,
+        rows,
+        bars,
+    }
+}
+
+/// A bar as the caller may see it: others' say only "reserved".
+fn bar(b: Shown) -> Bar {
+    let (start, end) = (format_date(b.start), format_date(b.end));
+    let (visible, lease) = (b.lease.is_some(), b.lease);
+    Bar {
+        provider_id: b.provider,
+        visible,
+        lease_name: lease.as_ref().map_or_else(|| RESERVED.to_string(), |l| l.name.clone()),
+        lease_id: lease.as_ref().map(|l| l.id),
+        project_id: lease.as_ref().map(|l| l.project_id.clone()),
+        status: lease.as_ref().map(|l| l.status.clone()),
+        reservation_id: lease.as_ref().map(|l| l.reservation_id),
+        resource_type: b.resource_type,
+        start,
+        end,
+        slots: b.slots,
+    }
 }

@@ -13,7 +13,7 @@ use berth_core::error::ErrorCode;
 use serde::Deserialize;
 
 use crate::access::{Action, Target};
-use crate::auth::login::Credentials;
+use crate::auth::login::{self, Credentials};
 use crate::auth::{AuthMode, Authenticator, Context, MaybeAnonymous};
 use crate::error::ApiError;
 use crate::tags;
@@ -118,12 +118,7 @@ pub(super) async fn login(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     state.rules.authorize(&ctx, Action::Login, &Target::own(&ctx))?;
-    let b: LoginBody = serde_json::from_slice(&body).map_err(|e| bad(format!("a login body: {e}")))?;
-    for (k, v) in [("user", &b.user), ("password", &b.password), ("project", &b.project)] {
-        if v.is_empty() {
-            return Err(bad(format!("{k} must not be empty")));
-        }
-    }
+    let b = login_body(&body)?;
     let Authenticator::Keystone(k) = state.auth.as_ref() else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -131,18 +126,39 @@ pub(super) async fn login(
             format!("this berthd ({} mode) takes tokens only", state.auth.mode().as_str()),
         ));
     };
-    let c = Credentials {
-        user: &b.user,
-        password: &b.password,
-        project: &b.project,
-        user_domain: b.user_domain.as_deref().unwrap_or("Default"),
-        project_domain: b.project_domain.as_deref().unwrap_or("Default"),
-    };
-    let issued = match k.login(&c).await {
-        Ok(i) => i,
+    match k.login(&b.credentials()).await {
+        Ok(issued) => Ok(issued_response(issued)),
         // 401 for refused credentials, 503 with Retry-After when Keystone is down.
-        Err(f) => return Ok(state.auth.reject(f).into_response()),
-    };
+        Err(f) => Ok(state.auth.reject(f).into_response()),
+    }
+}
+
+/// A login's body, each of its three names given.
+fn login_body(body: &[u8]) -> Result<LoginBody, ApiError> {
+    let b: LoginBody = serde_json::from_slice(body).map_err(|e| bad(format!("a login body: {e}")))?;
+    for (k, v) in [("user", &b.user), ("password", &b.password), ("project", &b.project)] {
+        if v.is_empty() {
+            return Err(bad(format!("{k} must not be empty")));
+        }
+    }
+    Ok(b)
+}
+
+impl LoginBody {
+    fn credentials(&self) -> Credentials<'_> {
+        Credentials {
+            user: &self.user,
+            password: &self.password,
+            project: &self.project,
+            user_domain: self.user_domain.as_deref().unwrap_or("Default"),
+            project_domain: self.project_domain.as_deref().unwrap_or("Default"),
+        }
+    }
+}
+
+/// The token Keystone issued, which no cache between here and the browser
+/// may keep.
+fn issued_response(issued: login::Issued) -> Response {
     let doc = IssuedDoc {
         login: Issued {
             token: issued.token,
@@ -151,15 +167,11 @@ pub(super) async fn login(
             project_id: issued.project_id,
         },
     };
-    // A token: no cache between here and the browser keeps it.
-    Ok((
-        [
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
-            (header::PRAGMA, HeaderValue::from_static("no-cache")),
-        ],
-        Json(doc),
-    )
-        .into_response())
+    let no_store = [
+        (header::CACHE_CONTROL, HeaderValue::from_static("no-store")),
+        (header::PRAGMA, HeaderValue::from_static("no-cache")),
+    ];
+    (no_store, Json(doc)).into_response()
 }
 
 #[utoipa::path(

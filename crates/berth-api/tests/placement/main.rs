@@ -45,11 +45,9 @@ impl Api {
         let db = TestDatabase::new().await;
         let store = db.store(8);
         let state = AppState {
-            store: store.clone(),
+            app: berth_app::App::bare(store.clone()),
             auth: Arc::new(Authenticator::Noauth),
             rules: Arc::new(Rules::defaults()),
-            plugins: Arc::new(berth_plugins::Registry::default()),
-            policy: Arc::new(berth_app::Policy::default()),
             clock: Default::default(),
             build: berth_api::Build::default(),
         };
