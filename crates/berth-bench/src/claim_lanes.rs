@@ -82,6 +82,7 @@ async fn one(report: &mut Report, clients: usize, seconds: u64, lanes: usize, pr
     let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
     let providers =
         Arc::new(crate::setup::providers(&store, &meta, PROVIDERS, "bench-", 1_000_000, 1_000_000_000).await?);
+    crate::setup::warm(&db, &store, &providers).await?;
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = tokio::spawn(sample(db.url.clone(), db.name.clone(), stop.clone()));
     let deadline = Instant::now() + Duration::from_secs(seconds);

@@ -95,6 +95,7 @@ async fn claims(
     let store = crate::setup::claim_store(&db, clients + 4)?;
     let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
     let providers = crate::setup::providers(&store, &meta, PROVIDERS, "host-", VCPU, VCPU * 256).await?;
+    crate::setup::warm(&db, &store, &providers).await?;
     let base = serve(store, auth).await?;
 
     let providers = Arc::new(providers);

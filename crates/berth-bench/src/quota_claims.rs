@@ -49,6 +49,7 @@ async fn phase(clients: usize, seconds: u64, limits: bool) -> Result<Phase> {
             store.set_quota(&meta, Scope::project(format!("bench-p{p}")), set(10_000_000)).await?;
         }
     }
+    crate::setup::warm(&db, &store, &providers).await?;
     let providers = Arc::new(providers);
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = tokio::spawn(sample(db.url.clone(), db.name.clone(), stop.clone()));

@@ -21,6 +21,7 @@ pub async fn run(report: &mut Report, clients: usize, seconds: u64, replay: bool
     let store = crate::setup::claim_store(&db, clients + 2)?;
     let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
     let providers = crate::setup::providers(&store, &meta, PROVIDERS, "bench-", 100_000, 100_000_000).await?;
+    crate::setup::warm(&db, &store, &providers).await?;
     let providers = Arc::new(providers);
     let before = crate::db_cost::Snapshot::take(&db.url).await?;
     let deadline = Instant::now() + Duration::from_secs(seconds);

@@ -49,6 +49,7 @@ async fn run_with(report: &mut Report, clients: usize, seconds: u64, target: f64
     let store = db.store(4);
     let meta = EventMeta { actor: Some("bench".into()), ..Default::default() };
     let providers = crate::setup::providers(&store, &meta, PROVIDERS, "host-", VCPU, VCPU * 256).await?;
+    crate::setup::warm(&db, &store, &providers).await?;
     drop(store);
     let daemon = Daemon::start(&db.url, clients + 4).await?;
 
