@@ -34,7 +34,7 @@ use crate::access::{Action, Target};
 use crate::auth::Context;
 use crate::config::ApiConfig;
 use crate::error::ApiError;
-use crate::events::event_json;
+use crate::events::LeaseEventDetail;
 use crate::streams::{Slot, Streams};
 use crate::tags;
 use crate::AppState;
@@ -306,7 +306,8 @@ fn follow(store: Store, after: Cursor, watch: Watch, slot: Slot) -> impl Stream<
                             after = e.cursor();
                             let n = rows.len();
                             for (i, r) in rows.iter().enumerate() {
-                                let mut ev = SseEvent::default().data(event_json(r).to_string());
+                                let data = serde_json::to_string(&LeaseEventDetail::of(r)).unwrap_or_default();
+                                let mut ev = SseEvent::default().data(data);
                                 // Resuming after an entry's last row skips none of the entry.
                                 if i + 1 == n {
                                     ev = ev.id(after.to_string());
