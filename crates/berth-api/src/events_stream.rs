@@ -35,7 +35,7 @@ use crate::auth::Context;
 use crate::config::ApiConfig;
 use crate::error::ApiError;
 use crate::events::LeaseEventDetail;
-use crate::streams::{Slot, Streams};
+use crate::streams::{Slot, StreamEvent, Streams};
 use crate::tags;
 use crate::AppState;
 
@@ -277,7 +277,7 @@ async fn stream(
 /// `start`, then the changes after `after` until shutdown. The stream
 /// holds its `slot` while it lives.
 fn follow(store: Store, after: Cursor, watch: Watch, slot: Slot) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    let start = SseEvent::default().event("start").id(after.to_string()).data("{}");
+    let start = StreamEvent { event: Some("start".to_string()), id: Some(after.to_string()), data: "{}".to_string() };
     let buffered = VecDeque::from([start]);
     futures::stream::unfold((store, after, buffered, slot), move |(store, mut after, mut buffered, slot)| {
         let watch = watch.clone();
@@ -288,7 +288,7 @@ fn follow(store: Store, after: Cursor, watch: Watch, slot: Slot) -> impl Stream<
                     return None;
                 }
                 if let Some(ev) = buffered.pop_front() {
-                    return Some((Ok(ev), (store, after, buffered, slot)));
+                    return Some((Ok(ev.sse()), (store, after, buffered, slot)));
                 }
                 match store.read_log(after, PAGE).await {
                     Ok(page) => {
@@ -307,12 +307,9 @@ fn follow(store: Store, after: Cursor, watch: Watch, slot: Slot) -> impl Stream<
                             let n = rows.len();
                             for (i, r) in rows.iter().enumerate() {
                                 let data = serde_json::to_string(&LeaseEventDetail::of(r)).unwrap_or_default();
-                                let mut ev = SseEvent::default().data(data);
                                 // Resuming after an entry's last row skips none of the entry.
-                                if i + 1 == n {
-                                    ev = ev.id(after.to_string());
-                                }
-                                buffered.push_back(ev);
+                                let id = (i + 1 == n).then(|| after.to_string());
+                                buffered.push_back(StreamEvent { event: None, id, data });
                             }
                         }
                         if buffered.is_empty() && !full {
