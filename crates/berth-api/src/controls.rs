@@ -13,12 +13,12 @@ use berth_app::events::{Control, ManagerState};
 use berth_app::Rule;
 use berth_core::dates::format_date;
 use berth_core::error::ErrorCode;
-use serde_json::{json, Value};
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::auth::Context;
 use crate::error::ApiError;
-use crate::events::{event_json, LeaseEventDetail};
+use crate::events::LeaseEventDetail;
 use crate::gate::{app, caller};
 use crate::tags;
 use crate::AppState;
@@ -45,7 +45,7 @@ struct OneEvent {
 }
 
 /// Retries, cancels or fires one lease event, as its rule allows.
-async fn control(state: AppState, ctx: Context, id: String, control: Control) -> Result<Json<Value>, ApiError> {
+async fn control(state: AppState, ctx: Context, id: String, control: Control) -> Result<Json<OneEvent>, ApiError> {
     let not_found = || {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -55,7 +55,7 @@ async fn control(state: AppState, ctx: Context, id: String, control: Control) ->
     };
     let id = Uuid::parse_str(&id).map_err(|_| not_found())?;
     let event = app(&state).events().control(&caller(&state, &ctx), id, control).await?;
-    Ok(Json(json!({ "event": event_json(&event) })))
+    Ok(Json(OneEvent { event: LeaseEventDetail::of(&event) }))
 }
 
 #[utoipa::path(
@@ -68,7 +68,11 @@ async fn control(state: AppState, ctx: Context, id: String, control: Control) ->
         (status = 409, description = "Not in ERROR: berth.lease_event.not_in_error"),
     ),
 )]
-async fn retry(State(state): State<AppState>, ctx: Context, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+async fn retry(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(id): Path<String>,
+) -> Result<Json<OneEvent>, ApiError> {
     control(state, ctx, id, Control::Retry).await
 }
 
@@ -82,7 +86,11 @@ async fn retry(State(state): State<AppState>, ctx: Context, Path(id): Path<Strin
         (status = 409, description = "Not UNDONE: berth.lease_event.not_pending"),
     ),
 )]
-async fn cancel(State(state): State<AppState>, ctx: Context, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+async fn cancel(
+    State(state): State<AppState>,
+    ctx: Context,
+    Path(id): Path<String>,
+) -> Result<Json<OneEvent>, ApiError> {
     control(state, ctx, id, Control::Cancel).await
 }
 
@@ -96,7 +104,7 @@ async fn cancel(State(state): State<AppState>, ctx: Context, Path(id): Path<Stri
         (status = 409, description = "Not UNDONE: berth.lease_event.not_pending"),
     ),
 )]
-async fn fire(State(state): State<AppState>, ctx: Context, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+async fn fire(State(state): State<AppState>, ctx: Context, Path(id): Path<String>) -> Result<Json<OneEvent>, ApiError> {
     control(state, ctx, id, Control::Fire).await
 }
 

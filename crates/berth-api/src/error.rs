@@ -10,7 +10,8 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use berth_core::error::{Error, ErrorCode, ErrorKind};
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 tokio::task_local! {
     /// The current request's id, for error bodies and log metadata.
@@ -187,34 +188,67 @@ impl From<Error> for ApiError {
     }
 }
 
+/// One error as Placement's and Berth's documents carry it.
+#[derive(Serialize, ToSchema)]
+pub struct ErrorFields {
+    status: u16,
+    title: Option<String>,
+    detail: Option<String>,
+    code: String,
+    request_id: Option<String>,
+}
+
+/// Placement's error document (under `/placement`).
+#[derive(Serialize, ToSchema)]
+pub struct PlacementError {
+    errors: Vec<ErrorFields>,
+}
+
+/// Blazar's error document, plus `code` and `request_id` (under `/v1`).
+#[derive(Serialize, ToSchema)]
+pub struct BlazarError {
+    error_code: u16,
+    error_name: Option<String>,
+    error_message: Option<String>,
+    code: String,
+    request_id: Option<String>,
+}
+
+/// Berth's error document (everywhere else).
+#[derive(Serialize, ToSchema)]
+pub struct BerthError {
+    error: ErrorFields,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let request_id = current_request_id();
-        let title = self.status.canonical_reason().unwrap_or("Error");
-        let body = match self.style {
-            Style::Placement => json!({"errors": [{
-                "status": self.status.as_u16(),
-                "title": title,
-                "detail": self.detail,
-                "code": self.code.as_str(),
-                "request_id": request_id,
-            }]}),
-            Style::Blazar => json!({
-                "error_code": self.status.as_u16(),
-                "error_name": title,
-                "error_message": self.detail,
-                "code": self.code.as_str(),
-                "request_id": request_id,
-            }),
-            Style::Berth => json!({"error": {
-                "status": self.status.as_u16(),
-                "title": title,
-                "detail": self.detail,
-                "code": self.code.as_str(),
-                "request_id": request_id,
-            }}),
+        let title = self.status.canonical_reason().unwrap_or("Error").to_string();
+        let (status, code) = (self.status.as_u16(), self.code.as_str().to_string());
+        let fields = |detail: String| ErrorFields {
+            status,
+            title: Some(title.clone()),
+            detail: Some(detail),
+            code: code.clone(),
+            request_id: Some(request_id.clone()),
         };
-        let mut resp = (self.status, axum::Json(body)).into_response();
+        let mut resp = match self.style {
+            Style::Placement => {
+                let body = PlacementError { errors: vec![fields(self.detail)] };
+                (self.status, axum::Json(body)).into_response()
+            }
+            Style::Blazar => {
+                let body = BlazarError {
+                    error_code: status,
+                    error_name: Some(title.clone()),
+                    error_message: Some(self.detail),
+                    code: code.clone(),
+                    request_id: Some(request_id.clone()),
+                };
+                (self.status, axum::Json(body)).into_response()
+            }
+            Style::Berth => (self.status, axum::Json(BerthError { error: fields(self.detail) })).into_response(),
+        };
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
         }

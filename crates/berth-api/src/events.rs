@@ -12,7 +12,6 @@ use berth_app::{App, Caller, Rule};
 use berth_core::dates::format_date;
 use berth_core::error::ErrorCode;
 use berth_core::lease::{LeaseEventStatus, LeaseEventType};
-use serde_json::Value;
 use uuid::Uuid;
 
 use crate::auth::Context;
@@ -30,7 +29,7 @@ pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
     <Doc as utoipa::OpenApi>::openapi()
 }
 
-/// A lease event as [`event_json`] shows it.
+/// A lease event as the API shows it.
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub(crate) struct LeaseEventDetail {
     id: Uuid,
@@ -49,44 +48,60 @@ pub(crate) struct LeaseEventDetail {
     updated_at: String,
 }
 
-#[allow(dead_code)] // a schema: `crate::paging` builds the page
+// The `next` link of a full page.
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct EventLink {
     rel: String,
     href: String,
 }
 
-#[allow(dead_code)] // a schema: `crate::paging` builds the page
+// A page of lease events; `events_links` (the next page) only when it is
+// full ([`LeaseEvents::of`] makes it).
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct LeaseEvents {
     events: Vec<LeaseEventDetail>,
     #[schema(nullable = false)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     events_links: Option<Vec<EventLink>>,
+}
+
+impl LeaseEvents {
+    /// The page of `rows` that `page` asked of the list at `path` (with the
+    /// query `q`), linked to the next after its last event when it is full.
+    fn of(page: &Page, path: &str, q: &HashMap<String, String>, rows: &[LeaseEventRow]) -> LeaseEvents {
+        let last = rows.last().map(|e| e.id.to_string());
+        let next = page.next(path, q, rows.len(), last.as_deref());
+        LeaseEvents {
+            events: rows.iter().map(LeaseEventDetail::of).collect(),
+            events_links: next.map(|href| vec![EventLink { rel: "next".to_string(), href }]),
+        }
+    }
 }
 
 pub fn routes() -> Router<AppState> {
     Router::new().route("/v1/events", get(list)).route("/v1/leases/{id}/events", get(of_lease))
 }
 
-pub fn event_json(e: &LeaseEventRow) -> Value {
-    let date = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(format_date);
-    let shown = LeaseEventDetail {
-        id: e.id,
-        lease_id: e.lease_id,
-        lease_name: e.lease_name.clone(),
-        project_id: e.project_id.clone(),
-        event_type: e.event_type.clone(),
-        time: format_date(e.time),
-        status: e.status.clone(),
-        attempts: e.attempts,
-        last_error: e.last_error.clone(),
-        claimed_by: e.claimed_by.clone(),
-        claim_expires_at: date(e.claim_expires_at),
-        retry_at: date(e.retry_at),
-        created_at: format_date(e.created_at),
-        updated_at: format_date(e.updated_at),
-    };
-    serde_json::to_value(shown).unwrap_or_default()
+impl LeaseEventDetail {
+    pub fn of(e: &LeaseEventRow) -> LeaseEventDetail {
+        let date = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(format_date);
+        LeaseEventDetail {
+            id: e.id,
+            lease_id: e.lease_id,
+            lease_name: e.lease_name.clone(),
+            project_id: e.project_id.clone(),
+            event_type: e.event_type.clone(),
+            time: format_date(e.time),
+            status: e.status.clone(),
+            attempts: e.attempts,
+            last_error: e.last_error.clone(),
+            claimed_by: e.claimed_by.clone(),
+            claim_expires_at: date(e.claim_expires_at),
+            retry_at: date(e.retry_at),
+            created_at: format_date(e.created_at),
+            updated_at: format_date(e.updated_at),
+        }
+    }
 }
 
 fn bad(m: String) -> ApiError {
@@ -151,19 +166,19 @@ fn kinds(q: &HashMap<String, String>) -> Result<(Option<LeaseEventStatus>, Optio
         ("event_type" = Option<String>, Query, description = "start_lease, before_end_lease or end_lease"),
         ("lease_id" = Option<String>, Query, description = "One lease's"),
         ("project_id" = Option<String>, Query, description = "One project's (admins)"),
-        crate::paging::PageParams,
+        crate::paging::Page,
     ),
     responses(
         (status = 200, description = "A page of lease events", body = LeaseEvents),
     ),
 )]
-async fn list(State(state): State<AppState>, ctx: Context, listing: Listing) -> Result<Json<Value>, ApiError> {
+async fn list(State(state): State<AppState>, ctx: Context, listing: Listing) -> Result<Json<LeaseEvents>, ApiError> {
     let q = &listing.query;
     let (app, caller) = (app(&state), caller(&state, &ctx));
     let may = caller.may(Rule::EventsList)?;
     let page = listing.page()?;
     let events = app.events().page(may, &filter(&app, &caller, q, &page)?).await?;
-    Ok(Json(page.answer("events", "/v1/events", q, events.iter().map(event_json).collect(), "id")))
+    Ok(Json(LeaseEvents::of(&page, "/v1/events", q, &events)))
 }
 
 #[utoipa::path(
@@ -174,7 +189,7 @@ async fn list(State(state): State<AppState>, ctx: Context, listing: Listing) -> 
     params(
         ("status" = Option<String>, Query, description = "UNDONE, IN_PROGRESS, DONE, ERROR or CANCELLED"),
         ("event_type" = Option<String>, Query, description = "start_lease, before_end_lease or end_lease"),
-        crate::paging::PageParams,
+        crate::paging::Page,
     ),
     responses(
         (status = 200, description = "A page of the lease's events", body = LeaseEvents),
@@ -185,7 +200,7 @@ async fn of_lease(
     ctx: Context,
     Path(id): Path<String>,
     listing: Listing,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<LeaseEvents>, ApiError> {
     let q = &listing.query;
     let id = Uuid::parse_str(&id).map_err(|_| {
         ApiError::new(
@@ -200,5 +215,5 @@ async fn of_lease(
     let f = LeaseEventFilter { lease_id: Some(id), project_id: None, ..filter(&app, &caller, q, &page)? };
     let events = app.events().page(may, &f).await?;
     let path = format!("/v1/leases/{id}/events");
-    Ok(Json(page.answer("events", &path, q, events.iter().map(event_json).collect(), "id")))
+    Ok(Json(LeaseEvents::of(&page, &path, q, &events)))
 }

@@ -32,9 +32,9 @@ use uuid::Uuid;
 use crate::auth::Context;
 use crate::config::ApiConfig;
 use crate::error::ApiError;
-use crate::events::event_json;
+use crate::events::LeaseEventDetail;
 use crate::gate::{app, caller};
-use crate::streams::{Slot, Streams};
+use crate::streams::{Slot, StreamEvent, Streams};
 use crate::tags;
 use crate::AppState;
 
@@ -116,8 +116,8 @@ async fn stream(
 }
 
 /// The first message: the cursor the stream starts after.
-fn start(after: Cursor) -> SseEvent {
-    SseEvent::default().event("start").id(after.to_string()).data("{}")
+fn start(after: Cursor) -> StreamEvent {
+    StreamEvent { event: Some("start".to_string()), id: Some(after.to_string()), data: "{}".to_string() }
 }
 
 /// A live stream of lease event changes: where it is in the log, what it
@@ -126,7 +126,7 @@ struct Tail {
     app: App,
     watch: Watch,
     after: Cursor,
-    buffered: VecDeque<SseEvent>,
+    buffered: VecDeque<StreamEvent>,
     _slot: Slot,
 }
 
@@ -144,7 +144,7 @@ impl Tail {
                 return None;
             }
             if let Some(ev) = self.buffered.pop_front() {
-                return Some(ev);
+                return Some(ev.sse());
             }
             match self.app.changes().after(&self.watch, self.after, PAGE).await {
                 Ok(read) => self.keep(read, &mut closing).await,
@@ -165,11 +165,9 @@ impl Tail {
             self.after = changed.cursor;
             let n = changed.rows.len();
             for (i, r) in changed.rows.iter().enumerate() {
-                let mut ev = SseEvent::default().data(event_json(r).to_string());
-                if i + 1 == n {
-                    ev = ev.id(self.after.to_string());
-                }
-                self.buffered.push_back(ev);
+                let data = serde_json::to_string(&LeaseEventDetail::of(r)).unwrap_or_default();
+                let id = (i + 1 == n).then(|| self.after.to_string());
+                self.buffered.push_back(StreamEvent { event: None, id, data });
             }
         }
         if let Some(e) = read.error {

@@ -26,7 +26,7 @@ use crate::auth::Context;
 use crate::config::ApiConfig;
 use crate::error::ApiError;
 use crate::gate::{app, caller};
-use crate::streams::{Slot, Streams};
+use crate::streams::{Slot, StreamEvent, Streams};
 use crate::tags;
 use crate::AppState;
 
@@ -216,10 +216,9 @@ impl Tail {
     fn stream(self) -> impl Stream<Item = Result<SseEvent, Infallible>> {
         futures::stream::unfold(self, |mut tail| async move {
             let e = tail.next().await?;
-            let ev = SseEvent::default()
-                .id(e.cursor().to_string())
-                .data(serde_json::to_string(&entry_json(&e)).unwrap_or_default());
-            Some((Ok(ev), tail))
+            let data = serde_json::to_string(&entry_json(&e)).unwrap_or_default();
+            let ev = StreamEvent { event: None, id: Some(e.cursor().to_string()), data };
+            Some((Ok(ev.sse()), tail))
         })
     }
 

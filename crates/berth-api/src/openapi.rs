@@ -11,55 +11,17 @@
 //! add) optional; no schema denies unknown fields, so every version's
 //! answer matches. `make fuzz` checks every answer against its schema.
 
-use serde::Serialize;
 use utoipa::openapi::header::{Header, HeaderBuilder};
 use utoipa::openapi::path::{HttpMethod, Operation, Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::{
     ContentBuilder, InfoBuilder, ObjectBuilder, OpenApi, Ref, RefOr, Required, Response, ResponseBuilder, Type,
 };
-use utoipa::ToSchema;
 
-use crate::error::Style;
+use crate::error::{BerthError, BlazarError, ErrorFields, PlacementError, Style};
 use crate::tags;
 
 #[cfg(test)]
 pub(crate) mod examples;
-
-/// One error as Placement's and Berth's documents carry it.
-#[allow(dead_code)] // a schema: `crate::error` renders the document
-#[derive(Serialize, ToSchema)]
-pub struct ErrorFields {
-    status: u16,
-    title: Option<String>,
-    detail: Option<String>,
-    code: String,
-    request_id: Option<String>,
-}
-
-/// Placement's error document (under `/placement`).
-#[allow(dead_code)] // a schema: `crate::error` renders the document
-#[derive(Serialize, ToSchema)]
-pub struct PlacementError {
-    errors: Vec<ErrorFields>,
-}
-
-/// Blazar's error document, plus `code` and `request_id` (under `/v1`).
-#[allow(dead_code)] // a schema: `crate::error` renders the document
-#[derive(Serialize, ToSchema)]
-pub struct BlazarError {
-    error_code: u16,
-    error_name: Option<String>,
-    error_message: Option<String>,
-    code: String,
-    request_id: Option<String>,
-}
-
-/// Berth's error document (everywhere else).
-#[allow(dead_code)] // a schema: `crate::error` renders the document
-#[derive(Serialize, ToSchema)]
-pub struct BerthError {
-    error: ErrorFields,
-}
 
 #[derive(utoipa::OpenApi)]
 #[openapi(components(schemas(ErrorFields, PlacementError, BlazarError, BerthError)))]

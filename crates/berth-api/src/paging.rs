@@ -68,25 +68,19 @@ impl<S: Send + Sync> FromRequestParts<S> for Listing {
     }
 }
 
-/// `limit` and `marker` as the OpenAPI document declares them on every
-/// paged list; [`Page::of`] reads them from the query.
-#[derive(utoipa::IntoParams)]
+/// What one request asks of a list: `limit` and `marker` as [`Page::of`]
+/// reads them from the query, and as the OpenAPI document declares them on
+/// every paged list (`params(crate::paging::Page)`).
+#[derive(Debug, Clone, PartialEq, Eq, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-#[allow(dead_code)] // a declaration for the document: no request is parsed into it
-pub(crate) struct PageParams {
+pub struct Page {
     /// At most this many (the server's maximum, 1,000 by default). Blazar's
     /// lists asked neither `limit` nor `marker` answer all of it, as Blazar
     /// does; Berth's own lists then answer one page of the maximum
-    #[param(minimum = 1)]
-    limit: Option<u32>,
-    /// The last item of the previous page
-    marker: Option<String>,
-}
-
-/// What one request asks of a list.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Page {
+    // The query gives a whole number from 1, or nothing (the maximum).
+    #[param(value_type = Option<u32>, minimum = 1)]
     pub limit: usize,
+    /// The last item of the previous page
     pub marker: Option<String>,
 }
 
@@ -114,9 +108,8 @@ impl Page {
         i64::try_from(self.limit).unwrap_or(i64::MAX)
     }
 
-    /// `{"<name>": items, "<name>_links": [next]}`: a next link (to `path`
-    /// with the query's other parameters, this limit and the last item's
-    /// `id_key` as marker) when the page is full.
+    /// `{"<name>": items, "<name>_links": [next]}`: a next link (see
+    /// [`Page::next`]) after the last item's `id_key` when the page is full.
     pub fn answer(
         &self,
         name: &str,
@@ -125,21 +118,30 @@ impl Page {
         items: Vec<Value>,
         id_key: &str,
     ) -> Value {
-        let next = (items.len() >= self.limit).then(|| items.last().and_then(|i| i.get(id_key))).flatten();
+        let last = items.last().and_then(|i| i.get(id_key));
+        let last = last.map(|m| m.as_str().map(str::to_string).unwrap_or_else(|| m.to_string()));
+        let next = self.next(path, q, items.len(), last.as_deref());
         let mut out = json!({ name: items });
-        if let Some(marker) = next {
-            let marker = marker.as_str().map(str::to_string).unwrap_or_else(|| marker.to_string());
-            let mut query = form_urlencoded::Serializer::new(String::new());
-            let mut keys: Vec<&String> = q.keys().filter(|k| *k != "limit" && *k != "marker").collect();
-            keys.sort();
-            for k in keys {
-                query.append_pair(k, &q[k]);
-            }
-            query.append_pair("limit", &self.limit.to_string());
-            query.append_pair("marker", &marker);
-            out[format!("{name}_links")] = json!([{"rel": "next", "href": format!("{path}?{}", query.finish())}]);
+        if let Some(href) = next {
+            out[format!("{name}_links")] = json!([{"rel": "next", "href": href}]);
         }
         out
+    }
+
+    /// The href of the next page when this one is full (`count` items, the
+    /// last of which is `last`): `path` with the query's other parameters,
+    /// this limit and `last` as marker.
+    pub fn next(&self, path: &str, q: &HashMap<String, String>, count: usize, last: Option<&str>) -> Option<String> {
+        let marker = last.filter(|_| count >= self.limit)?;
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        let mut keys: Vec<&String> = q.keys().filter(|k| *k != "limit" && *k != "marker").collect();
+        keys.sort();
+        for k in keys {
+            query.append_pair(k, &q[k]);
+        }
+        query.append_pair("limit", &self.limit.to_string());
+        query.append_pair("marker", marker);
+        Some(format!("{path}?{}", query.finish()))
     }
 }
 

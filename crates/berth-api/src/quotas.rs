@@ -14,6 +14,7 @@ use berth_app::quotas::{Limits, OverLimit, Scope};
 use berth_core::dates::format_date;
 use berth_core::error::ErrorCode;
 use serde_json::{Map, Value};
+use serde_path_to_error::Segment;
 
 use crate::auth::Context;
 use crate::error::ApiError;
@@ -73,10 +74,48 @@ struct QuotaLimits {
 
 /// `{"quotas": {"VCPU": 100, "leases": 10}}` (or the bare object): -1 is
 /// unlimited, null removes the limit.
-#[allow(dead_code)] // a schema: the handlers read the body as JSON
-#[derive(serde::Serialize, utoipa::ToSchema)]
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 struct QuotaChange {
     quotas: BTreeMap<String, Option<i64>>,
+}
+
+impl QuotaChange {
+    /// The body read by serde, the bare object taken as the quotas; a limit
+    /// serde cannot read is refused by name, with the value given.
+    fn read(body: &Bytes) -> Result<QuotaChange, ApiError> {
+        let v: Value = serde_json::from_slice(body).map_err(|e| bad(format!("the body is not JSON: {e}")))?;
+        let Value::Object(mut obj) = v else {
+            return Err(bad("the body must be a JSON object"));
+        };
+        let quotas = match obj.remove("quotas") {
+            Some(q @ Value::Object(_)) if obj.is_empty() => q,
+            Some(_) => return Err(bad("quotas must be an object of resource names to limits, and alone")),
+            None => Value::Object(obj),
+        };
+        let whole = Value::Object(Map::from_iter([("quotas".to_string(), quotas)]));
+        serde_path_to_error::deserialize(&whole).map_err(|e| {
+            let resource = match e.path().iter().nth(1) {
+                Some(Segment::Map { key }) => key.as_str(),
+                _ => "a resource",
+            };
+            let given = whole["quotas"].get(resource).unwrap_or(&Value::Null);
+            bad(format!("the limit of {resource} must be a whole number (-1: unlimited), not {given}"))
+        })
+    }
+
+    /// The limits to set and (null) to remove, refused as [`checked`] does.
+    fn limits(self) -> Result<(BTreeMap<String, i64>, Vec<String>), ApiError> {
+        let (mut set, mut unset) = (BTreeMap::new(), Vec::new());
+        for (k, v) in self.quotas {
+            match v {
+                Some(limit) => {
+                    set.insert(k, limit);
+                }
+                None => unset.push(k),
+            }
+        }
+        checked(set, unset)
+    }
 }
 
 #[derive(serde::Serialize, utoipa::ToSchema)]
@@ -137,26 +176,7 @@ fn answer(limits: Limits) -> Json<QuotaLimits> {
 
 /// `{"quotas": {...}}` (or the bare object): limits to set and (null) to remove.
 fn parse_limits(body: &Bytes) -> Result<(BTreeMap<String, i64>, Vec<String>), ApiError> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| bad(format!("the body is not JSON: {e}")))?;
-    let Value::Object(mut obj) = v else {
-        return Err(bad("the body must be a JSON object"));
-    };
-    let inner: Map<String, Value> = match obj.remove("quotas") {
-        Some(Value::Object(q)) if obj.is_empty() => q,
-        Some(_) => return Err(bad("quotas must be an object of resource names to limits, and alone")),
-        None => obj,
-    };
-    let (mut set, mut unset) = (BTreeMap::new(), Vec::new());
-    for (k, v) in inner {
-        match v {
-            Value::Null => unset.push(k),
-            Value::Number(n) if n.as_i64().is_some() => {
-                set.insert(k, n.as_i64().expect("checked"));
-            }
-            other => return Err(bad(format!("the limit of {k} must be a whole number (-1: unlimited), not {other}"))),
-        }
-    }
-    checked(set, unset)
+    QuotaChange::read(body)?.limits()
 }
 
 /// Limits to set and to remove, refused when there are none or one names
@@ -414,5 +434,23 @@ mod tests {
             let e = p(bad).unwrap_err();
             assert_eq!((e.status, e.code), (StatusCode::BAD_REQUEST, ErrorCode::QuotaInvalid), "{bad}");
         }
+    }
+
+    #[test]
+    fn refused_bodies_say_why() {
+        let detail = |s: &str| parse_limits(&Bytes::from(s.to_string())).unwrap_err().detail;
+        let not_whole = |k: &str, v: &str| format!("the limit of {k} must be a whole number (-1: unlimited), not {v}");
+        assert!(detail("nope").starts_with("the body is not JSON: "));
+        assert_eq!(detail("[]"), "the body must be a JSON object");
+        let alone = "quotas must be an object of resource names to limits, and alone";
+        assert_eq!(detail(r#"{"quotas": 5}"#), alone);
+        assert_eq!(detail(r#"{"quotas": {"VCPU": 2}, "extra": 1}"#), alone);
+        assert_eq!(detail(r#"{"quotas": {}}"#), "give at least one limit, e.g. {\"quotas\": {\"VCPU\": 10}}");
+        assert_eq!(detail(r#"{"quotas": {"VCPU": "10"}}"#), not_whole("VCPU", "\"10\""));
+        assert_eq!(detail(r#"{"quotas": {"VCPU": 1.5}}"#), not_whole("VCPU", "1.5"));
+        assert_eq!(detail(r#"{"VCPU": 18446744073709551615}"#), not_whole("VCPU", "18446744073709551615"));
+        // The first limit refused in the body's order.
+        assert_eq!(detail(r#"{"VCPU": 1, "b": [1], "a": true}"#), not_whole("b", "[1]"));
+        assert_eq!(detail(r#"{"quotas": {"x": {"y": 1}}}"#), not_whole("x", "{\"y\":1}"));
     }
 }

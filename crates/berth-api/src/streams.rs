@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use axum::http::StatusCode;
+use axum::response::sse::Event as SseEvent;
 use berth_core::error::ErrorCode;
 
 use crate::error::ApiError;
@@ -13,14 +14,29 @@ use crate::error::ApiError;
 /// One Server-Sent Event as a live stream sends it: the schema of a
 /// stream's answer, event by event (`data` is JSON text, or empty for a
 /// keep-alive).
-#[allow(dead_code)] // a schema: axum's `Sse` writes the events
-#[derive(serde::Serialize, utoipa::ToSchema)]
+// A stream makes each of its events as one, and axum's `Sse` writes it
+// ([`StreamEvent::sse`]).
+#[derive(utoipa::ToSchema)]
 pub(crate) struct StreamEvent {
     /// The kind: `start`, or the entry's or lease event's kind.
-    event: Option<String>,
+    pub event: Option<String>,
     /// The cursor to resume after (`Last-Event-ID`).
-    id: Option<String>,
-    data: String,
+    pub id: Option<String>,
+    pub data: String,
+}
+
+impl StreamEvent {
+    /// The event as axum's `Sse` writes it: its kind, its cursor and its data.
+    pub fn sse(self) -> SseEvent {
+        let mut ev = SseEvent::default();
+        if let Some(kind) = self.event {
+            ev = ev.event(kind);
+        }
+        if let Some(id) = self.id {
+            ev = ev.id(id);
+        }
+        ev.data(self.data)
+    }
 }
 
 #[derive(Debug, Default)]

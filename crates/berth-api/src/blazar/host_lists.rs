@@ -37,7 +37,7 @@ async fn host_marker(app: &App, marker: Option<&str>, code: ErrorCode) -> Result
     tag = tags::HOSTS,
     summary = "List reservable hosts",
     params(
-        crate::paging::PageParams,
+        crate::paging::Page,
     ),
     responses(
         (status = 200, description = "The hosts by name: all of them, or a page when `limit` or `marker` is given", body = bodies::Hosts),
@@ -75,7 +75,7 @@ pub(super) async fn list(State(state): State<AppState>, ctx: Context, listing: L
     params(
         ("lease_id" = Option<String>, Query, description = "Only this lease's reservations"),
         ("reservation_id" = Option<String>, Query, description = "Only this reservation"),
-        crate::paging::PageParams,
+        crate::paging::Page,
     ),
     responses(
         (status = 200, description = "The hosts by name with their reservations: all of them, or a page when `limit` or `marker` is given", body = bodies::HostAllocations),
@@ -130,7 +130,7 @@ fn property_json(p: &HostProperty, detail: bool) -> Value {
     params(
         ("detail" = Option<String>, Query, description = "`true`: with whether each is private and its values"),
         ("all" = Option<String>, Query, description = "`true`: private ones too (admins)"),
-        crate::paging::PageParams,
+        crate::paging::Page,
     ),
     responses(
         (status = 200, description = "The capabilities by name: all of them, or a page when `limit` or `marker` is given", body = bodies::Properties),

@@ -6,7 +6,8 @@
 
 use axum::extract::State;
 use axum::Json;
-use serde_json::{json, Value};
+use berth_app::plugins::PluginInfo;
+use serde_json::Value;
 
 use crate::auth::Context;
 use crate::error::ApiError;
@@ -15,7 +16,6 @@ use crate::tags;
 use crate::AppState;
 
 /// One enabled resource type.
-#[allow(dead_code)] // a schema: the handler builds the JSON
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub struct Plugin {
     /// The resource type, as reservations name it (Blazar's plugin name).
@@ -31,7 +31,6 @@ pub struct Plugin {
 }
 
 /// A declared parameter.
-#[allow(dead_code)] // a schema: the handler builds the JSON
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub struct Parameter {
     name: String,
@@ -40,7 +39,26 @@ pub struct Parameter {
     kind: String,
 }
 
-#[allow(dead_code)] // a schema: the handler builds the JSON
+impl Plugin {
+    /// The plugin as the list shows it: named by its resource type, as
+    /// Blazar names its plugins.
+    fn of(p: PluginInfo) -> Plugin {
+        let parameters = p.parameters.map(|declared| {
+            declared
+                .into_iter()
+                .map(|(name, kind)| Parameter { name: name.to_string(), kind: kind.to_string() })
+                .collect()
+        });
+        Plugin {
+            name: p.resource_type.clone(),
+            resource_type: p.resource_type,
+            driver: p.driver.map(str::to_string),
+            external: p.external,
+            parameters,
+        }
+    }
+}
+
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub struct Plugins {
     plugins: Vec<Plugin>,
@@ -55,25 +73,9 @@ pub struct Plugins {
         (status = 200, description = "The enabled plugins", body = Plugins),
     ),
 )]
-pub(super) async fn list(State(state): State<AppState>, ctx: Context) -> Result<Json<Value>, ApiError> {
-    let plugins: Vec<Value> = app(&state)
-        .plugins()
-        .list(&caller(&state, &ctx))?
-        .into_iter()
-        .map(|p| {
-            let parameters = p.parameters.map(|declared| {
-                declared.iter().map(|(name, kind)| json!({"name": name, "type": kind})).collect::<Vec<_>>()
-            });
-            json!({
-                "name": p.resource_type,
-                "resource_type": p.resource_type,
-                "driver": p.driver,
-                "external": p.external,
-                "parameters": parameters,
-            })
-        })
-        .collect();
-    Ok(Json(json!({ "plugins": plugins })))
+pub(super) async fn list(State(state): State<AppState>, ctx: Context) -> Result<Json<Plugins>, ApiError> {
+    let plugins = app(&state).plugins().list(&caller(&state, &ctx))?.into_iter().map(Plugin::of).collect();
+    Ok(Json(Plugins { plugins }))
 }
 
 #[utoipa::path(

@@ -75,7 +75,7 @@ pub(super) async fn create(
     params(
         ("status" = Option<String>, Query, description = "Only leases in this status"),
         ("project_id" = Option<String>, Query, description = "Only this project's (admins)"),
-        crate::paging::PageParams,
+        crate::paging::Page,
     ),
     responses(
         (status = 200, description = "The leases in creation order: all of them, or a page when `limit` or `marker` is given", body = bodies::Leases),
