@@ -37,14 +37,14 @@ pub const WARM_CLAIMS: usize = 2_000;
 /// apart.
 pub async fn warm(db: &TestDatabase, store: &Store, providers: &[Uuid]) -> Result<()> {
     let meta = EventMeta { actor: Some("bench-warm".into()), ..Default::default() };
-    let lanes = 16;
+    // Each lane claims on its own providers: at most 16, none without one.
+    let lanes = providers.len().min(16);
     let mut tasks = Vec::new();
     for lane in 0..lanes {
         let (store, meta) = (store.clone(), meta.clone());
         let mine: Vec<Uuid> = providers.iter().copied().skip(lane).step_by(lanes).collect();
         tasks.push(tokio::spawn(async move {
-            for i in 0..WARM_CLAIMS / lanes {
-                let p = mine[i % mine.len()];
+            for &p in mine.iter().cycle().take(WARM_CLAIMS / lanes) {
                 store.replace_allocations(&meta, vec![claim(p, "bench-warm".into(), "bench-warm".into())]).await?;
             }
             anyhow::Ok(())
