@@ -8,6 +8,10 @@ KEYSTONE = scripts/keystone/with-keystone.sh
 # a clone without tags. Both move on at each release.
 UPGRADE_FROM   ?= v0.2.0
 UPGRADE_COMMIT ?= 81c8c65749d4698eb6972ac2ec84f84a9926a533
+# The debug binaries and every test, in one build. Built apart, the binaries
+# and the tests resolve features differently (the house tests turn on
+# proc-macro2's span-locations), so each rebuilt nearly every dependency.
+BUILD_DEBUG = $(CARGO) build --workspace --all-targets
 
 .PHONY: run test test-ha test-package test-upgrade lint bench bench-pack conformance deps fuzz
 
@@ -17,7 +21,7 @@ run: deps
 
 ## test: every test, against a throwaway PostgreSQL and Keystone started for the run
 test: deps
-	$(CARGO) build -p berthd -p berth-cli
+	$(BUILD_DEBUG)
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 	  $(KEYSTONE) $(DEBUG)/berthd with-postgres -- $(CARGO) nextest run --workspace --no-fail-fast; \
 	else \
@@ -28,11 +32,11 @@ test: deps
 ## synchronous standby of the test's own, claims and lease creations driven against
 ## two berthd while the primary stops and the standby is promoted (docs/ha.md)
 test-ha: deps
-	$(CARGO) build -p berthd -p berth-cli
+	$(BUILD_DEBUG)
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
-	  $(CARGO) nextest run -p berth-tests --test black_box --run-ignored only -E 'test(/^ha::/)' --no-capture; \
+	  $(CARGO) nextest run --workspace --run-ignored only -E 'binary(black_box) & test(/^ha::/)' --no-capture; \
 	else \
-	  $(CARGO) test -p berth-tests --test black_box -- --ignored --nocapture ha::; \
+	  $(CARGO) test --workspace --test black_box -- --ignored --nocapture ha::; \
 	fi
 
 ## test-package: the Debian package (docs/packaging.md), end to end: built from the
@@ -40,19 +44,19 @@ test-ha: deps
 ## account against a throwaway PostgreSQL until /readyz answers, then purged.
 ## Root on Debian or Ubuntu; it changes this machine's packages and accounts.
 test-package: deps
-	$(CARGO) build -p berthd -p berth-cli
+	$(BUILD_DEBUG)
 	$(DEBUG)/berthd with-postgres -- bash scripts/package-test.sh
 
 ## test-upgrade: a rolling upgrade: berthd of the last release (UPGRADE_FROM, built
 ## once under target/upgrade) serves and fires lease events while berthd of this
 ## tree migrates the same database and joins; then the old one stops (docs/upgrades.md)
 test-upgrade: deps
-	$(CARGO) build -p berthd
+	$(BUILD_DEBUG)
 	@old=$$(sh scripts/old-berthd.sh $(UPGRADE_FROM) $(UPGRADE_COMMIT)) && \
 	if $(CARGO) nextest --version >/dev/null 2>&1; then \
-	  BERTH_OLD_BERTHD=$$old $(CARGO) nextest run -p berth-tests --test black_box --run-ignored only -E 'test(/^upgrade::/)' --no-capture; \
+	  BERTH_OLD_BERTHD=$$old $(CARGO) nextest run --workspace --run-ignored only -E 'binary(black_box) & test(/^upgrade::/)' --no-capture; \
 	else \
-	  BERTH_OLD_BERTHD=$$old $(CARGO) test -p berth-tests --test black_box -- --ignored --nocapture upgrade::; \
+	  BERTH_OLD_BERTHD=$$old $(CARGO) test --workspace --test black_box -- --ignored --nocapture upgrade::; \
 	fi
 
 ## conformance: Placement's own API tests (and the osc-placement client) against a
@@ -95,5 +99,5 @@ bench-pack: deps
 ## hang or panic, or fewer than FUZZ_MIN_CASES cases (default 10000).
 ## FUZZ_EXAMPLES=N sets the cases per operation and phase (default 50).
 fuzz: deps
-	$(CARGO) build -p berthd
+	$(BUILD_DEBUG)
 	$(DEBUG)/berthd with-postgres -- sh scripts/fuzz.sh
