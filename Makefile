@@ -12,6 +12,9 @@ UPGRADE_COMMIT ?= 81c8c65749d4698eb6972ac2ec84f84a9926a533
 # and the tests resolve features differently (the house tests turn on
 # proc-macro2's span-locations), so each rebuilt nearly every dependency.
 BUILD_DEBUG = $(CARGO) build --workspace --all-targets
+# Tests run at once: most of a test waits (.config/nextest.toml), so four per
+# core, at most 16 (each holds a few of the test server's 400 connections).
+TEST_THREADS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); t=$$((n * 4)); [ $$t -gt 16 ] && t=16; echo $$t)
 
 .PHONY: run test test-ha test-package test-upgrade lint bench bench-pack conformance deps fuzz
 
@@ -23,7 +26,7 @@ run: deps
 test: deps
 	$(BUILD_DEBUG)
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
-	  $(KEYSTONE) $(DEBUG)/berthd with-postgres -- $(CARGO) nextest run --workspace --no-fail-fast; \
+	  $(KEYSTONE) $(DEBUG)/berthd with-postgres -- $(CARGO) nextest run --workspace --no-fail-fast --test-threads $(TEST_THREADS); \
 	else \
 	  $(KEYSTONE) $(DEBUG)/berthd with-postgres -- $(CARGO) test --workspace --no-fail-fast; \
 	fi
