@@ -40,15 +40,24 @@ fn caller(allowed: &[Rule], anonymous: bool) -> Caller<'static> {
     }
 }
 
-async fn app() -> (App, Store) {
+async fn app() -> (App, Log) {
     let db = TestDatabase::new().await;
     let store = db.store(4);
     let app = App::new(store.clone(), Arc::new(berth_plugins::Registry::new()), Arc::new(Policy::default()));
-    (app, store)
+    (app, Log { db, store })
 }
 
-async fn log_len(store: &Store) -> usize {
-    store.read_log(Cursor::START, 10_000).await.expect("the log").len()
+/// The test's log, read once the cluster has settled: a log reader shows
+/// only what is below the oldest transaction still running, other tests'
+/// included.
+struct Log {
+    db: TestDatabase,
+    store: Store,
+}
+
+async fn log_len(log: &Log) -> usize {
+    log.db.settled().await;
+    log.store.read_log(Cursor::START, 10_000).await.expect("the log").len()
 }
 
 async fn enrol(app: &App) -> uuid::Uuid {
@@ -68,9 +77,9 @@ async fn enrol(app: &App) -> uuid::Uuid {
 
 #[tokio::test]
 async fn a_refused_caller_writes_nothing() {
-    let (app, store) = app().await;
+    let (app, log) = app().await;
     let host = enrol(&app).await;
-    let before = log_len(&store).await;
+    let before = log_len(&log).await;
     let member = caller(&[Rule::LeasesList, Rule::HostsGet], false);
     for rule in [Rule::HostsUpdate, Rule::HostsDelete, Rule::MaintenanceCreate, Rule::MaintenanceDelete] {
         assert!(matches!(member.may(rule), Err(Error::Forbidden)), "{rule:?}");
@@ -79,7 +88,7 @@ async fn a_refused_caller_writes_nothing() {
     assert!(matches!(app.plugins().list(&member), Err(Error::Forbidden)));
     let anonymous = caller(&[], true);
     assert!(matches!(app.hosts().may(&anonymous, Rule::HostsDelete), Err(Error::Unauthenticated)));
-    assert_eq!(log_len(&store).await, before, "a refusal appends nothing to the log");
+    assert_eq!(log_len(&log).await, before, "a refusal appends nothing to the log");
     let (shown, _) = app.hosts().show(&member, member.may(Rule::HostsGet).unwrap(), host).await.unwrap();
     assert!(shown.disabled.is_none());
     let admin = caller(&[Rule::MaintenanceList], false);
@@ -88,7 +97,7 @@ async fn a_refused_caller_writes_nothing() {
 
 #[tokio::test]
 async fn an_allowed_caller_schedules_maintenance_on_the_databases_clock() {
-    let (app, store) = app().await;
+    let (app, log) = app().await;
     let host = enrol(&app).await;
     let admin = caller(&[Rule::MaintenanceCreate, Rule::MaintenanceList], false);
     let may = admin.may(Rule::MaintenanceCreate).unwrap();
@@ -101,7 +110,7 @@ async fn an_allowed_caller_schedules_maintenance_on_the_databases_clock() {
     };
     let Err(Error::Domain(e)) = app.maintenance().schedule(&admin, may, none).await else { panic!("no hosts") };
     assert_eq!(e.code, berth_core::error::ErrorCode::MaintenanceInvalid);
-    let before = log_len(&store).await;
+    let before = log_len(&log).await;
     let asked = Schedule {
         hosts: vec![host],
         start_date: "now".into(),
@@ -113,6 +122,6 @@ async fn an_allowed_caller_schedules_maintenance_on_the_databases_clock() {
     let window = made.window.expect("listed");
     assert_eq!((window.hosts.clone(), window.heal), (vec![host], true));
     assert!(made.hit.is_empty());
-    assert!(log_len(&store).await > before);
+    assert!(log_len(&log).await > before);
     assert_eq!(app.maintenance().list(&admin).await.unwrap(), vec![window]);
 }

@@ -221,6 +221,9 @@ async fn a_deadlock_is_retried() {
     let (a, b) = (run(1, 2), run(2, 1));
     a.await.unwrap().unwrap();
     b.await.unwrap().unwrap();
-    assert_eq!(tries.load(Ordering::SeqCst), 3, "one of the two started over once");
+    // One started over, or on a loaded machine both: each backend checks
+    // for the deadlock after deadlock_timeout, and the second check can
+    // run before the first victim has let go. Each write stands once.
+    assert!(tries.load(Ordering::SeqCst) >= 3, "one of the two started over");
     assert_eq!(committed(&watcher).await, [1, 2, 10, 20]);
 }
