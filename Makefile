@@ -16,11 +16,13 @@ BUILD_DEBUG = $(CARGO) build --workspace --all-targets
 # core, at most 16 (each holds a few of the test server's 400 connections).
 TEST_THREADS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); t=$$((n * 4)); [ $$t -gt 16 ] && t=16; echo $$t)
 
-.PHONY: run test test-ha test-package test-upgrade lint bench bench-pack conformance deps fuzz
+.PHONY: run deps-run test test-ha test-package test-upgrade lint bench bench-pack conformance deps fuzz
 
 ## run: berthd dev — a local PostgreSQL under ./.data, demo inventory, http://127.0.0.1:8778
-run: deps
-	$(CARGO) run -p berthd -- dev
+run: deps-run
+	$(CARGO) build -p berthd -p berth-cli
+	@echo "berth, the client, is target/debug/berth: export PATH=\"$$PWD/target/debug:\$$PATH\""
+	$(DEBUG)/berthd dev
 
 ## test: every test, against a throwaway PostgreSQL and Keystone started for the run
 test: deps
@@ -74,10 +76,13 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+## deps-run: what `make run` needs: the PostgreSQL server binaries
+deps-run:
+	@sh scripts/ensure-postgres.sh
+
 ## deps: the PostgreSQL server binaries, libfaketime, jq and Chromium (Debian/Ubuntu), when
 ## missing, and Playwright for Python in target/console-venv (the console's browser tests)
-deps:
-	@sh scripts/ensure-postgres.sh
+deps: deps-run
 	@sh scripts/ensure-faketime.sh
 	@sh scripts/ensure-command.sh jq jq "the README tour test needs it"
 	@sh scripts/ensure-chromium.sh

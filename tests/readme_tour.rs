@@ -82,8 +82,13 @@ async fn the_readme_tour_runs() {
     let bin_dir = berth_bin().parent().unwrap().to_owned();
     assert_eq!(berthd_bin().parent(), Some(bin_dir.as_path()));
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    // From the clone's top directory, as the tour says; the binaries'
+    // directory stays on PATH after the tour's own (for a target directory
+    // elsewhere).
+    let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the clone's top directory");
     let out = Command::new("bash")
         .args(["-c", &script])
+        .current_dir(top)
         .env("PATH", path)
         .env("BERTH_DATABASE_URL", &s.db.url)
         .env_remove("BERTH_TOKEN")

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::driver::Driver;
-use crate::host::{query_param, whole};
+use crate::host::{query_param, whole_in, MAX_INSTANCES};
 use crate::instance::{affinity, check_instance_ids, InstanceEnd, InstanceOptions, InstancePlugin};
 use crate::params::{param, Param, ParamType};
 use crate::plugin::{Hook, HookError, HookOutcome, ResourcePlugin, ResourceRequest};
@@ -117,10 +117,8 @@ impl ResourcePlugin for FlavorPlugin {
         let Some(id) = reservation.get("flavor_id").and_then(Value::as_str) else {
             return Err(invalid("flavor:instance needs flavor_id".into()));
         };
-        let amount = match whole(reservation, "amount")? {
-            Some(n) if (1..=10_000).contains(&n) => n,
-            Some(n) => return Err(invalid(format!("amount {n} must be between 1 and 10000"))),
-            None => return Err(invalid("flavor:instance needs amount".into())),
+        let Some(amount) = whole_in(reservation, "amount", 1..=MAX_INSTANCES)? else {
+            return Err(invalid("flavor:instance needs amount".into()));
         };
         let (resources, traits) = self.flavor(id)?.demand().map_err(|e| invalid(format!("flavor {id:?}: {e}")))?;
         check_instance_ids(reservation, amount)?;

@@ -14,6 +14,7 @@
 //! pool moves, deleted consumers and held-back hosts are effects the manager
 //! records.
 
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -170,13 +171,43 @@ impl HostPlugin {
     }
 }
 
+/// A reservation's whole number `key`, as a number or a string of one.
 pub(crate) fn whole(reservation: &Value, key: &str) -> Result<Option<i64>, Error> {
-    let bad = || Error::invalid(ErrorCode::InvalidLease, format!("reservation {key} must be a whole number"));
-    match reservation.get(key) {
+    let given = reservation.get(key);
+    let bad = || {
+        let shown = given.map(Value::to_string).unwrap_or_default();
+        Error::invalid(ErrorCode::InvalidLease, format!("reservation {key} must be a whole number, not {shown}"))
+    };
+    match given {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => n.as_i64().map(Some).ok_or_else(bad),
         Some(Value::String(s)) => s.trim().parse().map(Some).map_err(|_| bad()),
         Some(_) => Err(bad()),
+    }
+}
+
+/// The most instances one reservation asks for.
+pub(crate) const MAX_INSTANCES: i64 = 10_000;
+
+/// A reservation's whole number `key` within `range`, as a number or a
+/// string of one; a refusal names the range and what was given, whichever
+/// bound it misses and however large it is.
+pub(crate) fn whole_in(reservation: &Value, key: &str, range: RangeInclusive<i64>) -> Result<Option<i64>, Error> {
+    let given = match reservation.get(key) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(v) => v,
+    };
+    let n = match given {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    };
+    match n {
+        Some(n) if range.contains(&n) => Ok(Some(n)),
+        _ => Err(Error::invalid(
+            ErrorCode::InvalidLease,
+            format!("{key} must be a whole number from {} to {}, not {given}", range.start(), range.end()),
+        )),
     }
 }
 

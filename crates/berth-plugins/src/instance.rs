@@ -11,16 +11,18 @@
 //! applied once however often the event is attempted.
 
 use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use berth_core::error::ErrorCode;
+use berth_core::inventory::MAX_AMOUNT;
 use berth_core::Error;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::driver::Driver;
-use crate::host::{query_param, whole};
+use crate::host::{query_param, whole_in, MAX_INSTANCES};
 use crate::params::{param, Param, ParamType};
 use crate::plugin::{Hook, HookError, HookOutcome, ResourcePlugin, ResourceRequest};
 
@@ -136,23 +138,16 @@ impl ResourcePlugin for InstancePlugin {
         if !reservation.is_object() {
             return Err(Error::invalid(ErrorCode::InvalidLease, "a reservation is a JSON object"));
         }
-        let need = |key: &str, least: i64| -> Result<i64, Error> {
-            match whole(reservation, key)? {
-                Some(n) if n >= least && n <= i64::from(i32::MAX) => Ok(n),
-                Some(n) => Err(Error::invalid(ErrorCode::InvalidLease, format!("{key} {n} must be at least {least}"))),
-                None => Err(Error::invalid(ErrorCode::InvalidLease, format!("virtual:instance needs {key}"))),
-            }
+        let need = |key: &str, range: RangeInclusive<i64>| -> Result<i64, Error> {
+            whole_in(reservation, key, range)?
+                .ok_or_else(|| Error::invalid(ErrorCode::InvalidLease, format!("virtual:instance needs {key}")))
         };
-        let amount = need("amount", 1)?;
-        if amount > 10_000 {
-            return Err(Error::invalid(ErrorCode::InvalidLease, "amount must be at most 10000"));
-        }
-        let mut resources =
-            BTreeMap::from([("VCPU".to_string(), need("vcpus", 1)?), ("MEMORY_MB".to_string(), need("memory_mb", 1)?)]);
-        let disk = whole(reservation, "disk_gb")?.unwrap_or(0);
-        if disk < 0 {
-            return Err(Error::invalid(ErrorCode::InvalidLease, "disk_gb must not be negative"));
-        }
+        let amount = need("amount", 1..=MAX_INSTANCES)?;
+        let mut resources = BTreeMap::from([
+            ("VCPU".to_string(), need("vcpus", 1..=MAX_AMOUNT)?),
+            ("MEMORY_MB".to_string(), need("memory_mb", 1..=MAX_AMOUNT)?),
+        ]);
+        let disk = whole_in(reservation, "disk_gb", 0..=MAX_AMOUNT)?.unwrap_or(0);
         if disk > 0 {
             resources.insert("DISK_GB".into(), disk);
         }
@@ -233,6 +228,39 @@ mod tests {
             json!({"amount": 1, "vcpus": 1, "memory_mb": 1, "instance_ids": [1]}),
         ] {
             assert!(p.validate(&bad).await.is_err(), "{bad}");
+        }
+    }
+
+    /// A number out of range is refused with the range, whichever bound
+    /// it misses and however large it is.
+    #[tokio::test]
+    async fn refusals_name_the_range_and_what_was_given() {
+        let p = InstancePlugin::new(Arc::new(crate::driver::NoopDriver::new()), InstanceOptions::default());
+        for (bad, says) in [
+            (
+                json!({"amount": 2_147_483_648_i64, "vcpus": 1, "memory_mb": 1}),
+                "amount must be a whole number from 1 to 10000, not 2147483648",
+            ),
+            (json!({"amount": 0, "vcpus": 1, "memory_mb": 1}), "amount must be a whole number from 1 to 10000, not 0"),
+            (
+                json!({"amount": 1, "vcpus": 1e20, "memory_mb": 1}),
+                "vcpus must be a whole number from 1 to 2147483647, not 1e+20",
+            ),
+            (
+                json!({"amount": 1, "vcpus": "1e20", "memory_mb": 1}),
+                "vcpus must be a whole number from 1 to 2147483647, not \"1e20\"",
+            ),
+            (
+                json!({"amount": 1, "vcpus": 1, "memory_mb": 2_147_483_648_i64}),
+                "memory_mb must be a whole number from 1 to 2147483647, not 2147483648",
+            ),
+            (
+                json!({"amount": 1, "vcpus": 1, "memory_mb": 1, "disk_gb": -1}),
+                "disk_gb must be a whole number from 0 to 2147483647, not -1",
+            ),
+        ] {
+            let Err(e) = p.validate(&bad).await else { panic!("{bad} was taken") };
+            assert_eq!(e.detail, says, "{bad}");
         }
     }
 }

@@ -5,6 +5,7 @@
 
 use berth_core::dates;
 use berth_core::error::ErrorCode;
+use berth_core::inventory::MAX_AMOUNT;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
@@ -253,8 +254,7 @@ fn host_refusal(m: impl Into<String>) -> ApiError {
 fn host_field_refusal(at: &[At<'_>], given: Option<&Value>) -> ApiError {
     match (at, shown(given)) {
         ([At::Key(k @ ("reservable" | "disabled"))], v) => host_refusal(format!("{k} must be true or false, not {v}")),
-        ([At::Key(k)], Value::Number(_) | Value::String(_)) => host_refusal(format!("{k} must be a whole number")),
-        ([At::Key(k)], v) => host_refusal(format!("{k} must be a whole number, not {v}")),
+        ([At::Key(k)], v) => host_refusal(format!("{k} must be a whole number from 0 to {MAX_AMOUNT}, not {v}")),
         _ => refused(ErrorCode::HostInvalid, at, given),
     }
 }
