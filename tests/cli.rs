@@ -6,6 +6,7 @@
 #![allow(clippy::disallowed_methods)]
 
 use berth_testkit::{berth, berth_json as json, Server};
+use reqwest::StatusCode;
 
 fn future(days: i64, hour: u32) -> String {
     let d = chrono::Utc::now().date_naive() + chrono::Duration::days(days);
@@ -160,4 +161,25 @@ fn a_create_run_again_with_its_key_makes_nothing(s: &Server) {
     assert!(!ok && err.contains("409") && err.contains("idempotency_key_reused"), "{err}");
     let (ok, _, err) = berth(s, "alice:p1", &["lease", "delete", first["id"].as_str().unwrap()]);
     assert!(ok, "{err}");
+}
+
+/// A server that is not there is named, with what to check; a request
+/// without a token to a noauth berthd says how the token names the caller.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_server_or_token_says_what_to_check() {
+    let out = std::process::Command::new(berth_testkit::berth_bin())
+        .args(["lease", "list"])
+        .env("BERTH_URL", "http://127.0.0.1:9")
+        .env("BERTH_TOKEN", "alice:p1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("cannot reach berthd at http://127.0.0.1:9") && err.contains("BERTH_URL"), "{err}");
+    let s = Server::start().await;
+    let (st, body) = s.get("/v1/leases", "").await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    let message = body["error_message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("The request you have made requires authentication."), "{body}");
+    assert!(message.contains("X-Auth-Token: user:project"), "{body}");
 }

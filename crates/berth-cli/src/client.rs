@@ -63,7 +63,7 @@ impl Client {
             .header("x-auth-token", &self.token)
             .header("accept", "application/json")
             .send()
-            .map_err(|e| Failure { again: true, error: e.into() })?;
+            .map_err(|e| Failure { again: true, error: self.unreached(e) })?;
         let status = resp.status();
         let text = resp.text().map_err(|e| Failure { again: true, error: e.into() })?;
         let body: Value =
@@ -76,6 +76,18 @@ impl Client {
             return Err(Failure { again: matches!(status.as_u16(), 502..=504), ..failed(error) });
         }
         Ok(body)
+    }
+
+    /// A request that got no answer; when nothing listened, what to check.
+    fn unreached(&self, e: reqwest::Error) -> anyhow::Error {
+        if e.is_connect() {
+            anyhow!(
+                "cannot reach berthd at {}: {e:#}. Is berthd running there? BERTH_URL (or --url) names the server.",
+                self.base
+            )
+        } else {
+            e.into()
+        }
     }
 
     /// POSTs `body` under an idempotency key, trying again (with the same

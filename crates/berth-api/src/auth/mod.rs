@@ -212,15 +212,24 @@ impl Authenticator {
         }
     }
 
+    /// Why a request without a token is refused: OpenStack's sentence,
+    /// and under noauth how the token names the caller, since no identity
+    /// service is there to say it.
+    fn missing(&self) -> String {
+        let sentence = "The request you have made requires authentication.";
+        match self {
+            Authenticator::Noauth => format!(
+                "{sentence} This berthd runs without an identity service (noauth): send X-Auth-Token: \
+                 user:project (the token admin is an administrator)."
+            ),
+            Authenticator::Keystone(_) | Authenticator::Jwt(_) => sentence.to_string(),
+        }
+    }
+
     /// The response to a failure.
     pub fn reject(&self, failure: Failure) -> Rejection {
         let (status, code, detail, retry_after) = match failure {
-            Failure::Missing => (
-                StatusCode::UNAUTHORIZED,
-                ErrorCode::Unauthenticated,
-                "The request you have made requires authentication.".to_string(),
-                None,
-            ),
+            Failure::Missing => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthenticated, self.missing(), None),
             Failure::Invalid(code, why) => (StatusCode::UNAUTHORIZED, code, why, None),
             Failure::Unavailable(why) => {
                 tracing::warn!(error = %why, "identity service unavailable");
