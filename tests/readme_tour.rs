@@ -101,5 +101,7 @@ async fn the_readme_tour_runs() {
     assert!(stdout.contains("\"workshop\"") || stdout.contains("workshop"), "{stdout}");
     assert!(stdout.contains("berth.lease.reservation_0.no_capacity"), "the 409 is shown: {stdout}");
     assert!(stdout.contains("projections match the log"), "{stdout}");
+    // Ending a lease says it stays ACTIVE until its end has run.
+    assert!(stderr.contains("now-1 ends now: a manager runs its end through the plugins"), "{stderr}");
     s.assert_no_panic();
 }

@@ -256,6 +256,15 @@ pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
 fn control(client: &Client, lease: &str, action: &str) -> Result<()> {
     let id = lease_id(client, lease)?;
     let out = client.call(Method::POST, &format!("/v1/leases/{id}/{action}"), Some(&json!({})))?;
+    if action == "end" {
+        // The lease stays ACTIVE until a manager has run its end through
+        // the plugins: say so, or the status shown reads as a refusal.
+        let name = out["lease"]["name"].as_str().unwrap_or(lease);
+        eprintln!(
+            "{name} ends now: a manager runs its end through the plugins, then it is TERMINATED \
+             (berth events list --lease {name})"
+        );
+    }
     show_lease(client, &out["lease"])
 }
 
