@@ -208,3 +208,50 @@ async fn refuses_a_log_written_by_a_cluster_ahead_of_this_one() {
     assert!(!out.status.success());
     assert!(said.contains("pg_resetwal -e 4 "), "{said}");
 }
+
+/// `berthd dev` stopped by Ctrl-C as a terminal sends it, to the whole
+/// process group, at once after it serves (its first sweep under way):
+/// nothing fails or warns as it stops, its PostgreSQL stops after it, and
+/// each migration is said once.
+#[test]
+fn dev_stops_cleanly_on_ctrl_c() {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::Builder::new().prefix("berth-dev-").tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = Command::new(berth_testkit::berthd_bin())
+        .args(["dev", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .arg(dir.path())
+        .env("BERTH_LOG", "info")
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while reqwest::blocking::get(format!("http://127.0.0.1:{port}/healthz")).is_err() {
+        assert!(child.try_wait().unwrap().is_none(), "berthd dev exited before serving");
+        assert!(Instant::now() < deadline, "berthd dev did not come up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: a signal to the process group of our own child.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "berthd dev ignored Ctrl-C");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut log = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+    assert!(status.success(), "{status}: {log}");
+    assert!(log.contains("schema migrated"), "{log}");
+    let stopping = log.find("\"shutting down\"").expect("berthd said it was shutting down");
+    let stopped = log.find("berthd stopped").expect("berthd said it stopped");
+    assert!(!log[stopping..].contains("\"WARN\""), "something failed as berthd stopped: {log}");
+    let closed = log.find("the database server is shutting down").unwrap_or(usize::MAX);
+    assert!(closed > stopped, "the database stopped before berthd: {log}");
+    assert!(!log.contains("applying migration"), "migrations are said once, by berthd: {log}");
+}

@@ -3,6 +3,7 @@
 //! grace before the recorder writes what they did.
 
 use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +35,7 @@ impl Manager {
         schedule(&inner, &finish_tx, &mut tasks, shutdown).await;
         tracing::info!(manager = %inner.id, running = tasks.len(), "manager stopping");
         drain(&inner, &mut tasks).await;
+        chores_done(&inner).await;
         drop(finish_tx);
         renewer.abort();
         let _ = recorder.await;
@@ -159,6 +161,20 @@ async fn next_due(inner: &Inner, anchor: &mut Option<Anchor>) -> Option<Instant>
 
 /// Waits for running hooks up to the configured grace, then abandons them
 /// (their claims expire and another manager takes them back).
+/// Waits, within the same grace, for the chores under way (a sweep, a
+/// pass over the `on_heal` calls owed): spawned apart from the hooks, they
+/// would otherwise outlive the manager and meet a database already gone.
+async fn chores_done(inner: &Inner) {
+    let grace = Instant::now() + Duration::from_millis(inner.cfg.shutdown_grace_ms);
+    while inner.sweeping.load(Ordering::SeqCst) || inner.healing.load(Ordering::SeqCst) {
+        if Instant::now() >= grace {
+            tracing::warn!("chores still running at shutdown");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 async fn drain(inner: &Inner, tasks: &mut JoinSet<()>) {
     let grace = tokio::time::sleep(Duration::from_millis(inner.cfg.shutdown_grace_ms));
     tokio::pin!(grace);

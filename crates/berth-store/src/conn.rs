@@ -69,7 +69,16 @@ where
 {
     tokio::select! {
         done = connection => if let Err(e) = done {
-            tracing::warn!(error = %e, "database connection failed");
+            match e.as_db_error() {
+                // A server shutting down (a restart, a switchover, the
+                // end of `berthd dev`) closes every connection; the pool
+                // makes new ones.
+                Some(db) if *db.code() == tokio_postgres::error::SqlState::ADMIN_SHUTDOWN => {
+                    tracing::info!("the database server is shutting down: a connection closed");
+                }
+                Some(db) => tracing::warn!(error = %db, "database connection failed"),
+                None => tracing::warn!(error = %e, "database connection failed"),
+            }
         },
         () = lapse(watched, &lapsed) => {
             tracing::warn!("the database did not answer within the deadline: the connection is closed");

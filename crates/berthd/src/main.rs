@@ -183,9 +183,12 @@ async fn run(cli: Cli) -> Result<()> {
 /// `BERTH_LOG` as a filter; one that does not parse is refused rather than
 /// silently replaced (the operator asked for something).
 fn log_filter(filter: &str) -> Result<tracing_subscriber::EnvFilter> {
-    tracing_subscriber::EnvFilter::builder().parse(filter).with_context(|| {
+    let parsed = tracing_subscriber::EnvFilter::builder().parse(filter).with_context(|| {
         format!("log = {filter:?} (BERTH_LOG) is not a tracing filter, such as \"info,berth_api=debug\"")
-    })
+    })?;
+    // The migration library logs each migration it applies, and berthd
+    // then says what was applied: once is enough, unless asked for.
+    Ok(if filter.contains("refinery") { parsed } else { parsed.add_directive("refinery_core=warn".parse()?) })
 }
 
 /// Logs as JSON when stderr is not a terminal, as text when it is.
