@@ -21,6 +21,8 @@ async fn the_cli_sets_shows_and_unsets_quotas_and_reports_usage() {
     // Usage of the token's own project, as a table and as JSON.
     let (ok, table, err) = berth(&s, "alice:p1", &["usage"]);
     assert!(ok && table.contains("VCPU") && table.contains("leases"), "{table}{err}");
+    // "In use" is now, the peak is over the window asked: the headers say so.
+    assert!(table.contains("In use now") && table.contains("Peak in window"), "{table}");
     let usage = json(&s, "alice:p1", &["usage", "--start", "now", "--end", "2999-01-01 00:00"]);
     assert_eq!(usage["usage"]["VCPU"]["limit"], 8);
     assert_eq!(usage["end"].as_str().map(|e| e.starts_with("2999-01-01")), Some(true));

@@ -79,7 +79,7 @@ fn print_quotas(client: &Client, v: &Value) -> Result<()> {
             (Some(p), None) => format!("project {p}"),
             _ => "?".to_string(),
         };
-        eprintln!("warning: {who} holds {} {} over its limit of {}", o["usage"], o["resource"], o["limit"]);
+        eprintln!("warning: {who} holds {} {}, over its limit of {}", o["usage"], o["resource"], o["limit"]);
     }
     Ok(())
 }
@@ -149,7 +149,8 @@ pub fn usage(client: &Client, a: UsageArgs) -> Result<()> {
             vec![k.clone(), limit, u["in_use"].to_string(), u["peak"].to_string(), over.to_string()]
         })
         .collect();
-    client.print_rows(&["Resource", "Limit", "In use", "Peak", "Over"], &rows);
+    // `in_use` is now, whatever the window; `peak` is over the window.
+    client.print_rows(&["Resource", "Limit", "In use now", "Peak in window", "Over"], &rows);
     Ok(())
 }
 
