@@ -183,3 +183,32 @@ async fn a_missing_server_or_token_says_what_to_check() {
     assert!(message.starts_with("The request you have made requires authentication."), "{body}");
     assert!(message.contains("X-Auth-Token: user:project"), "{body}");
 }
+
+/// `berth lease create --help` keeps the command's own options apart from
+/// the global ones, and names every key each compiled-in reservation type
+/// takes, as the server lists them.
+#[tokio::test(flavor = "multi_thread")]
+async fn lease_create_help_names_each_types_keys_apart_from_global_options() {
+    let out =
+        std::process::Command::new(berth_testkit::berth_bin()).args(["lease", "create", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let (own, global) = help.split_once("Global options:").unwrap_or_else(|| panic!("no global heading:\n{help}"));
+    assert!(own.contains("--reservation") && !own.contains("--os-password") && !own.contains("--url"), "{help}");
+    assert!(global.contains("--os-password") && global.contains("--url") && global.contains("--format"), "{help}");
+    let s = Server::start().await;
+    let (st, body) = s.get("/v1/plugins", "admin").await;
+    assert_eq!(st, StatusCode::OK, "{body}");
+    let reservation = own.split("--reservation ").nth(1).unwrap_or_default();
+    let reservation = reservation.split("\n      --").next().unwrap_or_default();
+    for p in body["plugins"].as_array().unwrap().iter().filter(|p| p["parameters"].is_array()) {
+        let kind = p["name"].as_str().unwrap();
+        let listed =
+            reservation.split(&format!("`{kind}`:")).nth(1).unwrap_or_else(|| panic!("{kind}:\n{reservation}"));
+        let listed = listed.split('`').next().unwrap_or_default();
+        for param in p["parameters"].as_array().unwrap() {
+            let name = param["name"].as_str().unwrap();
+            let words: Vec<&str> = listed.split(|c: char| !(c.is_alphanumeric() || c == '_')).collect();
+            assert!(words.contains(&name), "{kind} takes {name}, which the help does not name:\n{listed}");
+        }
+    }
+}

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 #[derive(Args, Debug, Default, Clone)]
+#[command(next_help_heading = crate::GLOBAL)]
 pub struct AuthArgs {
     /// A token sent as X-Auth-Token as it is (noauth: `user:project`).
     #[arg(long, global = true, env = "BERTH_TOKEN")]

@@ -69,9 +69,16 @@ pub struct CreateArgs {
     /// When the before-end event fires, as --start.
     #[arg(long, alias = "before-end-date")]
     pub before_end: Option<String>,
-    /// A reservation, as `resource_type=physical:host,min=1,max=2,...` or
-    /// `resource_type=flavor:instance,flavor_id=1,amount=2`; repeatable.
-    #[arg(long = "reservation")]
+    /// A reservation, as `resource_type=TYPE,KEY=VALUE,...`; repeatable.
+    /// The keys of each type:
+    /// `physical:host`: min, max, hypervisor_properties, resource_properties,
+    /// before_end, end_policy, heal;
+    /// `virtual:instance`: amount, vcpus, memory_mb, disk_gb, affinity,
+    /// resource_properties, instance_id, instance_ids, heal;
+    /// `flavor:instance`: flavor_id, amount, affinity, resource_properties,
+    /// instance_id, instance_ids, heal.
+    /// E.g. `resource_type=physical:host,min=1,max=2`.
+    #[arg(long = "reservation", verbatim_doc_comment)]
     pub reservations: Vec<String>,
     /// A host reservation as python-blazarclient takes it: `min=1,max=2,...`
     /// (`resource_type=physical:host` implied); repeatable.

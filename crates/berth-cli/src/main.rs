@@ -21,20 +21,23 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use client::Client;
 
+/// The heading of the options every command takes, apart from its own.
+pub const GLOBAL: &str = "Global options";
+
 #[derive(Parser)]
 #[command(name = "berth", version, about = "Berth client: leases, hosts, maintenance, quotas, usages, events")]
 struct Cli {
     /// berthd's base URL; for `plugin check`, the plugin's webhook URL
     /// (given on the command line only).
-    #[arg(long, global = true, env = "BERTH_URL", default_value = "http://127.0.0.1:8778")]
+    #[arg(long, global = true, env = "BERTH_URL", default_value = "http://127.0.0.1:8778", help_heading = GLOBAL)]
     url: String,
     #[command(flatten)]
     auth: auth::AuthArgs,
     /// Output format, as the openstack client's: table, json, yaml, value or csv.
-    #[arg(short = 'f', long = "format", global = true, value_enum, default_value = "table")]
+    #[arg(short = 'f', long = "format", global = true, value_enum, default_value = "table", help_heading = GLOBAL)]
     format: Format,
     /// A column (or field) to print; repeatable, in the order given; all when absent.
-    #[arg(short = 'c', long = "column", global = true)]
+    #[arg(short = 'c', long = "column", global = true, help_heading = GLOBAL)]
     columns: Vec<String>,
     #[command(subcommand)]
     command: Option<Command>,
