@@ -209,49 +209,113 @@ async fn refuses_a_log_written_by_a_cluster_ahead_of_this_one() {
     assert!(said.contains("pg_resetwal -e 4 "), "{said}");
 }
 
+/// `berthd dev` in a process group of its own, as a shell runs it.
+struct Dev {
+    child: Child,
+    port: u16,
+    /// Kept open: berthd prints on, and a closed pipe would stop it.
+    _stdout: std::io::BufReader<std::process::ChildStdout>,
+    _dir: tempfile::TempDir,
+}
+
+impl Dev {
+    /// Started and serving; with the URL of its database.
+    fn start() -> (Dev, String) {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::Builder::new().prefix("berth-dev-").tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut child = Command::new(berth_testkit::berthd_bin())
+            .args(["dev", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+            .arg(dir.path())
+            .env("BERTH_LOG", "info")
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        stdout.read_line(&mut first).unwrap();
+        let url = first.split("PostgreSQL: ").nth(1).and_then(|r| r.strip_suffix(")\n")).map(str::to_string);
+        let url = url.unwrap_or_else(|| panic!("no database URL in {first:?}"));
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while reqwest::blocking::get(format!("http://127.0.0.1:{port}/healthz")).is_err() {
+            assert!(child.try_wait().unwrap().is_none(), "berthd dev exited before serving");
+            assert!(Instant::now() < deadline, "berthd dev did not come up");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (Dev { child, port, _stdout: stdout, _dir: dir }, url)
+    }
+
+    /// Ctrl-C, as a terminal sends it to the whole process group.
+    fn interrupt(&self) {
+        // SAFETY: a signal to the process group of our own child.
+        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGINT) };
+    }
+
+    /// Its log, once it has exited cleanly, checked for a clean stop:
+    /// nothing failed or warned once it began to stop, and its database
+    /// stopped after it.
+    fn stopped_cleanly(mut self) -> String {
+        use std::io::Read;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "berthd dev on {} ignored Ctrl-C", self.port);
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut log = String::new();
+        self.child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+        assert!(status.success(), "{status}: {log}");
+        let stopping = log.find("\"shutting down\"").expect("berthd said it was shutting down");
+        let stopped = log.find("berthd stopped").expect("berthd said it stopped");
+        assert!(!log[stopping..].contains("\"WARN\""), "something failed as berthd stopped: {log}");
+        let closed = log.find("the database server is shutting down").unwrap_or(usize::MAX);
+        assert!(closed > stopped, "the database stopped before berthd: {log}");
+        log
+    }
+}
+
 /// `berthd dev` stopped by Ctrl-C as a terminal sends it, to the whole
-/// process group, at once after it serves (its first sweep under way):
-/// nothing fails or warns as it stops, its PostgreSQL stops after it, and
-/// each migration is said once.
+/// process group, at once after it serves: it stops cleanly, and each
+/// migration is said once.
 #[test]
 fn dev_stops_cleanly_on_ctrl_c() {
-    use std::io::Read;
-    use std::os::unix::process::CommandExt;
-    let dir = tempfile::Builder::new().prefix("berth-dev-").tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut child = Command::new(berth_testkit::berthd_bin())
-        .args(["dev", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
-        .arg(dir.path())
-        .env("BERTH_LOG", "info")
-        .process_group(0)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while reqwest::blocking::get(format!("http://127.0.0.1:{port}/healthz")).is_err() {
-        assert!(child.try_wait().unwrap().is_none(), "berthd dev exited before serving");
-        assert!(Instant::now() < deadline, "berthd dev did not come up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    // SAFETY: a signal to the process group of our own child.
-    unsafe { libc::kill(-(child.id() as i32), libc::SIGINT) };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "berthd dev ignored Ctrl-C");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut log = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
-    assert!(status.success(), "{status}: {log}");
+    let (dev, _) = Dev::start();
+    dev.interrupt();
+    let log = dev.stopped_cleanly();
     assert!(log.contains("schema migrated"), "{log}");
-    let stopping = log.find("\"shutting down\"").expect("berthd said it was shutting down");
-    let stopped = log.find("berthd stopped").expect("berthd said it stopped");
-    assert!(!log[stopping..].contains("\"WARN\""), "something failed as berthd stopped: {log}");
-    let closed = log.find("the database server is shutting down").unwrap_or(usize::MAX);
-    assert!(closed > stopped, "the database stopped before berthd: {log}");
     assert!(!log.contains("applying migration"), "migrations are said once, by berthd: {log}");
+}
+
+/// A manager's sweep under way when Ctrl-C comes (held here by a lock on
+/// what it reads) is finished before berthd stops and its database with
+/// it, not cut off by the database going.
+#[tokio::test(flavor = "multi_thread")]
+async fn dev_finishes_the_sweep_under_way_before_it_stops() {
+    let (dev, url) = tokio::task::spawn_blocking(Dev::start).await.unwrap();
+    let (mut c, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let tx = c.transaction().await.unwrap();
+    tx.batch_execute("LOCK TABLE host_holds IN ACCESS EXCLUSIVE MODE").await.unwrap();
+    // The next sweep comes within the poll interval (5 s) and waits on it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let waiting = tx
+            .query_one("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'", &[])
+            .await
+            .unwrap();
+        if waiting.get::<_, i64>("n") > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no sweep came to wait on host_holds");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    dev.interrupt();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    tx.commit().await.unwrap();
+    tokio::task::spawn_blocking(move || dev.stopped_cleanly()).await.unwrap();
 }
