@@ -34,8 +34,10 @@ impl Manager {
         let mut tasks: JoinSet<()> = JoinSet::new();
         schedule(&inner, &finish_tx, &mut tasks, shutdown).await;
         tracing::info!(manager = %inner.id, running = tasks.len(), "manager stopping");
-        drain(&inner, &mut tasks).await;
-        chores_done(&inner).await;
+        // One grace for the hooks and the chores together.
+        let grace = Instant::now() + Duration::from_millis(inner.cfg.shutdown_grace_ms);
+        drain(&mut tasks, grace).await;
+        chores_done(&inner, grace).await;
         drop(finish_tx);
         renewer.abort();
         let _ = recorder.await;
@@ -159,13 +161,10 @@ async fn next_due(inner: &Inner, anchor: &mut Option<Anchor>) -> Option<Instant>
     }
 }
 
-/// Waits for running hooks up to the configured grace, then abandons them
-/// (their claims expire and another manager takes them back).
-/// Waits, within the same grace, for the chores under way (a sweep, a
-/// pass over the `on_heal` calls owed): spawned apart from the hooks, they
-/// would otherwise outlive the manager and meet a database already gone.
-async fn chores_done(inner: &Inner) {
-    let grace = Instant::now() + Duration::from_millis(inner.cfg.shutdown_grace_ms);
+/// Waits, until `grace`, for the chores under way (a sweep, a pass over
+/// the `on_heal` calls owed): spawned apart from the hooks, they would
+/// otherwise outlive the manager and meet a database already gone.
+async fn chores_done(inner: &Inner, grace: Instant) {
     while inner.sweeping.load(Ordering::SeqCst) || inner.healing.load(Ordering::SeqCst) {
         if Instant::now() >= grace {
             tracing::warn!("chores still running at shutdown");
@@ -175,14 +174,16 @@ async fn chores_done(inner: &Inner) {
     }
 }
 
-async fn drain(inner: &Inner, tasks: &mut JoinSet<()>) {
-    let grace = tokio::time::sleep(Duration::from_millis(inner.cfg.shutdown_grace_ms));
+/// Waits for running hooks until `grace`, then abandons them (their
+/// claims expire and another manager takes them back).
+async fn drain(tasks: &mut JoinSet<()>, grace: Instant) {
+    let grace = tokio::time::sleep_until(grace);
     tokio::pin!(grace);
     loop {
         tokio::select! {
             r = tasks.join_next() => if r.is_none() { break },
             _ = &mut grace => {
-                tracing::warn!(abandoned = tasks.len(), "hooks still running at shutdown; their claims will expire");
+        tracing::warn!(abandoned = tasks.len(), "hooks still running at shutdown; their claims will expire");
                 tasks.abort_all();
                 break;
             }

@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::driver::Driver;
-use crate::host::{query_param, whole_in, MAX_INSTANCES};
-use crate::instance::{affinity, check_instance_ids, InstanceEnd, InstanceOptions, InstancePlugin};
+use crate::host::{query_param, whole_in};
+use crate::instance::{affinity, check_instance_ids, InstanceEnd, InstanceOptions, InstancePlugin, MAX_INSTANCES};
 use crate::params::{param, Param, ParamType};
 use crate::plugin::{Hook, HookError, HookOutcome, ResourcePlugin, ResourceRequest};
 

@@ -173,21 +173,23 @@ impl HostPlugin {
 
 /// A reservation's whole number `key`, as a number or a string of one.
 pub(crate) fn whole(reservation: &Value, key: &str) -> Result<Option<i64>, Error> {
-    let given = reservation.get(key);
-    let bad = || {
-        let shown = given.map(Value::to_string).unwrap_or_default();
-        Error::invalid(ErrorCode::InvalidLease, format!("reservation {key} must be a whole number, not {shown}"))
-    };
-    match given {
+    match reservation.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n.as_i64().map(Some).ok_or_else(bad),
-        Some(Value::String(s)) => s.trim().parse().map(Some).map_err(|_| bad()),
-        Some(_) => Err(bad()),
+        Some(given) => number(given).map(Some).ok_or_else(|| {
+            Error::invalid(ErrorCode::InvalidLease, format!("reservation {key} must be a whole number, not {given}"))
+        }),
     }
 }
 
-/// The most instances one reservation asks for.
-pub(crate) const MAX_INSTANCES: i64 = 10_000;
+/// A whole number as Blazar's clients send one: a number, or a string of
+/// one.
+fn number(given: &Value) -> Option<i64> {
+    match given {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
 
 /// A reservation's whole number `key` within `range`, as a number or a
 /// string of one; a refusal names the range and what was given, whichever
@@ -197,12 +199,7 @@ pub(crate) fn whole_in(reservation: &Value, key: &str, range: RangeInclusive<i64
         None | Some(Value::Null) => return Ok(None),
         Some(v) => v,
     };
-    let n = match given {
-        Value::Number(n) => n.as_i64(),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    };
-    match n {
+    match number(given) {
         Some(n) if range.contains(&n) => Ok(Some(n)),
         _ => Err(Error::invalid(
             ErrorCode::InvalidLease,

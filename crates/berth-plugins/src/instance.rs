@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::driver::Driver;
-use crate::host::{query_param, whole_in, MAX_INSTANCES};
+use crate::host::{query_param, whole_in};
 use crate::params::{param, Param, ParamType};
 use crate::plugin::{Hook, HookError, HookOutcome, ResourcePlugin, ResourceRequest};
 
@@ -123,6 +123,9 @@ pub(crate) fn affinity(reservation: &Value) -> Result<Option<bool>, Error> {
         Some(v) => Err(Error::invalid(ErrorCode::InvalidLease, format!("affinity {v} is not true, false or null"))),
     }
 }
+
+/// The most instances one reservation asks for.
+pub(crate) const MAX_INSTANCES: i64 = 10_000;
 
 #[async_trait]
 impl ResourcePlugin for InstancePlugin {
