@@ -200,7 +200,10 @@ async fn lease_create_help_names_each_types_keys_apart_from_global_options() {
     assert_eq!(st, StatusCode::OK, "{body}");
     let reservation = own.split("--reservation ").nth(1).unwrap_or_default();
     let reservation = reservation.split("\n      --").next().unwrap_or_default();
-    for p in body["plugins"].as_array().unwrap().iter().filter(|p| p["parameters"].is_array()) {
+    let typed: Vec<&serde_json::Value> =
+        body["plugins"].as_array().unwrap().iter().filter(|p| p["parameters"].is_array()).collect();
+    assert!(typed.len() >= 3, "the compiled-in types, each with its parameters: {body}");
+    for p in typed {
         let kind = p["name"].as_str().unwrap();
         let listed =
             reservation.split(&format!("`{kind}`:")).nth(1).unwrap_or_else(|| panic!("{kind}:\n{reservation}"));

@@ -81,11 +81,16 @@ async fn the_readme_tour_runs() {
     }
     let bin_dir = berth_bin().parent().unwrap().to_owned();
     assert_eq!(berthd_bin().parent(), Some(bin_dir.as_path()));
-    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
-    // From the clone's top directory, as the tour says; the binaries'
-    // directory stays on PATH after the tour's own (for a target directory
-    // elsewhere).
+    // From the clone's top directory, as the tour says, whose `export PATH`
+    // then finds the binaries; only a target directory elsewhere needs
+    // them put on PATH here.
     let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the clone's top directory");
+    let inherited = std::env::var("PATH").unwrap_or_default();
+    let path = if bin_dir == top.join("target/debug") {
+        inherited.split(':').filter(|d| !d.starts_with(&*top.to_string_lossy())).collect::<Vec<_>>().join(":")
+    } else {
+        format!("{}:{inherited}", bin_dir.display())
+    };
     let out = Command::new("bash")
         .args(["-c", &script])
         .current_dir(top)
