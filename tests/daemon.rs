@@ -299,12 +299,16 @@ async fn dev_finishes_the_sweep_under_way_before_it_stops() {
     let (dev, url) = tokio::task::spawn_blocking(Dev::start).await.unwrap();
     let (mut c, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(conn);
+    // Watched from a connection of its own: within a transaction,
+    // pg_stat_activity keeps the picture of its first read.
+    let (watch, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
     let tx = c.transaction().await.unwrap();
     tx.batch_execute("LOCK TABLE host_holds IN ACCESS EXCLUSIVE MODE").await.unwrap();
     // The next sweep comes within the poll interval (5 s) and waits on it.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let waiting = tx
+        let waiting = watch
             .query_one("SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'", &[])
             .await
             .unwrap();

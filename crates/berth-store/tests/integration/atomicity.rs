@@ -348,11 +348,15 @@ async fn a_batch_decides_at_its_start_before_its_lock_waits() {
         let c = vec![consumer(id, GenerationCheck::New, vec![hold(p, "VCPU", 1, now)])];
         tokio::spawn(async move { store.replace_allocations(&meta(), c).await })
     };
+    // Seen from outside the locker's transaction, which keeps the picture
+    // of the server's activity it took at its first look.
+    let (outside, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
+    tokio::spawn(conn);
     let waits = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'";
-    for _ in 0..3000 {
-        if watcher.query_one(waits, &[]).await.unwrap().get::<_, i64>(0) > 0 {
-            break;
-        }
+    let mut tries = 0;
+    while outside.query_one(waits, &[]).await.unwrap().get::<_, i64>(0) == 0 {
+        tries += 1;
+        assert!(tries < 3000, "the batch never came to wait for the provider's lock");
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     let waiting: chrono::DateTime<Utc> = watcher.query_one(clock, &[]).await.unwrap().get(0);
