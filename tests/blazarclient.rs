@@ -179,27 +179,25 @@ fn memory_kib(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// `MANY` hosts enrolled through the store's own command, many at once,
-/// rather than ten thousand HTTP calls.
+/// `MANY` hosts enrolled through the store's own bulk command, a thousand
+/// a time, rather than ten thousand HTTP calls.
 async fn enrol_many(s: &Server) {
-    use futures::StreamExt;
-    let store = s.db.store(8);
+    use futures::{StreamExt, TryStreamExt};
+    let store = s.db.store(2);
     let meta = berth_core::EventMeta::default();
-    let enrolled = futures::stream::iter(0..MANY)
-        .map(|i| {
-            let new = berth_store::commands::NewHost {
+    let chunks = (0..MANY).step_by(1_000).map(|first| {
+        let hosts = (first..MANY.min(first + 1_000))
+            .map(|i| berth_store::commands::NewHost {
                 name: format!("node-{i:05}"),
                 resources: Some((64, 262_144, 1_000)),
                 reservable: true,
                 capabilities: [("rack".to_string(), json!(format!("r{}", i % 40)))].into(),
-            };
-            store.enrol_host(&meta, new)
-        })
-        .buffer_unordered(8)
-        .filter(|r| std::future::ready(r.is_ok()))
-        .count()
-        .await;
-    assert_eq!(enrolled, MANY);
+            })
+            .collect();
+        store.enrol_hosts(&meta, hosts)
+    });
+    let enrolled: Vec<Vec<uuid::Uuid>> = futures::stream::iter(chunks).buffered(2).try_collect().await.unwrap();
+    assert_eq!(enrolled.concat().len(), MANY);
 }
 
 #[tokio::test(flavor = "multi_thread")]

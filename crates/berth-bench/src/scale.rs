@@ -36,34 +36,31 @@ const WARMUP: usize = 20;
 const RACKS: usize = 20;
 /// Creations that read every candidate host (counted by the store).
 const FULL_READS: &str = "berth_lease_placement_full_reads";
-/// Enrolments at once.
-pub(crate) const ENROLLING: usize = 8;
+/// Enrolments at once, each of up to [`ENROLMENT`] hosts.
+pub(crate) const ENROLLING: usize = 2;
+/// Hosts a bulk enrolment takes.
+const ENROLMENT: usize = 1_000;
 
-/// `n` hosts, enrolled `ENROLLING` at a time, one rack in [`RACKS`] each
-/// (the placement scenarios enrol the same hosts).
+/// `n` hosts, enrolled in bulk ([`Store::enrol_hosts`]), one rack in
+/// [`RACKS`] each (the placement scenarios enrol the same hosts).
 pub(crate) async fn enrol(store: &Arc<Store>, n: usize) -> Result<Vec<Uuid>> {
-    let mut tasks = Vec::new();
-    for part in 0..ENROLLING {
+    use futures::{StreamExt, TryStreamExt};
+    let chunks = (0..n).step_by(ENROLMENT).map(|first| {
         let store = store.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut out = Vec::new();
-            for i in (part..n).step_by(ENROLLING) {
-                let new = NewHost {
+        async move {
+            let hosts = (first..n.min(first + ENROLMENT))
+                .map(|i| NewHost {
                     name: format!("scale-host-{i:06}"),
                     resources: Some((64, 262_144, 2_000)),
                     reservable: true,
                     capabilities: BTreeMap::from([("rack".to_string(), Value::from(format!("r{}", i % RACKS)))]),
-                };
-                out.push(store.enrol_host(&meta(), new).await?);
-            }
-            anyhow::Ok(out)
-        }));
-    }
-    let mut hosts = Vec::new();
-    for t in tasks {
-        hosts.extend(t.await??);
-    }
-    Ok(hosts)
+                })
+                .collect();
+            store.enrol_hosts(&meta(), hosts).await
+        }
+    });
+    let enrolled: Vec<Vec<Uuid>> = futures::stream::iter(chunks).buffered(ENROLLING).try_collect().await?;
+    Ok(enrolled.concat())
 }
 
 /// Books `n` one-host leases at random windows on random hosts. Two may

@@ -51,7 +51,7 @@ use crate::{sql, StoreError};
 mod rows;
 pub(crate) use rows::{
     Chosen, ClaimedEvent, ConsumerHolding, LockedConsumer, LockedEvent, LockedHost, LockedLease, LockedProvider,
-    ProviderInventory,
+    NamedProvider, ProviderInventory,
 };
 
 /// Keys sorted and without repeats: the order rows of one kind are locked in.
@@ -354,10 +354,12 @@ pub(crate) async fn provider(tx: &impl GenericClient, id: Uuid) -> Result<Option
     Ok(providers(tx, &[id]).await?.into_iter().next())
 }
 
-/// Locks the provider named `name`, if any: its uuid. Names are unique.
-pub(crate) async fn provider_named(tx: &impl GenericClient, name: &str) -> Result<Option<Uuid>, StoreError> {
-    let row = tx.query_opt("SELECT uuid FROM providers WHERE name = $1 FOR UPDATE", &[&name]).await?;
-    Ok(row.map(|r| r.get("uuid")))
+/// Locks the providers named in `names` that exist, by uuid: each one's
+/// name and uuid. Names are unique.
+pub(crate) async fn providers_named(tx: &impl GenericClient, names: &[&str]) -> Result<Vec<NamedProvider>, StoreError> {
+    let rows =
+        tx.query("SELECT name, uuid FROM providers WHERE name = ANY($1) ORDER BY uuid FOR UPDATE", &[&names]).await?;
+    Ok(rows.iter().map(NamedProvider::from_row).collect())
 }
 
 /// Share-locks a provider that another is made a child of, so that it

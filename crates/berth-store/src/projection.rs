@@ -13,6 +13,7 @@ use berth_core::Event;
 use crate::client::GenericClient;
 use crate::StoreError;
 
+mod enrolments;
 mod heal;
 pub(crate) mod lease_events;
 mod leases;
@@ -108,6 +109,7 @@ pub async fn apply_all(c: &impl GenericClient, events: &[&Event]) -> Result<(), 
                     .collect();
                 placement::write_allocations(c, &run).await?
             }
+            Some((kind, _)) if kind >= ENROLMENT_RUNS => enrolments::apply_run(c, run).await?,
             _ => lease_events::apply_run(c, run).await?,
         }
         i = end;
@@ -217,12 +219,19 @@ pub(crate) fn one_statement<'a>(events: &[&'a Event]) -> Option<placement::Alloc
 /// The kind of run of [`run_key`] that allocation replacements make.
 const ALLOCATIONS_RUN: u8 = u8::MAX;
 
+/// The first kind of run of [`run_key`] that enrolments' events make
+/// (`enrolments::runs`): one per event type, below [`ALLOCATIONS_RUN`].
+const ENROLMENT_RUNS: u8 = 200;
+
 /// For an event that may be applied in a run: its kind of run and the row
 /// it writes (a run never writes one row twice).
 fn run_key(event: &Event) -> Option<(u8, uuid::Uuid)> {
     match event {
         Event::AllocationsReplaced { consumer, providers_bumped: Some(_), .. } => Some((ALLOCATIONS_RUN, *consumer)),
-        e => lease_events::batch_key(e),
+        e => match enrolments::runs(e) {
+            Some((kind, provider)) => Some((ENROLMENT_RUNS + kind, provider)),
+            None => lease_events::batch_key(e),
+        },
     }
 }
 

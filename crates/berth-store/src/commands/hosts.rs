@@ -1,7 +1,7 @@
 //! Hosts: providers enrolled in the free pool of reservable hosts, with
 //! their extra capabilities.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use berth_core::error::ErrorCode;
 use berth_core::lease::FREE_POOL;
@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::request_keys::{self, Keyed, RequestKey};
 use super::{now, record};
+use crate::lock::NamedProvider;
 use crate::{Store, StoreError};
 
 /// Host fields that are not extra capabilities.
@@ -91,9 +92,33 @@ impl Store {
     pub async fn enrol_host(&self, meta: &EventMeta, new: NewHost) -> Result<Uuid, Error> {
         check_new_host(&new)?;
         crate::tx::command!(self, |tx| {
-            let (provider, events, _) = enrol_in(tx, &new).await?;
+            let (providers, events, _) = enrol_in(tx, std::slice::from_ref(&new)).await?;
             record(tx, meta, &events).await?;
-            Ok(provider)
+            Ok(providers[0])
+        })
+    }
+
+    /// Enrols many hosts at once, all or none, in one transaction whose
+    /// round trips do not grow with their number (an operator's whole
+    /// rack or cloud; a test's ten thousand): their ids, in order. Each
+    /// is enrolled as [`Store::enrol_host`] would, and refused for the
+    /// same reasons, the first one refused naming the refusal; a name
+    /// given twice is refused.
+    pub async fn enrol_hosts(&self, meta: &EventMeta, hosts: Vec<NewHost>) -> Result<Vec<Uuid>, Error> {
+        let mut names = HashSet::new();
+        for new in &hosts {
+            check_new_host(new)?;
+            if !names.insert(new.name.as_str()) {
+                return Err(Error::invalid(ErrorCode::HostInvalid, format!("host {:?} is named twice", new.name)));
+            }
+        }
+        if hosts.is_empty() {
+            return Ok(Vec::new());
+        }
+        crate::tx::command!(self, |tx| {
+            let (providers, events, _) = enrol_in(tx, &hosts).await?;
+            record(tx, meta, &events).await?;
+            Ok(providers)
         })
     }
 
@@ -111,10 +136,10 @@ impl Store {
                 let host = ids.first().copied().ok_or_else(|| Error::internal("a host request key with no host"))?;
                 return Ok(Keyed::Earlier(host));
             }
-            let (provider, mut events, at) = enrol_in(tx, &new).await?;
-            events.push(request_keys::made(key, vec![provider], at));
+            let (providers, mut events, at) = enrol_in(tx, std::slice::from_ref(&new)).await?;
+            events.push(request_keys::made(key, providers.clone(), at));
             record(tx, meta, &events).await?;
-            Ok(Keyed::Made(provider))
+            Ok(Keyed::Made(providers[0]))
         })
     }
 
@@ -215,60 +240,99 @@ fn check_new_host(new: &NewHost) -> Result<(), Error> {
     Ok(())
 }
 
-/// Enrols `new` in `tx`: the host's provider (made when it is new), its
-/// place in the free pool, its enrolment; the events (not yet recorded) and
+/// Enrols `hosts` (distinct names) in `tx`: each host's provider (made
+/// when it is new), its place in the free pool, its enrolment. The
+/// providers in order, the events (not yet recorded) grouped by kind, so
+/// that each kind is applied as one run (`projection::enrolments`), and
 /// the database's time.
-async fn enrol_in(tx: &Transaction<'_>, new: &NewHost) -> Result<(Uuid, Vec<Event>, DateTime<Utc>), StoreError> {
+async fn enrol_in(
+    tx: &Transaction<'_>,
+    hosts: &[NewHost],
+) -> Result<(Vec<Uuid>, Vec<Event>, DateTime<Utc>), StoreError> {
     let at = now(tx).await?;
-    let mut events = Vec::new();
-    let provider = match crate::lock::provider_named(tx, &new.name).await? {
-        Some(uuid) => {
-            if tx.query_opt("SELECT 1 FROM hosts WHERE provider_uuid = $1", &[&uuid]).await?.is_some() {
-                return Err(Error::conflict(
-                    ErrorCode::HostExists,
-                    format!("host {} is already enrolled as {uuid}", new.name),
-                )
-                .into());
-            }
-            uuid
+    let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+    let existing: HashMap<String, NamedProvider> =
+        crate::lock::providers_named(tx, &names).await?.into_iter().map(|p| (p.name.clone(), p)).collect();
+    // Read once their rows are locked, each statement seeing what the
+    // enrolment that held a lock before this one committed.
+    let old: Vec<Uuid> = existing.values().map(|p| p.uuid).collect();
+    let (mut hosts_now, mut pools) = (HashSet::new(), HashMap::<Uuid, BTreeSet<Uuid>>::new());
+    if !old.is_empty() {
+        let [host_rows, pool_rows] = crate::sql::pipeline(
+            tx,
+            [
+                ("SELECT provider_uuid FROM hosts WHERE provider_uuid = ANY($1)", &[&old]),
+                ("SELECT provider_uuid, aggregate FROM provider_aggregates WHERE provider_uuid = ANY($1)", &[&old]),
+            ],
+        )
+        .await?;
+        hosts_now.extend(host_rows.iter().map(|r| r.get::<_, Uuid>("provider_uuid")));
+        for r in pool_rows {
+            pools.entry(r.get("provider_uuid")).or_default().insert(r.get("aggregate"));
         }
-        None => {
-            let Some((vcpus, memory_mb, local_gb)) = new.resources else {
-                return Err(Error::not_found(
-                    ErrorCode::HostNotFound,
-                    format!(
-                        "no resource provider named {:?}: register it through Placement first, \
-                         or give vcpus, memory_mb and local_gb to create it",
-                        new.name
-                    ),
-                )
-                .into());
-            };
-            let uuid = Uuid::new_v4();
-            let mut inventories = BTreeMap::from([
-                ("VCPU".to_string(), Inventory { total: vcpus, ..Default::default() }),
-                ("MEMORY_MB".to_string(), Inventory { total: memory_mb, ..Default::default() }),
-            ]);
-            if local_gb > 0 {
-                inventories.insert("DISK_GB".into(), Inventory { total: local_gb, ..Default::default() });
-            }
-            for (class, inv) in &inventories {
-                inv.validate(class)?;
-            }
-            events.push(Event::ProviderCreated { uuid, name: new.name.clone(), parent: None, at });
-            events.push(Event::InventoriesReplaced { provider: uuid, inventories, at });
-            uuid
-        }
-    };
-    let mut aggs = aggregates(tx, provider).await?;
-    if aggs.insert(FREE_POOL) {
-        events.push(Event::ProviderAggregatesReplaced { provider, aggregates: aggs, bump: true, at });
     }
-    events.push(Event::HostEnrolled {
-        provider,
-        reservable: new.reservable,
-        capabilities: new.capabilities.clone(),
-        at,
-    });
-    Ok((provider, events, at))
+    let (mut created, mut inventories, mut enrolled) = (Vec::new(), Vec::new(), Vec::new());
+    let mut providers = Vec::with_capacity(hosts.len());
+    for new in hosts {
+        let provider = match existing.get(&new.name) {
+            Some(p) if hosts_now.contains(&p.uuid) => {
+                let message = format!("host {} is already enrolled as {}", new.name, p.uuid);
+                return Err(Error::conflict(ErrorCode::HostExists, message).into());
+            }
+            Some(p) => p.uuid,
+            None => {
+                let uuid = Uuid::new_v4();
+                created.push(Event::ProviderCreated { uuid, name: new.name.clone(), parent: None, at });
+                inventories.push(Event::InventoriesReplaced {
+                    provider: uuid,
+                    inventories: made_inventories(new)?,
+                    at,
+                });
+                uuid
+            }
+        };
+        providers.push(provider);
+        enrolled.push(Event::HostEnrolled {
+            provider,
+            reservable: new.reservable,
+            capabilities: new.capabilities.clone(),
+            at,
+        });
+    }
+    // A new provider is in no aggregate; an existing one keeps its own.
+    let mut pooled = Vec::new();
+    for &provider in &providers {
+        let mut aggregates = pools.remove(&provider).unwrap_or_default();
+        if aggregates.insert(FREE_POOL) {
+            pooled.push(Event::ProviderAggregatesReplaced { provider, aggregates, bump: true, at });
+        }
+    }
+    let events = [created, inventories, pooled, enrolled].concat();
+    Ok((providers, events, at))
+}
+
+/// The inventories of a host's new provider, from its resources; refused
+/// when the host names a provider that does not exist and no resources.
+fn made_inventories(new: &NewHost) -> Result<BTreeMap<String, Inventory>, Error> {
+    let Some((vcpus, memory_mb, local_gb)) = new.resources else {
+        return Err(Error::not_found(
+            ErrorCode::HostNotFound,
+            format!(
+                "no resource provider named {:?}: register it through Placement first, \
+                 or give vcpus, memory_mb and local_gb to create it",
+                new.name
+            ),
+        ));
+    };
+    let mut inventories = BTreeMap::from([
+        ("VCPU".to_string(), Inventory { total: vcpus, ..Default::default() }),
+        ("MEMORY_MB".to_string(), Inventory { total: memory_mb, ..Default::default() }),
+    ]);
+    if local_gb > 0 {
+        inventories.insert("DISK_GB".into(), Inventory { total: local_gb, ..Default::default() });
+    }
+    for (class, inv) in &inventories {
+        inv.validate(class)?;
+    }
+    Ok(inventories)
 }

@@ -142,6 +142,18 @@ impl LockedHost {
     }
 }
 
+/// A provider locked by name by [`super::providers_named`].
+pub(crate) struct NamedProvider {
+    pub name: String,
+    pub uuid: Uuid,
+}
+
+impl NamedProvider {
+    pub(crate) fn from_row(r: &Row) -> NamedProvider {
+        NamedProvider { name: r.get("name"), uuid: r.get("uuid") }
+    }
+}
+
 /// A provider chosen by a new lease ([`super::CHOSEN_UNLESS_WRITTEN`],
 /// [`super::CHOSEN`]), and whether no other new lease writes it.
 pub(crate) struct Chosen {

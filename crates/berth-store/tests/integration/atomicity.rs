@@ -48,12 +48,6 @@ async fn snapshot(store: &Store, consumer: Uuid, providers: &[Uuid]) -> (Vec<All
     (rows, gen, gens)
 }
 
-async fn log_length(url: &str) -> i64 {
-    let (c, conn) = tokio_postgres::connect(url, NoTls).await.unwrap();
-    tokio::spawn(conn);
-    c.query_one("SELECT count(*) AS entries FROM log_events", &[]).await.unwrap().get("entries")
-}
-
 #[tokio::test]
 async fn a_move_that_fails_midway_leaves_the_consumer_where_it_was() {
     let db = TestDatabase::new().await;

@@ -73,3 +73,10 @@ pub async fn open_usage_matches_allocations(url: &str) -> i64 {
     }
     client.query_one("SELECT count(*) AS sums FROM provider_open_usage WHERE used <> 0", &[]).await.unwrap().get("sums")
 }
+
+/// Entries in the log.
+pub async fn log_length(url: &str) -> i64 {
+    let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    c.query_one("SELECT count(*) AS entries FROM log_events", &[]).await.unwrap().get("entries")
+}

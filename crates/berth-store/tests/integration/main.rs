@@ -7,6 +7,7 @@ mod atomicity;
 mod candidates_paged;
 mod capacity;
 mod controls;
+mod enrolments;
 mod heal;
 mod leases;
 mod log_cursor;
