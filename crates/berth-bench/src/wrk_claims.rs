@@ -11,13 +11,14 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use berth_core::EventMeta;
 use berth_store::testing::TestDatabase;
 use uuid::Uuid;
 
 use crate::daemon::Daemon;
 use crate::report::Report;
+use crate::wrk_report::WrkResult;
 
 const PROVIDERS: usize = 100;
 /// Room for more one-VCPU claims per provider than a run makes.
@@ -129,46 +130,6 @@ end
     )
 }
 
-struct WrkResult {
-    requests_per_s: f64,
-    p50_ms: f64,
-    p99_ms: f64,
-    non_2xx: u64,
-}
-
-impl WrkResult {
-    /// The figures of wrk's `--latency` report.
-    fn parse(text: &str) -> Result<WrkResult> {
-        let after = |key: &str| text.lines().find_map(|l| l.trim().strip_prefix(key).map(str::trim));
-        let requests_per_s: f64 = after("Requests/sec:").context("no Requests/sec in wrk's report")?.parse()?;
-        let non_2xx = after("Non-2xx or 3xx responses:").map_or(Ok(0), str::parse)?;
-        let socket_errors = after("Socket errors:");
-        if let Some(e) = socket_errors {
-            ensure!(e.split(',').all(|part| part.trim().ends_with(" 0")), "wrk saw socket errors: {e}");
-        }
-        Ok(WrkResult {
-            requests_per_s,
-            p50_ms: duration_ms(after("50%").context("no p50 in wrk's report")?)?,
-            p99_ms: duration_ms(after("99%").context("no p99 in wrk's report")?)?,
-            non_2xx,
-        })
-    }
-}
-
-/// wrk's durations: `812.00us`, `3.42ms`, `1.02s`.
-fn duration_ms(s: &str) -> Result<f64> {
-    let (number, scale) = if let Some(n) = s.strip_suffix("us") {
-        (n, 0.001)
-    } else if let Some(n) = s.strip_suffix("ms") {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1000.0)
-    } else {
-        bail!("a duration wrk does not write: {s}")
-    };
-    Ok(number.parse::<f64>()? * scale)
-}
-
 /// Providers over capacity, as Placement's read view shows them.
 async fn over_capacity(base: &str, providers: &[Uuid]) -> Result<usize> {
     let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build()?;
@@ -190,22 +151,4 @@ async fn over_capacity(base: &str, providers: &[Uuid]) -> Result<usize> {
 
 fn which(program: &str) -> Option<std::path::PathBuf> {
     std::env::var_os("PATH")?.to_str()?.split(':').map(|d| std::path::Path::new(d).join(program)).find(|p| p.exists())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_wrks_report() {
-        let text = "Running 2s test @ http://127.0.0.1:1\n  Latency Distribution\n     50%    3.42ms\n     75%    \
-                    5.00ms\n     90%  812.00us\n     99%    1.02s\n  4000 requests in 2.00s\n  Non-2xx or 3xx \
-                    responses: 3\nRequests/sec:   2000.50\n";
-        let r = WrkResult::parse(text).unwrap();
-        assert_eq!(r.requests_per_s, 2000.5);
-        assert_eq!(r.p50_ms, 3.42);
-        assert_eq!(r.p99_ms, 1020.0);
-        assert_eq!(r.non_2xx, 3);
-        assert!(WrkResult::parse("Socket errors: connect 0, read 2, write 0, timeout 0\nRequests/sec: 1\n").is_err());
-    }
 }
