@@ -25,12 +25,12 @@ run: deps-run
 	$(DEBUG)/berthd dev
 
 ## test: every test, against a throwaway PostgreSQL and Keystone started for the run
+## (Keystone starts while the tests build)
 test: deps
-	$(BUILD_DEBUG)
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
-	  $(KEYSTONE) $(DEBUG)/berthd with-postgres -- $(CARGO) nextest run --workspace --no-fail-fast --test-threads $(TEST_THREADS); \
+	  $(KEYSTONE) --while '$(BUILD_DEBUG)' $(DEBUG)/berthd with-postgres -- $(CARGO) nextest run --workspace --no-fail-fast --test-threads $(TEST_THREADS); \
 	else \
-	  $(KEYSTONE) $(DEBUG)/berthd with-postgres -- $(CARGO) test --workspace --no-fail-fast; \
+	  $(KEYSTONE) --while '$(BUILD_DEBUG)' $(DEBUG)/berthd with-postgres -- $(CARGO) test --workspace --no-fail-fast; \
 	fi
 
 ## test-ha: failover on PostgreSQL's own streaming replication: a primary and a
