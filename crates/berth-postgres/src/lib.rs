@@ -171,6 +171,13 @@ impl LocalPostgres {
         self.run("pg_ctl", &["stop", "-w", "-m", "immediate", "-D", &self.data_dir.to_string_lossy()])
     }
 
+    /// Stops a server whose data is deleted next (a throwaway cluster) at
+    /// once: a shutdown checkpoint would write out what no one reads again.
+    pub fn throw_away(mut self) -> Result<()> {
+        self.stop_on_drop = false;
+        self.stop_now()
+    }
+
     /// Makes `data_dir` (which must not exist yet) a streaming standby of
     /// this server: a base backup with the WAL streamed alongside and
     /// `standby.signal` and `primary_conninfo` written (`pg_basebackup -R`).

@@ -22,8 +22,30 @@ pub fn with_postgres(command: &[String]) -> Result<i32> {
         .env("BERTH_PG_BIN", pg.bin_dir())
         .status()
         .with_context(|| format!("running {}", command[0]))?;
-    drop(pg);
+    pg.throw_away()?;
+    remove_in_parallel(dir.path());
     Ok(status.code().unwrap_or(1))
+}
+
+/// Deletes the databases under a cluster's data directory a few at a time
+/// ([`tempfile::TempDir`] removes the rest): after a test run they are
+/// some hundred thousand files, ten seconds of unlinking one by one.
+fn remove_in_parallel(data_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(data_dir.join("base")) else {
+        return;
+    };
+    let databases: Vec<std::path::PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                while let Some(db) = databases.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
+                    let _ = std::fs::remove_dir_all(db);
+                }
+            });
+        }
+    });
 }
 
 pub async fn run(data_dir: &Path, listen: &str) -> Result<()> {
