@@ -35,6 +35,20 @@ impl Drop for Server {
     }
 }
 
+/// The inode of the IPv4 socket listening on `port` on this machine.
+fn listening_inode(port: u16) -> Option<String> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    let local = format!(":{port:04X}");
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // local address, state 0A (LISTEN), inode.
+        (f.len() > 9 && f[1].ends_with(&local) && f[3] == "0A").then(|| f[9].to_string())
+    })
+}
+
+/// Ports a daemon tries before a test gives up on starting it.
+const PORT_TRIES: usize = 5;
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -85,16 +99,24 @@ impl Server {
         config: Option<&std::path::Path>,
         keep: Option<tempfile::NamedTempFile>,
     ) -> Server {
-        let listen = format!("127.0.0.1:{}", free_port());
         let log = tempfile::NamedTempFile::new().expect("log file");
         let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let config = config.map(std::path::Path::to_path_buf);
+        let listen = format!("127.0.0.1:{}", free_port());
         let child = Server::command(&bin, &db, &listen, &env, config.as_deref(), &log);
-        let url = format!("http://{listen}");
-        let http = reqwest::Client::new();
-        let server = Server { url, db, child, http, _config: keep, log, bin, listen, env, config };
-        server.wait_ready().await;
-        server
+        let (url, http) = (format!("http://{listen}"), reqwest::Client::new());
+        let mut server = Server { url, db, child, http, _config: keep, log, bin, listen, env, config };
+        // The free port may be taken by another test's daemon before this
+        // one binds it: it then exits, and starts again on another.
+        for _ in 0..PORT_TRIES {
+            if server.wait_ready().await {
+                return server;
+            }
+            server.listen = format!("127.0.0.1:{}", free_port());
+            server.url = format!("http://{}", server.listen);
+            server.start_again().await;
+        }
+        panic!("berthd found no free port in {PORT_TRIES} tries:\n{}", server.log());
     }
 
     /// Starts `berthd serve` with these settings, its standard error
@@ -137,20 +159,48 @@ impl Server {
     /// and database; returns once it is ready.
     pub async fn start_again(&mut self) {
         self.child = Server::command(&self.bin, &self.db, &self.listen, &self.env, self.config.as_deref(), &self.log);
-        self.wait_ready().await;
+        if !self.wait_ready().await {
+            panic!("berthd could not bind {} again:\n{}", self.listen, self.log());
+        }
     }
 
-    async fn wait_ready(&self) {
-        let server = self;
-        for _ in 0..300 {
-            if let Ok(r) = server.http.get(format!("{}/readyz", server.url)).send().await {
-                if r.status().is_success() {
-                    return;
+    /// Waits until this daemon answers on its address: true; false when it
+    /// exited because another process holds the address. An answer counts
+    /// only once this daemon holds the listening socket: a port taken in
+    /// between answers as another test's daemon.
+    async fn wait_ready(&mut self) -> bool {
+        for _ in 0..600 {
+            if let Some(status) = self.child.try_wait().expect("look at berthd") {
+                if self.log().contains("Address already in use") {
+                    return false;
+                }
+                panic!("berthd exited ({status}) before it served:\n{}", self.log());
+            }
+            if self.serving() {
+                if let Ok(r) = self.http.get(format!("{}/readyz", self.url)).send().await {
+                    if r.status().is_success() {
+                        return true;
+                    }
                 }
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        panic!("berthd did not become ready");
+        panic!("berthd did not become ready:\n{}", self.log());
+    }
+
+    /// Whether this daemon holds the socket listening on its port (Linux's
+    /// `/proc`: the socket's inode among the process's descriptors).
+    fn serving(&self) -> bool {
+        let port = self.listen.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()).expect("a port");
+        let Some(inode) = listening_inode(port) else {
+            return false;
+        };
+        let socket = format!("socket:[{inode}]");
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{}/fd", self.child.id())) else {
+            return false;
+        };
+        fds.filter_map(Result::ok)
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == socket.as_str()))
     }
 
     /// Sends `body` (None: no body; a string: raw) as `token`.
