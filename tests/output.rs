@@ -79,6 +79,11 @@ async fn every_format_and_picked_columns() {
     assert_eq!(picked, serde_json::json!({"name": "second", "status": "PENDING"}));
     assert_eq!(ok(&s, ALICE, &["lease", "show", "first", "-f", "value", "-c", "id"]).trim(), first);
 
+    // Times to the second with their zone; the document keeps the API's form.
+    let start = ok(&s, ALICE, &["lease", "show", "first", "-f", "value", "-c", "start_date"]);
+    let api = json(&s, ALICE, &["lease", "show", "first"])["start_date"].as_str().unwrap().to_string();
+    assert_eq!(start.trim(), format!("{}Z", &api[..19]), "{start} against {api}");
+
     // A column that is not there is refused, naming those there are.
     let (done, _, err) = berth(&s, ALICE, &["lease", "list", "-c", "colour"]);
     assert!(!done && err.contains("\"colour\"") && err.contains("status"), "{err}");

@@ -201,19 +201,19 @@ impl Client {
         match self.format {
             Format::Json | Format::Yaml => self.print_document(&project(v, &fields, self.columns.is_empty())),
             Format::Table => {
-                let rows: Vec<Vec<String>> = fields.iter().map(|k| vec![k.clone(), cell(&o[k])]).collect();
+                let rows: Vec<Vec<String>> = fields.iter().map(|k| vec![k.clone(), field(k, &o[k])]).collect();
                 print_table(&["Field", "Value"], &rows);
                 Ok(())
             }
             Format::Value => {
                 for k in &fields {
-                    println!("{}", cell(&o[k]));
+                    println!("{}", field(k, &o[k]));
                 }
                 Ok(())
             }
             Format::Csv => {
                 println!("{}", csv_row(&fields));
-                println!("{}", csv_row(&fields.iter().map(|k| cell(&o[k])).collect::<Vec<_>>()));
+                println!("{}", csv_row(&fields.iter().map(|k| field(k, &o[k])).collect::<Vec<_>>()));
                 Ok(())
             }
         }
@@ -235,7 +235,7 @@ impl Client {
             return self.print_document(&Value::Array(items));
         }
         let rows: Vec<Vec<String>> =
-            items.iter().map(|i| cols.iter().map(|c| cell(i.get(c).unwrap_or(&Value::Null))).collect()).collect();
+            items.iter().map(|i| cols.iter().map(|c| field(c, i.get(c).unwrap_or(&Value::Null))).collect()).collect();
         let headers: Vec<&str> = cols.iter().map(String::as_str).collect();
         self.print_rows(&headers, &rows);
         Ok(())
@@ -300,6 +300,23 @@ fn csv_row<S: AsRef<str>>(fields: &[S]) -> String {
         })
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// The cell of field `key`: a time (`*_date`, `*_at`) as the API writes it,
+/// in UTC without a zone and to the microsecond (Blazar's form), is shown
+/// in RFC 3339 to the second with its zone, `2030-01-03T09:00:00Z`, which
+/// every date option takes back; `-f json` keeps the API's form.
+fn field(key: &str, v: &Value) -> String {
+    let time = key.ends_with("_date") || key.ends_with("_at");
+    match v.as_str().filter(|_| time).and_then(utc_time) {
+        Some(t) => t,
+        None => cell(v),
+    }
+}
+
+fn utc_time(s: &str) -> Option<String> {
+    let t = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").ok()?;
+    Some(t.and_utc().to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
 }
 
 fn cell(v: &Value) -> String {
@@ -393,5 +410,20 @@ mod tests {
         assert_eq!(kv.len(), 3);
         assert_eq!(kv[2], ("hypervisor_properties".into(), "[\">=\", \"$vcpus\", \"4\"]".into()));
         assert!(key_values("novalue").is_err());
+    }
+
+    #[test]
+    fn times_are_shown_to_the_second_with_their_zone() {
+        let v = |s: &str| Value::String(s.into());
+        assert_eq!(field("start_date", &v("2031-03-10T09:00:00.000000")), "2031-03-10T09:00:00Z");
+        assert_eq!(field("created_at", &v("2031-03-10T09:00:05.123456")), "2031-03-10T09:00:05Z");
+        // Only times of time fields; anything else as it is.
+        assert_eq!(field("name", &v("2031-03-10T09:00:00.000000")), "2031-03-10T09:00:00.000000");
+        assert_eq!(field("end_date", &v("now")), "now");
+        assert_eq!(field("updated_at", &Value::Null), "");
+        // What is shown is what the date options take.
+        let shown = field("start_date", &v("2031-03-10T09:00:00.000000"));
+        let back = berth_core::dates::parse_date("start_date", &shown).unwrap();
+        assert_eq!(back, berth_core::dates::parse_date("start_date", "2031-03-10 09:00").unwrap());
     }
 }
