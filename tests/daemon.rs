@@ -219,8 +219,19 @@ struct Dev {
 }
 
 impl Dev {
-    /// Started and serving; with the URL of its database.
+    /// Started and serving; with the URL of its database. The free port
+    /// it is given may be taken by another test's daemon first: it then
+    /// exits, and starts again on another.
     fn start() -> (Dev, String) {
+        for _ in 0..5 {
+            if let Some(started) = Dev::try_start() {
+                return started;
+            }
+        }
+        panic!("berthd dev found no free port in 5 tries");
+    }
+
+    fn try_start() -> Option<(Dev, String)> {
         use std::io::BufRead;
         use std::os::unix::process::CommandExt;
         let dir = tempfile::Builder::new().prefix("berth-dev-").tempdir().unwrap();
@@ -240,12 +251,21 @@ impl Dev {
         let url = first.split("PostgreSQL: ").nth(1).and_then(|r| r.strip_suffix(")\n")).map(str::to_string);
         let url = url.unwrap_or_else(|| panic!("no database URL in {first:?}"));
         let deadline = Instant::now() + Duration::from_secs(90);
-        while reqwest::blocking::get(format!("http://127.0.0.1:{port}/healthz")).is_err() {
-            assert!(child.try_wait().unwrap().is_none(), "berthd dev exited before serving");
+        // Served by this daemon, not by one that took the port first.
+        while !(berth_testkit::holds_port(child.id(), port)
+            && reqwest::blocking::get(format!("http://127.0.0.1:{port}/healthz")).is_ok())
+        {
+            if child.try_wait().unwrap().is_some() {
+                use std::io::Read;
+                let mut log = String::new();
+                child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+                assert!(log.contains("Address already in use"), "berthd dev exited before serving: {log}");
+                return None;
+            }
             assert!(Instant::now() < deadline, "berthd dev did not come up");
             std::thread::sleep(Duration::from_millis(100));
         }
-        (Dev { child, port, _stdout: stdout, _dir: dir }, url)
+        Some((Dev { child, port, _stdout: stdout, _dir: dir }, url))
     }
 
     /// Ctrl-C, as a terminal sends it to the whole process group.

@@ -15,7 +15,7 @@ mod server;
 use std::path::PathBuf;
 
 pub use cli::{berth, berth_json};
-pub use server::Server;
+pub use server::{holds_port, Server};
 
 /// Tokens the noauth mode reads as `user:project` (an admin has no project).
 pub const ADMIN: &str = "admin";

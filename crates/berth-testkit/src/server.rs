@@ -35,6 +35,21 @@ impl Drop for Server {
     }
 }
 
+/// Whether process `pid` holds the socket listening on `port` (Linux's
+/// `/proc`: the socket's inode among the process's descriptors). A daemon
+/// that answers on a free port a test picked may be another test's, which
+/// took the port first.
+pub fn holds_port(pid: u32, port: u16) -> bool {
+    let Some(inode) = listening_inode(port) else {
+        return false;
+    };
+    let socket = format!("socket:[{inode}]");
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.filter_map(Result::ok).any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == socket.as_str()))
+}
+
 /// The inode of the IPv4 socket listening on `port` on this machine.
 fn listening_inode(port: u16) -> Option<String> {
     let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
@@ -192,15 +207,7 @@ impl Server {
     /// `/proc`: the socket's inode among the process's descriptors).
     fn serving(&self) -> bool {
         let port = self.listen.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()).expect("a port");
-        let Some(inode) = listening_inode(port) else {
-            return false;
-        };
-        let socket = format!("socket:[{inode}]");
-        let Ok(fds) = std::fs::read_dir(format!("/proc/{}/fd", self.child.id())) else {
-            return false;
-        };
-        fds.filter_map(Result::ok)
-            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == socket.as_str()))
+        holds_port(self.child.id(), port)
     }
 
     /// Sends `body` (None: no body; a string: raw) as `token`.
