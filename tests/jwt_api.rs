@@ -114,33 +114,53 @@ impl Drop for Daemon {
 }
 
 impl Daemon {
+    /// Serving; on another port when another test's daemon took the one
+    /// it was given first (it then exits, saying so).
     async fn start(jwks: &[(&str, &str)]) -> Daemon {
         let db = TestDatabase::new().await;
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let log = tempfile::NamedTempFile::new().unwrap();
-        let mut cmd = Command::new(berth_testkit::berthd_bin());
-        cmd.arg("serve")
-            .env("BERTH_DATABASE_URL", &db.url)
-            .env("BERTH_LISTEN", format!("127.0.0.1:{port}"))
-            .env("BERTH_AUTH", "jwt")
-            .env("BERTH_LOG", "debug")
-            .env("BERTH_MANAGER__ENABLED", "false")
-            .env("BERTH_JWT__ISSUER", ISSUER)
-            .env("BERTH_JWT__AUDIENCE", format!("[{AUDIENCE:?}]"))
-            .stdout(Stdio::null())
-            .stderr(log.reopen().unwrap());
-        for (k, v) in jwks {
-            cmd.env(k, v);
-        }
-        let child = cmd.spawn().unwrap();
-        let d = Daemon { url: format!("http://127.0.0.1:{port}"), child, log, _db: db };
-        for _ in 0..300 {
-            if reqwest::get(format!("{}/readyz", d.url)).await.is_ok_and(|r| r.status().is_success()) {
-                return d;
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let log = tempfile::NamedTempFile::new().unwrap();
+            let mut cmd = Command::new(berth_testkit::berthd_bin());
+            cmd.arg("serve")
+                .env("BERTH_DATABASE_URL", &db.url)
+                .env("BERTH_LISTEN", format!("127.0.0.1:{port}"))
+                .env("BERTH_AUTH", "jwt")
+                .env("BERTH_LOG", "debug")
+                .env("BERTH_MANAGER__ENABLED", "false")
+                .env("BERTH_JWT__ISSUER", ISSUER)
+                .env("BERTH_JWT__AUDIENCE", format!("[{AUDIENCE:?}]"))
+                .stdout(Stdio::null())
+                .stderr(log.reopen().unwrap());
+            for (k, v) in jwks {
+                cmd.env(k, v);
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            let mut child = cmd.spawn().unwrap();
+            let (url, said) = (format!("http://127.0.0.1:{port}"), || std::fs::read_to_string(log.path()).unwrap());
+            let mut ready = false;
+            for _ in 0..300 {
+                if child.try_wait().unwrap().is_some() {
+                    assert!(said().contains("Address already in use"), "berthd exited before serving: {}", said());
+                    break;
+                }
+                // Served by this daemon, not by one that took the port first.
+                if berth_testkit::holds_port(child.id(), port)
+                    && reqwest::get(format!("{url}/readyz")).await.is_ok_and(|r| r.status().is_success())
+                {
+                    ready = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            if ready {
+                return Daemon { url, child, log, _db: db };
+            }
+            if child.try_wait().unwrap().is_none() {
+                let _ = child.kill();
+                panic!("berthd did not become ready: {}", said());
+            }
         }
-        panic!("berthd did not become ready: {}", d.log_text());
+        panic!("berthd found no free port in 5 tries");
     }
 
     fn log_text(&self) -> String {
