@@ -9,14 +9,12 @@
 // (one machine); the code under test reads only the database's.
 #![allow(clippy::disallowed_methods)]
 
-use std::io::Read;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;
 use berth_store::testing::TestDatabase;
+use berth_testkit::Server;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use reqwest::StatusCode;
 use ring::signature::{EcdsaKeyPair, Ed25519KeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
@@ -98,80 +96,31 @@ fn jwks(keys: &[&TestKey]) -> Value {
     json!({"keys": keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>()})
 }
 
-/// berthd in jwt mode, its stderr (logged at debug) kept in a file.
-struct Daemon {
-    url: String,
-    child: Child,
-    log: tempfile::NamedTempFile,
-    _db: TestDatabase,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// berthd in jwt mode, logging at debug: the test kit's daemon (on a port
+/// of its own, its stderr kept) with jwt settings over its defaults.
+struct Daemon(Server);
 
 impl Daemon {
-    /// Serving; on another port when another test's daemon took the one
-    /// it was given first (it then exits, saying so).
     async fn start(jwks: &[(&str, &str)]) -> Daemon {
-        let db = TestDatabase::new().await;
-        for _ in 0..5 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-            let log = tempfile::NamedTempFile::new().unwrap();
-            let mut cmd = Command::new(berth_testkit::berthd_bin());
-            cmd.arg("serve")
-                .env("BERTH_DATABASE_URL", &db.url)
-                .env("BERTH_LISTEN", format!("127.0.0.1:{port}"))
-                .env("BERTH_AUTH", "jwt")
-                .env("BERTH_LOG", "debug")
-                .env("BERTH_MANAGER__ENABLED", "false")
-                .env("BERTH_JWT__ISSUER", ISSUER)
-                .env("BERTH_JWT__AUDIENCE", format!("[{AUDIENCE:?}]"))
-                .stdout(Stdio::null())
-                .stderr(log.reopen().unwrap());
-            for (k, v) in jwks {
-                cmd.env(k, v);
-            }
-            let mut child = cmd.spawn().unwrap();
-            let (url, said) = (format!("http://127.0.0.1:{port}"), || std::fs::read_to_string(log.path()).unwrap());
-            let mut ready = false;
-            for _ in 0..300 {
-                if child.try_wait().unwrap().is_some() {
-                    assert!(said().contains("Address already in use"), "berthd exited before serving: {}", said());
-                    break;
-                }
-                // Served by this daemon, not by one that took the port first.
-                if berth_testkit::holds_port(child.id(), port)
-                    && reqwest::get(format!("{url}/readyz")).await.is_ok_and(|r| r.status().is_success())
-                {
-                    ready = true;
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            if ready {
-                return Daemon { url, child, log, _db: db };
-            }
-            if child.try_wait().unwrap().is_none() {
-                let _ = child.kill();
-                panic!("berthd did not become ready: {}", said());
-            }
-        }
-        panic!("berthd found no free port in 5 tries");
+        let audience = format!("[{AUDIENCE:?}]");
+        let mut env = vec![
+            ("BERTH_AUTH", "jwt"),
+            ("BERTH_LOG", "debug"),
+            ("BERTH_MANAGER__ENABLED", "false"),
+            ("BERTH_JWT__ISSUER", ISSUER),
+            ("BERTH_JWT__AUDIENCE", audience.as_str()),
+        ];
+        env.extend_from_slice(jwks);
+        Daemon(Server::launch(TestDatabase::new().await, &env, None).await)
     }
 
     fn log_text(&self) -> String {
-        let mut s = String::new();
-        self.log.reopen().unwrap().read_to_string(&mut s).unwrap();
-        s
+        self.0.log()
     }
 
     async fn leases(&self, header: &str, value: &str) -> (StatusCode, Value) {
         let r =
-            reqwest::Client::new().get(format!("{}/v1/leases", self.url)).header(header, value).send().await.unwrap();
+            reqwest::Client::new().get(format!("{}/v1/leases", self.0.url)).header(header, value).send().await.unwrap();
         let st = r.status();
         (st, serde_json::from_str(&r.text().await.unwrap()).unwrap_or(Value::Null))
     }
@@ -205,7 +154,7 @@ async fn tokens_are_checked_and_refused_ones_never_logged() {
     let mut reader = claims();
     reader["roles"] = json!("reader");
     let r = reqwest::Client::new()
-        .post(format!("{}/v1/leases", d.url))
+        .post(format!("{}/v1/leases", d.0.url))
         .bearer_auth(sign(&es, &reader))
         .json(&json!({"name": "x", "end_date": "2031-01-01 10:00"}))
         .send()
@@ -311,7 +260,7 @@ async fn an_access_rules_claim_restricts_the_token() {
     let get_leases = with_rules(json!([{"service": "reservation", "method": "GET", "path": "/v1/leases"}]));
     assert_eq!(d.bearer(&get_leases).await, StatusCode::OK);
     let post = |token: String| {
-        let url = format!("{}/v1/leases", d.url);
+        let url = format!("{}/v1/leases", d.0.url);
         async move {
             let r = reqwest::Client::new()
                 .post(url)

@@ -22,14 +22,7 @@ STARTING=$!
 # Whatever ends this script, a start under way is let finish, then stopped.
 trap 'wait "$STARTING" 2>/dev/null; "$HERE/run.sh" stop "$PORT" >/dev/null 2>&1 || true; rm -f "$ENV_FILE"' EXIT
 if [ -n "$WHILE" ]; then
-  set +e
-  sh -c "$WHILE"
-  rc=$?
-  set -e
-  if [ $rc -ne 0 ]; then
-    wait "$STARTING" || true
-    exit $rc
-  fi
+  sh -c "$WHILE" || exit   # with its status; the trap stops Keystone
 fi
 wait "$STARTING"
 set -a

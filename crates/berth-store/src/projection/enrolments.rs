@@ -8,8 +8,6 @@
 //! Each run writes distinct providers (`projection::run_key`), so the rows
 //! are those that applying its events one by one writes.
 
-use std::collections::BTreeSet;
-
 use berth_core::Event;
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -147,8 +145,7 @@ impl Columns {
             }
             Event::ProviderAggregatesReplaced { provider, aggregates, bump, at } => {
                 self.ids.push(*provider);
-                let set: &BTreeSet<Uuid> = aggregates;
-                for a in set {
+                for a in aggregates {
                     self.members.push(*provider);
                     self.aggregates.push(*a);
                 }
