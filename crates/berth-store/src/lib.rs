@@ -30,6 +30,8 @@ mod conn;
 mod conn_tests;
 mod error;
 mod lock;
+#[cfg(test)]
+mod plan_checks;
 // Only projection::apply writes projection tables (the compiler keeps it so).
 mod projection;
 mod quota;

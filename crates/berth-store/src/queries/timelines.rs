@@ -18,6 +18,10 @@ use uuid::Uuid;
 use crate::client::GenericClient;
 use crate::{sql, StoreError};
 
+#[cfg(test)]
+#[path = "timelines_plan_tests.rs"]
+mod plan_tests;
+
 /// A statement over `ids`, the providers read: those of `$1`, and every
 /// enrolled host when `$2`.
 macro_rules! over_ids {

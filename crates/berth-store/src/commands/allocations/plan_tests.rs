@@ -5,28 +5,8 @@
 //! database and check that each statement reads from the indexes meant for
 //! it, and scans no table.
 
+use crate::plan_checks::{check, generic_plan};
 use crate::testing::TestDatabase;
-
-/// The generic plan of `sql` (its parameters' types inferred), as EXPLAIN prints it.
-async fn generic_plan(client: &tokio_postgres::Client, sql: &str, params: usize) -> String {
-    client.batch_execute("BEGIN").await.unwrap();
-    client.query(crate::sql::GENERIC_PLANS, &[]).await.unwrap();
-    client.batch_execute(&format!("PREPARE s AS {sql}")).await.unwrap();
-    let nulls = vec!["NULL"; params].join(", ");
-    let rows = client.query(&format!("EXPLAIN EXECUTE s({nulls})"), &[]).await.unwrap();
-    client.batch_execute("ROLLBACK; DEALLOCATE s").await.unwrap();
-    rows.iter().map(|r| r.get::<_, String>("QUERY PLAN")).collect::<Vec<_>>().join("\n")
-}
-
-fn check(plan: &str, uses: &[&str], never: &[&str]) {
-    assert!(!plan.contains("Seq Scan on"), "a table is scanned:\n{plan}");
-    for index in uses {
-        assert!(plan.contains(&format!(" {index} ")), "{index} is not used:\n{plan}");
-    }
-    for index in never {
-        assert!(!plan.contains(&format!(" {index} ")), "{index} is used:\n{plan}");
-    }
-}
 
 #[tokio::test]
 async fn claim_statements_read_from_their_own_indexes_from_the_start() {

@@ -24,7 +24,7 @@ use crate::lock::{self, Sorted};
 use crate::queries::fit::{self, Item};
 use crate::queries::leases::{self as read, Lease};
 use crate::queries::timelines;
-use crate::sql::Statement;
+use crate::sql::{self, Statement};
 use crate::tx::Pipelined;
 use crate::{quota, Store};
 
@@ -183,7 +183,10 @@ async fn create_in(
         LeaseDates::One { .. } => vec![new.name.clone()],
     };
     let items: Vec<Item> = new.reservations.iter().map(|r| Item::Place(&r.demand, Vec::new())).collect();
-    // Quota: the project's guard first; then the database's time, the
+    // The transaction's statements run on their generic plans
+    // (`sql::GENERIC_PLANS`; the near reads set their own): planned anew on
+    // each run, the reads of a small cloud cost more to plan than to run.
+    // Then quota: the project's guard first; then the database's time, the
     // names' check and the limits bearing on the lease; then, unless the
     // windows hang on the database's time, the candidates read without
     // locks (`plan_new`); all in one round trip, which begins the
@@ -207,6 +210,7 @@ async fn create_in(
     let reads = over.as_ref().map(timelines::Reads::new);
     let read_params = reads.as_ref().map(|r| r.params());
     let mut statements: Vec<Statement<'_>> = vec![
+        (sql::GENERIC_PLANS, &[]),
         (lock::GUARD_INSERT, &guard[..]),
         (lock::GUARD_LOCK, &guard[..]),
         (NOW, &[]),
@@ -219,7 +223,7 @@ async fn create_in(
     }
     let mut rows = tx.pipeline_all(&statements).await?.into_iter();
     let mut next = move || rows.next().expect("one result per statement");
-    let (_, quota_guards, at, taken, limit_rows) = (next(), next(), next(), next(), next());
+    let (_, _, quota_guards, at, taken, limit_rows) = (next(), next(), next(), next(), next(), next());
     let read = reads.map(|r| {
         let timelines = r.timelines([next(), next(), next(), next()], Vec::new());
         fit::candidates_of(timelines, &new.project_id, &demands, &named)
