@@ -169,6 +169,14 @@ fn check_new(new: &NewLease) -> Result<(), Error> {
     Ok(())
 }
 
+/// The names of the leases `new` makes: one per occurrence of a recurrence.
+fn names_of(new: &NewLease) -> Vec<String> {
+    match &new.dates {
+        LeaseDates::Recurring(occ) => (1..=occ.len()).map(|k| format!("{}-{k}", new.name)).collect(),
+        LeaseDates::One { .. } => vec![new.name.clone()],
+    }
+}
+
 /// Plans `new` in `tx` and checks its quota; the leases it makes, the
 /// events that make them (not yet recorded), and the database's time.
 async fn create_in(
@@ -178,10 +186,7 @@ async fn create_in(
     drawn_ties: bool,
     small: &SmallCloud,
 ) -> Result<(Vec<Lease>, Vec<Event>, DateTime<Utc>), crate::StoreError> {
-    let names: Vec<String> = match &new.dates {
-        LeaseDates::Recurring(occ) => (1..=occ.len()).map(|k| format!("{}-{k}", new.name)).collect(),
-        LeaseDates::One { .. } => vec![new.name.clone()],
-    };
+    let names = names_of(new);
     let items: Vec<Item> = new.reservations.iter().map(|r| Item::Place(&r.demand, Vec::new())).collect();
     // The transaction's statements run on their generic plans
     // (`sql::GENERIC_PLANS`; the near reads set their own): planned anew on
