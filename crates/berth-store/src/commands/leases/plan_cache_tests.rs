@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use berth_core::dates::DateSpec;
 use berth_core::lease::Demand;
 use berth_core::EventMeta;
-use chrono::{Duration, DurationRound, Utc};
+use chrono::{Duration, TimeZone, Utc};
 use serde_json::json;
 
 use crate::client::GenericClient;
@@ -28,7 +28,7 @@ async fn plans(store: &Store) -> HashMap<String, (i64, i64)> {
 }
 
 async fn create(store: &Store, k: i64) {
-    let base = (Utc::now() + Duration::days(2)).duration_trunc(Duration::hours(1)).unwrap();
+    let base = Utc.with_ymd_and_hms(2031, 1, 1, 0, 0, 0).unwrap();
     let (start, end) = (base + Duration::hours(3 * k), base + Duration::hours(3 * k + 2));
     let demand = Demand::Hosts { min: 1, max: 1, hypervisor_properties: None, resource_properties: None };
     let new = NewLease {
