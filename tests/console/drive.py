@@ -187,7 +187,7 @@ def password_login(page):
 
 
 def fill_lease(page, a):
-    page.wait_for_selector("#new-type option")
+    page.wait_for_selector("#new-type option", state="attached")
     page.fill("#new-name", a["name"])
     page.select_option("#new-type", "physical:host")
     page.fill("#new-hosts", a["host"])

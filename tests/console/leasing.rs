@@ -27,8 +27,14 @@ async fn lease(s: &Server, token: &str, id: &str) -> (StatusCode, Value) {
 async fn hosts_of(s: &Server, admin: &str, id: &str, names: &[(&str, &str)]) -> Vec<String> {
     let (st, all) = s.get(&format!("/v1/os-hosts/allocations?lease_id={id}"), admin).await;
     assert_eq!(st, StatusCode::OK, "{all}");
-    let ids: Vec<&str> =
-        all["allocations"].as_array().unwrap().iter().map(|a| a["resource_id"].as_str().unwrap()).collect();
+    // Every host is listed; those holding the lease list its reservation.
+    let ids: Vec<&str> = all["allocations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["reservations"].as_array().is_some_and(|r| !r.is_empty()))
+        .map(|a| a["resource_id"].as_str().unwrap())
+        .collect();
     names.iter().filter(|(_, i)| ids.contains(i)).map(|(n, _)| n.to_string()).collect()
 }
 
