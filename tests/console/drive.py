@@ -109,16 +109,27 @@ def pages(page):
     """A screenshot of each page, with what it shows."""
     page.goto(f"{URL}/ui")
     page.wait_for_selector("#token-form")
+    # Once the page knows the ways in (GET /v1/login), noauth shows no password form.
+    page.wait_for_load_state("networkidle")
+    out = {"password_form_shown": shown(page, "#password-form")}
     shot(page, "login")
     login(page, ARGS["token"])
-    out = {}
     for name, where, wait in ARGS["pages"]:
         page.goto(f"{URL}/ui#{where}")
         page.wait_for_selector(wait)
         page.wait_for_timeout(500)
         shot(page, name)
         out[name] = page.inner_text(f"section#{where.split('/')[0]}")
+    out["quota_drawing"] = page.evaluate(QUOTA_JS)
     return out
+
+
+QUOTA_JS = """() => [...document.querySelectorAll('#quota-charts svg.quota')].map((svg) => ({
+  project: svg.dataset.project, width: Number(svg.getAttribute('width')),
+  bars: [...svg.querySelectorAll('g.peak, g.inuse')].map((g) => g.dataset.resource),
+  unlimited: [...svg.querySelectorAll('line.unlimited')].map((l) => l.dataset.resource),
+  text_right: Math.max(...[...svg.querySelectorAll('text')].map((t) => { const b = t.getBBox(); return b.x + b.width; })),
+}))"""
 
 
 def put(path, token):

@@ -128,7 +128,9 @@ const Berth = (() => {
       document.getElementById('login-error').textContent = e.message;
       return;
     }
-    document.getElementById('who').textContent = `${me.user_id} @ ${me.project_id}${me.all_projects ? ' (all projects)' : ''}`;
+    const who = document.getElementById('who');
+    who.textContent = `${me.user_id} @ ${me.project_id}${me.all_projects ? ' (all projects)' : ''}`;
+    who.title = who.textContent;
     // Pages and links the rules close to this caller are not shown at all.
     closed = new Set(Object.entries({
       log: me.read_log, hosts: may('hosts_list'), host: may('hosts_list'), new: may('lease_create'),

@@ -141,6 +141,8 @@
     $('new-type').addEventListener('change', () => { fields(); advise(); });
     let pending = null;
     for (const i of document.querySelectorAll('#new-form input')) {
+      // A changed form is a new question: the last refusal no longer applies.
+      i.addEventListener('input', () => { $('new-error').textContent = ''; });
       i.addEventListener('change', () => { clearTimeout(pending); pending = setTimeout(advise, 300); });
     }
     $('new-check').addEventListener('click', () => advise());
