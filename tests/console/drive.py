@@ -254,6 +254,15 @@ def lease_flow(page):
             page.wait_for_function("(w) => [...document.querySelectorAll('#lease-fields dd')].some((d) => d.textContent === w)",
                                    arg=when.replace("T", " "))
         ask(step)
+    # The Manager page lists the member's waiting events, with no control.
+    page.goto(f"{URL}/ui#manager")
+    page.wait_for_selector("#manager-due tbody tr td a")
+    page.wait_for_timeout(300)
+    out["manager_buttons"] = page.locator("section#manager button:visible").count()
+    out["manager_panel"] = shown(page, "#manager-state")
+    shot(page, "manager-member")
+    page.goto(f"{URL}/ui#lease/{lease}")
+    page.wait_for_selector("#lease-delete")
     page.click("#lease-delete")
     out["delete_asked"] = confirm(page, False)
     ask("delete_kept")
@@ -261,12 +270,6 @@ def lease_flow(page):
     confirm(page, True)
     page.wait_for_function("() => location.hash === '#leases'")
     ask("deleted")
-    page.goto(f"{URL}/ui#manager")
-    page.wait_for_selector("#manager-due tbody tr")
-    page.wait_for_timeout(300)
-    out["manager_buttons"] = page.locator("section#manager button:visible").count()
-    out["manager_panel"] = shown(page, "#manager-state")
-    shot(page, "manager-member")
     return out
 
 
@@ -351,6 +354,10 @@ def host_admin(page):
     """An admin's host page: its own timeline, disable and enable, a maintenance window."""
     login(page, ARGS["login"])
     out = {"nav": nav(page)}
+    page.goto(f"{URL}/ui#hosts")
+    page.click(f"#host-table a[href='#host/{ARGS['host']}']")
+    page.wait_for_function("(n) => document.getElementById('host-title').textContent === n", arg=ARGS["name"])
+    out["listed"] = page.inner_text("#host-table")
     page.goto(f"{URL}/ui#host/{ARGS['host']}/{ARGS['day']}")
     page.wait_for_selector("#host-svg g.bar")
     out["bars"] = page.evaluate("() => [...document.querySelectorAll('#host-svg g.bar title')].map((t) => t.textContent.split('\\n')[0])")

@@ -41,7 +41,7 @@ async fn an_admin_disables_enables_and_maintains_a_host(mode: Mode) {
         if on == [one.clone()] { (one, two, "h-one", "h-two") } else { (two, one, "h-two", "h-one") };
     // A lease on the other host: the page's timeline leaves it out.
     host_lease(s, &w.alice, "elsewhere", "2031-03-05 09:00", "2031-03-05 12:00", other).await;
-    let args = json!({"login": w.admin_login, "host": h1, "day": "2031-03-03",
+    let args = json!({"login": w.admin_login, "host": h1, "name": name, "day": "2031-03-03",
         "maint_start": "2031-03-06T00:00", "maint_end": "2031-03-06T06:00", "reason": "disk swap"});
     let mut drive = browser.drive(&s.url, "host_admin", &args);
     let out = loop {
@@ -70,6 +70,8 @@ async fn an_admin_disables_enables_and_maintains_a_host(mode: Mode) {
             }
         }
     };
+    let listed = out["listed"].as_str().unwrap();
+    assert!(listed.contains("h-one") && listed.contains("h-two"), "{out}");
     assert_eq!(out["rows"], json!([name]), "{out}");
     assert_eq!(out["bars"], json!(["movable"]), "{out}");
     assert_eq!(out["toggle"], "Disable", "{out}");

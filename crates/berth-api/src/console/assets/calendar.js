@@ -135,6 +135,7 @@
     const timeAt = (px) => start + ((px - LEFT) / (width - LEFT)) * (end - start);
     const snap = (t) => Math.min(end, Math.max(start, Math.round(t / unit) * unit));
     let from = null, row = null, box = null;
+    svg.classList.add('pick');
     const local = (ev) => { const r = svg.getBoundingClientRect(); return [ev.clientX - r.left, ev.clientY - r.top]; };
     svg.addEventListener('mousedown', (ev) => {
       const [px, py] = local(ev);
