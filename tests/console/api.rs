@@ -114,6 +114,24 @@ async fn a_password_login_needs_keystone() {
 }
 
 #[tokio::test]
+async fn a_reader_may_use_no_control_but_advice() {
+    let s = Server::start().await;
+    let me: Value = reqwest::Client::new()
+        .get(format!("{}/v1/whoami", s.url))
+        .header("x-auth-token", "carol:p1")
+        .header("x-roles", "reader")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for (k, v) in me["whoami"]["may"].as_object().unwrap() {
+        assert_eq!(v, &json!(k == "availability"), "{k}: {me}");
+    }
+}
+
+#[tokio::test]
 async fn whoami_says_what_the_policy_file_allows() {
     // The console's controls follow the rules in force, not a copy of the defaults.
     let dir = tempfile::tempdir().unwrap();

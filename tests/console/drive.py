@@ -214,7 +214,7 @@ def lease_flow(page):
     """A member makes a lease through the form, changes its end both ways
     and deletes it; each is first declined, then confirmed."""
     login(page, ARGS["login"])
-    out = {"nav": nav(page)}
+    out = {"nav": nav(page), "manager_label": page.inner_text("#nav a[data-page=manager]")}
     page.goto(f"{URL}/ui#calendar/{ARGS['start'][:10]},day")
     page.wait_for_selector("#calendar-svg")
     out["host_links"] = page.locator("#calendar-svg text.link").count()
@@ -277,7 +277,7 @@ def admin_controls(page):
     """An admin's lease page and Manager page: the controls shown, and a
     declined End now and Cancel that change nothing."""
     login(page, ARGS["login"])
-    out = {"nav": nav(page)}
+    out = {"nav": nav(page), "manager_label": page.inner_text("#nav a[data-page=manager]")}
     page.goto(f"{URL}/ui#lease/{ARGS['lease']}")
     page.wait_for_selector("#lease-title:not(:empty)")
     out["controls"] = lease_controls(page)
@@ -353,7 +353,7 @@ def select(page):
 def host_admin(page):
     """An admin's host page: its own timeline, disable and enable, a maintenance window."""
     login(page, ARGS["login"])
-    out = {"nav": nav(page)}
+    out = {"nav": nav(page), "manager_label": page.inner_text("#nav a[data-page=manager]")}
     page.goto(f"{URL}/ui#hosts")
     page.click(f"#host-table a[href='#host/{ARGS['host']}']")
     page.wait_for_function("(n) => document.getElementById('host-title').textContent === n", arg=ARGS["name"])

@@ -110,6 +110,7 @@ async fn a_member_makes_changes_and_deletes_a_lease(mode: Mode) {
         "{out}"
     );
     assert_eq!(out["nav"], json!(["calendar", "leases", "new", "manager", "quotas"]), "{out}");
+    assert_eq!(out["manager_label"], "Events", "{out}");
     assert_eq!(out["host_links"], 0, "host links for a member: {out}");
     assert_eq!(out["host_page_shown"], false, "the host page opened for a member: {out}");
     assert_eq!(out["manager_buttons"], 0, "manager buttons for a member: {out}");
@@ -158,6 +159,7 @@ async fn an_admin_sees_the_controls_and_a_declined_one_changes_nothing(mode: Mod
         "{out}"
     );
     assert_eq!(out["nav"], json!(["calendar", "leases", "new", "hosts", "log", "manager", "quotas"]), "{out}");
+    assert_eq!(out["manager_label"], "Manager", "{out}");
     assert_eq!(out["fire_shown"], true, "{out}");
     for k in ["end_asked", "cancel_asked", "fire_asked"] {
         assert!(out[k].as_str().unwrap().contains("to-keep"), "{k}: {out}");

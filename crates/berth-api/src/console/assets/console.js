@@ -136,6 +136,8 @@ const Berth = (() => {
       log: me.read_log, hosts: may('hosts_list'), host: may('hosts_list'), new: may('lease_create'),
     }).filter(([, open]) => !open).map(([p]) => p));
     for (const a of document.querySelectorAll('#nav a')) a.hidden = closed.has(a.dataset.page);
+    // Without the manager's state, the page is the caller's lease events.
+    document.querySelector('#nav a[data-page=manager]').textContent = may('manager_get') ? 'Manager' : 'Events';
     document.getElementById('nav').hidden = false;
     document.getElementById('logout').hidden = false;
     if (!location.hash || location.hash === '#login') location.hash = '#calendar';
