@@ -32,9 +32,11 @@ def shot(page, name):
     page.screenshot(path=f"{SHOTS}/{name}.png", full_page=True)
 
 
-def login(page, who):
-    """Logs in with a token, or with {"user", "password", "project"} (keystone)."""
-    page.goto(f"{URL}/ui")
+def login(page, who, at=""):
+    """Logs in with a token, or with {"user", "password", "project"} (keystone),
+    to the page `at` (else the calendar), drawn once: no earlier drawing of
+    another window can be read by mistake."""
+    page.goto(f"{URL}/ui{'#' + at if at else ''}")
     page.wait_for_selector("#token-form")
     if isinstance(who, dict):
         page.wait_for_selector("#password-form:not([hidden])")
@@ -302,8 +304,7 @@ RANGE = "() => { const s = document.getElementById('calendar-svg'); return [s.da
 
 def navigate(page):
     """Zoom and steps keep the day in view; the chart fills the window."""
-    login(page, ARGS["login"])
-    page.goto(f"{URL}/ui#calendar/{ARGS['day']},week")
+    login(page, ARGS["login"], f"calendar/{ARGS['day']},week")
     page.wait_for_selector("#calendar-svg")
     seen = [["week", page.evaluate(RANGE)]]
     for what, click in [("day", "[data-zoom=day]"), ("month", "[data-zoom=month]"), ("next", "#cal-next"),
@@ -326,8 +327,7 @@ def navigate(page):
 
 def select(page):
     """A drag along a host's row fills the new lease form; confirmed, it makes the lease."""
-    login(page, ARGS["login"])
-    page.goto(f"{URL}/ui#calendar/{ARGS['day']},day")
+    login(page, ARGS["login"], f"calendar/{ARGS['day']},day")
     page.wait_for_selector("#calendar-svg")
     g = page.evaluate(CALENDAR_JS)
     row = g["rows"].index(ARGS["host"])
@@ -338,6 +338,7 @@ def select(page):
     page.mouse.down()
     page.mouse.move(x((ARGS["from"] + ARGS["to"]) / 2), y, steps=4)
     page.mouse.move(x(ARGS["to"]), y, steps=4)
+    shot(page, "calendar-selecting")
     page.mouse.up()
     page.wait_for_selector("#new-fits")
     form = {k: page.input_value(f"#new-{k}") for k in ["type", "hosts", "min", "max", "start", "end"]}

@@ -181,6 +181,7 @@
   // Only the latest request draws: an older answer arriving late is dropped.
   let asked = 0;
   let last = null;
+  let drawnWidth = 0;
   async function show() {
     if (at === null) at = midnight(Date.now());
     const [start, end] = range(zoom, at);
@@ -201,6 +202,7 @@
     const chart = document.getElementById('cal-chart');
     if (!last.cal.rows.length) { chart.replaceChildren(el('p', { class: 'empty' }, 'No hosts.')); return; }
     const width = Math.max(640, chart.clientWidth);
+    drawnWidth = chart.clientWidth;
     const svg = draw(last.cal, last.start, last.end, width, last.maint);
     chart.replaceChildren(svg);
     fitLabels(svg);
@@ -222,7 +224,9 @@
     let pending = null;
     window.addEventListener('resize', () => {
       clearTimeout(pending);
-      pending = setTimeout(() => { if (!document.getElementById('calendar').hidden) redraw(); }, 100);
+      // Only a new width redraws (a taller window, or a drag under way, keeps the chart).
+      const changed = () => document.getElementById('cal-chart').clientWidth !== drawnWidth;
+      pending = setTimeout(() => { if (!document.getElementById('calendar').hidden && changed()) redraw(); }, 100);
     });
   });
 

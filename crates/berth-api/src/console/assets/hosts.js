@@ -19,6 +19,8 @@
   }
 
   let current = null; // { id, from }
+  // Only the latest request draws: an older answer arriving late is dropped.
+  let asked = 0;
 
   // What a control did to the leases on the host, as the API answers it.
   function outcome(title, hit) {
@@ -33,7 +35,9 @@
       : Berth.chart.midnight(Date.now()) - DAY;
     if (!current || current.id !== id) $('host-outcome').replaceChildren();
     current = { id, from };
+    const mine = ++asked;
     const host = (await api('GET', `/v1/os-hosts/${encodeURIComponent(id)}`)).host;
+    if (mine !== asked) return;
     const name = host.hypervisor_hostname || id;
     $('host-title').textContent = name;
     $('host-fields').replaceChildren(...[
@@ -59,6 +63,7 @@
     const cal = (await api('GET', `/v1/calendar?${q}`)).calendar;
     const windows = may('maintenance_list')
       ? ((await api('GET', '/v1/maintenance')).maintenance || []).filter((w) => w.hosts.includes(id)) : [];
+    if (mine !== asked) return;
     const own = { rows: cal.rows.filter((r) => r.id === id), bars: cal.bars.filter((b) => b.provider_id === id) };
     const chart = $('host-chart');
     const svg = Berth.chart.draw(own, start, end, Math.max(640, chart.clientWidth),
