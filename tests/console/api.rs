@@ -92,11 +92,62 @@ async fn a_password_login_needs_keystone() {
         assert_eq!(body["code"], "berth.invalid", "{bad}: {body}");
     }
     let (_, me) = s.get("/v1/whoami", ADMIN).await;
+    let may = me["whoami"]["may"].as_object().unwrap().clone();
+    assert!(may.len() >= 15 && may.values().all(|v| v == true), "{me}");
     assert_eq!(
-        me["whoami"],
-        json!({"user_id": "admin", "project_id": "admin", "all_projects": true, "read_log": true})
+        (
+            &me["whoami"]["user_id"],
+            &me["whoami"]["project_id"],
+            &me["whoami"]["all_projects"],
+            &me["whoami"]["read_log"]
+        ),
+        (&json!("admin"), &json!("admin"), &json!(true), &json!(true))
     );
     let (_, me) = s.get("/v1/whoami", ALICE).await;
     assert_eq!(me["whoami"]["all_projects"], false);
     assert_eq!(me["whoami"]["read_log"], false);
+    // A member's controls: its own leases, none of the admin's.
+    let member = ["lease_create", "lease_update", "lease_delete", "availability"];
+    for (k, v) in me["whoami"]["may"].as_object().unwrap() {
+        assert_eq!(v, &json!(member.contains(&k.as_str())), "{k}: {me}");
+    }
+}
+
+#[tokio::test]
+async fn a_reader_may_use_no_control_but_advice() {
+    let s = Server::start().await;
+    let me: Value = reqwest::Client::new()
+        .get(format!("{}/v1/whoami", s.url))
+        .header("x-auth-token", "carol:p1")
+        .header("x-roles", "reader")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for (k, v) in me["whoami"]["may"].as_object().unwrap() {
+        assert_eq!(v, &json!(k == "availability"), "{k}: {me}");
+    }
+}
+
+#[tokio::test]
+async fn whoami_says_what_the_policy_file_allows() {
+    // The console's controls follow the rules in force, not a copy of the defaults.
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "\"blazar:leases:delete\": \"rule:admin\"\n\"berth:events:fire\": \"rule:admin_or_project_member\"\n",
+    )
+    .unwrap();
+    let config = dir.path().join("berth.toml");
+    std::fs::write(&config, format!("policy_file = {:?}\n", policy.display().to_string())).unwrap();
+    let db = berth_store::testing::TestDatabase::new().await;
+    let s = Server::launch(db, &[("BERTH_MANAGER__ENABLED", "false")], Some(&config)).await;
+    let (_, me) = s.get("/v1/whoami", ALICE).await;
+    assert_eq!(me["whoami"]["may"]["lease_delete"], false, "{me}");
+    assert_eq!(me["whoami"]["may"]["events_fire"], true, "{me}");
+    assert_eq!(me["whoami"]["may"]["lease_update"], true, "{me}");
+    s.assert_no_panic();
 }

@@ -32,12 +32,41 @@ def shot(page, name):
     page.screenshot(path=f"{SHOTS}/{name}.png", full_page=True)
 
 
-def login(page, token):
-    page.goto(f"{URL}/ui")
+def login(page, who, at=""):
+    """Logs in with a token, or with {"user", "password", "project"} (keystone),
+    to the page `at` (else the calendar), drawn once: no earlier drawing of
+    another window can be read by mistake."""
+    page.goto(f"{URL}/ui{'#' + at if at else ''}")
     page.wait_for_selector("#token-form")
-    page.fill("#token", token)
-    page.click("#token-form button[type=submit]")
+    if isinstance(who, dict):
+        page.wait_for_selector("#password-form:not([hidden])")
+        page.fill("#login-user", who["user"])
+        page.fill("#login-password", who["password"])
+        page.fill("#login-project", who["project"])
+        page.click("#password-form button[type=submit]")
+    else:
+        page.fill("#token", who)
+        page.click("#token-form button[type=submit]")
     page.wait_for_selector("#nav:not([hidden])")
+
+
+def confirm(page, yes):
+    """Answers the console's confirmation; returns what it asked."""
+    page.wait_for_selector("#confirm[open]")
+    text = page.inner_text("#confirm-text")
+    page.click("#confirm-yes" if yes else "#confirm-no")
+    page.wait_for_selector("#confirm", state="hidden")
+    return text
+
+
+def nav(page):
+    """The page links shown to the caller."""
+    return page.evaluate("() => [...document.querySelectorAll('#nav a')].filter((a) => !a.hidden).map((a) => a.dataset.page)")
+
+
+def shown(page, selector):
+    """Whether an element is in the page and not hidden."""
+    return page.locator(selector).count() > 0 and page.locator(selector).first.is_visible()
 
 
 CALENDAR_JS = """() => {
@@ -82,16 +111,27 @@ def pages(page):
     """A screenshot of each page, with what it shows."""
     page.goto(f"{URL}/ui")
     page.wait_for_selector("#token-form")
+    # Once the page knows the ways in (GET /v1/login), noauth shows no password form.
+    page.wait_for_load_state("networkidle")
+    out = {"password_form_shown": shown(page, "#password-form")}
     shot(page, "login")
     login(page, ARGS["token"])
-    out = {}
     for name, where, wait in ARGS["pages"]:
         page.goto(f"{URL}/ui#{where}")
         page.wait_for_selector(wait)
         page.wait_for_timeout(500)
         shot(page, name)
         out[name] = page.inner_text(f"section#{where.split('/')[0]}")
+    out["quota_drawing"] = page.evaluate(QUOTA_JS)
     return out
+
+
+QUOTA_JS = """() => [...document.querySelectorAll('#quota-charts svg.quota')].map((svg) => ({
+  project: svg.dataset.project, width: Number(svg.getAttribute('width')),
+  bars: [...svg.querySelectorAll('g.peak, g.inuse')].map((g) => g.dataset.resource),
+  unlimited: [...svg.querySelectorAll('line.unlimited')].map((l) => l.dataset.resource),
+  text_right: Math.max(...[...svg.querySelectorAll('text')].map((t) => { const b = t.getBBox(); return b.x + b.width; })),
+}))"""
 
 
 def put(path, token):
@@ -126,13 +166,17 @@ def live(page):
 def manager(page):
     """Retries a failed lease event from the Manager page."""
     login(page, ARGS["token"])
+    page.goto(f"{URL}/ui#lease/{ARGS['lease']}")
+    page.wait_for_selector("#lease-title:not(:empty)")
+    recover = shown(page, "#lease-recover")
     page.goto(f"{URL}/ui#manager")
     button = f"#manager-failed button.act-retry[data-event='{ARGS['event']}']"
     page.wait_for_selector(button)
     shot(page, "manager")
     page.click(button)
+    asked = confirm(page, True)
     page.wait_for_selector(button, state="detached", timeout=10000)
-    return {"text": page.inner_text("section#manager")}
+    return {"text": page.inner_text("section#manager"), "asked": asked, "recover_shown": recover}
 
 
 def password_login(page):
@@ -155,6 +199,198 @@ def password_login(page):
     }
 
 
+def fill_lease(page, a):
+    page.wait_for_selector("#new-type option", state="attached")
+    page.fill("#new-name", a["name"])
+    page.select_option("#new-type", "physical:host")
+    page.fill("#new-hosts", a["host"])
+    page.fill("#new-start", a["start"])
+    page.fill("#new-end", a["end"])
+
+
+def lease_controls(page):
+    return {c: shown(page, f"#{c}") for c in ["lease-end", "lease-recover", "lease-delete", "lease-change"]}
+
+
+def lease_flow(page):
+    """A member makes a lease through the form, changes its end both ways
+    and deletes it; each is first declined, then confirmed."""
+    login(page, ARGS["login"])
+    out = {"nav": nav(page), "manager_label": page.inner_text("#nav a[data-page=manager]")}
+    page.goto(f"{URL}/ui#calendar/{ARGS['start'][:10]},day")
+    page.wait_for_selector("#calendar-svg")
+    out["host_links"] = page.locator("#calendar-svg text.link").count()
+    page.goto(f"{URL}/ui#host/{ARGS['host_id']}")
+    page.wait_for_selector("#calendar-svg")
+    out["host_page_shown"] = shown(page, "section#host")
+    # Bad input goes to the API, whose message the form shows.
+    page.goto(f"{URL}/ui#new")
+    fill_lease(page, ARGS)
+    page.fill("#new-properties", '["==", "$gpu"')
+    page.click("#new-submit")
+    confirm(page, True)
+    page.wait_for_selector("#new-error:not(:empty)")
+    out["refused"] = page.inner_text("#new-error")
+    ask("refused")
+    page.fill("#new-properties", "")
+    page.click("#new-check")
+    page.wait_for_selector("#new-fits[data-fits=true]")
+    out["advice"] = page.inner_text("#new-advice")
+    shot(page, "lease-new")
+    page.click("#new-submit")
+    out["create_asked"] = confirm(page, False)
+    ask("not_confirmed")
+    page.click("#new-submit")
+    confirm(page, True)
+    page.wait_for_function("(n) => document.getElementById('lease-title').textContent === n", arg=ARGS["name"])
+    lease = page.url.split("#lease/")[1]
+    out["controls"] = lease_controls(page)
+    shot(page, "lease-member")
+    ask("created", lease=lease)
+    for step, when, yes in [("prolong_kept", ARGS["later"], False), ("prolonged", ARGS["later"], True),
+                            ("shortened", ARGS["earlier"], True)]:
+        page.fill("#lease-new-end", when)
+        page.click("#lease-change-end")
+        out[f"{step}_asked"] = confirm(page, yes)
+        if yes:
+            page.wait_for_function("(w) => [...document.querySelectorAll('#lease-fields dd')].some((d) => d.textContent === w)",
+                                   arg=when.replace("T", " "))
+        ask(step)
+    # The Manager page lists the member's waiting events, with no control.
+    page.goto(f"{URL}/ui#manager")
+    page.wait_for_selector("#manager-due tbody tr td a")
+    page.wait_for_timeout(300)
+    out["manager_buttons"] = page.locator("section#manager button:visible").count()
+    out["manager_panel"] = shown(page, "#manager-state")
+    shot(page, "manager-member")
+    page.goto(f"{URL}/ui#lease/{lease}")
+    page.wait_for_selector("#lease-delete")
+    page.click("#lease-delete")
+    out["delete_asked"] = confirm(page, False)
+    ask("delete_kept")
+    page.click("#lease-delete")
+    confirm(page, True)
+    page.wait_for_function("() => location.hash === '#leases'")
+    ask("deleted")
+    return out
+
+
+def admin_controls(page):
+    """An admin's lease page and Manager page: the controls shown, and a
+    declined End now and Cancel that change nothing."""
+    login(page, ARGS["login"])
+    out = {"nav": nav(page), "manager_label": page.inner_text("#nav a[data-page=manager]")}
+    page.goto(f"{URL}/ui#lease/{ARGS['lease']}")
+    page.wait_for_selector("#lease-title:not(:empty)")
+    out["controls"] = lease_controls(page)
+    shot(page, "lease-admin")
+    page.click("#lease-end")
+    out["end_asked"] = confirm(page, False)
+    page.goto(f"{URL}/ui#manager")
+    button = f"#manager-due button.act-cancel[data-event='{ARGS['event']}']"
+    page.wait_for_selector(button)
+    out["fire_shown"] = shown(page, f"#manager-due button.act-fire[data-event='{ARGS['event']}']")
+    out["summary"] = page.inner_text("#manager-state")
+    page.click(button)
+    out["cancel_asked"] = confirm(page, False)
+    page.click(f"#manager-due button.act-fire[data-event='{ARGS['event']}']")
+    out["fire_asked"] = confirm(page, False)
+    ask("declined")
+    return out
+
+
+RANGE = "() => { const s = document.getElementById('calendar-svg'); return [s.dataset.start.slice(0, 10), s.dataset.end.slice(0, 10)]; }"
+
+
+def navigate(page):
+    """Zoom and steps keep the day in view; the chart fills the window."""
+    login(page, ARGS["login"], f"calendar/{ARGS['day']},week")
+    page.wait_for_selector("#calendar-svg")
+    seen = [["week", page.evaluate(RANGE)]]
+    for what, click in [("day", "[data-zoom=day]"), ("month", "[data-zoom=month]"), ("next", "#cal-next"),
+                        ("day", "[data-zoom=day]"), ("week", "[data-zoom=week]"), ("next", "#cal-next"),
+                        ("today", "#cal-today")]:
+        before = page.evaluate(RANGE)
+        page.click(click)
+        page.wait_for_function(f"(b) => JSON.stringify(({RANGE})()) !== JSON.stringify(b)", arg=before)
+        seen.append([what, page.evaluate(RANGE)])
+    shot(page, "calendar-today")
+    width = page.evaluate("() => [Number(document.getElementById('calendar-svg').getAttribute('width')), document.getElementById('cal-chart').clientWidth]")
+    hours = page.locator("#calendar-svg text.axis.hour").count()
+    page.set_viewport_size({"width": 1600, "height": 900})
+    page.wait_for_function("() => Number(document.getElementById('calendar-svg').getAttribute('width')) > 1400")
+    wide = page.evaluate("() => Number(document.getElementById('calendar-svg').getAttribute('width'))")
+    colours = page.evaluate("""() => Object.fromEntries([...document.querySelectorAll('.legend span')].map((s) =>
+      [s.className.replace('st-', ''), getComputedStyle(s).backgroundColor]))""")
+    return {"seen": seen, "width": width, "wide": wide, "hours": hours, "colours": colours}
+
+
+def select(page):
+    """A drag along a host's row fills the new lease form; confirmed, it makes the lease."""
+    login(page, ARGS["login"], f"calendar/{ARGS['day']},day")
+    page.wait_for_selector("#calendar-svg")
+    g = page.evaluate(CALENDAR_JS)
+    row = g["rows"].index(ARGS["host"])
+    box = page.locator("#calendar-svg").bounding_box()
+    x = lambda h: box["x"] + g["left"] + (g["right"] - g["left"]) * h / 24
+    y = box["y"] + g["top"] + row * g["row"] + g["row"] / 2
+    page.mouse.move(x(ARGS["from"]), y)
+    page.mouse.down()
+    page.mouse.move(x((ARGS["from"] + ARGS["to"]) / 2), y, steps=4)
+    page.mouse.move(x(ARGS["to"]), y, steps=4)
+    shot(page, "calendar-selecting")
+    page.mouse.up()
+    page.wait_for_selector("#new-fits")
+    form = {k: page.input_value(f"#new-{k}") for k in ["type", "hosts", "min", "max", "start", "end"]}
+    form["fits"] = page.get_attribute("#new-fits", "data-fits")
+    shot(page, "calendar-selection")
+    page.fill("#new-name", ARGS["name"])
+    page.click("#new-submit")
+    confirm(page, True)
+    page.wait_for_function("(n) => document.getElementById('lease-title').textContent === n", arg=ARGS["name"])
+    return {"form": form, "lease": page.url.split("#lease/")[1]}
+
+
+def host_admin(page):
+    """An admin's host page: its own timeline, disable and enable, a maintenance window."""
+    login(page, ARGS["login"])
+    out = {"nav": nav(page), "manager_label": page.inner_text("#nav a[data-page=manager]")}
+    page.goto(f"{URL}/ui#hosts")
+    page.click(f"#host-table a[href='#host/{ARGS['host']}']")
+    page.wait_for_function("(n) => document.getElementById('host-title').textContent === n", arg=ARGS["name"])
+    out["listed"] = page.inner_text("#host-table")
+    page.goto(f"{URL}/ui#host/{ARGS['host']}/{ARGS['day']}")
+    page.wait_for_selector("#host-svg g.bar")
+    out["bars"] = page.evaluate("() => [...document.querySelectorAll('#host-svg g.bar title')].map((t) => t.textContent.split('\\n')[0])")
+    out["rows"] = page.evaluate("() => [...document.querySelectorAll('#host-svg text.host')].map((t) => t.firstChild.nodeValue)")
+    shot(page, "host")
+    out["toggle"] = page.inner_text("#host-toggle")
+    page.click("#host-toggle")
+    out["disable_asked"] = confirm(page, False)
+    ask("disable_kept")
+    page.click("#host-toggle")
+    confirm(page, True)
+    page.wait_for_selector("#host-outcome-title")
+    page.wait_for_function("() => document.getElementById('host-toggle').textContent === 'Enable'")
+    out["disabled_outcome"] = page.inner_text("#host-outcome")
+    shot(page, "host-disabled")
+    ask("disabled")
+    page.click("#host-toggle")
+    confirm(page, True)
+    page.wait_for_function("() => document.getElementById('host-toggle').textContent === 'Disable'")
+    ask("enabled")
+    page.fill("#maint-start", ARGS["maint_start"])
+    page.fill("#maint-end", ARGS["maint_end"])
+    page.fill("#maint-reason", ARGS["reason"])
+    page.click("#maint-create")
+    out["maint_asked"] = confirm(page, True)
+    page.wait_for_selector("#host-svg g.st-maintenance")
+    out["maintenance"] = page.inner_text("#host-maintenance")
+    shot(page, "host-maintenance")
+    ask("maintenance")
+    return out
+
+
 def main():
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
@@ -167,7 +403,9 @@ def main():
                 if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
         try:
             result = {"calendar": calendar, "pages": pages, "live": live, "manager": manager,
-                      "password_login": password_login}[SCENARIO](page)
+                      "password_login": password_login, "lease_flow": lease_flow,
+                      "admin_controls": admin_controls, "navigate": navigate, "select": select,
+                      "host_admin": host_admin}[SCENARIO](page)
         except Exception:
             shot(page, f"failed-{SCENARIO}")
             raise

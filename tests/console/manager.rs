@@ -62,11 +62,16 @@ async fn a_failed_event_is_retried_from_the_manager_page_and_turns_done() {
     let lease = lease["lease"]["id"].as_str().unwrap().to_string();
     let failed = start_event(&s, &lease, "ERROR", 20).await;
     assert_eq!(failed["attempts"], 3, "{failed}");
-    // The far side is mended; only the operator's click sends the event again.
+    let (_, l) = s.get(&format!("/v1/leases/{lease}"), ADMIN).await;
+    assert_eq!(l["lease"]["status"], "ERROR", "{l}");
+    // The far side is mended; only the operator's confirmed click sends the event again.
     rx.fix();
     let id = failed["id"].as_str().unwrap();
-    let out = browser.drive(&s.url, "manager", &json!({"token": ADMIN, "event": id})).result().await;
+    let out = browser.drive(&s.url, "manager", &json!({"token": ADMIN, "event": id, "lease": lease})).result().await;
     assert!(out["text"].as_str().unwrap().contains("Running"), "{out}");
+    assert!(out["asked"].as_str().unwrap().starts_with("Retry"), "{out}");
+    // The lease in ERROR offers to be taken out of it.
+    assert_eq!(out["recover_shown"], true, "{out}");
     let done = start_event(&s, &lease, "DONE", 20).await;
     // The retry reset the attempts: one more, and it went through.
     assert_eq!(done["attempts"], 1, "{done}");

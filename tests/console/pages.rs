@@ -173,6 +173,23 @@ async fn every_page_is_drawn_and_screenshotted() {
     assert!(out["manager"].as_str().unwrap().contains("alpha-build"), "{out}");
     let quotas = out["quotas"].as_str().unwrap();
     assert!(quotas.contains("p1:") && quotas.contains("p2:") && quotas.contains("VCPU"), "{quotas}");
+    // noauth takes no password: its form stays hidden.
+    assert_eq!(out["password_form_shown"], false, "{out}");
+    // The manager counts every waiting event, not only those due.
+    let (_, waiting) = s.get("/v1/events?status=UNDONE&limit=200", ADMIN).await;
+    let n = waiting["events"].as_array().unwrap().len();
+    assert!(out["manager"].as_str().unwrap().contains(&format!("waiting {n} (due now 0)")), "{out}");
+    // Limited resources have bars; unlimited ones none, their numbers in full.
+    let drawn = out["quota_drawing"].as_array().unwrap();
+    let p1 = drawn.iter().find(|d| d["project"] == "p1").expect("p1 drawn");
+    let p2 = drawn.iter().find(|d| d["project"] == "p2").expect("p2 drawn");
+    assert!(p1["bars"].as_array().unwrap().contains(&json!("VCPU")), "{p1}");
+    assert!(p2["bars"].as_array().unwrap().is_empty(), "unlimited resources drawn as bars: {p2}");
+    assert!(!p2["unlimited"].as_array().unwrap().is_empty(), "{p2}");
+    assert!(quotas.contains("no limit") && !quotas.contains("limit no"), "{quotas}");
+    for d in drawn {
+        assert!(d["text_right"].as_f64().unwrap() <= d["width"].as_f64().unwrap(), "text cut off: {d}");
+    }
     for shot in ["login", "calendar-week", "leases", "lease", "live-log", "manager", "quotas"] {
         let path = super::browser::screenshots().join(format!("{shot}.png"));
         assert!(std::fs::metadata(&path).map(|m| m.len() > 1000).unwrap_or(false), "no screenshot {}", path.display());

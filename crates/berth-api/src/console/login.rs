@@ -69,7 +69,30 @@ struct Whoami {
     all_projects: bool,
     /// May read the event log (the live log page).
     read_log: bool,
+    /// Which of the console's controls to show: each is the rule its route
+    /// checks, asked for the caller's own project (an admin's rule passes
+    /// for every project). The route still decides each request.
+    may: std::collections::BTreeMap<String, bool>,
 }
+
+/// The console's controls, each with the one rule its route checks.
+const CONTROLS: &[(&str, Action)] = &[
+    ("lease_create", Action::LeasesCreate),
+    ("lease_update", Action::LeasesUpdate),
+    ("lease_delete", Action::LeasesDelete),
+    ("lease_end", Action::LeasesEnd),
+    ("lease_recover", Action::LeasesRecover),
+    ("availability", Action::Availability),
+    ("events_fire", Action::EventsFire),
+    ("events_cancel", Action::EventsCancel),
+    ("events_retry", Action::EventsRetry),
+    ("manager_get", Action::ManagerGet),
+    ("manager_update", Action::ManagerUpdate),
+    ("hosts_list", Action::HostsList),
+    ("hosts_update", Action::HostsUpdate),
+    ("maintenance_list", Action::MaintenanceList),
+    ("maintenance_create", Action::MaintenanceCreate),
+];
 
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub(super) struct WhoamiDoc {
@@ -178,7 +201,7 @@ fn issued_response(issued: login::Issued) -> Response {
     get,
     path = "/v1/whoami",
     tag = tags::ADDITIONS,
-    summary = "Who the token is, and which pages the rules open to it",
+    summary = "Who the token is, and which pages and controls the rules open to it",
     responses(
         (status = 200, description = "The caller", body = WhoamiDoc),
     ),
@@ -188,7 +211,14 @@ pub(super) async fn whoami(State(state): State<AppState>, ctx: Context) -> Resul
     let own = Target::own(&ctx);
     let all_projects = state.rules.allows(&ctx, Action::LeasesGetAllProjects, &own);
     let read_log = state.rules.allows(&ctx, Action::LogRead, &own);
+    let may = CONTROLS.iter().map(|&(k, a)| (k.to_string(), state.rules.allows(&ctx, a, &own))).collect();
     Ok(Json(WhoamiDoc {
-        whoami: Whoami { user_id: ctx.user_id.clone(), project_id: ctx.project_id.clone(), all_projects, read_log },
+        whoami: Whoami {
+            user_id: ctx.user_id.clone(),
+            project_id: ctx.project_id.clone(),
+            all_projects,
+            read_log,
+            may,
+        },
     }))
 }

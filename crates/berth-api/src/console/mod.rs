@@ -25,6 +25,9 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("console.css", "text/css; charset=utf-8", include_str!("assets/console.css")),
     ("console.js", "text/javascript; charset=utf-8", include_str!("assets/console.js")),
     ("calendar.js", "text/javascript; charset=utf-8", include_str!("assets/calendar.js")),
+    ("leases.js", "text/javascript; charset=utf-8", include_str!("assets/leases.js")),
+    ("newlease.js", "text/javascript; charset=utf-8", include_str!("assets/newlease.js")),
+    ("hosts.js", "text/javascript; charset=utf-8", include_str!("assets/hosts.js")),
     ("pages.js", "text/javascript; charset=utf-8", include_str!("assets/pages.js")),
     ("live.js", "text/javascript; charset=utf-8", include_str!("assets/live.js")),
 ];
@@ -73,7 +76,7 @@ fn guarded(media: &'static str, body: &'static str) -> Response {
     get,
     path = "/ui",
     tag = tags::BERTH,
-    summary = "The web console (calendar, leases, live log, manager, quotas)",
+    summary = "The web console (calendar, leases, hosts, live log, manager, quotas)",
     responses(
         (status = 200, description = "The console's page", body = String, content_type = "text/html"),
     ),

@@ -8,6 +8,7 @@ const Berth = (() => {
   const KEY = 'berth.token';
   const pages = {};
   let me = null;
+  let closed = new Set();
 
   // An element with attributes and children; text always as text, never HTML.
   function el(tag, attrs, ...children) {
@@ -37,6 +38,7 @@ const Berth = (() => {
     const headers = { 'Accept': 'application/json' };
     const t = token();
     if (t) headers['X-Auth-Token'] = t;
+    if (opts && opts.key) headers['Idempotency-Key'] = opts.key;
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     const resp = await fetch(path, {
       method, headers, body: body === undefined ? undefined : JSON.stringify(body),
@@ -64,6 +66,38 @@ const Berth = (() => {
   function fmt(d) {
     if (!d) return '';
     return d.toISOString().slice(0, 16).replace('T', ' ');
+  }
+
+  // A fresh idempotency key: a create sent twice (a retry, a double
+  // click) makes one lease, as the CLI's does.
+  function newKey() {
+    const b = crypto.getRandomValues(new Uint8Array(16));
+    return [...b].map((x) => x.toString(16).padStart(2, '0')).join('');
+  }
+
+  // Whether the rules let the caller use a control (GET /v1/whoami's `may`,
+  // the same rule its route checks; the route still decides).
+  function may(control) { return !!(me && me.may && me.may[control]); }
+
+  // Asks before an action; resolves true only on the action's own button.
+  function confirm(text, verb) {
+    const d = document.getElementById('confirm');
+    document.getElementById('confirm-text').textContent = text;
+    const yes = document.getElementById('confirm-yes');
+    const no = document.getElementById('confirm-no');
+    yes.textContent = verb;
+    return new Promise((resolve) => {
+      const done = (answer) => () => {
+        yes.onclick = null; no.onclick = null; d.oncancel = null;
+        d.close();
+        resolve(answer);
+      };
+      yes.onclick = done(true);
+      no.onclick = done(false);
+      d.oncancel = done(false); // Escape
+      d.showModal();
+      no.focus();
+    });
   }
 
   function logout(why) {
@@ -94,7 +128,16 @@ const Berth = (() => {
       document.getElementById('login-error').textContent = e.message;
       return;
     }
-    document.getElementById('who').textContent = `${me.user_id} @ ${me.project_id}${me.all_projects ? ' (all projects)' : ''}`;
+    const who = document.getElementById('who');
+    who.textContent = `${me.user_id} @ ${me.project_id}${me.all_projects ? ' (all projects)' : ''}`;
+    who.title = who.textContent;
+    // Pages and links the rules close to this caller are not shown at all.
+    closed = new Set(Object.entries({
+      log: me.read_log, hosts: may('hosts_list'), host: may('hosts_list'), new: may('lease_create'),
+    }).filter(([, open]) => !open).map(([p]) => p));
+    for (const a of document.querySelectorAll('#nav a')) a.hidden = closed.has(a.dataset.page);
+    // Without the manager's state, the page is the caller's lease events.
+    document.querySelector('#nav a[data-page=manager]').textContent = may('manager_get') ? 'Manager' : 'Events';
     document.getElementById('nav').hidden = false;
     document.getElementById('logout').hidden = false;
     if (!location.hash || location.hash === '#login') location.hash = '#calendar';
@@ -107,7 +150,7 @@ const Berth = (() => {
     if (!token() || !me) return;
     const [name, ...rest] = (location.hash.slice(1) || 'calendar').split('/');
     const arg = rest.join('/');
-    const page = pages[name] ? name : 'calendar';
+    const page = pages[name] && !closed.has(name) ? name : 'calendar';
     if (current && current !== page && pages[current].leave) pages[current].leave();
     current = page;
     showError('');
@@ -148,5 +191,5 @@ const Berth = (() => {
   }
 
   document.addEventListener('DOMContentLoaded', () => setTimeout(start, 0));
-  return { el, api, date, fmt, table, pages, showError, me: () => me };
+  return { el, api, date, fmt, table, pages, showError, may, confirm, newKey, me: () => me };
 })();

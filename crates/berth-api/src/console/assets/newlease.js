@@ -1,0 +1,153 @@
+// A new lease: one reservation (its type, hosts or amount, properties) over
+// a window, with the availability advice for it shown before it is sent
+// (POST /v1/availability), then POST /v1/leases once confirmed, as the
+// CLI's `lease create`. The API judges every value; its refusal is shown.
+'use strict';
+
+(() => {
+  const { el, api, date, fmt } = Berth;
+  const $ = (id) => document.getElementById(id);
+  const HOUR = 3600e3;
+  let advised = 0;
+
+  const type = () => $('new-type').value;
+  const kind = (t) => (t === 'physical:host' ? 'hosts' : t === 'virtual:instance' ? 'instance' : 'slots');
+
+  // The fields the chosen type takes; the others are hidden.
+  function fields() {
+    const k = kind(type());
+    for (const l of document.querySelectorAll('#new-form [data-for]')) {
+      const f = l.dataset.for;
+      l.hidden = !(f === k || (f === 'slots' && k === 'instance'));
+    }
+  }
+
+  // A number as typed (the API refuses what is not one), or nothing if empty.
+  const num = (id) => { const v = $(id).value.trim(); return v === '' ? undefined : (Number.isNaN(Number(v)) ? v : Number(v)); };
+  // A property query as JSON, else as typed for the API to refuse with its code.
+  function query(text) {
+    if (!text.trim()) return undefined;
+    try { return JSON.parse(text); } catch (_) { return text; }
+  }
+
+  function reservation() {
+    const t = type();
+    const r = { resource_type: t };
+    if (kind(t) === 'hosts') {
+      r.min = num('new-min');
+      r.max = num('new-max');
+      const hosts = $('new-hosts').value.split(',').map((s) => s.trim()).filter(Boolean);
+      if (hosts.length) r.hypervisor_properties = ['in', '$hypervisor_hostname', ...hosts];
+    } else {
+      r.amount = num('new-amount');
+      if (kind(t) === 'instance') {
+        r.vcpus = num('new-vcpus');
+        r.memory_mb = num('new-memory');
+        r.disk_gb = num('new-disk');
+      }
+    }
+    const props = query($('new-properties').value);
+    if (props !== undefined) r.resource_properties = props;
+    return r;
+  }
+
+  const window_ = () => [$('new-start').value, $('new-end').value];
+  const ms = (v) => Date.parse(`${v}:00Z`);
+
+  // The earliest windows the lease would fit in from its start, and whether
+  // the asked window is one of them.
+  async function advise() {
+    const mine = ++advised;
+    const out = $('new-advice');
+    const [s, e] = window_();
+    if (!s || !e || ms(e) <= ms(s)) { out.replaceChildren(); return null; }
+    out.replaceChildren(el('p', { class: 'hint' }, 'Asking when it fits…'));
+    let doc;
+    try {
+      doc = await api('POST', '/v1/availability', {
+        reservations: [reservation()], duration: Math.round((ms(e) - ms(s)) / 1000), from: s.replace('T', ' '), limit: 5,
+      });
+    } catch (err) {
+      if (mine === advised) out.replaceChildren(el('p', { class: 'error', id: 'new-advice-error' }, `Advice: ${err.message}`));
+      return null;
+    }
+    if (mine !== advised) return null;
+    const windows = doc.availability;
+    const fits = windows.some((w) => Math.abs(date(w.start_date).getTime() - ms(s)) < 60e3);
+    out.replaceChildren(
+      el('p', { id: 'new-fits', class: fits ? 'state ok' : 'state warn', 'data-fits': String(fits) },
+        fits ? 'It fits as asked.' : windows.length ? 'It does not fit as asked; the earliest windows it fits:'
+          : `It fits nowhere until ${fmt(date(doc.until))} UTC.`),
+      fits ? '' : el('ul', { id: 'new-windows' }, windows.map((w) => el('li', {},
+        `${fmt(date(w.start_date))} – ${fmt(date(w.end_date))} UTC `,
+        el('button', { type: 'button', class: 'use-window', onclick: () => {
+          $('new-start').value = w.start_date.slice(0, 16).replace(' ', 'T');
+          $('new-end').value = w.end_date.slice(0, 16).replace(' ', 'T');
+          advise();
+        } }, 'Use this')))));
+    return fits;
+  }
+
+  async function submit() {
+    $('new-error').textContent = '';
+    const fits = await advise();
+    const [s, e] = window_();
+    const r = reservation();
+    const what = kind(r.resource_type) === 'hosts' ? `${r.min}–${r.max} host(s)` : `${r.amount} × ${r.resource_type}`;
+    const note = fits === true ? '' : fits === false ? ' It does not fit as asked: the API will refuse it.' : '';
+    const text = `Reserve ${$('new-name').value || '(no name)'}: ${what}, ${s.replace('T', ' ')} – ${e.replace('T', ' ')} UTC?${note}`;
+    if (!(await Berth.confirm(text, 'Reserve'))) return;
+    const body = {
+      name: $('new-name').value, start_date: s.replace('T', ' '), end_date: e.replace('T', ' '),
+      reservations: [r], events: [],
+    };
+    try {
+      const doc = await api('POST', '/v1/leases', body, { key: Berth.newKey() });
+      location.hash = `#lease/${doc.lease.id}`;
+    } catch (err) { $('new-error').textContent = err.message; }
+  }
+
+  // #new/host=NAME&start=YYYY-MM-DDTHH:MM&end=... (from a calendar selection).
+  async function show(arg) {
+    $('new-error').textContent = '';
+    if (!$('new-type').options.length) {
+      let types = ['physical:host', 'virtual:instance'];
+      try { types = (await api('GET', '/v1/plugins')).plugins.map((p) => p.resource_type); } catch (_) { /* the defaults */ }
+      $('new-type').replaceChildren(...types.map((t) => el('option', { value: t }, t)));
+    }
+    try {
+      const rows = (await api('GET', '/v1/calendar')).calendar.rows.filter((r) => r.host);
+      $('new-host-names').replaceChildren(...rows.map((r) => el('option', { value: r.name })));
+    } catch (_) { /* names are a help */ }
+    const q = new URLSearchParams(arg || '');
+    if (q.get('host')) {
+      $('new-type').value = 'physical:host';
+      $('new-hosts').value = q.get('host');
+      $('new-min').value = '1';
+      $('new-max').value = '1';
+    }
+    if (q.get('start')) $('new-start').value = q.get('start');
+    if (q.get('end')) $('new-end').value = q.get('end');
+    if (!$('new-start').value) {
+      const next = Math.ceil(Date.now() / HOUR) * HOUR;
+      $('new-start').value = new Date(next).toISOString().slice(0, 16);
+      $('new-end').value = new Date(next + HOUR).toISOString().slice(0, 16);
+    }
+    fields();
+    await advise();
+  }
+
+  document.addEventListener('DOMContentLoaded', () => {
+    $('new-type').addEventListener('change', () => { fields(); advise(); });
+    let pending = null;
+    for (const i of document.querySelectorAll('#new-form input')) {
+      // A changed form is a new question: the last refusal no longer applies.
+      i.addEventListener('input', () => { $('new-error').textContent = ''; });
+      i.addEventListener('change', () => { clearTimeout(pending); pending = setTimeout(advise, 300); });
+    }
+    $('new-check').addEventListener('click', () => advise());
+    $('new-submit').addEventListener('click', () => submit());
+  });
+
+  Berth.pages.new = { show };
+})();
