@@ -98,6 +98,7 @@ async fn a_member_makes_changes_and_deletes_a_lease(mode: Mode) {
     // Bad input reached the API, and the form shows its message.
     assert!(out["refused"].as_str().unwrap().starts_with("400"), "{out}");
     assert!(out["advice"].as_str().unwrap().contains("fits as asked"), "{out}");
+    assert_eq!(out["advice_asks"], 1, "the check asked more than once: {out}");
     for k in ["create_asked", "prolong_kept_asked", "prolonged_asked", "shortened_asked", "delete_asked"] {
         assert!(out[k].as_str().unwrap().contains(name), "{k}: {out}");
     }

@@ -145,8 +145,10 @@
       i.addEventListener('input', () => { $('new-error').textContent = ''; });
       i.addEventListener('change', () => { clearTimeout(pending); pending = setTimeout(advise, 300); });
     }
-    $('new-check').addEventListener('click', () => advise());
-    $('new-submit').addEventListener('click', () => submit());
+    // Leaving a field for a button fires its change first: the button asks
+    // now, so the question that change queued is not asked again after.
+    $('new-check').addEventListener('click', () => { clearTimeout(pending); advise(); });
+    $('new-submit').addEventListener('click', () => { clearTimeout(pending); submit(); });
   });
 
   Berth.pages.new = { show };
