@@ -29,7 +29,10 @@ def ask(what, **more):
 
 
 def shot(page, name):
-    page.screenshot(path=f"{SHOTS}/{name}.png", full_page=True)
+    """Keeps a screenshot; those of a run logged in through Keystone (user,
+    password and project) are named apart from the noauth run's."""
+    mode = "-keystone" if isinstance(ARGS.get("login"), dict) else ""
+    page.screenshot(path=f"{SHOTS}/{name}{mode}.png", full_page=True)
 
 
 def login(page, who, at=""):
