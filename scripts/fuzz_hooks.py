@@ -22,3 +22,9 @@ def _lambda_description(f, *args, **kwargs):
 
 
 lambda_sources._lambda_description = _lambda_description
+
+# The same bug, in an import: anyio (which schemathesis imports the first
+# time it checks whether a body can be sent) builds its lazy-import map by
+# compiling its own source. Imported first deep in that stack, the compile
+# fails and the operation errors. Imported here, at the top, it never is.
+import schemathesis.transport.asgi  # noqa: E402,F401
