@@ -63,9 +63,28 @@ pub struct World {
     pub alice_login: Value,
 }
 
-fn keystone_env(key: &str) -> String {
+pub fn keystone_env(key: &str) -> String {
     std::env::var(key)
         .unwrap_or_else(|_| panic!("no {key}: run the tests under scripts/keystone/with-keystone.sh (make test does)"))
+}
+
+/// A berthd that checks Keystone tokens, against the run's Keystone.
+pub async fn keystone_berthd() -> Server {
+    let (url, user, password, project) = (
+        keystone_env("KEYSTONE_URL"),
+        keystone_env("KEYSTONE_SERVICE_USER"),
+        keystone_env("KEYSTONE_SERVICE_PASSWORD"),
+        keystone_env("KEYSTONE_SERVICE_PROJECT"),
+    );
+    let env = [
+        ("BERTH_AUTH", "keystone"),
+        ("BERTH_MANAGER__ENABLED", "false"),
+        ("BERTH_KEYSTONE__AUTH_URL", url.as_str()),
+        ("BERTH_KEYSTONE__USERNAME", user.as_str()),
+        ("BERTH_KEYSTONE__PASSWORD", password.as_str()),
+        ("BERTH_KEYSTONE__PROJECT_NAME", project.as_str()),
+    ];
+    Server::launch(TestDatabase::new().await, &env, None).await
 }
 
 impl World {
@@ -79,21 +98,7 @@ impl World {
                 alice_login: json!(ALICE),
             },
             Mode::Keystone => {
-                let (url, user, password) = (
-                    keystone_env("KEYSTONE_URL"),
-                    keystone_env("KEYSTONE_SERVICE_USER"),
-                    keystone_env("KEYSTONE_SERVICE_PASSWORD"),
-                );
-                let project = keystone_env("KEYSTONE_SERVICE_PROJECT");
-                let env = [
-                    ("BERTH_AUTH", "keystone"),
-                    ("BERTH_MANAGER__ENABLED", "false"),
-                    ("BERTH_KEYSTONE__AUTH_URL", url.as_str()),
-                    ("BERTH_KEYSTONE__USERNAME", user.as_str()),
-                    ("BERTH_KEYSTONE__PASSWORD", password.as_str()),
-                    ("BERTH_KEYSTONE__PROJECT_NAME", project.as_str()),
-                ];
-                let s = Server::launch(TestDatabase::new().await, &env, None).await;
+                let s = keystone_berthd().await;
                 let pw = keystone_env("KEYSTONE_PASSWORD");
                 let admin_login = json!({"user": "admin", "password": pw, "project": "admin"});
                 let alice_login = json!({"user": "alice", "password": pw, "project": "p1"});
