@@ -17,7 +17,7 @@ async fn the_cli_sets_shows_and_unsets_quotas_and_reports_usage() {
     // A user's table marks its own limits apart from those it inherits.
     let (ok, table, err) = berth(&s, "alice:p1", &["quota", "show", "--project", "p1", "--user", "alice"]);
     let row = |r: &str| table.lines().find(|l| l.contains(r)).unwrap_or_default().to_string();
-    assert!(ok && table.contains("Set at"), "{table}{err}");
+    assert!(ok && table.contains("Source"), "{table}{err}");
     assert!(row("VCPU").contains("user") && row("leases").contains("default"), "{table}");
     // Members may not write; bad input is refused with its code.
     let (ok, _, err) = berth(&s, "alice:p1", &["quota", "set", "--project", "p1", "VCPU=80"]);

@@ -79,7 +79,7 @@ fn print_quotas(client: &Client, v: &Value) -> Result<()> {
         .flatten()
         .map(|(k, l)| vec![k.clone(), l.to_string(), v["sources"][k].as_str().unwrap_or("").to_string()])
         .collect();
-    client.print_rows(&["Resource", "Limit", "Set at"], &rows);
+    client.print_rows(&["Resource", "Limit", "Source"], &rows);
     for o in v["over_limit"].as_array().into_iter().flatten() {
         let who = match (o["project_id"].as_str(), o["user_id"].as_str()) {
             (Some(p), Some(u)) => format!("user {u} in project {p}"),
