@@ -184,6 +184,36 @@ async fn a_missing_server_or_token_says_what_to_check() {
     assert!(message.contains("X-Auth-Token: user:project"), "{body}");
 }
 
+/// `berth lease create` without a reservation is a usage error (exit 2,
+/// naming the options and where their keys are listed) and sends nothing;
+/// `--empty` says a lease reserving nothing is meant, and makes one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_create_without_a_reservation_is_refused_unless_empty() {
+    let s = Server::start().await;
+    let (start, end) = (future(7, 10), future(7, 12));
+    let create = |args: &[&str]| {
+        std::process::Command::new(berth_testkit::berth_bin())
+            .args([&["lease", "create", "bare", "--start", &start, "--end", &end], args].concat())
+            .env("BERTH_URL", &s.url)
+            .env("BERTH_TOKEN", "alice:p1")
+            .output()
+            .unwrap()
+    };
+    let out = create(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--reservation resource_type=") && err.contains("--help") && err.contains("--empty"), "{err}");
+    let out = create(&["--empty", "--reservation", "resource_type=physical:host,min=1,max=1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let (st, body) = s.get("/v1/leases", "alice:p1").await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(body["leases"], serde_json::json!([]), "nothing was sent: {body}");
+    let out = create(&["--empty"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lease = json(&s, "alice:p1", &["lease", "show", "bare"]);
+    assert_eq!(lease["reservations"], serde_json::json!([]), "{lease}");
+}
+
 /// `berth lease create --help` keeps the command's own options apart from
 /// the global ones, and names every key each compiled-in reservation type
 /// takes, as the server lists them.

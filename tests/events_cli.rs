@@ -75,9 +75,12 @@ async fn events_and_the_log_from_the_command_line() {
     assert!(ok, "{err}");
     assert_eq!(out.lines().count(), 3, "{out}");
     assert!(out.lines().all(|l| l.contains("DONE") && l.contains(&id)), "{out}");
-    // The log, paged to its end; bad input is an error with its reason.
-    let (ok, out, _) = berth(&s, "admin", &["log", "tail", "--lease", &id]);
+    // The log, paged to its end from its start; without --after, the last
+    // ten. Bad input is an error with its reason.
+    let (ok, out, _) = berth(&s, "admin", &["log", "tail", "--lease", &id, "--after", "0-0"]);
     assert!(ok && out.contains("LeaseCreated") && out.contains("LeaseEventClaimed"), "{out}");
+    let (ok, last, _) = berth(&s, "admin", &["log", "tail", "--lease", &id]);
+    assert!(ok && last.lines().count() == out.lines().count().min(10) && out.ends_with(&last), "{last}");
     let (ok, _, err) = berth(&s, "admin", &["events", "list", "--status", "sometimes"]);
     assert!(!ok && err.contains("400"), "{err}");
     let (ok, _, err) = berth(&s, "alice:p1", &["log", "tail"]);

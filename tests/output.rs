@@ -90,7 +90,7 @@ async fn every_format_and_picked_columns() {
 
     // Quotas print through the same formats.
     let csv = ok(&s, ADMIN, &["quota", "set", "--project", "p1", "leases=10", "-f", "csv"]);
-    assert!(csv.lines().next() == Some("Resource,Limit") && csv.contains("leases,10"), "{csv}");
+    assert!(csv.lines().next() == Some("Resource,Limit,Source") && csv.contains("leases,10,project"), "{csv}");
 }
 
 #[tokio::test]

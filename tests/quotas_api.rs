@@ -217,6 +217,30 @@ async fn leases_are_checked_over_their_window_and_limits_behave() {
     s.replay_verify();
 }
 
+/// Each limit in effect says where it is set: a user's own, its
+/// project's (inherited), or the defaults; reading it needs what reading
+/// the limits does.
+#[tokio::test]
+async fn each_limit_says_where_it_is_set() {
+    let s = Server::start().await;
+    let d = set_limits(&s, "/v1/quotas/defaults", json!({"VCPU": 20, "leases": 5, "MEMORY_MB": 4096})).await;
+    assert_eq!(d["sources"], json!({"VCPU": "default", "leases": "default", "MEMORY_MB": "default"}), "{d}");
+    set_limits(&s, "/v1/quotas/projects/p1", json!({"VCPU": 8, "MEMORY_MB": -1})).await;
+    let u = set_limits(&s, "/v1/quotas/projects/p1/users/alice", json!({"VCPU": 2})).await;
+    assert_eq!(u["sources"], json!({"VCPU": "user", "leases": "default", "MEMORY_MB": "project"}), "{u}");
+    let (st, p) = s.get("/v1/quotas/projects/p1", MEMBER).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(p["quotas"], json!({"VCPU": 8, "leases": 5, "MEMORY_MB": -1}), "unchanged: {p}");
+    assert_eq!(p["sources"], json!({"VCPU": "project", "leases": "default", "MEMORY_MB": "project"}), "{p}");
+    let (st, q) = s.get("/v1/quotas/projects/p1/users/alice", MEMBER).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(q["quotas"], json!({"VCPU": 2, "leases": 5, "MEMORY_MB": -1}), "unchanged: {q}");
+    assert_eq!(q["sources"], u["sources"]);
+    let (st, q) = s.get("/v1/quotas/projects/p1/users/alice", OTHER).await;
+    assert_eq!(st, StatusCode::FORBIDDEN, "{q}");
+    assert!(q.get("sources").is_none(), "{q}");
+}
+
 #[tokio::test]
 async fn quota_api_access_and_bad_input() {
     let s = Server::start().await;

@@ -13,6 +13,12 @@ async fn the_cli_sets_shows_and_unsets_quotas_and_reports_usage() {
     assert!(ok && table.contains("VCPU") && table.contains('8') && table.contains("leases"), "{table}{err}");
     let u = json(&s, "alice:p1", &["quota", "show", "--project", "p1", "--user", "alice"]);
     assert_eq!(u["quotas"]["VCPU"], 2);
+    assert_eq!(u["sources"], serde_json::json!({"VCPU": "user", "leases": "default"}));
+    // A user's table marks its own limits apart from those it inherits.
+    let (ok, table, err) = berth(&s, "alice:p1", &["quota", "show", "--project", "p1", "--user", "alice"]);
+    let row = |r: &str| table.lines().find(|l| l.contains(r)).unwrap_or_default().to_string();
+    assert!(ok && table.contains("Source"), "{table}{err}");
+    assert!(row("VCPU").contains("user") && row("leases").contains("default"), "{table}");
     // Members may not write; bad input is refused with its code.
     let (ok, _, err) = berth(&s, "alice:p1", &["quota", "set", "--project", "p1", "VCPU=80"]);
     assert!(!ok && err.contains("403"), "{err}");

@@ -1,5 +1,6 @@
 //! The event log over HTTP (`berth:log:read`: admin by default): `GET /v1/log?after=CURSOR&limit=N`
-//! pages through it, `GET /v1/log/stream` follows it live as Server-Sent
+//! pages through it (`?last=N`: its last entries, as `tail` shows them),
+//! `GET /v1/log/stream` follows it live as Server-Sent
 //! Events, resumable with `Last-Event-ID` and filterable by stream, type and
 //! lease.
 //!
@@ -118,6 +119,7 @@ fn entry_json(e: &RecordedEvent) -> LogEntry {
     params(
         ("after" = Option<String>, Query, description = "A cursor (`TXID-POSITION`); default the start"),
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 10000, description = "At most this many (default 500)"),
+        ("last" = Option<u32>, Query, minimum = 1, maximum = 10000, description = "Instead of `after` and `limit`: the log's last this many entries; `next` follows on from them"),
     ),
     responses(
         (status = 200, description = "A page of entries and the cursor after them", body = LogPage),
@@ -130,14 +132,19 @@ async fn page(
 ) -> Result<Json<LogPage>, ApiError> {
     let may = caller(&state, &ctx).may(Rule::LogRead)?;
     let after = cursor(q.get("after").map(String::as_str))?;
-    let limit = match q.get("limit") {
-        Some(l) => match l.parse::<i64>() {
-            Ok(n) if (1..=10_000).contains(&n) => n,
-            _ => return Err(bad(format!("limit {l:?} must be a whole number from 1 to 10000"))),
-        },
-        None => PAGE,
+    let count = |key: &str| match q.get(key).map(|l| (l, l.parse::<i64>())) {
+        None => Ok(None),
+        Some((_, Ok(n))) if (1..=10_000).contains(&n) => Ok(Some(n)),
+        Some((l, _)) => Err(bad(format!("{key} {l:?} must be a whole number from 1 to 10000"))),
     };
-    let entries = app(&state).log().page(may, after, limit).await?;
+    let (limit, last) = (count("limit")?, count("last")?);
+    if last.is_some() && (q.contains_key("after") || limit.is_some()) {
+        return Err(bad("last is instead of after and limit: give one or the other".into()));
+    }
+    let entries = match last {
+        Some(n) => app(&state).log().last(may, n).await?,
+        None => app(&state).log().page(may, after, limit.unwrap_or(PAGE)).await?,
+    };
     let next = entries.last().map(|e| e.cursor()).unwrap_or(after);
     Ok(Json(LogPage { entries: entries.iter().map(entry_json).collect(), next: next.to_string() }))
 }

@@ -10,7 +10,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use axum::{Json, Router};
-use berth_app::quotas::{Limits, OverLimit, Scope};
+use berth_app::quotas::{Limits, OverLimit, Scope, Source};
 use berth_core::dates::format_date;
 use berth_core::error::ErrorCode;
 use serde_json::{Map, Value};
@@ -69,7 +69,19 @@ struct OverQuota {
 #[derive(serde::Serialize, utoipa::ToSchema)]
 struct QuotaLimits {
     quotas: BTreeMap<String, i64>,
+    /// Where each limit in `quotas` was set: `user` (the user's own),
+    /// `project` (inherited by a user from its project) or `default`.
+    sources: BTreeMap<String, QuotaSource>,
     over_limit: Vec<OverQuota>,
+}
+
+/// The level a limit in effect was set at.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+enum QuotaSource {
+    User,
+    Project,
+    Default,
 }
 
 /// `{"quotas": {"VCPU": 100, "leases": 10}}` (or the bare object): -1 is
@@ -171,7 +183,13 @@ fn over_json(over: &[OverLimit]) -> Vec<OverQuota> {
 }
 
 fn answer(limits: Limits) -> Json<QuotaLimits> {
-    Json(QuotaLimits { over_limit: over_json(&limits.over_limit), quotas: limits.quotas })
+    let source = |s: &Source| match s {
+        Source::User => QuotaSource::User,
+        Source::Project => QuotaSource::Project,
+        Source::Default => QuotaSource::Default,
+    };
+    let sources = limits.sources.iter().map(|(k, s)| (k.clone(), source(s))).collect();
+    Json(QuotaLimits { over_limit: over_json(&limits.over_limit), quotas: limits.quotas, sources })
 }
 
 /// `{"quotas": {...}}` (or the bare object): limits to set and (null) to remove.

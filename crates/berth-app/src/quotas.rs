@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use berth_core::dates::{parse_date, DateSpec};
 use berth_core::error::ErrorCode;
-pub use berth_core::quota::Scope;
+pub use berth_core::quota::{Scope, Source};
 pub use berth_store::commands::OverLimit;
 pub use berth_store::queries::quotas::UsageReport;
 use chrono::{DateTime, Utc};
@@ -18,10 +18,12 @@ pub struct Quotas<'a> {
     app: &'a App,
 }
 
-/// The limits in effect at a scope (-1: unlimited), and the scopes a
-/// change left over a limit.
+/// The limits in effect at a scope (-1: unlimited), the level that set
+/// each (`user`, `project`, `default`), and the scopes a change left over
+/// a limit.
 pub struct Limits {
     pub quotas: BTreeMap<String, i64>,
+    pub sources: BTreeMap<String, Source>,
     pub over_limit: Vec<OverLimit>,
 }
 
@@ -106,12 +108,12 @@ impl Quotas<'_> {
 
     async fn limits(&self, scope: &Scope, over_limit: Vec<OverLimit>) -> Result<Limits, Error> {
         let limits = self.app.store.quota_limits(scope).await?;
-        let quotas = match (&scope.project_id, &scope.user_id) {
-            (None, _) => limits.defaults,
-            (Some(_), None) => limits.effective_project(),
-            (Some(_), Some(_)) => limits.effective_user(),
+        let (quotas, sources) = match (&scope.project_id, &scope.user_id) {
+            (None, _) => (limits.defaults.clone(), limits.default_sources()),
+            (Some(_), None) => (limits.effective_project(), limits.project_sources()),
+            (Some(_), Some(_)) => (limits.effective_user(), limits.user_sources()),
         };
-        Ok(Limits { quotas, over_limit })
+        Ok(Limits { quotas, sources, over_limit })
     }
 }
 

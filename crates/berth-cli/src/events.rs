@@ -103,11 +103,15 @@ pub enum ManagerCommand {
 
 #[derive(Subcommand)]
 pub enum LogCommand {
-    /// Log entries after a cursor, one line each; with --follow, live.
+    /// The last log entries, one line each, or those after a cursor; with
+    /// --follow, then live.
     Tail {
-        /// Start after this cursor (TXID-POSITION, as entries carry); the
-        /// beginning when absent.
-        #[arg(long)]
+        /// Start with this many of the last entries (those passing the filters).
+        #[arg(short = 'n', long, default_value_t = 10)]
+        lines: usize,
+        /// Instead of the last entries: every one after this cursor
+        /// (TXID-POSITION, as entries carry; `0-0` is the beginning).
+        #[arg(long, conflicts_with = "lines")]
         after: Option<String>,
         /// Keep following live until interrupted, reconnecting after a drop.
         #[arg(long)]
@@ -357,7 +361,7 @@ fn entry_line(client: &Client, e: &Value) -> String {
 }
 
 pub fn run_log(client: &Client, c: LogCommand) -> Result<()> {
-    let LogCommand::Tail { after, follow, stream, event_type, lease } = c;
+    let LogCommand::Tail { lines, after, follow, stream, event_type, lease } = c;
     let mut q: Vec<(String, String)> = Vec::new();
     if let Some(s) = stream {
         q.push(("stream".into(), s));
@@ -368,31 +372,57 @@ pub fn run_log(client: &Client, c: LogCommand) -> Result<()> {
     if let Some(l) = lease {
         q.push(("lease".into(), crate::leases::lease_id(client, &l)?));
     }
-    let mut cursor = after.unwrap_or_default();
-    if !follow {
-        // Pages up to now; filters applied here as the live tail applies them.
-        loop {
-            let body =
-                client.get(&path("/v1/log", &[("after".into(), cursor.clone()), ("limit".into(), "1000".into())]))?;
+    let wanted = |e: &Value| {
+        q.iter().all(|(k, v)| match k.as_str() {
+            "stream" => e["stream"] == *v.as_str(),
+            "type" => e["type"] == *v.as_str(),
+            _ => e["stream"] == *format!("lease:{v}").as_str(),
+        })
+    };
+    // What to show before following, and the cursor after it.
+    let (shown, cursor) = match after {
+        // The server knows the last entries; filtered, they are found by
+        // reading the log through (the filters are applied here).
+        None if q.is_empty() => {
+            let body = client.get(&format!("/v1/log?last={}", lines.clamp(1, 10_000)))?;
             let entries = body["entries"].as_array().cloned().unwrap_or_default();
-            let mut out = std::io::stdout().lock();
-            for e in &entries {
-                let wanted = q.iter().all(|(k, v)| match k.as_str() {
-                    "stream" => e["stream"] == *v.as_str(),
-                    "type" => e["type"] == *v.as_str(),
-                    _ => e["stream"] == *format!("lease:{v}").as_str(),
-                });
-                if wanted {
-                    writeln!(out, "{}", entry_line(client, e))?;
-                }
-            }
-            cursor = body["next"].as_str().unwrap_or_default().to_string();
-            if entries.is_empty() {
-                return Ok(());
-            }
+            let skip = entries.len().saturating_sub(lines);
+            (entries[skip..].to_vec(), body["next"].as_str().unwrap_or_default().to_string())
         }
+        None => {
+            let mut kept = std::collections::VecDeque::new();
+            let cursor = read_after(client, String::new(), &mut |e| {
+                if lines > 0 && wanted(&e) {
+                    if kept.len() == lines {
+                        kept.pop_front();
+                    }
+                    kept.push_back(e);
+                }
+            })?;
+            (kept.into(), cursor)
+        }
+        Some(after) => {
+            let mut out = std::io::stdout().lock();
+            let mut failed = Ok(());
+            let cursor = read_after(client, after, &mut |e| {
+                if failed.is_ok() && wanted(&e) {
+                    failed = writeln!(out, "{}", entry_line(client, &e));
+                }
+            })?;
+            failed?;
+            (Vec::new(), cursor)
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    for e in &shown {
+        writeln!(out, "{}", entry_line(client, e))?;
     }
-    // Live, resuming where it stopped after a drop.
+    out.flush()?;
+    drop(out);
+    if !follow {
+        return Ok(());
+    }
+    // Live from there, resuming where it stopped after a drop.
     let last: Option<String> = if cursor.is_empty() { None } else { Some(cursor) };
     follow_stream(client, &path("/v1/log/stream", &q), last, &mut || Ok(()), &mut |_, entry| {
         let mut out = std::io::stdout().lock();
@@ -400,6 +430,21 @@ pub fn run_log(client: &Client, c: LogCommand) -> Result<()> {
         out.flush()?;
         Ok(())
     })
+}
+
+/// Pages through the log after `cursor` up to now, each entry to `each`;
+/// answers the cursor after the last.
+fn read_after(client: &Client, mut cursor: String, each: &mut dyn FnMut(Value)) -> Result<String> {
+    loop {
+        let body =
+            client.get(&path("/v1/log", &[("after".into(), cursor.clone()), ("limit".into(), "1000".into())]))?;
+        let entries = body["entries"].as_array().cloned().unwrap_or_default();
+        cursor = body["next"].as_str().unwrap_or_default().to_string();
+        if entries.is_empty() {
+            return Ok(cursor);
+        }
+        entries.into_iter().for_each(&mut *each);
+    }
 }
 
 /// The first wait before reconnecting a live tail, doubled up to [`RECONNECT_MAX`].

@@ -84,6 +84,10 @@ pub struct CreateArgs {
     /// (`resource_type=physical:host` implied); repeatable.
     #[arg(long = "physical-reservation")]
     pub physical_reservations: Vec<String>,
+    /// A lease with no reservation, meant so: it reserves nothing, yet
+    /// counts against the `leases` quota.
+    #[arg(long, conflicts_with_all = ["reservations", "physical_reservations"])]
+    pub empty: bool,
     /// Recurring: a cron schedule (5 fields); with --duration and --until.
     #[arg(long)]
     pub cron: Option<String>,
@@ -102,6 +106,20 @@ pub struct CreateArgs {
     /// lease first made and creates nothing.
     #[arg(long)]
     pub idempotency_key: Option<String>,
+}
+
+impl CreateArgs {
+    /// Why these arguments cannot be what was meant: a lease without a
+    /// reservation is Blazar's, but one made by leaving the option out
+    /// would only hold a place in the quota.
+    pub fn usage_error(&self) -> Option<String> {
+        (self.reservations.is_empty() && self.physical_reservations.is_empty() && !self.empty).then(|| {
+            "a lease needs what it reserves: give --reservation resource_type=TYPE,KEY=VALUE,... \
+             (e.g. resource_type=physical:host,min=1,max=2; `berth lease create --help` lists each type's keys) \
+             or --physical-reservation min=1,max=2, or --empty for a lease that reserves nothing"
+                .to_string()
+        })
+    }
 }
 
 #[derive(Args)]

@@ -104,6 +104,12 @@ fn main() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Some(Command::Lease(leases::LeaseCommand::Create(a))) = &cli.command {
+        // A usage error, as clap says its own: exit code 2, nothing sent.
+        if let Some(why) = a.usage_error() {
+            clap::Error::raw(clap::error::ErrorKind::MissingRequiredArgument, format!("{why}\n")).exit();
+        }
+    }
     if let Some(Command::Completion { shell }) = cli.command {
         // Needs no server and no credentials.
         clap_complete::generate(shell, &mut Cli::command(), "berth", &mut std::io::stdout());

@@ -30,7 +30,8 @@ impl Level {
 
 #[derive(Subcommand)]
 pub enum QuotaCommand {
-    /// The limits in effect (-1: unlimited; not shown: unlimited).
+    /// The limits in effect (-1: unlimited; not shown: unlimited), and
+    /// where each is set: user, project or default.
     Show(Level),
     /// Set limits: `VCPU=100 MEMORY_MB=32768 leases=10` (-1: unlimited).
     Set {
@@ -70,9 +71,15 @@ fn print_quotas(client: &Client, v: &Value) -> Result<()> {
     if matches!(client.format, Format::Json | Format::Yaml) {
         return client.print_document(v);
     }
-    let rows: Vec<Vec<String>> =
-        v["quotas"].as_object().into_iter().flatten().map(|(k, l)| vec![k.clone(), l.to_string()]).collect();
-    client.print_rows(&["Resource", "Limit"], &rows);
+    // Where each limit comes from: a user's own, or inherited from the
+    // project or the defaults.
+    let rows: Vec<Vec<String>> = v["quotas"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, l)| vec![k.clone(), l.to_string(), v["sources"][k].as_str().unwrap_or("").to_string()])
+        .collect();
+    client.print_rows(&["Resource", "Limit", "Source"], &rows);
     for o in v["over_limit"].as_array().into_iter().flatten() {
         let who = match (o["project_id"].as_str(), o["user_id"].as_str()) {
             (Some(p), Some(u)) => format!("user {u} in project {p}"),

@@ -115,6 +115,15 @@ pub struct Limits {
     pub user: BTreeMap<String, i64>,
 }
 
+/// The level a limit in effect was set at: a user's own, its project's
+/// (which a user inherits), or the defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    User,
+    Project,
+    Default,
+}
+
 fn bounded(v: Option<i64>) -> Option<i64> {
     v.filter(|l| *l != UNLIMITED)
 }
@@ -141,6 +150,25 @@ impl Limits {
     pub fn effective_user(&self) -> BTreeMap<String, i64> {
         let mut out = self.effective_project();
         out.extend(self.user.iter().map(|(k, v)| (k.clone(), *v)));
+        out
+    }
+
+    /// Which level set each of the defaults: all of them.
+    pub fn default_sources(&self) -> BTreeMap<String, Source> {
+        self.defaults.keys().map(|k| (k.clone(), Source::Default)).collect()
+    }
+
+    /// Which level set each limit in [`Limits::effective_project`].
+    pub fn project_sources(&self) -> BTreeMap<String, Source> {
+        let mut out = self.default_sources();
+        out.extend(self.project.keys().map(|k| (k.clone(), Source::Project)));
+        out
+    }
+
+    /// Which level set each limit in [`Limits::effective_user`].
+    pub fn user_sources(&self) -> BTreeMap<String, Source> {
+        let mut out = self.project_sources();
+        out.extend(self.user.keys().map(|k| (k.clone(), Source::User)));
         out
     }
 }

@@ -242,6 +242,25 @@ pub async fn read_after(
     Ok(rows.iter().map(recorded).collect())
 }
 
+/// The last `limit` events that are final, in reader order: reading after
+/// the last of them then skips nothing (every later event is at or above
+/// the horizon).
+pub async fn read_last(client: &impl GenericClient, limit: i64) -> Result<Vec<RecordedEvent>, StoreError> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT * FROM (SELECT {COLUMNS}, txid AS ord FROM log_events
+                                 WHERE txid < pg_snapshot_xmin(pg_current_snapshot())
+                                 ORDER BY txid DESC, position DESC
+                                 LIMIT $1) last
+                 ORDER BY ord, position"
+            ),
+            &[&limit],
+        )
+        .await?;
+    Ok(rows.iter().map(recorded).collect())
+}
+
 /// Every event in position order (the order replay applies them in), in pages.
 pub async fn read_by_position(
     client: &impl GenericClient,
@@ -262,6 +281,12 @@ impl Store {
     pub async fn read_log(&self, after: Cursor, limit: i64) -> Result<Vec<RecordedEvent>, Error> {
         let client = self.client().await?;
         Ok(read_after(&**client, after, limit).await?)
+    }
+
+    /// The log's last `limit` final events (see [`read_last`]).
+    pub async fn read_log_last(&self, limit: i64) -> Result<Vec<RecordedEvent>, Error> {
+        let client = self.client().await?;
+        Ok(read_last(&**client, limit).await?)
     }
 
     /// A cursor at the log's end as of now: reading after it gives every

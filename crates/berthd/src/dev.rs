@@ -51,21 +51,17 @@ fn remove_in_parallel(data_dir: &Path) {
     });
 }
 
-pub async fn run(data_dir: &Path, listen: &str) -> Result<()> {
+pub async fn run(data_dir: &Path, listen: &str, auth: AuthMode) -> Result<()> {
+    // The settings first: a bad one is said before a cluster is made.
+    let mut cfg = Config { listen: listen.to_string(), auth, demo_inventory: true, ..Config::load(None)? };
     let pg = LocalPostgres::start(data_dir, &[], true)?;
-    let database_url = pg.create_database(crate::demo::DEV_DATABASE).await?;
-    let cfg = Config {
-        database_url,
-        listen: listen.to_string(),
-        auth: AuthMode::Noauth,
-        log: std::env::var("BERTH_LOG").unwrap_or_else(|_| "info".into()),
-        demo_inventory: true,
-        ..Config::default()
-    };
+    cfg.database_url = pg.create_database(crate::demo::DEV_DATABASE).await?;
     crate::init_logging(&cfg.log)?;
-    println!("Berth is running on http://{listen} (auth: noauth; PostgreSQL: {})", cfg.database_url);
+    println!("Berth is running on http://{listen} (auth: {}; PostgreSQL: {})", auth.as_str(), cfg.database_url);
     println!("  curl http://{listen}/");
-    println!("  curl -H 'X-Auth-Token: admin' -H 'OpenStack-API-Version: placement latest' http://{listen}/placement/resource_providers");
+    if auth == AuthMode::Noauth {
+        println!("  curl -H 'X-Auth-Token: admin' -H 'OpenStack-API-Version: placement latest' http://{listen}/placement/resource_providers");
+    }
     println!("Stop with Ctrl-C; the data stays in {}.", data_dir.display());
     let result = crate::serve(cfg).await;
     drop(pg);

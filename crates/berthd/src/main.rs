@@ -63,14 +63,18 @@ enum Command {
         config: Option<PathBuf>,
     },
     /// One-command local run: a project-local PostgreSQL under ./.data, demo
-    /// inventory, noauth, on 127.0.0.1:8778.
+    /// inventory, noauth, on 127.0.0.1:8778. Other settings (`[keystone]`,
+    /// say) come from BERTH_* variables as for `serve`.
     Dev {
-        /// Where the local cluster lives.
+        /// Where the local cluster lives (one `berthd dev` per directory).
         #[arg(long, default_value = ".data/pg")]
         data_dir: PathBuf,
         /// The address to serve on.
         #[arg(long, default_value = "127.0.0.1:8778")]
         listen: String,
+        /// `noauth`, `keystone` (with BERTH_KEYSTONE__*) or `jwt` (with BERTH_JWT__*).
+        #[arg(long, default_value = "noauth")]
+        auth: berth_api::AuthMode,
     },
     /// The policy rules: every action's rule, its default and what it guards.
     Policy {
@@ -162,7 +166,7 @@ async fn run(cli: Cli) -> Result<()> {
                 Ok(())
             }
         }
-        Command::Dev { data_dir, listen } => dev::run(&data_dir, &listen).await,
+        Command::Dev { data_dir, listen, auth } => dev::run(&data_dir, &listen, auth).await,
         Command::Policy { command: PolicyCommand::List } => {
             print!("{}", policy_sample());
             Ok(())
