@@ -250,6 +250,12 @@ impl Dev {
         stdout.read_line(&mut first).unwrap();
         let url = first.split("PostgreSQL: ").nth(1).and_then(|r| r.strip_suffix(")\n")).map(str::to_string);
         let url = url.unwrap_or_else(|| panic!("no database URL in {first:?}"));
+        // It says how to point the one-off commands at its database.
+        let mut said = first.clone();
+        while !said.contains("Stop with Ctrl-C") {
+            assert!(stdout.read_line(&mut said).unwrap() > 0, "berthd dev said only {said:?}");
+        }
+        assert!(said.contains(&format!("BERTH_DATABASE_URL={url} berthd replay --verify")), "{said}");
         let deadline = Instant::now() + Duration::from_secs(90);
         // Served by this daemon, not by one that took the port first.
         while !(berth_testkit::holds_port(child.id(), port)

@@ -62,6 +62,9 @@ pub async fn run(data_dir: &Path, listen: &str, auth: AuthMode) -> Result<()> {
     if auth == AuthMode::Noauth {
         println!("  curl -H 'X-Auth-Token: admin' -H 'OpenStack-API-Version: placement latest' http://{listen}/placement/resource_providers");
     }
+    // The one-off commands (replay --verify, migrate) read the database
+    // from the environment: say what to set, since the port is this run's.
+    println!("  BERTH_DATABASE_URL={} berthd replay --verify", cfg.database_url);
     println!("Stop with Ctrl-C; the data stays in {}.", data_dir.display());
     let result = crate::serve(cfg).await;
     drop(pg);
