@@ -152,6 +152,8 @@ async fn the_readme_tour_runs() {
     // The tour's outcomes, beside every command succeeding.
     assert!(stdout.contains("\"workshop\"") || stdout.contains("workshop"), "{stdout}");
     assert!(stdout.contains("berth.lease.reservation_0.no_capacity"), "the 409 is shown: {stdout}");
+    // Disabling a host the workshop holds moves it, said by the lease's name.
+    assert!(stdout.contains("lease workshop (") && stdout.contains(": 1 moved off compute-"), "{stdout}");
     assert!(stdout.contains("projections match the log"), "{stdout}");
     // Ending a lease says it stays ACTIVE until its end has run.
     assert!(stderr.contains("now-1 ends now: a manager runs its end through the plugins"), "{stderr}");

@@ -153,11 +153,9 @@ pub fn run(client: &Client, cmd: HostCommand) -> Result<()> {
             }
             let out = client.call(Method::PUT, &format!("/v1/os-hosts/{id}"), Some(&Value::Object(body)))?;
             client.print_object(&out["host"])?;
+            let name = out["host"]["hypervisor_hostname"].as_str().unwrap_or(&host).to_string();
             for h in out["healed"].as_array().into_iter().flatten().filter(|_| client.format == crate::Format::Table) {
-                println!(
-                    "lease {} reservation {}: {} moved, {} missing",
-                    h["lease_id"], h["reservation_id"], h["moved"], h["missing"]
-                );
+                println!("{}", healed_line(client, h, &name));
             }
         }
         HostCommand::Delete { host } => {
@@ -189,4 +187,21 @@ pub fn run(client: &Client, cmd: HostCommand) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// One lease a heal touched, by its name where the caller may read it:
+/// `lease workshop (ID), reservation ID: 1 moved off compute-1, 0 missing`.
+fn healed_line(client: &Client, h: &Value, host: &str) -> String {
+    let lease = h["lease_id"].as_str().unwrap_or_default();
+    let named = client.get(&format!("/v1/leases/{lease}")).ok();
+    let label = match named.as_ref().and_then(|l| l["lease"]["name"].as_str()) {
+        Some(name) => format!("lease {name} ({lease})"),
+        None => format!("lease {lease}"),
+    };
+    format!(
+        "{label}, reservation {}: {} moved off {host}, {} missing",
+        h["reservation_id"].as_str().unwrap_or_default(),
+        h["moved"],
+        h["missing"]
+    )
 }
