@@ -154,8 +154,9 @@ pub fn run(client: &Client, cmd: HostCommand) -> Result<()> {
             let out = client.call(Method::PUT, &format!("/v1/os-hosts/{id}"), Some(&Value::Object(body)))?;
             client.print_object(&out["host"])?;
             let name = out["host"]["hypervisor_hostname"].as_str().unwrap_or(&host).to_string();
+            let mut names = std::collections::HashMap::new();
             for h in out["healed"].as_array().into_iter().flatten().filter(|_| client.format == crate::Format::Table) {
-                println!("{}", healed_line(client, h, &name));
+                println!("{}", healed_line(client, h, &name, &mut names));
             }
         }
         HostCommand::Delete { host } => {
@@ -191,10 +192,20 @@ pub fn run(client: &Client, cmd: HostCommand) -> Result<()> {
 
 /// One lease a heal touched, by its name where the caller may read it:
 /// `lease workshop (ID), reservation ID: 1 moved off compute-1, 0 missing`.
-fn healed_line(client: &Client, h: &Value, host: &str) -> String {
+/// `names`: the leases looked up already (a lease of several reservations
+/// is asked for once).
+fn healed_line(
+    client: &Client,
+    h: &Value,
+    host: &str,
+    names: &mut std::collections::HashMap<String, Option<String>>,
+) -> String {
     let lease = h["lease_id"].as_str().unwrap_or_default();
-    let named = client.get(&format!("/v1/leases/{lease}")).ok();
-    let label = match named.as_ref().and_then(|l| l["lease"]["name"].as_str()) {
+    let name = names.entry(lease.to_string()).or_insert_with(|| {
+        let named = client.get(&format!("/v1/leases/{lease}")).ok();
+        named.and_then(|l| l["lease"]["name"].as_str().map(str::to_string))
+    });
+    let label = match name {
         Some(name) => format!("lease {name} ({lease})"),
         None => format!("lease {lease}"),
     };
