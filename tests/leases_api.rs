@@ -297,7 +297,12 @@ async fn availability_and_extension_advice() {
     let (st, ext) = s.get(&format!("/v1/leases/{id}/extension"), ALICE).await;
     assert_eq!(st, StatusCode::OK, "{ext}");
     let five = chrono::NaiveDateTime::parse_from_str(&at(5), "%Y-%m-%d %H:%M").unwrap();
-    assert_eq!(ext["extension"]["latest_end_date"], five.format("%Y-%m-%dT%H:%M:%S.000000").to_string());
+    let five = five.format("%Y-%m-%dT%H:%M:%S.000000").to_string();
+    assert_eq!(ext["extension"]["latest_end_date"], five);
+    assert_eq!(ext["extension"]["limited_by"], "capacity", "{ext}");
+    assert_eq!(ext["extension"]["extendable"], true, "{ext}");
+    let held = &ext["extension"]["reservations"][0];
+    assert_eq!((&held["latest_end_date"], &held["resource_type"]), (&json!(five), &json!("physical:host")), "{ext}");
     let ask = json!({"reservations": [{"resource_type": "physical:host", "min": 1, "max": 1}],
                      "duration": "2h", "from": at(0), "until": at(12), "limit": 3});
     let (st, adv) = s.post("/v1/availability", ALICE, ask).await;

@@ -390,6 +390,52 @@ async fn lease_policy_filters_and_the_external_policy_service() {
     assert!(seen.iter().any(|(c, _, b)| c == "on-end" && b["lease"]["id"].is_null() && b["lease"]["name"] == "fine"));
 }
 
+/// `s` in Blazar's output format, the way advice writes dates.
+fn shown(s: &str) -> String {
+    chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M").unwrap().format("%Y-%m-%dT%H:%M:%S.000000").to_string()
+}
+
+#[tokio::test]
+async fn extensions_follow_the_cutoff_and_the_minimum_and_advice_says_so() {
+    let config = "[policy]\nmax_lease_duration = 86400\nextension_cutoff = 3600\nmin_extension = 1800\n";
+    let s = Server::start_with_config(Some(config)).await;
+    enrol(&s, "h1", 64).await;
+    let (st, far) = s.post("/v1/leases", MEMBER, instances("far", &at(1), &at(3), 1, 1)).await;
+    assert_eq!(st, StatusCode::CREATED, "{far}");
+    let far = far["lease"]["id"].as_str().unwrap().to_string();
+    // Advice: nothing else on the host, so the maximum duration bounds it.
+    let (st, a) = s.get(&format!("/v1/leases/{far}/extension"), MEMBER).await;
+    assert_eq!(st, StatusCode::OK, "{a}");
+    let a = &a["extension"];
+    assert_eq!(a["latest_end_date"], shown(&at(25)), "{a}");
+    assert_eq!((a["limited_by"].as_str(), a["extendable"].as_bool()), (Some("policy"), Some(true)), "{a}");
+    assert_eq!((a["closes_at"].as_str(), a["minimum_extension"].as_i64()), (Some(shown(&at(2)).as_str()), Some(1800)));
+    assert!(a["opens_at"].is_null(), "{a}");
+    assert_eq!(a["reservations"].as_array().map(Vec::len), Some(1), "{a}");
+    assert!(a["reservations"][0]["latest_end_date"].is_null(), "capacity alone is unbounded: {a}");
+    // Ten minutes more is under the minimum; half an hour is granted.
+    let (st, e) = s.put(&format!("/v1/leases/{far}"), MEMBER, json!({"prolong_for": "10m"})).await;
+    assert_eq!((st, e["code"].as_str()), (StatusCode::FORBIDDEN, Some("berth.policy.extension_too_short")), "{e}");
+    let (st, e) = s.put(&format!("/v1/leases/{far}"), MEMBER, json!({"prolong_for": "30m"})).await;
+    assert_eq!(st, StatusCode::OK, "{e}");
+    // A lease ending within the hour: the cut-off has passed.
+    let (st, soon) =
+        s.post("/v1/leases", MEMBER, instances("soon", &minutes_from_now(2), &minutes_from_now(50), 1, 1)).await;
+    assert_eq!(st, StatusCode::CREATED, "{soon}");
+    let soon = soon["lease"]["id"].as_str().unwrap().to_string();
+    let (_, a) = s.get(&format!("/v1/leases/{soon}/extension"), MEMBER).await;
+    assert_eq!(a["extension"]["extendable"], false, "{a}");
+    let (st, e) = s.put(&format!("/v1/leases/{soon}"), MEMBER, json!({"prolong_for": "1h"})).await;
+    assert_eq!((st, e["code"].as_str()), (StatusCode::FORBIDDEN, Some("berth.policy.extension_cutoff")), "{e}");
+    let (_, shown_soon) = s.get(&format!("/v1/leases/{soon}"), MEMBER).await;
+    let (_, shown_far) = s.get(&format!("/v1/leases/{far}"), MEMBER).await;
+    assert_eq!(shown_far["lease"]["end_date"], shown(&at(3)).replace(":00:00.", ":30:00."), "{shown_far}");
+    assert!(shown_soon["lease"]["end_date"].as_str().unwrap() < shown(&at(0)).as_str(), "refused: unchanged");
+    // Shortening is no extension: allowed after the cut-off.
+    let (st, e) = s.put(&format!("/v1/leases/{soon}"), MEMBER, json!({"reduce_by": "5m"})).await;
+    assert_eq!(st, StatusCode::OK, "{e}");
+}
+
 #[tokio::test]
 async fn a_lease_that_ends_on_its_own_tells_the_policy_service() {
     let (url, seen) = policy_service().await;

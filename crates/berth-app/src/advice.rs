@@ -4,9 +4,10 @@
 
 use berth_core::dates::{parse_date, DateSpec};
 use berth_core::error::ErrorCode;
+use berth_core::policy::ExtensionTerms;
 use berth_core::time::DateMath;
 use berth_store::commands::NewReservation;
-pub use berth_store::queries::advice::{Availability, Extension};
+pub use berth_store::queries::advice::{Availability, Extension, ReservationExtension};
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
@@ -74,10 +75,15 @@ impl Advice<'_> {
         Ok(Windows { windows, from, until })
     }
 
-    /// The latest end the lease `id` could be extended to, looking until
-    /// `until` (default a year after its end); not found unless the
-    /// caller sees the lease.
-    pub async fn extension(&self, caller: &Caller<'_>, id: Uuid, until: Option<&str>) -> Result<Extension, Error> {
+    /// How far the lease `id` could be extended, on what it holds
+    /// (looking until `until`, default a year after its end) and by the
+    /// lease policy; not found unless the caller sees the lease.
+    pub async fn extension(
+        &self,
+        caller: &Caller<'_>,
+        id: Uuid,
+        until: Option<&str>,
+    ) -> Result<ExtensionAdvice, Error> {
         let store = &self.app.store;
         let scope = caller.visible_project(Rule::LeasesGetAllProjects);
         let lease = store.lease(id, scope).await?;
@@ -90,7 +96,52 @@ impl Advice<'_> {
             },
             None => lease.record.end.saturating_plus(Duration::days(365)),
         };
-        Ok(store.extension(id, scope, horizon).await?)
+        let fits = store.extension(id, scope, horizon).await?;
+        let terms = self.app.policy.rules.extension_terms(&fits.project_id, fits.start, fits.end);
+        Ok(ExtensionAdvice { fits, terms, now: store.now().await? })
+    }
+}
+
+/// How far a lease could be extended: as far as what it holds allows
+/// (`fits`), and the lease policy (`terms`), asked at `now`.
+pub struct ExtensionAdvice {
+    pub fits: Extension,
+    pub terms: ExtensionTerms,
+    pub now: DateTime<Utc>,
+}
+
+/// What bounds an extension first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// Another lease, or an inventory, on what the lease holds.
+    Capacity,
+    /// The maximum lease duration.
+    Policy,
+}
+
+impl ExtensionAdvice {
+    /// The latest end both allow, and which bounds it; `None`: free until
+    /// the horizon and no maximum.
+    pub fn latest_end(&self) -> Option<(DateTime<Utc>, Bound)> {
+        match (self.fits.latest_end, self.terms.latest_end) {
+            (Some(c), Some(p)) if p < c => Some((p, Bound::Policy)),
+            (Some(c), _) => Some((c, Bound::Capacity)),
+            (None, Some(p)) if p < self.fits.horizon => Some((p, Bound::Policy)),
+            (None, _) => None,
+        }
+    }
+
+    /// Whether an extension asked now would be granted, by at least the
+    /// minimum (or a second): the lease has not ended, the window is
+    /// open, the cut-off not passed, and there is room.
+    pub fn extendable(&self) -> bool {
+        let end = self.fits.end;
+        let room = self.latest_end().map_or(self.fits.horizon, |(t, _)| t);
+        let least = self.terms.minimum.unwrap_or(Duration::seconds(1)).max(Duration::seconds(1));
+        self.now < end
+            && self.terms.opens.is_none_or(|t| self.now >= t)
+            && self.terms.closes.is_none_or(|t| self.now <= t)
+            && room - end >= least
     }
 }
 

@@ -99,6 +99,10 @@ pub enum ErrorCode {
     MaxLeaseDuration,
     /// An extension asked for before the extension window opened (403).
     ExtensionWindow,
+    /// An extension asked for after the extension cut-off (403).
+    ExtensionCutoff,
+    /// An extension shorter than the minimum extension (403).
+    ExtensionTooShort,
     /// The external policy service said no (403).
     PolicyDenied,
     /// No token, or one that is not (or no longer) valid (401).
@@ -200,6 +204,8 @@ impl ErrorCode {
             ErrorCode::QuotaInvalid => "berth.quota.invalid",
             ErrorCode::MaxLeaseDuration => "berth.policy.max_lease_duration",
             ErrorCode::ExtensionWindow => "berth.policy.extension_window",
+            ErrorCode::ExtensionCutoff => "berth.policy.extension_cutoff",
+            ErrorCode::ExtensionTooShort => "berth.policy.extension_too_short",
             ErrorCode::PolicyDenied => "berth.policy.denied",
             ErrorCode::Unauthenticated => "berth.unauthenticated",
             ErrorCode::BadToken => "berth.auth.bad_token",

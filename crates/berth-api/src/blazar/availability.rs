@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::Json;
-use berth_app::advice::Advise;
+use berth_app::advice::{Advise, Bound};
 use berth_app::Rule;
 use berth_core::dates::format_date;
 use berth_core::error::ErrorCode;
@@ -57,11 +57,14 @@ pub(super) async fn advise(
 }
 
 /// Query: optional `until` (how far to look; default a year after the end).
+/// Answers the latest end on what the lease holds (each reservation's and
+/// the lease's) and by the lease policy, and whether an extension asked
+/// now would be granted.
 #[utoipa::path(
     get,
     path = "/v1/leases/{id}/extension",
     tag = tags::ADDITIONS,
-    summary = "The latest end a lease could be extended to",
+    summary = "How far a lease could be extended, and whether now",
     params(
         ("until" = Option<String>, Query, description = "How far to look (default a year after the end)"),
     ),
@@ -77,14 +80,32 @@ pub(super) async fn extension(
 ) -> Result<Json<bodies::OneExtension>, ApiError> {
     let id = path_id(&id, "lease", ErrorCode::LeaseNotFound)?;
     let until = q.get("until").map(String::as_str);
-    let e = app(&state).advice().extension(&caller(&state, &ctx), id, until).await?;
+    let advice = app(&state).advice().extension(&caller(&state, &ctx), id, until).await?;
+    let (e, terms, latest) = (&advice.fits, &advice.terms, advice.latest_end());
     Ok(Json(bodies::OneExtension {
         extension: bodies::Extension {
             lease_id: id,
             end_date: format_date(e.end),
-            latest_end_date: e.latest_end.map(format_date),
+            latest_end_date: latest.map(|(t, _)| format_date(t)),
+            limited_by: latest.map(|(_, b)| match b {
+                Bound::Capacity => "capacity",
+                Bound::Policy => "policy",
+            }),
             horizon: format_date(e.horizon),
-            unbounded: e.latest_end.is_none(),
+            unbounded: latest.is_none(),
+            extendable: advice.extendable(),
+            opens_at: terms.opens.map(format_date),
+            closes_at: terms.closes.map(format_date),
+            minimum_extension: terms.minimum.map(|d| d.num_seconds()),
+            reservations: e
+                .reservations
+                .iter()
+                .map(|r| bodies::ReservationExtension {
+                    id: r.id,
+                    resource_type: r.resource_type.clone(),
+                    latest_end_date: r.latest_end.map(format_date),
+                })
+                .collect(),
         },
     }))
 }

@@ -136,14 +136,39 @@ pub struct Availability {
     pub(super) until: String,
 }
 
+/// How far a lease could be extended: on what it holds (each reservation
+/// and the lease, whose reservations move together) and by the lease
+/// policy (its maximum duration, extension window, cut-off and minimum).
 #[derive(Serialize, ToSchema)]
 pub struct Extension {
     pub(super) lease_id: Uuid,
     pub(super) end_date: String,
-    /// None: no limit found before the horizon.
+    /// The latest end both capacity and policy allow. None: no limit
+    /// found before the horizon.
     pub(super) latest_end_date: Option<String>,
+    /// What bounds `latest_end_date`: `capacity` or `policy`; None when unbounded.
+    #[schema(value_type = Option<String>, example = "capacity")]
+    pub(super) limited_by: Option<&'static str>,
     pub(super) horizon: String,
     pub(super) unbounded: bool,
+    /// An extension asked now, by at least `minimum_extension`, would be granted.
+    pub(super) extendable: bool,
+    /// Extensions may be asked from this time (the extension window).
+    pub(super) opens_at: Option<String>,
+    /// Extensions may be asked until this time (the cut-off).
+    pub(super) closes_at: Option<String>,
+    /// Seconds: the shortest extension the policy allows.
+    pub(super) minimum_extension: Option<i64>,
+    pub(super) reservations: Vec<ReservationExtension>,
+}
+
+/// How far one reservation could be prolonged on what it holds.
+#[derive(Serialize, ToSchema)]
+pub struct ReservationExtension {
+    pub(super) id: Uuid,
+    pub(super) resource_type: String,
+    /// None: free until the horizon.
+    pub(super) latest_end_date: Option<String>,
 }
 
 #[derive(Serialize, ToSchema)]

@@ -5,6 +5,8 @@
 //! [policy]
 //! max_lease_duration = 86400      # seconds; absent or -1: no maximum
 //! extension_window = 3600         # seconds before its end a lease may be extended
+//! extension_cutoff = 3600         # no extension asked later than this before the end
+//! min_extension = 3600            # an extension moves the end by at least this
 //! exempt_projects = ["operators"]
 //!
 //! [policy.external]
@@ -43,6 +45,11 @@ pub struct PolicyConfig {
     /// the maximum, by at most the maximum from its current end). Absent:
     /// the whole extended lease must fit the maximum.
     pub extension_window: Option<i64>,
+    /// Seconds before its end after which a lease may no longer be
+    /// extended. Absent: up to the end.
+    pub extension_cutoff: Option<i64>,
+    /// Seconds: the shortest extension. Absent: any.
+    pub min_extension: Option<i64>,
     pub exempt_projects: Vec<String>,
     pub external: Option<ExternalPolicyConfig>,
 }
@@ -182,6 +189,8 @@ impl Policy {
         let rules = LeasePolicy {
             max_duration: secs("max_lease_duration", c.max_lease_duration)?,
             extension_window: secs("extension_window", c.extension_window)?,
+            extension_cutoff: secs("extension_cutoff", c.extension_cutoff)?,
+            min_extension: secs("min_extension", c.min_extension)?,
             exempt_projects: c.exempt_projects.iter().cloned().collect::<BTreeSet<_>>(),
         };
         let external = match &c.external {

@@ -26,10 +26,24 @@ pub struct Availability {
 /// How far a lease could be extended on what it holds.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Extension {
+    pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
+    pub project_id: String,
     /// The latest end within the horizon; `None`: the horizon itself is free.
+    /// The earliest of its reservations' (they move together).
     pub latest_end: Option<DateTime<Utc>>,
     pub horizon: DateTime<Utc>,
+    /// Each reservation's own, in the lease's order.
+    pub reservations: Vec<ReservationExtension>,
+}
+
+/// How far one reservation could be prolonged on what it holds.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ReservationExtension {
+    pub id: Uuid,
+    pub resource_type: String,
+    /// `None`: free until the horizon.
+    pub latest_end: Option<DateTime<Utc>>,
 }
 
 /// Most start times advice tries.
@@ -148,24 +162,41 @@ impl Store {
             let span = Window { start: lease.end, end: Some(horizon.max(lease.end)) };
             let ids = candidate_ids(tx, &lease.project_id, &items).await?;
             let g = gather(tx, &ids, span, span, &own, self.cleaning_time()).await?;
-            let mut latest: Option<DateTime<Utc>> = None;
-            for s in lease.reservations.iter().flat_map(|r| r.slots.iter()) {
-                let Some(c) = g.index.get(&s.provider).map(|&i| &g.candidates[i]) else {
-                    continue;
-                };
-                for (class, used) in &s.resources {
-                    let capacity = c.inventories.get(class).map(|i| i.capacity()).unwrap_or(0);
-                    let holds = c.holds.get(class).map(Vec::as_slice).unwrap_or(&[]);
-                    // The lease's own end needs its cleaning before the next one.
-                    let first = schedule::first_conflict(holds, *used, capacity, lease.end, horizon)
-                        .map(|t| t.checked_sub_signed(c.cleaning).unwrap_or(t).max(lease.end))
-                        .or((*used > capacity).then_some(lease.end));
-                    if let Some(t) = first {
-                        latest = Some(latest.map_or(t, |l| l.min(t)));
+            let earliest = |a: Option<DateTime<Utc>>, b: DateTime<Utc>| Some(a.map_or(b, |a| a.min(b)));
+            let mut reservations = Vec::with_capacity(lease.reservations.len());
+            for r in &lease.reservations {
+                let mut latest: Option<DateTime<Utc>> = None;
+                for s in &r.slots {
+                    let Some(c) = g.index.get(&s.provider).map(|&i| &g.candidates[i]) else {
+                        continue;
+                    };
+                    for (class, used) in &s.resources {
+                        let capacity = c.inventories.get(class).map(|i| i.capacity()).unwrap_or(0);
+                        let holds = c.holds.get(class).map(Vec::as_slice).unwrap_or(&[]);
+                        // The lease's own end needs its cleaning before the next one.
+                        let first = schedule::first_conflict(holds, *used, capacity, lease.end, horizon)
+                            .map(|t| t.checked_sub_signed(c.cleaning).unwrap_or(t).max(lease.end))
+                            .or((*used > capacity).then_some(lease.end));
+                        if let Some(t) = first {
+                            latest = earliest(latest, t);
+                        }
                     }
                 }
+                reservations.push(ReservationExtension {
+                    id: r.id,
+                    resource_type: r.resource_type.clone(),
+                    latest_end: latest,
+                });
             }
-            Ok(Extension { end: lease.end, latest_end: latest, horizon })
+            let latest_end = reservations.iter().filter_map(|r| r.latest_end).min();
+            Ok(Extension {
+                start: lease.start,
+                end: lease.end,
+                project_id: lease.project_id.clone(),
+                latest_end,
+                horizon,
+                reservations,
+            })
         })
     }
 }
