@@ -99,6 +99,11 @@ fn unknown_field(message: &str) -> Option<(&str, Vec<&str>)> {
 /// The refusal of a key an object of Berth's own does not have, naming
 /// the object (the body's wrapper at the top), the key and the keys it has.
 fn unknown_key<T: Body>(at: &[At<'_>], key: &str, known: &[&str]) -> ApiError {
+    // The path may end at the key itself.
+    let at = match at.split_last() {
+        Some((At::Key(last), object)) if *last == key => object,
+        _ => at,
+    };
     let object = match at {
         [] => T::WRAPPERS.first().copied().unwrap_or("the body").to_string(),
         _ => dotted(at),
