@@ -138,13 +138,10 @@ mod tests {
             for (day, hour) in changes.iter().zip(hours) {
                 // The day before a change, 09:00 has the old offset; the
                 // day after, the new one (Sydney's 09:00 is the day before in UTC).
-                let last_before = found
-                    .iter()
-                    .filter(|t| t.with_timezone(&tz(zone)).format("%F").to_string() < day.to_string())
-                    .next_back();
+                let local_day = |t: &&DateTime<Utc>| t.with_timezone(&tz(zone)).format("%F").to_string();
+                let last_before = found.iter().rfind(|t| local_day(t).as_str() < *day);
                 assert_eq!(last_before.unwrap().hour(), hour, "{zone} before {day}");
-                let first_after =
-                    found.iter().find(|t| t.with_timezone(&tz(zone)).format("%F").to_string() >= day.to_string());
+                let first_after = found.iter().find(|t| local_day(t).as_str() >= *day);
                 assert_ne!(first_after.unwrap().hour(), hour, "{zone} from {day}");
             }
         }

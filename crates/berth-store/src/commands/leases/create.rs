@@ -255,10 +255,6 @@ async fn create_in(
         .await?
         .map_err(|u| unfit_error(u, &types, recurring))?;
     let recurrence_id = recurring.then(Uuid::new_v4);
-    let time_zone = match &new.dates {
-        LeaseDates::Recurring { time_zone, .. } => time_zone.clone(),
-        LeaseDates::One { .. } => None,
-    };
     let mut events = Vec::new();
     let mut made = Vec::new();
     for (((start, end), per_item), name) in windows.iter().zip(placed).zip(names) {
@@ -273,7 +269,7 @@ async fn create_in(
             status: LeaseStatus::Pending,
             degraded: false,
             recurrence_id,
-            time_zone: time_zone.clone(),
+            time_zone: new.dates.time_zone().map(str::to_string),
             reservations: reservation_records(new, per_item, at),
             events: lease::new_events(*start, be, *end),
         };

@@ -86,6 +86,16 @@ pub enum LeaseDates {
     },
 }
 
+impl LeaseDates {
+    /// The zone a recurrence's schedule was read in, where it named one.
+    pub fn time_zone(&self) -> Option<&str> {
+        match self {
+            LeaseDates::Recurring { time_zone, .. } => time_zone.as_deref(),
+            LeaseDates::One { .. } => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct NewLease {
     pub name: String,
