@@ -120,7 +120,10 @@ fn recurring(w: &World) -> Vec<Case> {
             with(base, "reservations", json!([{"resource_type": 5}])),
             no(LEASE, "resource_type must be a string, not 5"),
         ),
-        new_lease(rec(base, json!(5)), no(LEASE, "recurrence: must be an object with cron, duration and until")),
+        new_lease(
+            rec(base, json!(5)),
+            no(LEASE, "recurrence: must be an object with cron, duration, until and optionally time_zone"),
+        ),
         new_lease(rec(base, json!({})), no(LEASE, "recurrence: cron is required")),
         new_lease(
             rec(base, json!({"cron": 5, "duration": "1h", "until": later})),

@@ -9,6 +9,7 @@
 mod bodies;
 mod input;
 mod lists;
+mod local_time;
 mod outages;
 mod proxy;
 mod reservations;

@@ -105,7 +105,7 @@ async fn recurring(store: &Store, base: DateTime<Utc>) -> Result<(Vec<Duration>,
             name: format!("weekly-{j}"),
             project_id: "bench".into(),
             user_id: "bench".into(),
-            dates: LeaseDates::Recurring(windows),
+            dates: LeaseDates::Recurring { occurrences: windows, time_zone: None },
             reservations: vec![crate::scale_leases::one_host(None)?],
         };
         let t = Instant::now();

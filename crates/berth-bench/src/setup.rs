@@ -124,6 +124,7 @@ pub async fn book(
             status: LeaseStatus::Pending,
             degraded: false,
             recurrence_id: None,
+            time_zone: None,
             reservations: vec![ReservationRecord {
                 id: Uuid::new_v4(),
                 resource_type: "physical:host".into(),

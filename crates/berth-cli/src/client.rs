@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
+use chrono_tz::Tz;
 use reqwest::blocking::RequestBuilder;
 use reqwest::Method;
 use serde_json::Value;
@@ -29,6 +30,8 @@ pub struct Client {
     pub format: Format,
     /// `-c`: the columns (or fields) to print, in this order; all when empty.
     columns: Vec<String>,
+    /// `--tz`: the zone times are shown in (None: UTC, written `Z`).
+    zone: Option<Tz>,
     http: reqwest::blocking::Client,
 }
 
@@ -39,13 +42,20 @@ struct Failure {
 }
 
 impl Client {
-    pub fn new(base: &str, identity: crate::auth::Identity, format: Format, columns: Vec<String>) -> Client {
+    pub fn new(
+        base: &str,
+        identity: crate::auth::Identity,
+        format: Format,
+        columns: Vec<String>,
+        zone: Option<Tz>,
+    ) -> Client {
         Client {
             base: base.trim_end_matches('/').to_string(),
             token: identity.token,
             project_id: identity.project_id,
             format,
             columns,
+            zone,
             http: reqwest::blocking::Client::new(),
         }
     }
@@ -201,19 +211,20 @@ impl Client {
         match self.format {
             Format::Json | Format::Yaml => self.print_document(&project(v, &fields, self.columns.is_empty())),
             Format::Table => {
-                let rows: Vec<Vec<String>> = fields.iter().map(|k| vec![k.clone(), field(k, &o[k])]).collect();
+                let rows: Vec<Vec<String>> =
+                    fields.iter().map(|k| vec![k.clone(), field(k, &o[k], self.zone)]).collect();
                 print_table(&["Field", "Value"], &rows);
                 Ok(())
             }
             Format::Value => {
                 for k in &fields {
-                    println!("{}", field(k, &o[k]));
+                    println!("{}", field(k, &o[k], self.zone));
                 }
                 Ok(())
             }
             Format::Csv => {
                 println!("{}", csv_row(&fields));
-                println!("{}", csv_row(&fields.iter().map(|k| field(k, &o[k])).collect::<Vec<_>>()));
+                println!("{}", csv_row(&fields.iter().map(|k| field(k, &o[k], self.zone)).collect::<Vec<_>>()));
                 Ok(())
             }
         }
@@ -234,8 +245,10 @@ impl Client {
             let items: Vec<Value> = items.iter().map(|i| project(i, &cols, self.columns.is_empty())).collect();
             return self.print_document(&Value::Array(items));
         }
-        let rows: Vec<Vec<String>> =
-            items.iter().map(|i| cols.iter().map(|c| field(c, i.get(c).unwrap_or(&Value::Null))).collect()).collect();
+        let rows: Vec<Vec<String>> = items
+            .iter()
+            .map(|i| cols.iter().map(|c| field(c, i.get(c).unwrap_or(&Value::Null), self.zone)).collect())
+            .collect();
         let headers: Vec<&str> = cols.iter().map(String::as_str).collect();
         self.print_rows(&headers, &rows);
         Ok(())
@@ -304,19 +317,23 @@ fn csv_row<S: AsRef<str>>(fields: &[S]) -> String {
 
 /// The cell of field `key`: a time (`*_date`, `*_at`) as the API writes it,
 /// in UTC without a zone and to the microsecond (Blazar's form), is shown
-/// in RFC 3339 to the second with its zone, `2030-01-03T09:00:00Z`, which
-/// every date option takes back; `-f json` keeps the API's form.
-fn field(key: &str, v: &Value) -> String {
+/// in RFC 3339 to the second with its offset, in `zone` (`--tz`) or UTC,
+/// `2030-01-03T09:00:00Z` or `2030-01-03T10:00:00+01:00`, which every date
+/// option takes back; `-f json` keeps the API's form.
+fn field(key: &str, v: &Value, zone: Option<Tz>) -> String {
     let time = key.ends_with("_date") || key.ends_with("_at");
-    match v.as_str().filter(|_| time).and_then(utc_time) {
+    match v.as_str().filter(|_| time).and_then(|s| shown_time(s, zone)) {
         Some(t) => t,
         None => cell(v),
     }
 }
 
-fn utc_time(s: &str) -> Option<String> {
-    let t = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").ok()?;
-    Some(t.and_utc().to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+fn shown_time(s: &str, zone: Option<Tz>) -> Option<String> {
+    let t = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").ok()?.and_utc();
+    Some(match zone {
+        Some(zone) => t.with_timezone(&zone).to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        None => t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    })
 }
 
 fn cell(v: &Value) -> String {
@@ -415,14 +432,28 @@ mod tests {
     #[test]
     fn times_are_shown_to_the_second_with_their_zone() {
         let v = |s: &str| Value::String(s.into());
-        assert_eq!(field("start_date", &v("2031-03-10T09:00:00.000000")), "2031-03-10T09:00:00Z");
-        assert_eq!(field("created_at", &v("2031-03-10T09:00:05.123456")), "2031-03-10T09:00:05Z");
+        assert_eq!(field("start_date", &v("2031-03-10T09:00:00.000000"), None), "2031-03-10T09:00:00Z");
+        assert_eq!(field("created_at", &v("2031-03-10T09:00:05.123456"), None), "2031-03-10T09:00:05Z");
         // Only times of time fields; anything else as it is.
-        assert_eq!(field("name", &v("2031-03-10T09:00:00.000000")), "2031-03-10T09:00:00.000000");
-        assert_eq!(field("end_date", &v("now")), "now");
-        assert_eq!(field("updated_at", &Value::Null), "");
+        assert_eq!(field("name", &v("2031-03-10T09:00:00.000000"), None), "2031-03-10T09:00:00.000000");
+        assert_eq!(field("end_date", &v("now"), None), "now");
+        assert_eq!(field("updated_at", &Value::Null, None), "");
         // What is shown is what the date options take.
-        let shown = field("start_date", &v("2031-03-10T09:00:00.000000"));
+        let shown = field("start_date", &v("2031-03-10T09:00:00.000000"), None);
+        let back = berth_core::dates::parse_date("start_date", &shown).unwrap();
+        assert_eq!(back, berth_core::dates::parse_date("start_date", "2031-03-10 09:00").unwrap());
+    }
+
+    #[test]
+    fn times_are_shown_in_the_zone_asked_with_its_offset() {
+        let v = |s: &str| Value::String(s.into());
+        let paris = Some(chrono_tz::Europe::Paris);
+        assert_eq!(field("start_date", &v("2031-03-10T09:00:00.000000"), paris), "2031-03-10T10:00:00+01:00");
+        assert_eq!(field("end_date", &v("2031-07-10T09:00:00.000000"), paris), "2031-07-10T11:00:00+02:00");
+        let sydney = Some(chrono_tz::Australia::Sydney);
+        assert_eq!(field("start_date", &v("2031-03-10T22:00:00.000000"), sydney), "2031-03-11T09:00:00+11:00");
+        assert_eq!(field("start_date", &v("2031-03-10T09:00:00.000000"), Some(chrono_tz::UTC)), "2031-03-10T09:00:00Z");
+        let shown = field("start_date", &v("2031-03-10T09:00:00.000000"), paris);
         let back = berth_core::dates::parse_date("start_date", &shown).unwrap();
         assert_eq!(back, berth_core::dates::parse_date("start_date", "2031-03-10 09:00").unwrap());
     }

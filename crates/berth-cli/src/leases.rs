@@ -94,9 +94,14 @@ pub struct CreateArgs {
     /// With --cron: how long each occurrence lasts, e.g. `2h`.
     #[arg(long, value_parser = duration)]
     pub duration: Option<String>,
-    /// With --cron: no occurrence starts after this, as --start.
+    /// With --cron: no occurrence starts after this, as --start (without
+    /// an offset or zone of its own, read in --time-zone).
     #[arg(long)]
     pub until: Option<String>,
+    /// With --cron: the IANA zone (`Europe/Paris`) whose wall-clock times
+    /// the schedule names; UTC when absent.
+    #[arg(long, requires = "cron", value_parser = crate::zone)]
+    pub time_zone: Option<chrono_tz::Tz>,
     /// Book nothing: list the occurrences and whether each fits.
     #[arg(long)]
     pub dry_run: bool,
@@ -309,6 +314,9 @@ fn create(client: &Client, a: CreateArgs) -> Result<()> {
             return Err(anyhow!("--cron needs --duration and --until"));
         };
         body["recurrence"] = json!({"cron": cron, "duration": d, "until": u});
+        if let Some(zone) = a.time_zone {
+            body["recurrence"]["time_zone"] = json!(zone.name());
+        }
     }
     if a.dry_run {
         body["dry_run"] = json!(true);

@@ -39,8 +39,17 @@ struct Cli {
     /// A column (or field) to print; repeatable, in the order given; all when absent.
     #[arg(short = 'c', long = "column", global = true, help_heading = GLOBAL)]
     columns: Vec<String>,
+    /// Show times in this IANA zone (`Europe/Paris`), with their offset;
+    /// UTC when absent. What is shown, every date option takes back.
+    #[arg(long = "tz", global = true, env = "BERTH_TZ", value_parser = zone, help_heading = GLOBAL)]
+    tz: Option<chrono_tz::Tz>,
     #[command(subcommand)]
     command: Option<Command>,
+}
+
+/// An IANA zone as the API reads one, refused in its words.
+pub fn zone(s: &str) -> std::result::Result<chrono_tz::Tz, String> {
+    berth_core::zone::parse_zone("time zone", s).map_err(|e| e.detail)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -137,7 +146,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let client = Client::new(&cli.url, identity, cli.format, cli.columns);
+    let client = Client::new(&cli.url, identity, cli.format, cli.columns, cli.tz);
     let result = match cli.command {
         Some(Command::Lease(c)) => leases::run(&client, c),
         Some(Command::Host(c)) => hosts::run(&client, c),

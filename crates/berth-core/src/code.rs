@@ -59,6 +59,10 @@ pub enum ErrorCode {
     ReservationNoCapacity(usize),
     /// A recurring lease books more occurrences than one request may.
     TooManyOccurrences,
+    /// A time zone name the tz database does not have, or not a name at all.
+    UnknownTimeZone,
+    /// A key Berth's own request objects do not have.
+    UnknownKey,
     /// A reservation names a parameter its plugin does not take.
     UnknownParameter,
     /// A reservation parameter's value is not of its type.
@@ -143,6 +147,8 @@ fn no_capacity(i: usize) -> &'static str {
 
 impl ErrorCode {
     /// The code as the wire carries it.
+    // A flat match, one arm per code: as long as the set is.
+    #[allow(clippy::too_many_lines)]
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::ConcurrentUpdate => "placement.concurrent_update",
@@ -184,6 +190,8 @@ impl ErrorCode {
             ErrorCode::NoCapacity => "berth.lease.no_capacity",
             ErrorCode::ReservationNoCapacity(i) => no_capacity(i),
             ErrorCode::TooManyOccurrences => "berth.lease.too_many_occurrences",
+            ErrorCode::UnknownTimeZone => "berth.unknown_time_zone",
+            ErrorCode::UnknownKey => "berth.unknown_key",
             ErrorCode::UnknownParameter => "berth.lease.unknown_parameter",
             ErrorCode::InvalidParameter => "berth.lease.invalid_parameter",
             ErrorCode::UnknownInstance => "berth.lease.unknown_instance",

@@ -260,6 +260,7 @@ mod tests {
             status: LeaseStatus::Active,
             degraded: false,
             recurrence_id: None,
+            time_zone: None,
             reservations: vec![],
             events: crate::lease::new_events(t, t, t),
         };

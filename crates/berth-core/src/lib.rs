@@ -28,6 +28,7 @@ pub mod schedule;
 pub mod time;
 pub mod timeline;
 pub mod window;
+pub mod zone;
 
 pub use error::{Error, Result};
 pub use event::{Event, EventMeta};

@@ -33,7 +33,8 @@ pub fn checked(field: &str, t: DateTime<Utc>) -> Result<DateTime<Utc>, Error> {
     }
 }
 
-fn out_of_range(field: &str) -> Error {
+/// The refusal of a date outside years [`FIRST_YEAR`] to [`LAST_YEAR`].
+pub fn out_of_range(field: &str) -> Error {
     Error::invalid(ErrorCode::InvalidDate, format!("{field} falls outside years {FIRST_YEAR} to {LAST_YEAR}"))
 }
 

@@ -85,6 +85,9 @@ pub struct Lease {
     project_id: String,
     trust_id: Option<String>,
     recurrence_id: Option<Uuid>,
+    /// The IANA zone a recurring lease's schedule was read in (`UTC` where
+    /// it named none); null for a lease that does not recur.
+    time_zone: Option<String>,
     created_at: String,
     updated_at: String,
     reservations: Vec<Reservation>,

@@ -61,8 +61,12 @@ pub(super) fn typed<T: Body>(obj: &Map<String, Value>) -> Result<T, ApiError> {
                 Segment::Enum { .. } | Segment::Unknown => None,
             })
             .collect();
-        // serde reports a missing field at the object that lacks it.
+        // serde reports a missing field, and an unknown one, at the object
+        // that lacks or has it.
         let message = e.inner().to_string();
+        if let Some((key, known)) = unknown_field(&message) {
+            return unknown_key::<T>(&at, key, &known);
+        }
         match missing_field(&message) {
             Some(field) => {
                 at.push(At::Key(field));
@@ -81,6 +85,32 @@ pub(super) fn read<T: Body>(body: &Bytes) -> Result<T, ApiError> {
 /// The field serde's "missing field `x`" names.
 fn missing_field(message: &str) -> Option<&str> {
     message.strip_prefix("missing field `")?.split('`').next()
+}
+
+/// The key and the known keys serde's "unknown field `x`, expected one of
+/// `a`, `b`" names (Berth's own objects deny keys they do not know).
+fn unknown_field(message: &str) -> Option<(&str, Vec<&str>)> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let mut quoted = rest.split('`').step_by(2);
+    let key = quoted.next()?;
+    Some((key, quoted.collect()))
+}
+
+/// The refusal of a key an object of Berth's own does not have, naming
+/// the object (the body's wrapper at the top), the key and the keys it has.
+fn unknown_key<T: Body>(at: &[At<'_>], key: &str, known: &[&str]) -> ApiError {
+    // The path may end at the key itself.
+    let at = match at.split_last() {
+        Some((At::Key(last), object)) if *last == key => object,
+        _ => at,
+    };
+    let object = match at {
+        [] => T::WRAPPERS.first().copied().unwrap_or("the body").to_string(),
+        _ => dotted(at),
+    };
+    // The key as the client sent it, bounded: it is theirs.
+    let key: String = key.chars().take(64).collect();
+    ApiError::bad_request(ErrorCode::UnknownKey, format!("{object}: unknown key {key:?}; known: {}", known.join(", ")))
 }
 
 /// The value at `at` in `v`, if there is one.

@@ -7,7 +7,7 @@ use berth_core::error::ErrorCode;
 use berth_store::commands::{Keyed, LeaseDates, NewLease};
 
 use super::parse::{date_field, fixed_date, reservations};
-use super::recurrence::{dry_run, occurrences};
+use super::recurrence::{dry_run, occurrences, zone_of};
 use super::request::{CreateLease, Occurrence};
 use super::{instances, Lease, Leases};
 use crate::{policy, Caller, Error, Owner, Rule};
@@ -41,7 +41,10 @@ impl Leases<'_> {
         // `start_date: now` and checks "in the past" again in its transaction.
         let now = self.app.store.now().await?;
         let dates = match &asked.recurrence {
-            Some(rec) => LeaseDates::Recurring(occurrences(rec, start.resolve(now), asked.max_occurrences)?),
+            Some(rec) => LeaseDates::Recurring {
+                occurrences: occurrences(rec, start.resolve(now), asked.max_occurrences)?,
+                time_zone: zone_of(rec)?.map(|z| z.name().to_string()),
+            },
             None => {
                 let Some(end) = date_field("end_date", asked.end_date.as_deref())? else {
                     return Err(berth_core::Error::invalid(ErrorCode::InvalidDate, "end_date is required").into());

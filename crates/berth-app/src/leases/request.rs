@@ -13,12 +13,14 @@ pub struct NewReservation {
     pub params: Map<String, Value>,
 }
 
-/// A recurring lease: a five-field crontab schedule in UTC, a duration
-/// (seconds, or a number with a unit), until when.
+/// A recurring lease: a five-field crontab schedule read in local time in
+/// `time_zone` (an IANA name; None: UTC), a duration (seconds, or a number
+/// with a unit), until when (a naive date read in `time_zone` too).
 pub struct Recurrence {
     pub cron: String,
     pub duration: Value,
     pub until: String,
+    pub time_zone: Option<String>,
 }
 
 /// A lease as asked: dates as given (`YYYY-MM-DD HH:MM` in UTC, or `now`).

@@ -29,7 +29,7 @@ pub fn values_of(r: &LeaseRecord) -> LeaseValues {
 pub(crate) async fn check_create(policy: &Policy, new: &NewLease, now: DateTime<Utc>) -> Result<(), berth_core::Error> {
     let windows = match &new.dates {
         LeaseDates::One { start, end, .. } => vec![(start.resolve(now), end.resolve(now))],
-        LeaseDates::Recurring(occ) => occ.clone(),
+        LeaseDates::Recurring { occurrences: occ, .. } => occ.clone(),
     };
     for (start, end) in windows {
         let values = LeaseValues {

@@ -164,6 +164,11 @@ pub struct LeaseRecord {
     pub degraded: bool,
     /// Leases booked together by one recurring request share this id.
     pub recurrence_id: Option<Uuid>,
+    /// The IANA zone its recurrence's schedule was read in; None where the
+    /// request named none (UTC), and for a lease that does not recur. Logs
+    /// written before zones lack it: UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
     pub reservations: Vec<ReservationRecord>,
     pub events: Vec<LeaseEventRecord>,
 }

@@ -137,6 +137,7 @@ mod tests {
             status: LeaseStatus::Pending,
             degraded: false,
             recurrence_id: None,
+            time_zone: None,
             reservations: vec![],
             events: new_events(t(start), t(end - 1), t(end)),
         }

@@ -91,8 +91,8 @@ pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), S
 async fn lease_created(c: &impl GenericClient, lease: &LeaseRecord, at: &DateTime<Utc>) -> Result<(), StoreError> {
     c.execute(
         "INSERT INTO leases (id, name, project_id, user_id, start_at, end_at, status, degraded, recurrence_id,
-                             created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+                             time_zone, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)",
         &[
             &lease.id,
             &lease.name,
@@ -103,6 +103,7 @@ async fn lease_created(c: &impl GenericClient, lease: &LeaseRecord, at: &DateTim
             &lease.status.as_str(),
             &lease.degraded,
             &lease.recurrence_id,
+            &lease.time_zone,
             at,
         ],
     )
@@ -272,6 +273,7 @@ pub(super) struct Created<'a> {
     l_status: Vec<&'static str>,
     l_degraded: Vec<bool>,
     l_recurrence: Vec<Option<Uuid>>,
+    l_time_zone: Vec<Option<&'a str>>,
     l_at: Vec<DateTime<Utc>>,
     r_id: Vec<Uuid>,
     r_lease: Vec<Uuid>,
@@ -300,10 +302,10 @@ const INSERT_CLASSES: &str = "INSERT INTO resource_classes (name, standard) SELE
 
 const INSERT_LEASES: &str =
     "INSERT INTO leases (id, name, project_id, user_id, start_at, end_at, status, degraded, recurrence_id,
-                         created_at, updated_at)
-     SELECT i, n, p, u, s, e, st, d, r, a, a
+                         time_zone, created_at, updated_at)
+     SELECT i, n, p, u, s, e, st, d, r, z, a, a
      FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::timestamptz[], $7::text[],
-                 $8::bool[], $9::uuid[], $10::timestamptz[]) AS l(i, n, p, u, s, e, st, d, r, a)";
+                 $8::bool[], $9::uuid[], $10::text[], $11::timestamptz[]) AS l(i, n, p, u, s, e, st, d, r, z, a)";
 
 const INSERT_RESERVATIONS: &str =
     "INSERT INTO reservations (id, lease_id, position, resource_type, resource_id, status, params, created_at,
@@ -338,6 +340,7 @@ impl<'a> Created<'a> {
         self.l_status.push(lease.status.as_str());
         self.l_degraded.push(lease.degraded);
         self.l_recurrence.push(lease.recurrence_id);
+        self.l_time_zone.push(lease.time_zone.as_deref());
         self.l_at.push(at);
         for (position, r) in lease.reservations.iter().enumerate() {
             self.r_id.push(r.id);
@@ -385,6 +388,7 @@ impl<'a> Created<'a> {
                     &self.l_status,
                     &self.l_degraded,
                     &self.l_recurrence,
+                    &self.l_time_zone,
                     &self.l_at,
                 ],
             ),

@@ -320,7 +320,7 @@ async fn hook_leases(c: &impl crate::client::GenericClient, ids: &[Uuid]) -> Res
 /// The reservation's columns are named apart from the lease's (`id`,
 /// `status`).
 pub(crate) const HOOK_LEASE_COLUMNS: &str = "l.id, l.name, l.project_id, l.user_id, l.start_at, l.end_at,
-    l.status, l.degraded, l.recurrence_id, r.id AS reservation_id, r.resource_type, r.resource_id,
+    l.status, l.degraded, l.recurrence_id, l.time_zone, r.id AS reservation_id, r.resource_type, r.resource_id,
     r.status AS reservation_status, r.params, r.created_at AS reservation_created_at, r.missing_resources,
     r.resources_changed";
 

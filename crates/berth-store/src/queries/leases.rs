@@ -80,8 +80,8 @@ pub(crate) async fn load_leases(c: &impl GenericClient, ids: &[Uuid]) -> Result<
         c,
         [
             (
-                "SELECT id, name, project_id, user_id, start_at, end_at, status, degraded, recurrence_id, created_at,
-                        updated_at
+                "SELECT id, name, project_id, user_id, start_at, end_at, status, degraded, recurrence_id, time_zone,
+                        created_at, updated_at
                  FROM leases WHERE id = ANY($1)",
                 &[&ids],
             ),
@@ -279,7 +279,7 @@ impl Store {
 
 /// A lease as its row reads (columns `id`, `name`, `project_id`,
 /// `user_id`, `start_at`, `end_at`, `status`, `degraded`,
-/// `recurrence_id`), without its reservations and lease events.
+/// `recurrence_id`, `time_zone`), without its reservations and lease events.
 pub(crate) fn lease_of(r: &Row) -> LeaseRecord {
     let status: String = r.get("status");
     LeaseRecord {
@@ -292,6 +292,7 @@ pub(crate) fn lease_of(r: &Row) -> LeaseRecord {
         status: LeaseStatus::parse(&status).unwrap_or(LeaseStatus::Error),
         degraded: r.get("degraded"),
         recurrence_id: r.get("recurrence_id"),
+        time_zone: r.get("time_zone"),
         reservations: Vec::new(),
         events: Vec::new(),
     }

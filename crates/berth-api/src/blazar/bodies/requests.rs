@@ -70,13 +70,23 @@ fn not_a_duration(field: &str) -> ApiError {
     }
 }
 
-/// A recurring lease: a five-field crontab schedule in UTC, a duration
-/// each, and a last start.
+/// A recurring lease: a five-field crontab schedule, read at local
+/// wall-clock times in `time_zone`; a duration each, in absolute time; and
+/// a last start. Berth's own object: a key it does not know is refused.
 #[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Recurrence {
+    #[schema(examples("0 9 * * 1"))]
     pub cron: String,
     pub duration: Duration,
+    /// A date; without an offset or a zone of its own, read in `time_zone`.
     pub until: String,
+    /// An IANA time zone (`Europe/Paris`); default UTC. A local time the
+    /// zone skips (spring forward) is read with the offset before the skip
+    /// (02:30 becomes 03:30); one it repeats (fall back) is the first of
+    /// the two instants, and fires once.
+    #[schema(nullable = false, max_length = 64, examples("Europe/Paris"))]
+    pub time_zone: Option<String>,
 }
 
 /// `POST /v1/leases` (also wrapped as `{"lease": {...}}`). Dates are
@@ -120,7 +130,9 @@ impl Body for NewLease {
             [At::Key("name")] if absent(given) => lease_refusal("name is required"),
             [At::Key("dry_run")] => lease_refusal(format!("dry_run must be true or false, not {}", shown(given))),
             [At::Key("reservations"), rest @ ..] => reservations_refusal(rest, given),
-            [At::Key("recurrence")] => lease_refusal("recurrence: must be an object with cron, duration and until"),
+            [At::Key("recurrence")] => {
+                lease_refusal("recurrence: must be an object with cron, duration, until and optionally time_zone")
+            }
             [At::Key("recurrence"), At::Key("cron")] if absent(given) => lease_refusal("recurrence: cron is required"),
             [At::Key("recurrence"), At::Key("duration")] => not_a_duration("recurrence.duration"),
             [At::Key("recurrence"), At::Key("until")] if absent(given) => {
@@ -175,7 +187,9 @@ impl Body for LeaseChange {
 }
 
 /// `POST /v1/availability` (also wrapped as `{"availability": {...}}`).
+/// Berth's own body: a key it does not know is refused.
 #[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AvailabilityQuery {
     pub reservations: Option<Vec<NewReservation>>,
     pub duration: Duration,
@@ -323,7 +337,9 @@ impl Body for PropertyChange {
 }
 
 /// `POST /v1/maintenance` (also wrapped as `{"maintenance": {...}}`).
+/// Berth's own body: a key it does not know is refused.
 #[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct NewMaintenance {
     /// Host ids.
     #[schema(min_items = 1)]

@@ -19,7 +19,12 @@ pub(super) fn create(asked: bodies::NewLease, key: Option<RequestKey>, max_occur
         end_date: asked.end_date,
         before_end_date: asked.before_end_date,
         reservations: reservations(asked.reservations),
-        recurrence: asked.recurrence.map(|r| Recurrence { cron: r.cron, duration: r.duration.0, until: r.until }),
+        recurrence: asked.recurrence.map(|r| Recurrence {
+            cron: r.cron,
+            duration: r.duration.0,
+            until: r.until,
+            time_zone: r.time_zone,
+        }),
         dry_run: asked.dry_run.unwrap_or(false),
         key,
         max_occurrences,

@@ -69,6 +69,9 @@ pub(in crate::blazar) fn lease_json(l: &Lease) -> Value {
         "project_id": r.project_id,
         "trust_id": null,
         "recurrence_id": r.recurrence_id,
+        // The zone a recurring lease's schedule was read in (UTC where it
+        // named none); null for a lease that does not recur.
+        "time_zone": r.recurrence_id.map(|_| r.time_zone.as_deref().unwrap_or("UTC")),
         "created_at": format_date(l.created_at),
         "updated_at": format_date(l.updated_at),
         "reservations": reservations,

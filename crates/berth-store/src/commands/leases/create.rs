@@ -42,7 +42,7 @@ fn windows_of(dates: &LeaseDates, at: DateTime<Utc>) -> Result<Windows, Error> {
             let be = lease::before_end_time(s, e, *before_end)?;
             Ok((vec![(s, e)], Some(be), false))
         }
-        LeaseDates::Recurring(occ) => {
+        LeaseDates::Recurring { occurrences: occ, .. } => {
             for (s, e) in occ {
                 lease::check_new_window(*s, false, *e, at)?;
             }
@@ -61,7 +61,9 @@ fn fixed_windows(dates: &LeaseDates) -> Option<Vec<Window>> {
             vec![Window { start: *s, end: Some(*e) }]
         }
         LeaseDates::One { .. } => return None,
-        LeaseDates::Recurring(occ) => occ.iter().map(|(s, e)| Window { start: *s, end: Some(*e) }).collect(),
+        LeaseDates::Recurring { occurrences: occ, .. } => {
+            occ.iter().map(|(s, e)| Window { start: *s, end: Some(*e) }).collect()
+        }
     };
     let formed = !windows.is_empty() && windows.iter().all(|w| w.end.is_some_and(|e| w.start < e));
     formed.then_some(windows)
@@ -172,7 +174,9 @@ fn check_new(new: &NewLease) -> Result<(), Error> {
 /// The names of the leases `new` makes: one per occurrence of a recurrence.
 fn names_of(new: &NewLease) -> Vec<String> {
     match &new.dates {
-        LeaseDates::Recurring(occ) => (1..=occ.len()).map(|k| format!("{}-{k}", new.name)).collect(),
+        LeaseDates::Recurring { occurrences: occ, .. } => {
+            (1..=occ.len()).map(|k| format!("{}-{k}", new.name)).collect()
+        }
         LeaseDates::One { .. } => vec![new.name.clone()],
     }
 }
@@ -265,6 +269,7 @@ async fn create_in(
             status: LeaseStatus::Pending,
             degraded: false,
             recurrence_id,
+            time_zone: new.dates.time_zone().map(str::to_string),
             reservations: reservation_records(new, per_item, at),
             events: lease::new_events(*start, be, *end),
         };

@@ -77,8 +77,23 @@ pub enum LeaseDates {
         end: DateSpec,
         before_end: Option<DateTime<Utc>>,
     },
-    /// A recurring lease: one lease per occurrence, booked all or nothing.
-    Recurring(Vec<(DateTime<Utc>, DateTime<Utc>)>),
+    /// A recurring lease: one lease per occurrence, booked all or nothing;
+    /// the IANA zone its schedule was read in, kept on each lease (None:
+    /// UTC, as none was named).
+    Recurring {
+        occurrences: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+        time_zone: Option<String>,
+    },
+}
+
+impl LeaseDates {
+    /// The zone a recurrence's schedule was read in, where it named one.
+    pub fn time_zone(&self) -> Option<&str> {
+        match self {
+            LeaseDates::Recurring { time_zone, .. } => time_zone.as_deref(),
+            LeaseDates::One { .. } => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -342,7 +342,7 @@ async fn a_window_ending_before_it_starts_is_refused_before_any_host_is_read() {
     let empty = lease("e", "p", 2, 2, vec![slots(1, 1, None)]);
     assert_eq!(store.create_lease(&meta(), empty).await.unwrap_err().code, ErrorCode::InvalidDate);
     let recurring = NewLease {
-        dates: LeaseDates::Recurring(vec![(t(1), t(2)), (t(5), t(4))]),
+        dates: LeaseDates::Recurring { occurrences: vec![(t(1), t(2)), (t(5), t(4))], time_zone: None },
         ..lease("rec", "p", 0, 1, vec![hosts(1, 1, json!([]))])
     };
     assert_eq!(store.create_lease(&meta(), recurring).await.unwrap_err().code, ErrorCode::InvalidDate);
@@ -421,7 +421,10 @@ async fn recurring_leases_book_every_occurrence_or_none() {
     host(&store, "h", 4, json!({})).await;
     store.create_lease(&meta(), lease("blocker", "p", 49, 50, vec![hosts(1, 1, json!([]))])).await.unwrap();
     let daily = |days: i64| NewLease {
-        dates: LeaseDates::Recurring((0..days).map(|d| (t(24 * d + 1), t(24 * d + 2))).collect()),
+        dates: LeaseDates::Recurring {
+            occurrences: (0..days).map(|d| (t(24 * d + 1), t(24 * d + 2))).collect(),
+            time_zone: None,
+        },
         ..lease("daily", "p", 0, 1, vec![hosts(1, 1, json!([]))])
     };
     let err = store.create_lease(&meta(), daily(3)).await.unwrap_err();
