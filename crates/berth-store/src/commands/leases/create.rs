@@ -26,7 +26,7 @@ use crate::queries::leases::{self as read, Lease};
 use crate::queries::timelines;
 use crate::sql::{self, Statement};
 use crate::tx::Pipelined;
-use crate::{quota, Store};
+use crate::{quota, Store, StoreError};
 
 /// The windows a new lease asks for, checked against `at`; the before-end
 /// time of a single lease (a recurring one's follows each occurrence); and
@@ -179,12 +179,23 @@ impl Store {
                 }
             }
             let stream = format!("lease:{id}");
+            let taken = || Error::conflict(ErrorCode::OfferTaken, format!("the offer was booked already, as lease {id}"));
             if !sql::query(c, STREAM_EXISTS, &[&stream]).await?.is_empty() {
-                let e = Error::conflict(ErrorCode::OfferTaken, format!("the offer was booked already, as lease {id}"));
-                return Err(e.into());
+                return Err(taken().into());
             }
-            let (made, mut events, at) =
-                create_in(tx, &new, Some(id), self.cleaning_time(), self.drawn_ties, &self.small_cloud).await?;
+            let created = create_in(tx, &new, Some(id), self.cleaning_time(), self.drawn_ties, &self.small_cloud).await;
+            let (made, mut events, at) = match created {
+                // A booking of the same offer that committed while this
+                // one waited on the project's guard took what it needed.
+                Err(StoreError::Domain(e)) => {
+                    let c = tx.client().await?;
+                    return Err(match sql::query(c, STREAM_EXISTS, &[&stream]).await?.is_empty() {
+                        true => e.into(),
+                        false => taken().into(),
+                    });
+                }
+                other => other?,
+            };
             if let Some(key) = key {
                 events.push(request_keys::made(key, made.iter().map(|l| l.record.id).collect(), at));
             }
