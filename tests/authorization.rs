@@ -47,7 +47,7 @@ fn expected(method: &str, path: &str) -> Option<&'static str> {
         // Only a compute service reshapes its own tree.
         ("POST", "/placement/reshaper") => "UFFFAF",
         (_, p) if p.starts_with("/placement/") => PLACEMENT,
-        ("GET", "/v1/leases" | "/v1/events" | "/v1/events/stream") | ("POST", "/v1/availability") => "UAAAFA",
+        ("GET", "/v1/leases" | "/v1/events" | "/v1/events/stream") | ("POST", "/v1/availability" | "/v1/offers") => "UAAAFA",
         ("POST", "/v1/leases") => "UFAAFA",
         ("GET", "/v1/leases/{id}" | "/v1/leases/{id}/extension" | "/v1/leases/{id}/events") => "UAANNA",
         ("PUT" | "DELETE", "/v1/leases/{id}") => "UFANNA",
@@ -266,7 +266,7 @@ fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>)
         }
         ("PUT", "/v1/os-hosts/{id}") => Some(json!({"rack": "r2"})),
         ("PATCH", "/v1/os-hosts/properties/{name}") => Some(json!({"private": true})),
-        ("POST", "/v1/availability") => {
+        ("POST", "/v1/availability" | "/v1/offers") => {
             Some(json!({"reservations": lease_body("x")["reservations"], "duration": 3600}))
         }
         ("PUT", p) if p.starts_with("/v1/quotas/") => Some(json!({"quotas": {"VCPU": 1_000_000}})),

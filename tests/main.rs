@@ -25,6 +25,7 @@ mod leases_api;
 mod log_tail;
 mod manager;
 mod observability;
+mod offers_api;
 mod openapi;
 mod output;
 mod plugin_check;

@@ -318,6 +318,9 @@ async fn make_leases(r: &mut Recorder<'_>) -> String {
     r.call("PUT", "/v1/quotas/projects/{project_id}", "/v1/quotas/projects/p1", ADMIN, "latest", Some(quota)).await;
     let advice = json!({"reservations": [{"resource_type": "physical:host", "min": 1, "max": 1}], "duration": "1h"});
     r.call("POST", "/v1/availability", "/v1/availability", ALICE, "latest", Some(advice)).await;
+    let asked = json!({"reservations": [{"resource_type": "physical:host", "min": 1, "max": 2}],
+        "duration": {"min": "1h", "max": "4h"}, "limit": 2, "order": "longest"});
+    r.call("POST", "/v1/offers", "/v1/offers", ALICE, "latest", Some(asked)).await;
     let property = "/v1/os-hosts/properties/{name}";
     r.call("PATCH", property, "/v1/os-hosts/properties/gpu", ADMIN, "latest", Some(json!({"private": true}))).await;
 

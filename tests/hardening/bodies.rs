@@ -14,6 +14,7 @@ const DATE: &str = "berth.lease.invalid_date";
 const INVALID: &str = "berth.invalid";
 const HOST: &str = "berth.host.invalid";
 const MAINT: &str = "berth.maintenance.invalid";
+const OFFER: &str = "berth.offer.invalid";
 
 /// A malformed body: the method, path and caller, the body, and its refusal.
 type Case = (Method, String, &'static str, Value, Refusal);
@@ -235,6 +236,15 @@ fn advice(w: &World) -> Vec<Case> {
             json!({"availability": {"reservations": [], "duration": "1h", "from": 5}}),
             no(LEASE, "from must be a string, not 5"),
         ),
+        (Method::POST, "/v1/offers".into(), ALICE, json!({"reservations": "x", "duration": "1h"}), {
+            no(LEASE, "reservations must be a list")
+        }),
+        (Method::POST, "/v1/offers".into(), ALICE, json!({"reservations": [], "duration": "1h", "limit": "x"}), {
+            no(OFFER, "limit must be 1 to 100")
+        }),
+        (Method::POST, "/v1/offers".into(), ALICE, json!({"offers": {"reservations": [], "duration": "1h", "from": 5}}), {
+            no(OFFER, "from must be a string, not 5")
+        }),
     ]
 }
 

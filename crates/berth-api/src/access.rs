@@ -117,7 +117,7 @@ actions! {
     HostsGetPrivateProperties => "blazar:os-hosts:get_private_resource_properties", "rule:admin", "GET /v1/os-hosts/properties?all=true: private properties too";
     HostsUpdateProperty => "blazar:os-hosts:update_resource_properties", "rule:admin", "PATCH /v1/os-hosts/properties/{name}";
     // Berth's additions.
-    Availability => "berth:availability:advise", "rule:admin_or_project_reader", "POST /v1/availability (target: the caller's project)";
+    Availability => "berth:availability:advise", "rule:admin_or_project_reader", "POST /v1/availability and POST /v1/offers (target: the caller's project)";
     LeaseExtension => "berth:leases:extension", "rule:blazar:leases:get", "GET /v1/leases/{id}/extension";
     EventsList => "berth:events:list", "rule:admin_or_project_reader", "GET /v1/events and /v1/leases/{id}/events";
     EventsAllProjects => "berth:events:get_all_projects", "rule:admin", "GET /v1/events of every project (project_id of another, or none)";

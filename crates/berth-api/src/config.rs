@@ -26,6 +26,9 @@ pub struct ApiConfig {
     pub max_allocation_candidates: usize,
     /// Most occurrences one recurring lease request may book.
     pub max_occurrences: usize,
+    /// Seconds an offer (`POST /v1/offers`) may be booked after it is made,
+    /// 1 to 3600 (default 300). Nothing is held meanwhile.
+    pub offer_ttl_s: u64,
     /// Live streams (event and log tails) open at once, per caller and in
     /// all (429 beyond).
     pub max_streams_per_caller: usize,
@@ -49,6 +52,7 @@ impl Default for ApiConfig {
             max_page: 1000,
             max_allocation_candidates: 50_000,
             max_occurrences: 100,
+            offer_ttl_s: 300,
             max_streams_per_caller: 8,
             max_streams: 256,
             stream_keepalive_s: 15,
@@ -75,6 +79,9 @@ impl ApiConfig {
         ];
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(format!("api.{name} must be above 0"));
+        }
+        if !(1..=3600).contains(&self.offer_ttl_s) {
+            return Err("api.offer_ttl_s must be 1 to 3600 (seconds)".into());
         }
         if self.tls_cert_file.is_some() != self.tls_key_file.is_some() {
             return Err("api.tls_cert_file and api.tls_key_file go together: name both or neither".into());

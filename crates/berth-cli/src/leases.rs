@@ -88,6 +88,10 @@ pub struct CreateArgs {
     /// counts against the `leases` quota.
     #[arg(long, conflicts_with_all = ["reservations", "physical_reservations"])]
     pub empty: bool,
+    /// Book this offer (an id `berth offers` printed): its window and
+    /// reservations; nothing else but the name may be given.
+    #[arg(long, conflicts_with_all = ["reservations", "physical_reservations", "empty", "end", "before_end", "cron", "dry_run"])]
+    pub offer: Option<String>,
     /// Recurring: a cron schedule (5 fields); with --duration and --until.
     #[arg(long)]
     pub cron: Option<String>,
@@ -118,7 +122,8 @@ impl CreateArgs {
     /// reservation is Blazar's, but one made by leaving the option out
     /// would only hold a place in the quota.
     pub fn usage_error(&self) -> Option<String> {
-        (self.reservations.is_empty() && self.physical_reservations.is_empty() && !self.empty).then(|| {
+        let reserves = !self.reservations.is_empty() || !self.physical_reservations.is_empty();
+        (!reserves && !self.empty && self.offer.is_none()).then(|| {
             "a lease needs what it reserves: give --reservation resource_type=TYPE,KEY=VALUE,... \
              (e.g. resource_type=physical:host,min=1,max=2; `berth lease create --help` lists each type's keys) \
              or --physical-reservation min=1,max=2, or --empty for a lease that reserves nothing"
@@ -210,12 +215,12 @@ fn typed(v: &str) -> Value {
 /// A duration as the API reads it, with its unit: a bare number is
 /// refused here rather than read as seconds. The rule and its message are
 /// berth-core's, the server's own, so the two never disagree.
-fn duration(s: &str) -> std::result::Result<String, String> {
+pub(crate) fn duration(s: &str) -> std::result::Result<String, String> {
     let t = s.trim();
     parse_duration("duration", t).map(|_| t.to_string()).map_err(|e| e.detail)
 }
 
-fn reservations(list: &[String]) -> Result<Vec<Value>> {
+pub(crate) fn reservations(list: &[String]) -> Result<Vec<Value>> {
     list.iter().map(|s| reservation(s)).collect()
 }
 
@@ -301,6 +306,11 @@ fn control(client: &Client, lease: &str, action: &str) -> Result<()> {
 /// `berth lease create`: one lease, a recurring series, or (dry run) the
 /// occurrences a series would book and whether each fits.
 fn create(client: &Client, a: CreateArgs) -> Result<()> {
+    if let Some(offer) = a.offer {
+        let key = a.idempotency_key.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let out = client.post_keyed("/v1/leases", &json!({"name": a.name, "offer": offer}), &key)?;
+        return show_lease(client, &out["lease"]);
+    }
     let reservations = create_reservations(&a)?;
     let mut body = json!({"name": a.name, "start_date": a.start, "reservations": reservations, "events": []});
     if let Some(e) = a.end {

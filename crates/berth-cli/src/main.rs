@@ -14,6 +14,7 @@ mod events;
 mod hosts;
 mod leases;
 mod maintenance;
+mod offers;
 mod plugin;
 mod quotas;
 
@@ -79,6 +80,9 @@ enum Command {
     Maintenance(maintenance::MaintenanceCommand),
     /// When would a lease fit? The earliest windows for the reservations given.
     Availability(leases::AvailabilityArgs),
+    /// Offers: windows where a lease fits, the longest and largest that
+    /// fit, each with the id that books it (`lease create NAME --offer ID`).
+    Offers(offers::OffersArgs),
     /// Quota limits: show, set, unset (defaults, a project, a user in it).
     #[command(subcommand)]
     Quota(quotas::QuotaCommand),
@@ -152,6 +156,7 @@ fn main() {
         Some(Command::Host(c)) => hosts::run(&client, c),
         Some(Command::Maintenance(c)) => maintenance::run(&client, c),
         Some(Command::Availability(a)) => leases::availability(&client, a),
+        Some(Command::Offers(a)) => offers::offers(&client, a),
         Some(Command::Quota(c)) => quotas::run(&client, c),
         Some(Command::Usage(a)) => quotas::usage(&client, a),
         Some(Command::Events(c)) => events::run_events(&client, c),

@@ -101,6 +101,17 @@ pub enum ErrorCode {
     QuotaInvalid,
     /// A lease longer than the maximum duration (403).
     MaxLeaseDuration,
+    /// An offer request that cannot be read: an unknown key, a bad range (400).
+    OfferInvalid,
+    /// An offer id that is not one of the caller's: garbled, forged, or
+    /// another's, alike (404).
+    OfferNotFound,
+    /// An offer past its expiry (409).
+    OfferExpired,
+    /// An offer already booked, even if that lease is gone since (409).
+    OfferTaken,
+    /// An offer that no longer fits: capacity or quota taken since (409).
+    OfferGone,
     /// An extension asked for before the extension window opened (403).
     ExtensionWindow,
     /// An extension asked for after the extension cut-off (403).
@@ -211,6 +222,11 @@ impl ErrorCode {
             ErrorCode::QuotaExceeded => "berth.quota.exceeded",
             ErrorCode::QuotaInvalid => "berth.quota.invalid",
             ErrorCode::MaxLeaseDuration => "berth.policy.max_lease_duration",
+            ErrorCode::OfferInvalid => "berth.offer.invalid",
+            ErrorCode::OfferNotFound => "berth.offer.not_found",
+            ErrorCode::OfferExpired => "berth.offer.expired",
+            ErrorCode::OfferTaken => "berth.offer.taken",
+            ErrorCode::OfferGone => "berth.offer.gone",
             ErrorCode::ExtensionWindow => "berth.policy.extension_window",
             ErrorCode::ExtensionCutoff => "berth.policy.extension_cutoff",
             ErrorCode::ExtensionTooShort => "berth.policy.extension_too_short",

@@ -20,6 +20,7 @@ pub mod inventory;
 pub mod lease;
 pub mod lease_event;
 pub mod names;
+pub mod offer;
 pub mod policy;
 pub mod query;
 pub mod quota;

@@ -15,7 +15,9 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+mod offers;
 mod requests;
+pub use offers::*;
 pub use requests::*;
 
 /// A `next` link of a full page.
@@ -137,6 +139,31 @@ pub struct Availability {
     pub(super) availability: Vec<Window>,
     pub(super) from: String,
     pub(super) until: String,
+}
+
+/// An offer: a window in which the reservations would fit, as they would be
+/// booked (`POST /v1/leases` with `{"offer": id, "name": ...}`).
+#[derive(Serialize, ToSchema)]
+pub struct Offer {
+    /// Books exactly this offer until `expires_at`: signed, carries the
+    /// window, the reservations and the lease's id; nothing is held meanwhile.
+    pub(super) id: String,
+    pub(super) start_date: String,
+    pub(super) end_date: String,
+    /// Seconds.
+    pub(super) duration: i64,
+    /// Each reservation as it would be booked, its counts fixed (a host
+    /// range's `min` and `max` both the count offered).
+    pub(super) reservations: Vec<Value>,
+    pub(super) expires_at: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Offers {
+    pub(super) offers: Vec<Offer>,
+    pub(super) from: String,
+    pub(super) until: String,
+    pub(super) order: String,
 }
 
 /// How far a lease could be extended: on what it holds (each reservation

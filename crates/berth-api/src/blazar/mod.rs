@@ -1,6 +1,6 @@
 //! The Blazar v1 reservation API under `/v1`: leases and hosts in the shapes
 //! Blazar's public API reference and its client use, with Berth's additions
-//! (availability advice, lease extension limits). Errors are Blazar's
+//! (availability advice, offers, lease extension limits). Errors are Blazar's
 //! document, plus `code` and `request_id`.
 
 mod availability;
@@ -10,6 +10,7 @@ mod hosts;
 mod idempotency;
 mod leases;
 mod maintenance;
+mod offers;
 mod plugins;
 mod read;
 
@@ -43,6 +44,7 @@ pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
         hosts::set_property,
         availability::advise,
         availability::extension,
+        offers::offer,
         plugins::list,
         plugins::schema,
         maintenance::create,
@@ -61,6 +63,7 @@ pub fn routes() -> Router<AppState> {
         .route("/leases/{id}/end", post(leases::control::end))
         .route("/leases/{id}/recover", post(leases::control::recover))
         .route("/availability", post(availability::advise))
+        .route("/offers", post(offers::offer))
         .route("/os-hosts", get(host_lists::list).post(hosts::create))
         .route("/os-hosts/allocations", get(host_lists::allocations))
         .route("/os-hosts/properties", get(host_lists::properties))

@@ -242,6 +242,7 @@ mod tests {
             reader::<NewLease>("post", "/v1/leases"),
             reader::<LeaseChange>("put", "/v1/leases/{id}"),
             reader::<AvailabilityQuery>("post", "/v1/availability"),
+            reader::<OfferQuery>("post", "/v1/offers"),
             reader::<NewHost>("post", "/v1/os-hosts"),
             reader::<HostChange>("put", "/v1/os-hosts/{id}"),
             reader::<PropertyChange>("patch", "/v1/os-hosts/properties/{name}"),

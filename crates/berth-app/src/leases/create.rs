@@ -34,6 +34,9 @@ impl Leases<'_> {
     /// Creates the lease `asked`: every reservation fits at every instant,
     /// or none is taken.
     pub async fn create(&self, caller: &Caller<'_>, _: MayCreate, asked: CreateLease) -> Result<Created, Error> {
+        if let Some(offer) = &asked.offer {
+            return self.book(caller, offer, asked.name, asked.key).await;
+        }
         let start = date_field("start_date", asked.start_date.as_deref())?.unwrap_or(DateSpec::Now);
         let reservations = reservations(&self.app.plugins, asked.reservations).await?;
         // The database's time, for what must be resolved before the command

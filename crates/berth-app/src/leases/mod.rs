@@ -6,6 +6,7 @@
 
 mod create;
 mod instances;
+mod offered;
 mod parse;
 mod recurrence;
 mod request;

@@ -38,6 +38,9 @@ pub struct CreateLease {
     pub key: Option<RequestKey>,
     /// The most occurrences a recurrence may make.
     pub max_occurrences: usize,
+    /// Book this offer (`POST /v1/offers`): its window and reservations;
+    /// only `name` (and `key`) beside it.
+    pub offer: Option<String>,
 }
 
 /// One window of a dry run, and whether its reservations fit there now

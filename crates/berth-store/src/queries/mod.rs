@@ -22,6 +22,7 @@ pub mod hosts;
 pub mod lease_events;
 pub mod leases;
 pub mod manager;
+pub mod offers;
 pub(crate) mod named_hosts;
 pub(crate) mod near;
 pub mod placement;

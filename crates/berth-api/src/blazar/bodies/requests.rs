@@ -63,7 +63,7 @@ impl Duration {
 
 /// The refusal of a duration that is neither seconds nor a string, in
 /// [`dates::duration_from_json`]'s words.
-fn not_a_duration(field: &str) -> ApiError {
+pub(super) fn not_a_duration(field: &str) -> ApiError {
     match dates::duration_from_json(field, &Value::Null) {
         Err(e) => e.into(),
         Ok(_) => ApiError::bad_request(ErrorCode::Invalid, format!("{field} must be a duration")),
@@ -104,6 +104,10 @@ pub struct NewLease {
     pub recurrence: Option<Recurrence>,
     /// Book nothing; answer the occurrences and whether each fits.
     pub dry_run: Option<bool>,
+    /// Book this offer (an id `POST /v1/offers` answered): its window and
+    /// reservations, the lease's id its own; only `name` beside it.
+    #[schema(nullable = false)]
+    pub offer: Option<String>,
 }
 
 fn lease_refusal(m: impl Into<String>) -> ApiError {
@@ -111,7 +115,7 @@ fn lease_refusal(m: impl Into<String>) -> ApiError {
 }
 
 /// A list of reservations to make, as a lease and advice give it.
-fn reservations_refusal(at: &[At<'_>], given: Option<&Value>) -> ApiError {
+pub(super) fn reservations_refusal(at: &[At<'_>], given: Option<&Value>) -> ApiError {
     match at {
         [] => lease_refusal("reservations must be a list"),
         [At::Index(i)] => lease_refusal(format!("reservation {i} is not an object")),

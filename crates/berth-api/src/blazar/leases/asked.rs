@@ -2,7 +2,11 @@
 
 use berth_app::leases::{CreateLease, LeaseChange, NewReservation, Recurrence, RequestKey, ReservationChange};
 
+use berth_core::error::ErrorCode;
+use serde_json::{Map, Value};
+
 use crate::blazar::bodies;
+use crate::error::ApiError;
 
 /// The reservations a body asks for.
 pub(in crate::blazar) fn reservations(list: Option<Vec<bodies::NewReservation>>) -> Vec<NewReservation> {
@@ -10,10 +14,25 @@ pub(in crate::blazar) fn reservations(list: Option<Vec<bodies::NewReservation>>)
     list.unwrap_or_default().into_iter().map(each).collect()
 }
 
+/// The keys a lease body may give beside `offer`: an offer books its own
+/// window and reservations.
+const BESIDE_OFFER: &[&str] = &["offer", "name"];
+
 /// `POST /v1/leases`, with the request's key and the configured bound on
-/// occurrences.
-pub(super) fn create(asked: bodies::NewLease, key: Option<RequestKey>, max_occurrences: usize) -> CreateLease {
-    CreateLease {
+/// occurrences; a body booking an offer gives nothing else but a name.
+pub(super) fn create(
+    obj: &Map<String, Value>,
+    asked: bodies::NewLease,
+    key: Option<RequestKey>,
+    max_occurrences: usize,
+) -> Result<CreateLease, ApiError> {
+    if asked.offer.is_some() {
+        if let Some(k) = obj.keys().find(|k| !BESIDE_OFFER.contains(&k.as_str())) {
+            let m = format!("{k} cannot be given with offer: an offer books its own window and reservations");
+            return Err(ApiError::bad_request(ErrorCode::InvalidLease, m));
+        }
+    }
+    Ok(CreateLease {
         name: asked.name,
         start_date: asked.start_date,
         end_date: asked.end_date,
@@ -28,7 +47,8 @@ pub(super) fn create(asked: bodies::NewLease, key: Option<RequestKey>, max_occur
         dry_run: asked.dry_run.unwrap_or(false),
         key,
         max_occurrences,
-    }
+        offer: asked.offer,
+    })
 }
 
 /// `PUT /v1/leases/{id}`.

@@ -35,7 +35,8 @@ use shape::lease_json;
 
 /// Creates a lease (one per occurrence when recurring). With
 /// `"dry_run": true` it writes nothing and answers the occurrences, each
-/// with whether it fits.
+/// with whether it fits. With `"offer": id` (and a `name`, nothing else)
+/// it books that offer (`POST /v1/offers`).
 #[utoipa::path(
     post,
     path = "/v1/leases",
@@ -63,7 +64,7 @@ pub(super) async fn create(
     let may = app.leases().may_create(&caller)?;
     let obj = read::object(&body, bodies::NewLease::WRAPPERS)?;
     let key = idempotency::request_key(&headers, &ctx, "POST /v1/leases", &obj)?;
-    let asked = asked::create(read::typed(&obj)?, key, config.max_occurrences);
+    let asked = asked::create(&obj, read::typed(&obj)?, key, config.max_occurrences)?;
     Ok(shape::created(app.leases().create(&caller, may, asked).await?))
 }
 

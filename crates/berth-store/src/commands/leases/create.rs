@@ -26,7 +26,7 @@ use crate::queries::leases::{self as read, Lease};
 use crate::queries::timelines;
 use crate::sql::{self, Statement};
 use crate::tx::Pipelined;
-use crate::{quota, Store};
+use crate::{quota, Store, StoreError};
 
 /// The windows a new lease asks for, checked against `at`; the before-end
 /// time of a single lease (a recurring one's follows each occurrence); and
@@ -135,7 +135,7 @@ impl Store {
                 return Ok(Keyed::Earlier(read::load_leases(c, &ids).await?));
             }
             let (made, mut events, at) =
-                create_in(tx, &new, self.cleaning_time(), self.drawn_ties, &self.small_cloud).await?;
+                create_in(tx, &new, None, self.cleaning_time(), self.drawn_ties, &self.small_cloud).await?;
             events.push(request_keys::made(key, made.iter().map(|l| l.record.id).collect(), at));
             record_and_commit(tx, meta, &events).await?;
             Ok(Keyed::Made(made))
@@ -152,12 +152,64 @@ impl Store {
         check_new(&new)?;
         crate::tx::pipelined!(self, |tx| {
             let (made, events, _) =
-                create_in(tx, &new, self.cleaning_time(), self.drawn_ties, &self.small_cloud).await?;
+                create_in(tx, &new, None, self.cleaning_time(), self.drawn_ties, &self.small_cloud).await?;
             record_and_commit(tx, meta, &events).await?;
             Ok(made)
         })
     }
+
+    /// Books an offer: creates the single lease `new` with the offer's id
+    /// `id`, as [`Store::create_lease`] (or, with `key`,
+    /// [`Store::create_lease_keyed`]) does, unless a lease with that id was
+    /// ever made: the log keeps its stream after the lease is deleted, so
+    /// an offer books once (409 `berth.offer.taken`). Two at once: the
+    /// second's insert waits on the first's, fails on its unique key and
+    /// starts over, then finds the stream.
+    pub async fn create_offered_lease(
+        &self,
+        meta: &EventMeta,
+        new: NewLease,
+        id: Uuid,
+        key: Option<&RequestKey>,
+    ) -> Result<Keyed<Vec<Lease>>, Error> {
+        check_new(&new)?;
+        crate::tx::pipelined!(self, |tx| {
+            let c = tx.client().await?;
+            if let Some(key) = key {
+                if let Some(ids) = request_keys::earlier(c, key).await? {
+                    return Ok(Keyed::Earlier(read::load_leases(c, &ids).await?));
+                }
+            }
+            let stream = format!("lease:{id}");
+            let taken = || Error::conflict(ErrorCode::OfferTaken, format!("the offer was booked already, as lease {id}"));
+            if !sql::query(c, STREAM_EXISTS, &[&stream]).await?.is_empty() {
+                return Err(taken().into());
+            }
+            let created = create_in(tx, &new, Some(id), self.cleaning_time(), self.drawn_ties, &self.small_cloud).await;
+            let (made, mut events, at) = match created {
+                // A booking of the same offer that committed while this
+                // one waited on the project's guard took what it needed.
+                Err(StoreError::Domain(e)) => {
+                    let c = tx.client().await?;
+                    return Err(match sql::query(c, STREAM_EXISTS, &[&stream]).await?.is_empty() {
+                        true => e.into(),
+                        false => taken().into(),
+                    });
+                }
+                other => other?,
+            };
+            if let Some(key) = key {
+                events.push(request_keys::made(key, made.iter().map(|l| l.record.id).collect(), at));
+            }
+            record_and_commit(tx, meta, &events).await?;
+            Ok(Keyed::Made(made))
+        })
+    }
 }
+
+/// Whether the log has a stream `$1`: a lease's, once made, stays there
+/// after the lease is deleted.
+const STREAM_EXISTS: &str = "SELECT 1 AS found FROM log_events WHERE stream = $1 LIMIT 1";
 
 /// What can be refused before a transaction starts.
 fn check_new(new: &NewLease) -> Result<(), Error> {
@@ -181,11 +233,13 @@ fn names_of(new: &NewLease) -> Vec<String> {
     }
 }
 
-/// Plans `new` in `tx` and checks its quota; the leases it makes, the
-/// events that make them (not yet recorded), and the database's time.
+/// Plans `new` in `tx` and checks its quota; the leases it makes (a single
+/// one with `id`, when given), the events that make them (not yet
+/// recorded), and the database's time.
 async fn create_in(
     tx: &Pipelined<'_>,
     new: &NewLease,
+    id: Option<Uuid>,
     cleaning: chrono::Duration,
     drawn_ties: bool,
     small: &SmallCloud,
@@ -260,7 +314,7 @@ async fn create_in(
     for (((start, end), per_item), name) in windows.iter().zip(placed).zip(names) {
         let be = before_end.map(Ok).unwrap_or_else(|| lease::before_end_time(*start, *end, None))?;
         let record = LeaseRecord {
-            id: Uuid::new_v4(),
+            id: id.unwrap_or_else(Uuid::new_v4),
             name,
             project_id: new.project_id.clone(),
             user_id: new.user_id.clone(),
