@@ -23,10 +23,12 @@ use crate::AppState;
 const ASSETS: &[(&str, &str, &str)] = &[
     ("index.html", "text/html; charset=utf-8", include_str!("assets/index.html")),
     ("console.css", "text/css; charset=utf-8", include_str!("assets/console.css")),
+    ("zone.js", "text/javascript; charset=utf-8", include_str!("assets/zone.js")),
     ("console.js", "text/javascript; charset=utf-8", include_str!("assets/console.js")),
     ("calendar.js", "text/javascript; charset=utf-8", include_str!("assets/calendar.js")),
     ("leases.js", "text/javascript; charset=utf-8", include_str!("assets/leases.js")),
     ("newlease.js", "text/javascript; charset=utf-8", include_str!("assets/newlease.js")),
+    ("offers.js", "text/javascript; charset=utf-8", include_str!("assets/offers.js")),
     ("hosts.js", "text/javascript; charset=utf-8", include_str!("assets/hosts.js")),
     ("pages.js", "text/javascript; charset=utf-8", include_str!("assets/pages.js")),
     ("live.js", "text/javascript; charset=utf-8", include_str!("assets/live.js")),

@@ -5,7 +5,8 @@
 'use strict';
 
 (() => {
-  const { el, api, date, fmt, may } = Berth;
+  // Its grid is UTC days, so its times are UTC whatever the zone setting.
+  const { el, api, date, utc: fmt, may } = Berth;
   const DAY = 86400e3, HOUR = 3600e3;
   const LEFT = 180, ROW = 30, TOP = 46;
   const DAYS = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];

@@ -63,7 +63,10 @@ const Berth = (() => {
     if (!s) return null;
     return new Date(/[zZ]|[+-]\d\d:\d\d$/.test(s) ? s : s.slice(0, 23) + 'Z');
   }
-  function fmt(d) {
+  // Shown in the zone the header's setting picks (UTC by default).
+  const fmt = (d) => BerthZone.fmt(d);
+  // Always UTC: the calendar's and a host's timelines are drawn on UTC days.
+  function utc(d) {
     if (!d) return '';
     return d.toISOString().slice(0, 16).replace('T', ' ');
   }
@@ -178,6 +181,8 @@ const Berth = (() => {
     });
     document.getElementById('logout').addEventListener('click', () => logout(''));
     window.addEventListener('hashchange', route);
+    // Another zone: the page in view draws itself again in it.
+    document.addEventListener('berth:zone', () => route());
     if (token()) useToken(token()); else showLogin('');
   }
 
@@ -191,5 +196,5 @@ const Berth = (() => {
   }
 
   document.addEventListener('DOMContentLoaded', () => setTimeout(start, 0));
-  return { el, api, date, fmt, table, pages, showError, may, confirm, newKey, me: () => me };
+  return { el, api, date, fmt, utc, zone: BerthZone, table, pages, showError, may, confirm, newKey, me: () => me };
 })();

@@ -5,7 +5,8 @@
 'use strict';
 
 (() => {
-  const { el, api, date, fmt, table, may } = Berth;
+  // A host's timeline is drawn on UTC days, as the calendar: its times are UTC.
+  const { el, api, date, utc: fmt, table, may } = Berth;
   const $ = (id) => document.getElementById(id);
   const DAY = 86400e3, SPAN = 14 * DAY;
 

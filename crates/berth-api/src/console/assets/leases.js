@@ -10,9 +10,11 @@
   const leaseLink = (id, name) => el('a', { href: `#lease/${id}` }, name || id8(id));
   Berth.ui = { id8, status, leaseLink };
 
-  // A datetime-local input's value (UTC) from a date, and back as the API's.
-  const toInput = (d) => (d ? d.toISOString().slice(0, 16) : '');
-  const fromInput = (v) => v.replace('T', ' ');
+  // A datetime-local input's value (wall time in the zone in use) from a
+  // date, and back as the API takes it (UTC, or zoned for it to resolve).
+  const toInput = (d) => (d ? Berth.zone.wall(d.getTime()) : '');
+  const fromInput = (v) => Berth.zone.send(v);
+  const label = (s) => Berth.zone.label(s);
   Berth.ui.toInput = toInput;
   Berth.ui.fromInput = fromInput;
 
@@ -31,8 +33,8 @@
     table(document.getElementById('lease-table'), [
       ['Name', (l) => leaseLink(l.id, l.name)],
       ['Status', (l) => status(l.status)],
-      ['Start (UTC)', (l) => fmt(date(l.start_date))],
-      ['End (UTC)', (l) => fmt(date(l.end_date))],
+      [label('Start'), (l) => fmt(date(l.start_date))],
+      [label('End'), (l) => fmt(date(l.end_date))],
       ['Project', (l) => l.project_id],
       ['User', (l) => l.user_id],
       ['Reservations', (l) => l.reservations.map((r) => r.resource_type).join(', ')],
@@ -56,7 +58,7 @@
         el('circle', { cx, cy: 31, r: 7 }),
         el('text', { x: cx, y: 54 + (i % 2) * 24, class: 'axis', 'text-anchor': 'middle' },
           `${e.event_type} ${fmt(date(e.time)).slice(5)}`),
-        el('title', {}, `${e.event_type} ${e.status}\ndue ${fmt(date(e.time))} UTC, ${e.attempts} attempt(s)` +
+        el('title', {}, `${e.event_type} ${e.status}\ndue ${fmt(date(e.time))} ${Berth.zone.name()}, ${e.attempts} attempt(s)` +
           (e.last_error ? `\n${e.last_error}` : ''))));
     });
     return svg;
@@ -86,7 +88,7 @@
     const f = document.getElementById('lease-fields');
     f.replaceChildren(...[
       ['Id', lease.id], ['Status', status(lease.status)], ['Degraded', String(lease.degraded)],
-      ['Start (UTC)', fmt(date(lease.start_date))], ['End (UTC)', fmt(date(lease.end_date))],
+      [label('Start'), fmt(date(lease.start_date))], [label('End'), fmt(date(lease.end_date))],
       ['Project', lease.project_id], ['User', lease.user_id],
     ].flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
     const again = () => showLease(id);
@@ -117,9 +119,9 @@
     ], allocations, 'No allocations.');
     document.getElementById('lease-timeline').replaceChildren(timeline(lease, events));
     table(document.getElementById('lease-events'), [
-      ['Event', (e) => e.event_type], ['Due (UTC)', (e) => fmt(date(e.time))], ['Status', (e) => status(e.status)],
+      ['Event', (e) => e.event_type], [label('Due'), (e) => fmt(date(e.time))], ['Status', (e) => status(e.status)],
       ['Attempts', (e) => e.attempts], ['Last error', (e) => e.last_error || ''],
-      ['Updated (UTC)', (e) => fmt(date(e.updated_at))],
+      [label('Updated'), (e) => fmt(date(e.updated_at))],
     ], events, 'No events.');
   }
 
@@ -135,14 +137,15 @@
     hint.textContent = '';
     api('GET', `${path}/extension`).then((doc) => {
       const x = doc.extension;
-      hint.textContent = x.unbounded ? `It can be prolonged past ${fmt(date(x.horizon))} UTC.`
-        : `It can end as late as ${fmt(date(x.latest_end_date))} UTC.`;
+      const z = Berth.zone.name();
+      hint.textContent = x.unbounded ? `It can be prolonged past ${fmt(date(x.horizon))} ${z}.`
+        : `It can end as late as ${fmt(date(x.latest_end_date))} ${z}.`;
     }).catch(() => {});
     document.getElementById('lease-change-end').onclick = () => {
       const to = input.value;
       if (!to) return;
-      const later = Date.parse(`${to}:00Z`) > end.getTime();
-      confirmed(`${later ? 'Prolong' : 'Shorten'} ${lease.name}: end ${fmt(end)} → ${to.replace('T', ' ')} UTC?`,
+      const later = Berth.zone.instant(to) > end.getTime();
+      confirmed(`${later ? 'Prolong' : 'Shorten'} ${lease.name}: end ${fmt(end)} → ${to.replace('T', ' ')} ${Berth.zone.name()}?`,
         later ? 'Prolong' : 'Shorten', () => api('PUT', path, { end_date: fromInput(to) }), again);
     };
   }

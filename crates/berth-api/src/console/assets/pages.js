@@ -3,7 +3,7 @@
 'use strict';
 
 (() => {
-  const { el, api, date, fmt, table, may } = Berth;
+  const { el, api, date, fmt, utc, table, may } = Berth;
   const { status, leaseLink, confirmed } = Berth.ui;
 
   // ---- Manager ----
@@ -13,7 +13,7 @@
     const buttons = all.filter(([, , control]) => may(control));
     return [
       ['Lease', (e) => leaseLink(e.lease_id, e.lease_name)], ['Event', (e) => e.event_type],
-      ['Due (UTC)', (e) => fmt(date(e.time))], ['Status', (e) => status(e.status)], ['Attempts', (e) => e.attempts],
+      [Berth.zone.label('Due'), (e) => fmt(date(e.time))], ['Status', (e) => status(e.status)], ['Attempts', (e) => e.attempts],
       ['Claimed by', (e) => e.claimed_by || ''], ['Last error', (e) => e.last_error || ''],
       ...(buttons.length ? [['', (e) => buttons.map(([verb, label]) => el('button', {
         type: 'button', class: `act-${verb}`, 'data-event': e.id,
@@ -87,7 +87,7 @@
       svg.append(el('text', { x: L + BAR + 16, y: y + 16, class: 'axis' },
         `in use ${u.in_use}, peak ${u.peak}, ${limited(u) ? `limit ${u.limit}` : 'no limit'}${u.over_limit ? ' (over)' : ''}`));
     });
-    return el('div', { class: 'panel' }, el('h2', {}, `${project}: ${fmt(date(doc.start))} – ${doc.end ? fmt(date(doc.end)) : '…'} UTC`),
+    return el('div', { class: 'panel' }, el('h2', {}, `${project}: ${utc(date(doc.start))} – ${doc.end ? utc(date(doc.end)) : '…'} UTC`),
       items.length ? svg : el('p', { class: 'empty' }, 'No limits and no usage.'));
   }
 
