@@ -12,6 +12,7 @@ mod hosts;
 mod keystone;
 mod leasing;
 mod manager;
+mod offers;
 mod pages;
 
 use berth_store::testing::TestDatabase;
