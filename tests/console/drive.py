@@ -469,8 +469,9 @@ def zone_flow(page):
     page.goto(f"{URL}/ui#leases")
     page.wait_for_selector("#lease-table tbody tr td a")
     out["list"] = page.inner_text("#lease-table")
-    page.goto(f"{URL}/ui#calendar/{ARGS['start'][:10]},day")
-    page.wait_for_selector("#calendar-svg")
+    page.goto(f"{URL}/ui#calendar/{ARGS['day']},day")
+    page.wait_for_function("(d) => { const s = document.getElementById('calendar-svg'); return s && s.dataset.start.startsWith(d); }",
+                           arg=ARGS["day"])
     out["calendar_range"] = page.inner_text("#cal-range")
     # Remembered: a reload keeps the choice.
     page.reload()

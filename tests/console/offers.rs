@@ -120,7 +120,7 @@ async fn times_show_and_are_read_in_the_browsers_zone(mode: Mode) {
     enrol_as(s, &w.admin, "h-two").await;
     let l = host_lease(s, &w.alice, "in-utc", "2031-03-04 09:00", "2031-03-04 12:00", "h-one").await;
     let name = "zoned-made";
-    let args = json!({"login": w.alice_login, "timezone": "Europe/Paris", "lease": l["id"], "name": name,
+    let args = json!({"login": w.alice_login, "timezone": "Europe/Paris", "lease": l["id"], "day": "2031-03-04", "name": name,
         "host": "h-two", "start": "2031-03-05T10:00", "end": "2031-03-05T12:00"});
     let mut drive = browser.drive(&s.url, "zone_flow", &args);
     match drive.next().await {

@@ -99,9 +99,9 @@ const BerthZone = (() => {
     names();
   }
 
-  // Static headings name the zone through `.zone-name`.
+  // Static headings (`.zone-label`, `data-label` the words) name the zone.
   function names() {
-    for (const s of document.querySelectorAll('.zone-name')) s.textContent = name();
+    for (const s of document.querySelectorAll('.zone-label')) s.textContent = label(s.dataset.label);
   }
 
   document.addEventListener('DOMContentLoaded', setting);
