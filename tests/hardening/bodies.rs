@@ -239,9 +239,13 @@ fn advice(w: &World) -> Vec<Case> {
         (Method::POST, "/v1/offers".into(), ALICE, json!({"reservations": [], "duration": "1h", "limit": "x"}), {
             no(OFFER, "limit must be 1 to 100")
         }),
-        (Method::POST, "/v1/offers".into(), ALICE, json!({"offers": {"reservations": [], "duration": "1h", "from": 5}}), {
-            no(OFFER, "from must be a string, not 5")
-        }),
+        (
+            Method::POST,
+            "/v1/offers".into(),
+            ALICE,
+            json!({"offers": {"reservations": [], "duration": "1h", "from": 5}}),
+            { no(OFFER, "from must be a string, not 5") },
+        ),
     ]
 }
 

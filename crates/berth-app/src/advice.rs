@@ -46,7 +46,12 @@ pub struct Windows {
 }
 
 /// A date of the request, `now` being the database's time.
-pub(crate) fn date(v: Option<&str>, field: &str, default: DateTime<Utc>, now: DateTime<Utc>) -> Result<DateTime<Utc>, Error> {
+pub(crate) fn date(
+    v: Option<&str>,
+    field: &str,
+    default: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<DateTime<Utc>, Error> {
     Ok(match v {
         Some(s) => parse_date(field, s)?.resolve(now),
         None => default,

@@ -84,7 +84,14 @@ pub fn offers(client: &Client, a: OffersArgs) -> Result<()> {
         .map(|(i, o)| {
             let cell = |k: &str| o[k].as_str().unwrap_or_default().to_string();
             let hours = o["duration"].as_i64().unwrap_or(0) as f64 / 3600.0;
-            vec![format!("{}", i.saturating_add(1)), cell("start_date"), cell("end_date"), format!("{hours:.2}h"), counts(o), cell("expires_at")]
+            vec![
+                format!("{}", i.saturating_add(1)),
+                cell("start_date"),
+                cell("end_date"),
+                format!("{hours:.2}h"),
+                counts(o),
+                cell("expires_at"),
+            ]
         })
         .collect();
     client.print_rows(&["#", "start_date", "end_date", "duration", "reserves", "expires_at"], &rows);

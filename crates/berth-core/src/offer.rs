@@ -66,8 +66,12 @@ pub fn rank(mut found: Vec<Found>, order: Order, limit: usize) -> Vec<Found> {
     let key = |f: &Found| (f.start, std::cmp::Reverse(f.duration()), std::cmp::Reverse(f.capacity()));
     match order {
         Order::Earliest => found.sort_by_key(key),
-        Order::Longest => found.sort_by_key(|f| (std::cmp::Reverse(f.duration()), f.start, std::cmp::Reverse(f.capacity()))),
-        Order::Capacity => found.sort_by_key(|f| (std::cmp::Reverse(f.capacity()), f.start, std::cmp::Reverse(f.duration()))),
+        Order::Longest => {
+            found.sort_by_key(|f| (std::cmp::Reverse(f.duration()), f.start, std::cmp::Reverse(f.capacity())))
+        }
+        Order::Capacity => {
+            found.sort_by_key(|f| (std::cmp::Reverse(f.capacity()), f.start, std::cmp::Reverse(f.duration())))
+        }
     }
     found.truncate(limit);
     found
@@ -131,7 +135,10 @@ mod tests {
         let f = |s: i64, e: i64, n: u32| Found { start: t(s), end: t(e), counts: vec![n] };
         let all = vec![f(2, 3, 3), f(0, 2, 1), f(1, 4, 1), f(0, 1, 2)];
         let starts = |v: Vec<Found>| v.iter().map(|x| (x.start, x.end)).collect::<Vec<_>>();
-        assert_eq!(starts(rank(all.clone(), Order::Earliest, 9)), [(t(0), t(2)), (t(0), t(1)), (t(1), t(4)), (t(2), t(3))]);
+        assert_eq!(
+            starts(rank(all.clone(), Order::Earliest, 9)),
+            [(t(0), t(2)), (t(0), t(1)), (t(1), t(4)), (t(2), t(3))]
+        );
         assert_eq!(starts(rank(all.clone(), Order::Longest, 2)), [(t(1), t(4)), (t(0), t(2))]);
         assert_eq!(starts(rank(all, Order::Capacity, 9)), [(t(2), t(3)), (t(0), t(1)), (t(0), t(2)), (t(1), t(4))]);
     }

@@ -48,7 +48,9 @@ impl Leases<'_> {
         let now = store.now().await?;
         if now >= sealed.expires {
             let at = berth_core::dates::format_date(sealed.expires);
-            return Err(berth_core::Error::conflict(ErrorCode::OfferExpired, format!("the offer expired at {at}")).into());
+            return Err(
+                berth_core::Error::conflict(ErrorCode::OfferExpired, format!("the offer expired at {at}")).into()
+            );
         }
         let asked = sealed.reservations.into_iter().map(|b| NewReservation {
             resource_type: b.resource_type,

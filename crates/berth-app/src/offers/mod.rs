@@ -122,7 +122,6 @@ impl Offers<'_> {
             found.into_iter().map(|f| seal(&key, caller, &asked.wanted, f, expires)).collect();
         Ok(OfferList { offers: offers?, from, until, order })
     }
-
 }
 
 /// The offer `f` for the caller, sealed under `key`: it expires at

@@ -179,7 +179,8 @@ impl Store {
                 }
             }
             let stream = format!("lease:{id}");
-            let taken = || Error::conflict(ErrorCode::OfferTaken, format!("the offer was booked already, as lease {id}"));
+            let taken =
+                || Error::conflict(ErrorCode::OfferTaken, format!("the offer was booked already, as lease {id}"));
             if !sql::query(c, STREAM_EXISTS, &[&stream]).await?.is_empty() {
                 return Err(taken().into());
             }
