@@ -10,7 +10,7 @@ use berth_core::lease::Demand;
 use berth_core::offer::{self, Found, Order};
 use berth_core::time::DateMath;
 use berth_store::commands::NewReservation;
-use berth_store::queries::offers::OfferAsk;
+use berth_store::offers::OfferAsk;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
 

@@ -5,6 +5,10 @@
 //! time, host rules at every instant) and within the quotas of the
 //! project and user asking. Reads only; locks nothing: an offer is a
 //! promise to try, which its booking decides again under its locks.
+//!
+//! Beside `queries` rather than in it: it reads the quotas as commands do
+//! (`quota::allowance`), and the quotas reach the locks, which read
+//! through `queries`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,8 +18,8 @@ use berth_core::time::DateMath;
 use berth_core::{Error, Window};
 use chrono::{DateTime, Duration, Utc};
 
-use super::fit::{candidate_ids, decide, gather, Gathered, Item, Plan};
-use super::free;
+use crate::queries::fit::{candidate_ids, decide, gather, Gathered, Item, Plan};
+use crate::queries::free;
 use crate::quota::{self, Allowance};
 use crate::Store;
 
