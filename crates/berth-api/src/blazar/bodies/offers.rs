@@ -112,7 +112,8 @@ impl OfferOrder {
 #[derive(Deserialize, ToSchema)]
 pub struct OfferQuery {
     /// As in a lease; a `physical:host` reservation's `min`..`max` is the
-    /// range of host counts offered.
+    /// range of host counts offered, and an instance reservation's `amount`
+    /// may be a range `{"min": 1, "max": 8}`.
     pub reservations: Option<Vec<NewReservation>>,
     pub duration: Durations,
     /// The earliest start (default now).
