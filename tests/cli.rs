@@ -245,3 +245,37 @@ async fn lease_create_help_names_each_types_keys_apart_from_global_options() {
         }
     }
 }
+
+/// `berth offers` prints each id whole, to copy; `lease create --offer`
+/// books it, and again with the same key makes nothing new.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_offers_and_books_an_offer() {
+    let s = Server::start().await;
+    for name in ["o1", "o2"] {
+        let (ok, _, err) =
+            berth(&s, "admin", &["host", "create", name, "--vcpus", "4", "--memory-mb", "4096", "--local-gb", "10"]);
+        assert!(ok, "{err}");
+    }
+    let (from, until) = (future(3, 9), future(3, 12));
+    let asked = ["offers", "--reservation", "resource_type=physical:host,min=1,max=2", "--duration", "1h"];
+    let more = ["--max-duration", "3h", "--from", &from, "--until", &until, "--order", "longest", "--limit", "2"];
+    let args: Vec<&str> = asked.iter().chain(more.iter()).copied().collect();
+    let listed = json(&s, "alice:p1", &args);
+    let offers = listed.as_array().unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(offers.len(), 1, "{listed}");
+    assert_eq!(
+        (offers[0]["duration"].as_i64(), offers[0]["reservations"][0]["max"].as_i64()),
+        (Some(3 * 3600), Some(2))
+    );
+    // Each answer makes its offers anew; the table's id, whole, books.
+    let (ok, table, err) = berth(&s, "alice:p1", &args);
+    assert!(ok && table.contains("| 2 hosts "), "{table}{err}");
+    let id = table.lines().find_map(|l| l.strip_prefix("#1 ")).unwrap_or_else(|| panic!("{table}"));
+    assert!(id.len() > 100 && id.contains('.') && !id.contains(' '), "{table}");
+    let book = ["lease", "create", "offered", "--offer", id, "--idempotency-key", "offer-k"];
+    let first = json(&s, "alice:p1", &book);
+    let again = json(&s, "alice:p1", &book);
+    assert_eq!(first["id"], again["id"], "{first} {again}");
+    let (ok, _, err) = berth(&s, "alice:p1", &["lease", "create", "other", "--offer", id]);
+    assert!(!ok && err.contains("409") && err.contains("berth.offer.taken"), "{err}");
+}

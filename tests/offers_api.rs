@@ -243,3 +243,40 @@ async fn a_bad_offer_request_is_refused_by_name_and_writes_nothing() {
     assert_eq!(log_length(&s).await, before, "asking writes nothing");
     s.assert_no_panic();
 }
+
+#[tokio::test]
+async fn an_instance_amount_range_is_offered_at_the_most_that_fits() {
+    let s = Server::start().await;
+    enrol(&s, "h0").await;
+    enrol(&s, "h1").await;
+    let b = base();
+    let instances = |amount: Value, from: i64| {
+        json!({"reservations": [{"resource_type": "virtual:instance", "amount": amount,
+                                 "vcpus": 4, "memory_mb": 1024, "disk_gb": 10}],
+               "duration": "2h", "from": at(b, from), "until": at(b, from)})
+    };
+    // Two hosts of 8 VCPU: four instances of 4.
+    let found = offers(&s, ALICE, instances(json!({"min": 1, "max": 10}), 0)).await;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["reservations"][0]["amount"], 4, "{found:?}");
+    let (st, made) = book(&s, ALICE, &found[0], "four").await;
+    assert_eq!(st, StatusCode::CREATED, "{made}");
+    assert_eq!(made["lease"]["reservations"][0]["amount"], 4, "{made}");
+    // Within a quota of 8 VCPU: two.
+    let (st, e) = s.put("/v1/quotas/projects/p1", ADMIN, json!({"quotas": {"VCPU": 8}})).await;
+    assert_eq!(st, StatusCode::OK, "{e}");
+    let found = offers(&s, ALICE, instances(json!({"min": 1, "max": 10}), 10)).await;
+    assert_eq!(found[0]["reservations"][0]["amount"], 2, "{found:?}");
+    // None at all when even the least does not fit.
+    assert!(offers(&s, ALICE, instances(json!({"min": 3, "max": 10}), 10)).await.is_empty());
+    for (bad, named) in [
+        (json!({"min": 3, "max": 2}), "min is above max"),
+        (json!({"min": 1, "max": 2, "step": 1}), "step"),
+        (json!({"min": 1, "max": 100_000}), "amount"),
+    ] {
+        let (st, e) = s.post("/v1/offers", ALICE, instances(bad.clone(), 0)).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{bad}: {e}");
+        assert!(e["error_message"].as_str().unwrap().contains(named), "{bad}: {e}");
+    }
+    s.assert_no_panic();
+}

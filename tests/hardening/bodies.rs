@@ -247,7 +247,7 @@ fn advice(w: &World) -> Vec<Case> {
             "/v1/offers".into(),
             ALICE,
             json!({"offers": {"reservations": [], "duration": "1h", "from": 5}}),
-            { no(OFFER, "from must be a string, not 5") },
+            { no(LEASE, "from must be a string, not 5") },
         ),
     ]
 }

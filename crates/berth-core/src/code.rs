@@ -156,6 +156,19 @@ fn no_capacity(i: usize) -> &'static str {
     NO_CAPACITY_CODES.get(i).copied().unwrap_or("berth.lease.no_capacity")
 }
 
+/// The codes of offers (`POST /v1/offers` and booking one), and of a
+/// malformed quota (kept apart for the length of [`ErrorCode::as_str`]).
+fn offer_or_quota(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::QuotaInvalid => "berth.quota.invalid",
+        ErrorCode::OfferInvalid => "berth.offer.invalid",
+        ErrorCode::OfferNotFound => "berth.offer.not_found",
+        ErrorCode::OfferExpired => "berth.offer.expired",
+        ErrorCode::OfferTaken => "berth.offer.taken",
+        _ => "berth.offer.gone",
+    }
+}
+
 impl ErrorCode {
     /// The code as the wire carries it.
     // A flat match, one arm per code: as long as the set is.
@@ -220,13 +233,9 @@ impl ErrorCode {
             ErrorCode::ReservationNotYours => "berth.reservation.not_yours",
             ErrorCode::ReservationNotHere => "berth.reservation.not_on_provider",
             ErrorCode::QuotaExceeded => "berth.quota.exceeded",
-            ErrorCode::QuotaInvalid => "berth.quota.invalid",
             ErrorCode::MaxLeaseDuration => "berth.policy.max_lease_duration",
-            ErrorCode::OfferInvalid => "berth.offer.invalid",
-            ErrorCode::OfferNotFound => "berth.offer.not_found",
-            ErrorCode::OfferExpired => "berth.offer.expired",
-            ErrorCode::OfferTaken => "berth.offer.taken",
-            ErrorCode::OfferGone => "berth.offer.gone",
+            ErrorCode::QuotaInvalid | ErrorCode::OfferInvalid | ErrorCode::OfferNotFound => offer_or_quota(self),
+            ErrorCode::OfferExpired | ErrorCode::OfferTaken | ErrorCode::OfferGone => offer_or_quota(self),
             ErrorCode::ExtensionWindow => "berth.policy.extension_window",
             ErrorCode::ExtensionCutoff => "berth.policy.extension_cutoff",
             ErrorCode::ExtensionTooShort => "berth.policy.extension_too_short",

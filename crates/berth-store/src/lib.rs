@@ -18,6 +18,7 @@ pub mod log;
 pub mod migrate;
 pub mod notifier;
 pub mod notify;
+pub mod offers;
 pub mod queries;
 pub mod replay;
 pub mod replicas;

@@ -23,7 +23,7 @@ use crate::tags;
 use crate::AppState;
 
 /// Body: `reservations` (as in a lease; a host count range is offered as a
-/// range), `duration` (a duration or `{"min", "max"}`), optional `from`
+/// range, and an instance `amount` may be `{"min", "max"}`), `duration` (a duration or `{"min", "max"}`), optional `from`
 /// and `until` (the range of start times), `limit` (default 6, at most 100)
 /// and `order` (`earliest`, `longest`, `capacity`). Books nothing.
 #[utoipa::path(
@@ -45,12 +45,12 @@ pub(super) async fn offer(
     let (app, caller) = (app(&state), caller(&state, &ctx));
     let may = caller.may(Rule::Availability)?;
     let asked = OfferQuery::read(&read::object(&body, OfferQuery::WRAPPERS)?)?;
-    let wanted = app.leases().resolve(reservations(asked.reservations)).await?;
     let (shortest, longest) = asked.duration.read()?;
     let order = asked.order.map(|o| o.as_str().to_string());
     let ttl = chrono::Duration::seconds(i64::try_from(config.offer_ttl_s).unwrap_or(i64::MAX));
     let (from, until, limit) = (asked.from, asked.until, asked.limit);
-    let asked = OfferRequest { wanted, shortest, longest, from, until, limit, order, ttl };
+    let reservations = reservations(asked.reservations);
+    let asked = OfferRequest { reservations, shortest, longest, from, until, limit, order, ttl };
     Ok(Json(rendered(app.offers().offer(&caller, may, asked).await?)))
 }
 

@@ -3,6 +3,7 @@
 //! books exactly it (`POST /v1/leases` with `offer`: `leases::offered`).
 //! Nothing is held while an offer is open: it is a promise to try.
 
+mod counts;
 pub mod token;
 
 use berth_core::error::ErrorCode;
@@ -10,7 +11,7 @@ use berth_core::lease::Demand;
 use berth_core::offer::{self, Found, Order};
 use berth_core::time::DateMath;
 use berth_store::commands::NewReservation;
-use berth_store::queries::offers::OfferAsk;
+use berth_store::offers::OfferAsk;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
 
@@ -31,14 +32,13 @@ pub struct Offers<'a> {
     app: &'a App,
 }
 
-/// A request for offers: the reservations (as
-/// [`crate::leases::Leases::resolve`] checked them; a host count range is
-/// the range offered), a range of durations, a range of start times
+/// A request for offers: the reservations as asked (a host count range is
+/// the range offered; an instance `amount` may be a range `{"min", "max"}`), a range of durations, a range of start times
 /// (default now, and 30 days after `from`), how many (default 6, at most
 /// 100), the ranking (default earliest), and how long each offer may be
 /// booked.
 pub struct OfferRequest {
-    pub wanted: Vec<NewReservation>,
+    pub reservations: Vec<crate::leases::NewReservation>,
     pub shortest: Duration,
     pub longest: Duration,
     pub from: Option<String>,
@@ -70,12 +70,21 @@ fn invalid(m: impl Into<String>) -> Error {
     berth_core::Error::invalid(ErrorCode::OfferInvalid, m).into()
 }
 
-/// `r` as it would be booked with `count`: a host range fixed at it.
+/// `r` as it would be booked with `count`: a host range, or an amount,
+/// fixed at it.
 fn booked(r: &NewReservation, count: u32) -> Booked {
     let mut params = r.params.clone();
-    if let (Demand::Hosts { .. }, Value::Object(p)) = (&r.demand, &mut params) {
-        p.insert("min".into(), count.into());
-        p.insert("max".into(), count.into());
+    if let Value::Object(p) = &mut params {
+        match &r.demand {
+            Demand::Hosts { .. } => {
+                p.insert("min".into(), count.into());
+                p.insert("max".into(), count.into());
+            }
+            Demand::Slots { .. } => {
+                p.insert("amount".into(), count.into());
+            }
+            Demand::Nothing => {}
+        }
     }
     Booked { resource_type: r.resource_type.clone(), params }
 }
@@ -103,12 +112,14 @@ impl Offers<'_> {
             Some(_) => return Err(invalid("limit must be 1 to 100")),
         };
         let order = asked.order.as_deref().map(Order::parse).transpose()?.unwrap_or_default();
-        let demands: Vec<Demand> = asked.wanted.iter().map(|r| r.demand.clone()).collect();
+        let (wanted, counts) = counts::ranges(self.app, asked.reservations).await?;
+        let demands: Vec<Demand> = wanted.iter().map(|r| r.demand.clone()).collect();
         let (project, user) = (caller.project_id, caller.user_id);
         let ask = OfferAsk {
             project,
             user,
             demands: &demands,
+            counts: &counts,
             shortest: asked.shortest,
             longest: asked.longest,
             from,
@@ -119,7 +130,7 @@ impl Offers<'_> {
         let key = store.offer_key().await?;
         let expires = now.saturating_plus(asked.ttl);
         let offers: Result<Vec<Offer>, Error> =
-            found.into_iter().map(|f| seal(&key, caller, &asked.wanted, f, expires)).collect();
+            found.into_iter().map(|f| seal(&key, caller, &wanted, f, expires)).collect();
         Ok(OfferList { offers: offers?, from, until, order })
     }
 }

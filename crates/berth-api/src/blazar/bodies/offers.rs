@@ -73,17 +73,30 @@ impl Durations {
     }
 }
 
-/// How offers are ranked.
-#[derive(Deserialize, ToSchema)]
+/// How offers are ranked: `earliest` (earliest start, then longest, then
+/// most capacity), `longest` (then earliest, then most capacity),
+/// `capacity` (most, hosts and instances counted together, then earliest,
+/// then longest).
+#[derive(Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OfferOrder {
-    /// Earliest start, then longest, then most capacity.
     Earliest,
-    /// Longest, then earliest start, then most capacity.
     Longest,
-    /// Most capacity (hosts and instances counted together), then earliest, then longest.
     Capacity,
 }
+
+impl PartialSchema for OfferOrder {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(["earliest", "longest", "capacity"]))
+            .pattern(Some("^(earliest|longest|capacity)$"))
+            .description(Some("earliest (default), longest or capacity"))
+            .into()
+    }
+}
+
+impl ToSchema for OfferOrder {}
 
 impl OfferOrder {
     pub fn as_str(&self) -> &'static str {
@@ -99,7 +112,8 @@ impl OfferOrder {
 #[derive(Deserialize, ToSchema)]
 pub struct OfferQuery {
     /// As in a lease; a `physical:host` reservation's `min`..`max` is the
-    /// range of host counts offered.
+    /// range of host counts offered, and an instance reservation's `amount`
+    /// may be a range `{"min": 1, "max": 8}`.
     pub reservations: Option<Vec<NewReservation>>,
     pub duration: Durations,
     /// The earliest start (default now).

@@ -5,6 +5,10 @@
 //! time, host rules at every instant) and within the quotas of the
 //! project and user asking. Reads only; locks nothing: an offer is a
 //! promise to try, which its booking decides again under its locks.
+//!
+//! Beside `queries` rather than in it: it reads the quotas as commands do
+//! (`quota::allowance`), and the quotas reach the locks, which read
+//! through `queries`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,8 +18,8 @@ use berth_core::time::DateMath;
 use berth_core::{Error, Window};
 use chrono::{DateTime, Duration, Utc};
 
-use super::fit::{candidate_ids, decide, gather, Gathered, Item, Plan};
-use super::free;
+use crate::queries::fit::{candidate_ids, decide, gather, Gathered, Item, Plan};
+use crate::queries::free;
 use crate::quota::{self, Allowance};
 use crate::Store;
 
@@ -27,8 +31,11 @@ pub const MAX_STARTS: usize = 256;
 pub struct OfferAsk<'a> {
     pub project: &'a str,
     pub user: &'a str,
-    /// Each reservation's demand as asked (a count range for hosts).
+    /// Each reservation's demand as asked.
     pub demands: &'a [Demand],
+    /// Each reservation's range of counts: hosts, or instances (a
+    /// demand's own count outside it is ignored).
+    pub counts: &'a [(u32, u32)],
     /// The range of durations.
     pub shortest: Duration,
     pub longest: Duration,
@@ -39,24 +46,7 @@ pub struct OfferAsk<'a> {
     pub now: DateTime<Utc>,
 }
 
-/// The least count of a demand: a host range's `min`, an instance amount.
-fn least(d: &Demand) -> u32 {
-    match d {
-        Demand::Hosts { min, .. } => *min,
-        Demand::Slots { amount, .. } => *amount,
-        Demand::Nothing => 0,
-    }
-}
-
-/// The most count of a demand: a host range's `max`, an instance amount.
-fn utmost(d: &Demand) -> u32 {
-    match d {
-        Demand::Hosts { max, .. } => *max,
-        other => least(other),
-    }
-}
-
-/// `d` asking exactly `n` (hosts); other demands as they are.
+/// `d` asking exactly `n` (hosts, or instances); nothing as it is.
 fn exactly(d: &Demand, n: u32) -> Demand {
     match d {
         Demand::Hosts { hypervisor_properties, resource_properties, .. } => Demand::Hosts {
@@ -65,7 +55,14 @@ fn exactly(d: &Demand, n: u32) -> Demand {
             hypervisor_properties: hypervisor_properties.clone(),
             resource_properties: resource_properties.clone(),
         },
-        other => other.clone(),
+        Demand::Slots { resources, affinity, resource_properties, traits, .. } => Demand::Slots {
+            amount: n,
+            resources: resources.clone(),
+            affinity: *affinity,
+            resource_properties: resource_properties.clone(),
+            traits: traits.clone(),
+        },
+        Demand::Nothing => Demand::Nothing,
     }
 }
 
@@ -108,7 +105,7 @@ impl Decider<'_> {
     /// count (in the order of the reservations) at that duration.
     fn offer_at(&self, start: DateTime<Utc>) -> Result<Option<Found>, Error> {
         let window = |d: Duration| -> Result<Window, Error> { Ok(Window { start, end: Some(start.plus("end", d)?) }) };
-        let mut counts: Vec<u32> = self.ask.demands.iter().map(least).collect();
+        let mut counts: Vec<u32> = self.ask.counts.iter().map(|c| c.0).collect();
         if !self.fits(window(self.ask.shortest)?, &counts) {
             return Ok(None);
         }
@@ -117,7 +114,7 @@ impl Decider<'_> {
         let duration = offer::longest(self.ask.shortest, self.ask.longest, fits_for);
         let w = window(duration)?;
         for i in 0..counts.len() {
-            let (lo, hi) = (counts[i], utmost(&self.ask.demands[i]));
+            let (lo, hi) = (counts[i], self.ask.counts[i].1);
             let mut trial = counts.clone();
             counts[i] = offer::most(lo, hi, |n| {
                 trial[i] = n;
@@ -138,7 +135,7 @@ impl Store {
         let last_end = ask.until.plus("until", ask.longest)?;
         let cleaning = self.cleaning_time();
         crate::tx::command!(self, |tx| {
-            let least_demands: Vec<Demand> = ask.demands.iter().map(|d| exactly(d, least(d))).collect();
+            let least_demands: Vec<Demand> = ask.demands.iter().zip(ask.counts).map(|(d, c)| exactly(d, c.0)).collect();
             let items: Vec<Item> = least_demands.iter().map(|d| Item::Place(d, Vec::new())).collect();
             let span = Window { start: ask.from, end: Some(last_end) };
             let ids = candidate_ids(tx, ask.project, &items).await?;
