@@ -24,7 +24,6 @@ pub mod leases;
 pub mod manager;
 pub(crate) mod named_hosts;
 pub(crate) mod near;
-pub mod offers;
 pub mod placement;
 pub mod quotas;
 pub(crate) mod timelines;
