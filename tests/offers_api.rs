@@ -200,6 +200,7 @@ async fn offers_keep_within_the_callers_quota() {
     let (st, e) = book(&s, ALICE, &found[0], "q1").await;
     assert_eq!((st, e["code"].as_str()), (StatusCode::CONFLICT, Some("berth.offer.gone")), "{e}");
     assert!(e["error_message"].as_str().unwrap().contains("quota"), "{e}");
+    s.replay_verify();
     // Another project's quota is its own.
     let found = offers(&s, BOB, ask(1, 3, json!("4h"), at(b, 20), at(b, 20))).await;
     assert_eq!(found.iter().map(hosts).collect::<Vec<_>>(), [3]);
@@ -278,5 +279,6 @@ async fn an_instance_amount_range_is_offered_at_the_most_that_fits() {
         assert_eq!(st, StatusCode::BAD_REQUEST, "{bad}: {e}");
         assert!(e["error_message"].as_str().unwrap().contains(named), "{bad}: {e}");
     }
+    s.replay_verify();
     s.assert_no_panic();
 }

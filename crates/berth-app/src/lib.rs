@@ -23,6 +23,7 @@ pub mod idempotency;
 pub mod leases;
 pub mod log;
 pub mod maintenance;
+pub mod offer_token;
 pub mod offers;
 pub mod placement;
 pub mod plugins;

@@ -10,7 +10,7 @@ use super::create::Created;
 use super::parse::reservations;
 use super::request::NewReservation;
 use super::{instances, Leases};
-use crate::offers::token;
+use crate::offer_token as token;
 use crate::{policy, Caller, Error};
 
 /// An offer id the caller may not book, whatever the reason: garbled,

@@ -4,7 +4,6 @@
 //! Nothing is held while an offer is open: it is a promise to try.
 
 mod counts;
-pub mod token;
 
 use berth_core::error::ErrorCode;
 use berth_core::lease::Demand;
@@ -16,8 +15,8 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
 
 use crate::advice::date;
+use crate::offer_token::{self as token, Booked, Payload};
 use crate::{Allowed, App, Caller, Error, Rule};
-use token::{Booked, Payload};
 
 /// How far ahead offers start when not told.
 const DEFAULT_SEARCH: Duration = Duration::days(30);

@@ -1,8 +1,9 @@
-//! An offer's id: what the offer would book, sealed with a MAC, so that any
-//! berthd sharing the database (which holds the key) can book it and
-//! nothing is kept per offer. `base64url(payload) "." base64url(mac)`, the
-//! MAC HMAC-SHA256 over the payload's bytes, checked in constant time
-//! before anything of the payload is read.
+//! An offer's id (`offers` makes it, `leases` books it): what the offer
+//! would book, sealed with a MAC, so that any berthd sharing the database
+//! (which holds the key) can book it and nothing is kept per offer.
+//! `base64url(payload) "." base64url(mac)`, the MAC HMAC-SHA256 over the
+//! payload's bytes, checked in constant time before anything of the
+//! payload is read.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
