@@ -44,6 +44,8 @@ pub struct OfferAsk<'a> {
     pub until: DateTime<Utc>,
     /// The database's time: quotas count usage from then on.
     pub now: DateTime<Utc>,
+    /// Stop once this many are found: the earliest are all that is wanted.
+    pub earliest: Option<usize>,
 }
 
 /// `d` asking exactly `n` (hosts, or instances); nothing as it is.
@@ -156,6 +158,9 @@ impl Store {
             let decider = Decider { ask, gathered, limited };
             let mut out = Vec::new();
             for start in starts {
+                if ask.earliest.is_some_and(|n| out.len() >= n) {
+                    break;
+                }
                 out.extend(decider.offer_at(start)?);
             }
             Ok(out)
