@@ -134,6 +134,7 @@ impl Store {
     /// in the order of their start; unranked. None at all when one more
     /// lease is past the caller's `leases` quota. Reads only.
     pub async fn offers(&self, ask: &OfferAsk<'_>) -> Result<Vec<Found>, Error> {
+        debug_assert_eq!(ask.demands.len(), ask.counts.len(), "a range of counts per reservation");
         let last_end = ask.until.plus("until", ask.longest)?;
         let cleaning = self.cleaning_time();
         crate::tx::command!(self, |tx| {
