@@ -282,3 +282,20 @@ async fn an_instance_amount_range_is_offered_at_the_most_that_fits() {
     s.replay_verify();
     s.assert_no_panic();
 }
+
+#[tokio::test]
+async fn offers_keep_each_hosts_cleaning_time() {
+    let s = Server::start_with_config(Some("cleaning_time = 60\n")).await;
+    enrol(&s, "h0").await;
+    let b = base();
+    let (st, e) = s.post("/v1/leases", BOB, lease("bob", b, 2, 4, 1, None)).await;
+    assert_eq!(st, StatusCode::CREATED, "{e}");
+    let found = offers(&s, ALICE, ask(1, 1, json!({"min": "1h", "max": "10h"}), at(b, 0), at(b, 6))).await;
+    let got: Vec<(DateTime<Utc>, i64)> =
+        found.iter().map(|o| (parsed(&o["start_date"]), o["duration"].as_i64().unwrap())).collect();
+    // An hour of cleaning before Bob's lease and after it.
+    assert_eq!(got, [(b, 3600), (b + Duration::hours(5), 10 * 3600)]);
+    let (st, made) = book(&s, ALICE, &found[0], "before").await;
+    assert_eq!(st, StatusCode::CREATED, "{made}");
+    s.assert_no_panic();
+}

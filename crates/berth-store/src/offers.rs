@@ -44,6 +44,8 @@ pub struct OfferAsk<'a> {
     pub until: DateTime<Utc>,
     /// The database's time: quotas count usage from then on.
     pub now: DateTime<Utc>,
+    /// Stop once this many are found: the earliest are all that is wanted.
+    pub earliest: Option<usize>,
 }
 
 /// `d` asking exactly `n` (hosts, or instances); nothing as it is.
@@ -132,6 +134,7 @@ impl Store {
     /// in the order of their start; unranked. None at all when one more
     /// lease is past the caller's `leases` quota. Reads only.
     pub async fn offers(&self, ask: &OfferAsk<'_>) -> Result<Vec<Found>, Error> {
+        debug_assert_eq!(ask.demands.len(), ask.counts.len(), "a range of counts per reservation");
         let last_end = ask.until.plus("until", ask.longest)?;
         let cleaning = self.cleaning_time();
         crate::tx::command!(self, |tx| {
@@ -156,6 +159,9 @@ impl Store {
             let decider = Decider { ask, gathered, limited };
             let mut out = Vec::new();
             for start in starts {
+                if ask.earliest.is_some_and(|n| out.len() >= n) {
+                    break;
+                }
                 out.extend(decider.offer_at(start)?);
             }
             Ok(out)

@@ -124,6 +124,8 @@ impl Offers<'_> {
             from,
             until,
             now,
+            // One offer per start, tried earliest first: the first found are the earliest.
+            earliest: (order == Order::Earliest).then_some(limit),
         };
         let found = offer::rank(store.offers(&ask).await?, order, limit);
         let key = store.offer_key().await?;
