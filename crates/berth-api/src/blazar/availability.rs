@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::Json;
-use berth_app::advice::{Advise, Bound};
+use berth_app::advice::{Advise, Bound, ExtensionAdvice};
 use berth_app::Rule;
 use berth_core::dates::format_date;
 use berth_core::error::ErrorCode;
+use uuid::Uuid;
 
 use super::bodies;
 use super::leases::reservations;
@@ -81,8 +82,13 @@ pub(super) async fn extension(
     let id = path_id(&id, "lease", ErrorCode::LeaseNotFound)?;
     let until = q.get("until").map(String::as_str);
     let advice = app(&state).advice().extension(&caller(&state, &ctx), id, until).await?;
+    Ok(Json(extension_body(id, &advice)))
+}
+
+/// The extension advice as the API writes it.
+fn extension_body(id: Uuid, advice: &ExtensionAdvice) -> bodies::OneExtension {
     let (e, terms, latest) = (&advice.fits, &advice.terms, advice.latest_end());
-    Ok(Json(bodies::OneExtension {
+    bodies::OneExtension {
         extension: bodies::Extension {
             lease_id: id,
             end_date: format_date(e.end),
@@ -107,5 +113,5 @@ pub(super) async fn extension(
                 })
                 .collect(),
         },
-    }))
+    }
 }
