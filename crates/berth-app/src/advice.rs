@@ -2,7 +2,7 @@
 //! be extended on what it holds. Both answer on the database's clock and
 //! book nothing.
 
-use berth_core::dates::{parse_date, DateSpec};
+use berth_core::dates::parse_date;
 use berth_core::error::ErrorCode;
 use berth_core::policy::ExtensionTerms;
 use berth_core::time::DateMath;
@@ -94,16 +94,14 @@ impl Advice<'_> {
         let lease = store.lease(id, scope).await?;
         let owner = Owner::Owned { project: &lease.record.project_id, user: &lease.record.user_id };
         caller.authorize(Rule::LeaseExtension, owner)?;
+        let now = store.now().await?;
         let horizon = match until {
-            Some(s) => match parse_date("until", s)? {
-                DateSpec::At(t) => t,
-                DateSpec::Now => store.now().await?,
-            },
+            Some(s) => parse_date("until", s)?.resolve(now),
             None => lease.record.end.saturating_plus(Duration::days(365)),
         };
         let fits = store.extension(id, scope, horizon).await?;
-        let terms = self.app.policy.rules.extension_terms(&fits.project_id, fits.start, fits.end);
-        Ok(ExtensionAdvice { fits, terms, now: store.now().await? })
+        let terms = self.app.policy.rules.extension_terms(&lease.record.project_id, lease.record.start, fits.end);
+        Ok(ExtensionAdvice { fits, terms, now })
     }
 }
 

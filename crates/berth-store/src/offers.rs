@@ -48,26 +48,6 @@ pub struct OfferAsk<'a> {
     pub earliest: Option<usize>,
 }
 
-/// `d` asking exactly `n` (hosts, or instances); nothing as it is.
-fn exactly(d: &Demand, n: u32) -> Demand {
-    match d {
-        Demand::Hosts { hypervisor_properties, resource_properties, .. } => Demand::Hosts {
-            min: n,
-            max: n,
-            hypervisor_properties: hypervisor_properties.clone(),
-            resource_properties: resource_properties.clone(),
-        },
-        Demand::Slots { resources, affinity, resource_properties, traits, .. } => Demand::Slots {
-            amount: n,
-            resources: resources.clone(),
-            affinity: *affinity,
-            resource_properties: resource_properties.clone(),
-            traits: traits.clone(),
-        },
-        Demand::Nothing => Demand::Nothing,
-    }
-}
-
 /// What decides one offer: the candidates read once over every window
 /// tried, and the quotas bearing on the caller.
 struct Decider<'a> {
@@ -80,7 +60,7 @@ impl Decider<'_> {
     /// Whether the demands at `counts` fit together over `window`, beside
     /// what others hold and within the caller's quotas.
     fn fits(&self, window: Window, counts: &[u32]) -> bool {
-        let demands: Vec<Demand> = self.ask.demands.iter().zip(counts).map(|(d, n)| exactly(d, *n)).collect();
+        let demands: Vec<Demand> = self.ask.demands.iter().zip(counts).map(|(d, n)| d.exactly(*n)).collect();
         let items: Vec<Item> = demands.iter().map(|d| Item::Place(d, Vec::new())).collect();
         match decide(&mut self.gathered.clone(), self.ask.project, &items, &[window]) {
             Ok(plan) => self.within_quota(&plan, window),
@@ -138,7 +118,7 @@ impl Store {
         let last_end = ask.until.plus("until", ask.longest)?;
         let cleaning = self.cleaning_time();
         crate::tx::command!(self, |tx| {
-            let least_demands: Vec<Demand> = ask.demands.iter().zip(ask.counts).map(|(d, c)| exactly(d, c.0)).collect();
+            let least_demands: Vec<Demand> = ask.demands.iter().zip(ask.counts).map(|(d, c)| d.exactly(c.0)).collect();
             let items: Vec<Item> = least_demands.iter().map(|d| Item::Place(d, Vec::new())).collect();
             let span = Window { start: ask.from, end: Some(last_end) };
             let ids = candidate_ids(tx, ask.project, &items).await?;

@@ -17,23 +17,13 @@ pub fn wants_heal(params: &Value) -> bool {
 /// with the same properties; a slot reservation's affinity holds among the
 /// replacements only when every slot moves (the others stay where they are).
 pub fn replacement(demand: &Demand, lost: usize, all: usize) -> Demand {
-    let n = u32::try_from(lost).unwrap_or(u32::MAX);
-    match demand {
-        Demand::Hosts { hypervisor_properties, resource_properties, .. } => Demand::Hosts {
-            min: n,
-            max: n,
-            hypervisor_properties: hypervisor_properties.clone(),
-            resource_properties: resource_properties.clone(),
-        },
-        Demand::Slots { resources, affinity, resource_properties, traits, .. } => Demand::Slots {
-            amount: n,
-            resources: resources.clone(),
-            affinity: if lost == all || *affinity == Some(false) { *affinity } else { None },
-            resource_properties: resource_properties.clone(),
-            traits: traits.clone(),
-        },
-        Demand::Nothing => Demand::Nothing,
+    let mut d = demand.exactly(u32::try_from(lost).unwrap_or(u32::MAX));
+    if let Demand::Slots { affinity, .. } = &mut d {
+        if lost != all && *affinity != Some(false) {
+            *affinity = None;
+        }
     }
+    d
 }
 
 #[cfg(test)]

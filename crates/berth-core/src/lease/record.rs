@@ -192,6 +192,28 @@ pub enum Demand {
     Nothing,
 }
 
+impl Demand {
+    /// The same demand asking exactly `n` hosts (or slots); `Nothing` as it is.
+    pub fn exactly(&self, n: u32) -> Demand {
+        match self {
+            Demand::Hosts { hypervisor_properties, resource_properties, .. } => Demand::Hosts {
+                min: n,
+                max: n,
+                hypervisor_properties: hypervisor_properties.clone(),
+                resource_properties: resource_properties.clone(),
+            },
+            Demand::Slots { resources, affinity, resource_properties, traits, .. } => Demand::Slots {
+                amount: n,
+                resources: resources.clone(),
+                affinity: *affinity,
+                resource_properties: resource_properties.clone(),
+                traits: traits.clone(),
+            },
+            Demand::Nothing => Demand::Nothing,
+        }
+    }
+}
+
 impl AsRef<Demand> for Demand {
     fn as_ref(&self) -> &Demand {
         self

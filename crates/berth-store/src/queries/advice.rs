@@ -26,9 +26,7 @@ pub struct Availability {
 /// How far a lease could be extended on what it holds.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Extension {
-    pub start: DateTime<Utc>,
     pub end: DateTime<Utc>,
-    pub project_id: String,
     /// The latest end within the horizon; `None`: the horizon itself is free.
     /// The earliest of its reservations' (they move together).
     pub latest_end: Option<DateTime<Utc>>,
@@ -189,14 +187,7 @@ impl Store {
                 });
             }
             let latest_end = reservations.iter().filter_map(|r| r.latest_end).min();
-            Ok(Extension {
-                start: lease.start,
-                end: lease.end,
-                project_id: lease.project_id.clone(),
-                latest_end,
-                horizon,
-                reservations,
-            })
+            Ok(Extension { end: lease.end, latest_end, horizon, reservations })
         })
     }
 }
