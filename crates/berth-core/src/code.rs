@@ -141,6 +141,14 @@ pub enum ErrorCode {
     BadMarker,
     Timeout,
     TooManyStreams,
+    /// A loan asked for where no capacity is idle long enough: taken now,
+    /// or needed within the reclaim lead (409).
+    NoIdleCapacity,
+    /// An ordinary write to a preemptible consumer, or the reverse (409).
+    LoanKind,
+    /// A loan asked for as Placement cannot lend: in a batch, or drawing
+    /// from a reservation (400).
+    LendInvalid,
 }
 
 macro_rules! no_capacity_codes {
@@ -154,6 +162,15 @@ pub(crate) const NO_CAPACITY_CODES: [&str; 32] =
 /// Reservation `i`'s code for no capacity; past the last, the lease's.
 fn no_capacity(i: usize) -> &'static str {
     NO_CAPACITY_CODES.get(i).copied().unwrap_or("berth.lease.no_capacity")
+}
+
+/// The codes of lending idle capacity (`crate::lend`).
+fn lend(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::NoIdleCapacity => "berth.lend.no_idle_capacity",
+        ErrorCode::LoanKind => "berth.lend.consumer_kind",
+        _ => "berth.lend.invalid",
+    }
 }
 
 /// The codes of offers (`POST /v1/offers` and booking one), and of a
@@ -257,6 +274,7 @@ impl ErrorCode {
             ErrorCode::BadMarker => "berth.invalid.marker",
             ErrorCode::Timeout => "berth.timeout",
             ErrorCode::TooManyStreams => "berth.too_many_streams",
+            ErrorCode::NoIdleCapacity | ErrorCode::LoanKind | ErrorCode::LendInvalid => lend(self),
         }
     }
 }

@@ -363,6 +363,45 @@ pub enum Event {
         created: Vec<Uuid>,
         at: DateTime<Utc>,
     },
+    // Lending idle capacity (crate::lend).
+    /// A preemptible consumer's allocations, replaced by a loan: each held
+    /// from `at` until `until` (`None`: open-ended), when the manager
+    /// reclaims it, `lead_s` before the capacity is needed.
+    CapacityLent {
+        consumer: Uuid,
+        project_id: String,
+        user_id: String,
+        allocations: Vec<Allocation>,
+        until: Option<DateTime<Utc>>,
+        lead_s: i64,
+        at: DateTime<Utc>,
+    },
+    /// A loan given back: its consumer's allocations were deleted.
+    LoanReturned {
+        consumer: Uuid,
+        at: DateTime<Utc>,
+    },
+    /// A loan cut short to `until`: a command took the capacity it sat on.
+    LoanCut {
+        consumer: Uuid,
+        until: DateTime<Utc>,
+        at: DateTime<Utc>,
+    },
+    /// Manager `by` took the due reclaim of a loan, until `expires` (another
+    /// manager takes it back after that).
+    ReclaimClaimed {
+        consumer: Uuid,
+        by: String,
+        expires: DateTime<Utc>,
+        at: DateTime<Utc>,
+    },
+    /// The reclaim's outcome through the plugins: done, or failed for good.
+    ReclaimFinished {
+        consumer: Uuid,
+        done: bool,
+        detail: serde_json::Value,
+        at: DateTime<Utc>,
+    },
 }
 
 impl Event {
@@ -412,6 +451,11 @@ impl Event {
                 scope.stream()
             }
             Event::RequestKeyed { caller, key, .. } => format!("request:{caller}:{key}"),
+            Event::CapacityLent { consumer, .. }
+            | Event::LoanReturned { consumer, .. }
+            | Event::LoanCut { consumer, .. }
+            | Event::ReclaimClaimed { consumer, .. }
+            | Event::ReclaimFinished { consumer, .. } => format!("consumer:{consumer}"),
         }
     }
 

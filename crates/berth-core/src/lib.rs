@@ -19,6 +19,7 @@ pub mod host;
 pub mod inventory;
 pub mod lease;
 pub mod lease_event;
+pub mod lend;
 pub mod names;
 pub mod offer;
 pub mod policy;

@@ -97,6 +97,10 @@ pub struct PoolStatus {
     pub waiting: usize,
 }
 
+/// The reclaim lead unless configured: two minutes, the notice AWS gives
+/// before it interrupts a Spot instance.
+pub const DEFAULT_RECLAIM_LEAD_S: i64 = 120;
+
 /// A handle on Berth's database: a pool of connections. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -123,6 +127,9 @@ pub struct Store {
     replicas: Option<std::sync::Arc<replicas::Replicas>>,
     /// How long a use of a connection waits on the server (crate::conn).
     deadline: Option<Duration>,
+    /// How long before an owner needs lent capacity its loan is reclaimed
+    /// (commands::loans).
+    reclaim_lead: chrono::Duration,
 }
 
 impl Store {
@@ -148,7 +155,15 @@ impl Store {
             drawn_ties: false,
             small_cloud: Default::default(),
             deadline: deadline(settings),
+            reclaim_lead: chrono::Duration::seconds(DEFAULT_RECLAIM_LEAD_S),
         })
+    }
+
+    /// Reclaims lent capacity `lead` before an owner needs it
+    /// (commands::loans): the time a plugin has to empty it.
+    pub fn with_reclaim_lead(mut self, lead: std::time::Duration) -> Store {
+        self.reclaim_lead = chrono::Duration::from_std(lead).unwrap_or(chrono::Duration::MAX);
+        self
     }
 
     /// Decides claims in at most `lanes` transactions at once (see

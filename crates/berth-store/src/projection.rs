@@ -17,6 +17,7 @@ mod enrolments;
 mod heal;
 pub(crate) mod lease_events;
 mod leases;
+mod loans;
 mod placement;
 pub(crate) mod quotas;
 mod request_keys;
@@ -52,6 +53,11 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
             quotas::apply(c, e).await?
         }
         e @ Event::RequestKeyed { .. } => request_keys::apply(c, e).await?,
+        e @ (Event::CapacityLent { .. }
+        | Event::LoanReturned { .. }
+        | Event::LoanCut { .. }
+        | Event::ReclaimClaimed { .. }
+        | Event::ReclaimFinished { .. }) => loans::apply(c, e).await?,
         e @ (Event::HostDisabled { .. }
         | Event::ReservationHealed { .. }
         | Event::ReservationUnhealed { .. }
@@ -322,4 +328,6 @@ pub const TABLES: &[&str] = &[
     "manager_state",
     "heal_hooks",
     "maintenance_windows",
+    "loans",
+    "loan_allocations",
 ];

@@ -19,6 +19,7 @@ mod heal;
 mod hosts;
 mod lease_events;
 mod leases;
+mod loans;
 mod maintenance;
 mod providers;
 mod quotas;
@@ -34,6 +35,7 @@ pub use lease_events::{Claim, Claimed, Finish, HealHook, HeldHost, KeptConnectio
 pub(crate) use leases::heal::Placing;
 pub(crate) use leases::SmallCloud;
 pub use leases::{LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate, SLOT_CONSUMER_TYPE};
+pub use loans::{Reclaim, PREEMPTIBLE};
 pub use maintenance::{MaintenanceWindow, NewMaintenance};
 pub use providers::{InventoryChange, NewProvider, ProviderUpdate};
 pub use quotas::OverLimit;
@@ -56,7 +58,10 @@ pub(crate) async fn record(
     events: &[Event],
 ) -> Result<Vec<i64>, StoreError> {
     let refs: Vec<&Event> = events.iter().collect();
-    appended_and_applied(crate::log::append(tx, meta, events), crate::projection::apply_all(tx, &refs)).await
+    let positions =
+        appended_and_applied(crate::log::append(tx, meta, events), crate::projection::apply_all(tx, &refs)).await?;
+    loans::after_writes(tx, meta, &refs).await?;
+    Ok(positions)
 }
 
 /// As [`record`], for events of several requests, each with its own metadata.
@@ -65,7 +70,12 @@ pub(crate) async fn record_each(
     events: &[(&EventMeta, Event)],
 ) -> Result<Vec<i64>, StoreError> {
     let refs: Vec<&Event> = events.iter().map(|(_, e)| e).collect();
-    appended_and_applied(crate::log::append_each(tx, events), crate::projection::apply_all(tx, &refs)).await
+    let positions =
+        appended_and_applied(crate::log::append_each(tx, events), crate::projection::apply_all(tx, &refs)).await?;
+    if let Some((meta, _)) = events.first() {
+        loans::after_writes(tx, meta, &refs).await?;
+    }
+    Ok(positions)
 }
 
 /// As [`record_each`], and commits: in the same round trip when one
@@ -97,10 +107,10 @@ pub(crate) async fn record_and_commit(
     events: &[Event],
 ) -> Result<Vec<i64>, StoreError> {
     let refs: Vec<&Event> = events.iter().collect();
-    let Some(write) = crate::projection::creations_only(&refs) else {
-        let c = tx.client().await?;
-        let positions =
-            appended_and_applied(crate::log::append(c, meta, events), crate::projection::apply_all(c, &refs)).await?;
+    let write = crate::projection::creations_only(&refs);
+    let in_the_way = write.is_some() && loans::stand_in_the_way(tx.client().await?, &refs).await?;
+    let Some(write) = write.filter(|_| !in_the_way) else {
+        let positions = record(tx.client().await?, meta, events).await?;
         tx.commit().await?;
         return Ok(positions);
     };

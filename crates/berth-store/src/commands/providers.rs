@@ -149,7 +149,7 @@ impl Store {
                 )
                 .into());
             }
-            if tx.query_opt("SELECT 1 FROM allocations WHERE provider_uuid = $1 LIMIT 1", &[&uuid]).await?.is_some() {
+            if tx.query_opt(HELD_ON, &[&uuid]).await?.is_some() {
                 return Err(Error::refused(
                     ErrorKind::InUse,
                     ErrorCode::ProviderInUse,
@@ -275,6 +275,11 @@ impl Store {
     }
 }
 
+/// Whether anything is held on provider `$1`: an allocation, or a loan still running.
+const HELD_ON: &str = "SELECT 1 FROM allocations WHERE provider_uuid = $1
+     UNION ALL SELECT 1 FROM loan_allocations WHERE provider_uuid = $1 AND (upper_inf(during) OR upper(during) > now())
+     LIMIT 1";
+
 /// The classes exist, and no class that is dropped still has allocations
 /// that hold now or later.
 pub(crate) async fn check_inventory_change(
@@ -289,9 +294,10 @@ pub(crate) async fn check_inventory_change(
     }
     let in_use: Vec<String> = tx
         .query(
-            "SELECT DISTINCT resource_class FROM allocations
-             WHERE provider_uuid = $1 AND NOT (resource_class = ANY($2))
-               AND (upper(during) IS NULL OR upper(during) > now())",
+            "SELECT DISTINCT resource_class FROM (
+                 SELECT resource_class, during FROM allocations WHERE provider_uuid = $1
+                 UNION ALL SELECT resource_class, during FROM loan_allocations WHERE provider_uuid = $1) a
+             WHERE NOT (resource_class = ANY($2)) AND (upper(during) IS NULL OR upper(during) > now())",
             &[&uuid, &classes],
         )
         .await?

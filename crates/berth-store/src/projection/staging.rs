@@ -89,7 +89,11 @@ const MERGE: &str = "
 /// No wildcard arm: a new event type must say.
 fn touches_allocations(event: &Event) -> bool {
     match event {
-        Event::AllocationsReplaced { .. } | Event::ResourceClassRenamed { .. } => true,
+        // Loans write their consumer's row.
+        Event::AllocationsReplaced { .. }
+        | Event::ResourceClassRenamed { .. }
+        | Event::CapacityLent { .. }
+        | Event::LoanReturned { .. } => true,
         Event::ResourceClassCreated { .. }
         | Event::ResourceClassDeleted { .. }
         | Event::TraitCreated { .. }
@@ -132,7 +136,10 @@ fn touches_allocations(event: &Event) -> bool {
         | Event::LeaseEventCancelled { .. }
         | Event::LeaseEventFired { .. }
         | Event::ManagerPaused { .. }
-        | Event::ManagerResumed { .. } => false,
+        | Event::ManagerResumed { .. }
+        | Event::LoanCut { .. }
+        | Event::ReclaimClaimed { .. }
+        | Event::ReclaimFinished { .. } => false,
     }
 }
 

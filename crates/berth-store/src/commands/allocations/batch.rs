@@ -49,7 +49,9 @@ pub(crate) async fn write_allocations(
         for (i, d) in plain.iter().zip(read.decide_in_turn(&batch, &[], &mut events)) {
             decisions[*i] = Some(d);
         }
-        if plain.len() == requests.len() {
+        // A loan in the way of the writes is cut short before the commit
+        // (record_each), so they commit in a round trip of their own.
+        if plain.len() == requests.len() && !read.lent_on {
             record_each_and_commit(tx, &events).await?;
         } else if !events.is_empty() {
             record_each(tx.client().await?, &events).await?;

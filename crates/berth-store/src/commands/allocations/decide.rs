@@ -159,6 +159,7 @@ impl Read {
     /// inventory, so nothing its consumers held before excuses it.
     fn decide(&self, consumers: &[ConsumerAllocations], reshaped: &[ReshapeInventory]) -> Result<(), Error> {
         self.check_generations(consumers, reshaped)?;
+        self.check_not_lent(consumers)?;
         let wanted = wanted(consumers);
         self.check_names(&wanted, reshaped)?;
         self.check_amounts(consumers)?;
@@ -192,6 +193,21 @@ impl Read {
                     return Err(refuse::generation(Refusal::ReshapeGeneration { provider, expected, actual }));
                 }
                 Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A preemptible consumer is written as one (commands::loans) until
+    /// its loan is given back.
+    fn check_not_lent(&self, consumers: &[ConsumerAllocations]) -> Result<(), Error> {
+        for c in consumers {
+            if self.current.get(&c.consumer).and_then(|x| x.1.as_deref()) == Some(crate::commands::PREEMPTIBLE) {
+                let detail = format!(
+                    "consumer {} is preemptible: claim it with consumer_type PREEMPTIBLE, or delete its allocations first",
+                    c.consumer
+                );
+                return Err(Error::conflict(ErrorCode::LoanKind, detail));
             }
         }
         Ok(())

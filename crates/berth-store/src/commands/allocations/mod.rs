@@ -42,6 +42,13 @@ impl Store {
         consumers: Vec<ConsumerAllocations>,
     ) -> Result<(), Error> {
         request::check_batch_shape(&consumers)?;
+        // A preemptible consumer borrows idle capacity (commands::loans), alone.
+        if consumers.iter().any(super::loans::is_loan) {
+            let [request] = <[ConsumerAllocations; 1]>::try_from(consumers).map_err(|_| {
+                Error::invalid(ErrorCode::LendInvalid, "a preemptible consumer's allocations are claimed alone")
+            })?;
+            return self.lend(meta, request).await;
+        }
         // A request that names a reservation's class draws from its hold
         // (draw.rs) and is decided alone. Others are decided together with
         // the requests in flight (claims.rs).
@@ -66,6 +73,11 @@ impl Store {
                 let refusal = Refusal::NoAllocations { consumer };
                 return Err(Error::refused(ErrorKind::NotFound, ErrorCode::NotFound, refusal).into());
             };
+            let at = now(tx).await?;
+            if row.consumer_type.as_deref() == Some(super::loans::PREEMPTIBLE) {
+                record(tx, meta, &[Event::LoanReturned { consumer, at }]).await?;
+                return Ok(());
+            }
             let event = Event::AllocationsReplaced {
                 consumer,
                 project_id: row.project_id,
@@ -73,7 +85,7 @@ impl Store {
                 consumer_type: row.consumer_type,
                 allocations: Vec::new(),
                 providers_bumped: Some(Vec::new()),
-                at: now(tx).await?,
+                at,
             };
             record(tx, meta, &[event]).await?;
             Ok(())

@@ -85,6 +85,9 @@ pub(super) struct Read {
     pub limited: Option<quota::Limited>,
     /// The batch's consumers that hold a reservation draw.
     pub drawing: BTreeSet<Uuid>,
+    /// Whether a loan runs on a provider the batch asks for (its writes
+    /// may have to cut it short: commands::loans).
+    pub lent_on: bool,
 }
 
 /// The new holds of a batch by provider and class, and the window each key
@@ -156,9 +159,10 @@ pub(super) async fn read(
     let (w, ids) = (&wanted, consumer_ids.param());
     let other_params: [&(dyn ToSql + Sync); 5] = [&w.keys_p, &w.keys_c, &w.keys_s, &w.keys_e, ids];
     let class_params = [named.param()];
+    let lent_params = [&wanted.keys_p as &(dyn ToSql + Sync)];
     // Quota: the projects' guards are locked first, their limits and usage read last (crate::quota).
     let q = quota.params();
-    let [_, started, _, guard_rows, consumer_rows, draw_rows, provider_rows, other_rows, class_rows, limit_rows, usage_rows] =
+    let [_, started, _, guard_rows, consumer_rows, draw_rows, provider_rows, other_rows, class_rows, limit_rows, usage_rows, lent_rows] =
         tx.pipeline([
             (sql::GENERIC_PLANS, &[]),
             (clock::STARTED, &[]),
@@ -171,6 +175,7 @@ pub(super) async fn read(
             (KNOWN_CLASSES, &class_params[..]),
             (quota::LIMITS, &q.limits[..]),
             (quota::USAGE, &q.usage[..]),
+            (crate::commands::loans::LENT_ON_NOW, &lent_params[..]),
         ])
         .await?;
     let at = known.unwrap_or_else(|| started[0].get("started"));
@@ -189,6 +194,7 @@ pub(super) async fn read(
         others,
         limited: quota.limits(tx.client().await?, &guard_rows, limit_rows, usage_rows).await?,
         drawing: draw_rows.iter().map(|r| r.get("consumer_uuid")).collect(),
+        lent_on: !lent_rows.is_empty(),
     })
 }
 
