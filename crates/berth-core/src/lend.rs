@@ -20,6 +20,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 
+use crate::time::DateMath;
 use crate::window::Window;
 
 /// Holds on one provider and class: (window, amount).
@@ -74,7 +75,7 @@ pub fn lend_until(
     with.push((Window::from(now), amount));
     match first_overflow(capacity, ordinary, lendable, &with, now) {
         None => Ok(None),
-        Some(t) if t - lead > now => Ok(Some(t - lead)),
+        Some(t) if t.saturating_minus(lead) > now => Ok(Some(t.saturating_minus(lead))),
         Some(_) => Err(()),
     }
 }
@@ -115,7 +116,7 @@ pub fn cuts<K: Clone + PartialEq>(
             return out;
         };
         let loan = &mut loans[i];
-        let end = (t - loan.lead).max(now);
+        let end = t.saturating_minus(loan.lead).max(now);
         // A loan cut to before its start (it was lent in the future) runs not at all.
         loan.window.end = Some(end.max(loan.window.start));
         out.retain(|(k, _)| *k != loan.key);
@@ -124,7 +125,7 @@ pub fn cuts<K: Clone + PartialEq>(
 }
 
 #[cfg(test)]
-#[allow(clippy::disallowed_methods)] // fixed instants for the arithmetic
+#[allow(clippy::disallowed_methods, clippy::arithmetic_side_effects)] // fixed instants, small sums
 mod tests {
     use super::*;
     use chrono::TimeZone;

@@ -43,6 +43,10 @@ pub struct ManagerConfig {
     /// Never more than an eighth of `claim_ttl_ms` (the claims it holds
     /// are renewed meanwhile).
     pub record_wait_ms: u64,
+    /// Capacity lent to preemptible consumers is reclaimed this long before
+    /// an owner needs it: the time the plugins have to empty it. At least
+    /// the poll interval, so a reclaim is made before the owner's start.
+    pub reclaim_lead_s: u64,
     /// On shutdown, how long running hooks may take to finish; the claims of
     /// those that do not are left to expire (another berthd retries them).
     pub shutdown_grace_ms: u64,
@@ -64,6 +68,7 @@ impl Default for ManagerConfig {
             debounce_ms: 10,
             record_wait_ms: 0,
             shutdown_grace_ms: 10_000,
+            reclaim_lead_s: berth_store::DEFAULT_RECLAIM_LEAD_S.unsigned_abs(),
         }
     }
 }
@@ -78,6 +83,9 @@ impl ManagerConfig {
     /// between inserting its events and committing them.
     pub fn wake_horizon(&self) -> Duration {
         self.poll_interval() * 2 + Duration::from_secs(1)
+    }
+    pub fn reclaim_lead(&self) -> Duration {
+        Duration::from_secs(self.reclaim_lead_s)
     }
     pub fn claim_ttl(&self) -> Duration {
         Duration::from_millis(self.claim_ttl_ms.max(100))
@@ -116,12 +124,21 @@ impl ManagerConfig {
         if self.poll_interval_ms > MAX_POLL_INTERVAL_MS {
             return Err(format!("manager.poll_interval_ms must be at most {MAX_POLL_INTERVAL_MS} (a day)"));
         }
+        if self.reclaim_lead_s.saturating_mul(1000) < self.poll_interval_ms || self.reclaim_lead_s > MAX_RECLAIM_LEAD_S {
+            return Err(format!(
+                "manager.reclaim_lead_s must be at least the poll interval ({} ms) and at most {MAX_RECLAIM_LEAD_S} (a week)",
+                self.poll_interval_ms
+            ));
+        }
         Ok(())
     }
 }
 
 /// More lanes than this keep more connections than any burst uses.
 const MAX_CLAIM_LANES: usize = 64;
+
+/// A week: lending nothing for longer is lending nothing.
+const MAX_RECLAIM_LEAD_S: u64 = 604_800;
 
 /// A day: a manager that looks less often is misconfigured.
 const MAX_POLL_INTERVAL_MS: u64 = 86_400_000;

@@ -37,6 +37,7 @@ mod claim;
 mod clock;
 mod fire;
 mod heal;
+mod reclaim;
 mod record;
 mod renew;
 mod retry;

@@ -17,6 +17,13 @@ pub const LAG: &str = "berth_manager_lag_seconds";
 /// Buckets for [`LAG`], in seconds.
 pub const LAG_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
+/// Capacity reclaimed from preemptible consumers, by resource class.
+pub const RECLAIMED: &str = "berth_capacity_reclaimed_total";
+/// Reclaims made, by outcome (`done`, `failed`, `retrying`).
+pub const RECLAIMS: &str = "berth_reclaims_total";
+/// Seconds from a loan's reclaim falling due to its outcome recorded.
+pub const RECLAIM_LAG: &str = "berth_reclaim_lag_seconds";
+
 /// Describes every metric (for the exporter's HELP lines) and creates it.
 pub fn describe() {
     metrics::describe_gauge!(DUE, "Lease events due and not yet claimed");
@@ -35,6 +42,33 @@ pub fn describe() {
         let _ = metrics::counter!(name);
     }
     let _ = metrics::histogram!(LAG);
+    metrics::describe_counter!(RECLAIMED, "Capacity reclaimed from preemptible consumers, by resource class");
+    metrics::describe_counter!(RECLAIMS, "Reclaims of lent capacity through the plugins, by outcome");
+    metrics::describe_histogram!(
+        RECLAIM_LAG,
+        metrics::Unit::Seconds,
+        "From a loan's reclaim falling due to its outcome recorded"
+    );
+    for outcome in ["done", "failed", "retrying"] {
+        let _ = metrics::counter!(RECLAIMS, "outcome" => outcome);
+    }
+    let _ = metrics::histogram!(RECLAIM_LAG);
+}
+
+/// A reclaim's outcome recorded, `lag` seconds after it fell due.
+pub(crate) fn reclaimed(done: bool, lag: f64, holds: &[(uuid::Uuid, String, String, i64)]) {
+    metrics::counter!(RECLAIMS, "outcome" => if done { "done" } else { "failed" }).increment(1);
+    metrics::histogram!(RECLAIM_LAG).record(lag.max(0.0));
+    if done {
+        for (_, _, class, used) in holds {
+            metrics::counter!(RECLAIMED, "resource_class" => class.clone()).increment(u64::try_from(*used).unwrap_or(0));
+        }
+    }
+}
+
+/// A reclaim failed in a way that may pass; it is tried again.
+pub(crate) fn reclaim_retrying() {
+    metrics::counter!(RECLAIMS, "outcome" => "retrying").increment(1);
 }
 
 pub(crate) fn claimed(n: usize) {

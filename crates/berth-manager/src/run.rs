@@ -95,6 +95,7 @@ async fn schedule(
         let polled = Instant::now() >= next_sweep;
         if std::mem::take(&mut noted) || polled {
             crate::heal::kick(inner);
+            crate::reclaim::kick(inner);
         }
         if polled {
             next_sweep = Instant::now() + poll;

@@ -62,6 +62,8 @@ pub(crate) struct Inner {
     pub(crate) sweeping: AtomicBool,
     /// A pass over the `on_heal` calls owed is under way.
     pub(crate) healing: AtomicBool,
+    /// A pass over the reclaims due is under way.
+    pub(crate) reclaiming: AtomicBool,
     /// Due events are being claimed (the recorder waits for them).
     pub(crate) claiming: AtomicBool,
     /// Told when claiming stops.
@@ -92,6 +94,7 @@ impl Inner {
             running: Mutex::new(HashMap::new()),
             sweeping: AtomicBool::new(false),
             healing: AtomicBool::new(false),
+            reclaiming: AtomicBool::new(false),
             claiming: AtomicBool::new(false),
             claimed: Notify::new(),
             kept: (0..lanes).map(|_| Default::default()).collect(),

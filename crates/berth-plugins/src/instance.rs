@@ -56,6 +56,9 @@ pub enum InstanceEnd {
 #[serde(default, deny_unknown_fields)]
 pub struct InstanceOptions {
     pub on_end: InstanceEnd,
+    /// What happens to a preemptible instance whose borrowed capacity is
+    /// reclaimed: deleted (the default, as a Spot instance is) or shelved.
+    pub on_reclaim: InstanceEnd,
 }
 
 pub struct InstancePlugin {
@@ -83,10 +86,12 @@ impl InstancePlugin {
         let mut answers = Vec::new();
         for (i, a) in hook.allocations.iter().enumerate() {
             let consumer = a.get("consumer_id").and_then(Value::as_str).unwrap_or_default();
+            // A loan's consumer is the instance itself.
+            let instance = ids.get(i).map(String::as_str).or_else(|| a.get("instance_id").and_then(Value::as_str));
             let payload = json!({
                 "resource_type": self.resource_type,
                 "event_type": hook.event_type,
-                "instance_id": ids.get(i),
+                "instance_id": instance,
                 "consumer_id": consumer,
                 "resource_provider": a.get("resource_provider"),
                 "resources": a.get("resources"),
@@ -95,7 +100,7 @@ impl InstancePlugin {
             });
             let key = format!("{}:{consumer}", hook.idempotency_key);
             let answer = self.driver.call(action, &payload, &key).await?;
-            answers.push(json!({"consumer_id": consumer, "instance_id": ids.get(i), "answer": answer}));
+            answers.push(json!({"consumer_id": consumer, "instance_id": instance, "answer": answer}));
         }
         Ok(HookOutcome { detail: json!({"action": action, "slots": answers}), effects: Vec::new() })
     }
@@ -181,11 +186,21 @@ impl ResourcePlugin for InstancePlugin {
     }
 
     async fn on_end(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
-        let action = match self.options.on_end {
-            InstanceEnd::Delete => "delete",
-            InstanceEnd::Shelve => "shelve",
-        };
-        self.each_slot(action, hook).await
+        self.each_slot(action(self.options.on_end), hook).await
+    }
+
+    /// The preemptible instance (the loan's consumer) deleted or shelved,
+    /// one driver call per instance, as at a lease's end.
+    async fn on_reclaim(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
+        self.each_slot(action(self.options.on_reclaim), hook).await
+    }
+}
+
+/// The driver's action for an instance's end.
+fn action(end: InstanceEnd) -> &'static str {
+    match end {
+        InstanceEnd::Delete => "delete",
+        InstanceEnd::Shelve => "shelve",
     }
 }
 

@@ -145,4 +145,14 @@ pub trait ResourcePlugin: Send + Sync {
     async fn on_return(&self, _hook: &Hook) -> Result<HookOutcome, HookError> {
         Ok(HookOutcome::default())
     }
+
+    /// Capacity lent to a preemptible consumer is due back: an owner needs
+    /// it within the reclaim lead. `event_type` is `reclaim`; `lease` is
+    /// null; `allocations` lists what the consumer borrowed (its
+    /// `consumer_id`, the Placement consumer, is the instance). The plugin
+    /// empties it (the instance plugin deletes or shelves the instance).
+    /// Not implemented: the reclaim fails for good, and the operator sees it.
+    async fn on_reclaim(&self, _hook: &Hook) -> Result<HookOutcome, HookError> {
+        Err(HookError::permanent(format!("{} reclaims nothing", self.resource_type())))
+    }
 }

@@ -240,6 +240,7 @@ pub(crate) async fn serve(cfg: Config) -> Result<()> {
         .with_claim_gather(std::time::Duration::from_micros(cfg.claim_gather_us))
         .with_cleaning_time(std::time::Duration::from_secs(u64::from(cfg.cleaning_time) * 60))
         .with_drawn_ties(true)
+        .with_reclaim_lead(cfg.manager.reclaim_lead())
         .with_replicas(&cfg.read_database_urls, std::time::Duration::from_millis(cfg.max_replica_lag_ms), &pool)
         .context("read_database_urls")?;
     store.reach().await?;

@@ -4,6 +4,7 @@
 //! A claim that lapses (its manager died, or the plugin's failure may pass)
 //! is claimed again, with the same idempotency key.
 
+use berth_core::time::DateMath;
 use berth_core::{Error, Event, EventMeta};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
@@ -57,7 +58,7 @@ impl Store {
                 })
                 .collect();
             let ids: Vec<Uuid> = due.iter().map(|d| d.consumer).collect();
-            let expires = at + ttl;
+            let expires = at.saturating_plus(ttl);
             let events: Vec<Event> = ids
                 .iter()
                 .map(|c| Event::ReclaimClaimed { consumer: *c, by: by.to_string(), expires, at })
