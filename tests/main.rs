@@ -22,6 +22,7 @@ mod heal_cli;
 mod jwt_api;
 mod keystone;
 mod leases_api;
+mod lending;
 mod log_tail;
 mod manager;
 mod observability;

@@ -162,6 +162,10 @@ const PLACEMENT_CODES: &[ErrorCode] = &[
     ErrorCode::ProviderNotFound,
     // Over quota keeps Berth's code, in Placement's error document (403).
     ErrorCode::QuotaExceeded,
+    // So do Berth's refusals of a loan (docs/lending.md).
+    ErrorCode::NoIdleCapacity,
+    ErrorCode::LoanKind,
+    ErrorCode::LendInvalid,
 ];
 
 impl Style {

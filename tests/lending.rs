@@ -1,0 +1,198 @@
+//! Lending idle capacity, black box: a real berthd on a real database,
+//! preemptible consumers claimed through `/placement` as Nova would (with
+//! `consumer_type` PREEMPTIBLE), owners' leases from `/v1/leases`, and a real
+//! HTTP receiver standing in for Nova, which the instance plugin's
+//! `on_reclaim` deletes the preemptible servers through.
+
+// Tests pick times relative to the real clock, which is the database's
+// (one machine); the code under test reads only the database's.
+#![allow(clippy::disallowed_methods)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use berth_store::testing::TestDatabase;
+use berth_testkit::receiver::{self, Receiver};
+use berth_testkit::{Server, ADMIN, ALICE};
+use chrono::{DateTime, SecondsFormat, Utc};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+/// The reclaim lead the tests run with, in seconds.
+const LEAD: i64 = 2;
+
+/// berthd with quick polls, a short lead, the instance plugin acting
+/// through the receiver.
+fn config(dir: &tempfile::TempDir, base: &str) -> PathBuf {
+    let path = dir.path().join("berth.toml");
+    let text = format!(
+        "[manager]\npoll_interval_ms = 100\nclaim_ttl_ms = 2000\nretry_min_ms = 50\nretry_max_ms = 200\n\
+         reclaim_lead_s = {LEAD}\n\n\
+         [plugins]\nenabled = [\"physical:host\", \"virtual:instance\"]\n\
+         [plugins.drivers.\"virtual:instance\"]\ndriver = \"webhook\"\nurl = \"{base}/hook\"\ntimeout_ms = 5000\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+async fn start() -> (Server, std::sync::Arc<Receiver>, tempfile::TempDir) {
+    let (rx, base) = receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::launch(TestDatabase::new().await, &[], Some(&config(&dir, &base))).await;
+    (s, rx, dir)
+}
+
+fn at(s: i64) -> DateTime<Utc> {
+    Utc::now() + chrono::Duration::seconds(s)
+}
+
+fn date(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+async fn enrol(s: &Server, name: &str) -> String {
+    let body = json!({"name": name, "vcpus": 8, "memory_mb": 16384, "local_gb": 100});
+    let (st, host) = s.post("/v1/os-hosts", ADMIN, body).await;
+    assert_eq!(st, StatusCode::CREATED, "{host}");
+    host["host"]["id"].as_str().unwrap().to_string()
+}
+
+/// A lease of one whole host from `start` to `end`; its id and host.
+async fn owner(s: &Server, name: &str, start: DateTime<Utc>, end: DateTime<Utc>) -> (String, String) {
+    let body = json!({"name": name, "start_date": date(start), "end_date": date(end),
+                      "reservations": [{"resource_type": "physical:host", "min": 1, "max": 1}]});
+    let (st, l) = s.post("/v1/leases", ALICE, body).await;
+    assert_eq!(st, StatusCode::CREATED, "{l}");
+    let host = l["lease"]["reservations"][0]["allocations"][0]["resource_id"].as_str().unwrap().to_string();
+    (l["lease"]["id"].as_str().unwrap().to_string(), host)
+}
+
+/// Nova's claim for a server of `vcpus` on `host`, of type `kind`.
+async fn claim(s: &Server, consumer: Uuid, host: &str, vcpus: i64, kind: &str) -> (StatusCode, Value) {
+    let body = json!({"allocations": {host: {"resources": {"VCPU": vcpus, "MEMORY_MB": 512}}},
+                      "project_id": "p2", "user_id": "bob", "consumer_generation": null, "consumer_type": kind});
+    s.placement(Method::PUT, &format!("/allocations/{consumer}"), ADMIN, "1.38", body).await
+}
+
+async fn status(s: &Server, id: &str) -> String {
+    let (st, l) = s.get(&format!("/v1/leases/{id}"), ADMIN).await;
+    assert_eq!(st, StatusCode::OK, "{l}");
+    l["lease"]["status"].as_str().unwrap().to_string()
+}
+
+/// Waits for the receiver's first call deleting `consumer`; when it came.
+async fn reclaimed(rx: &Receiver, consumer: Uuid, within: Duration) -> DateTime<Utc> {
+    let deadline = Instant::now() + within;
+    loop {
+        let calls = rx.calls_of("delete");
+        if let Some(c) = calls.iter().find(|c| c.payload["instance_id"] == json!(consumer.to_string())) {
+            return c.received;
+        }
+        assert!(Instant::now() < deadline, "{consumer} was never reclaimed: {:?}", rx.calls());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The distinct reclaims of `consumer` the receiver applied (one per key).
+fn reclaims_of(rx: &Receiver, consumer: Uuid) -> usize {
+    let keys: std::collections::BTreeSet<String> = rx
+        .calls_of("delete")
+        .iter()
+        .filter(|c| c.payload["instance_id"] == json!(consumer.to_string()))
+        .map(|c| c.key.clone())
+        .collect();
+    keys.len()
+}
+
+#[tokio::test]
+async fn a_preemptible_server_on_a_host_reserved_from_later_is_reclaimed_before_the_start_once() {
+    let (s, rx, _dir) = start().await;
+    enrol(&s, "only").await;
+    let start = at(6);
+    let (lease, host) = owner(&s, "tomorrow", start, at(60)).await;
+
+    // The host is idle until the lease starts: a preemptible server may
+    // borrow it; an ordinary one may not (it would hold past the start).
+    let server = Uuid::new_v4();
+    let (st, body) = claim(&s, Uuid::new_v4(), &host, 2, "INSTANCE").await;
+    assert_eq!(st, StatusCode::CONFLICT, "{body}");
+    let (st, body) = claim(&s, server, &host, 2, "PREEMPTIBLE").await;
+    assert_eq!(st, StatusCode::NO_CONTENT, "{body}");
+    let (_, shown) = s.placement(Method::GET, &format!("/allocations/{server}"), ADMIN, "1.38", json!(null)).await;
+    assert_eq!(shown["allocations"][&host]["resources"]["VCPU"], 2, "{shown}");
+    assert_eq!(shown["consumer_type"], "PREEMPTIBLE", "{shown}");
+    let (_, usages) = s.placement(Method::GET, &format!("/resource_providers/{host}/usages"), ADMIN, "1.38", json!(null)).await;
+    assert_eq!(usages["usages"]["VCPU"], 2, "{usages}");
+
+    // Written as an ordinary server, it is refused: a loan stays a loan.
+    let body = json!({"allocations": {&host: {"resources": {"VCPU": 2, "MEMORY_MB": 512}}},
+                      "project_id": "p2", "user_id": "bob", "consumer_generation": 1, "consumer_type": "INSTANCE"});
+    let (st, body) = s.placement(Method::PUT, &format!("/allocations/{server}"), ADMIN, "1.38", body).await;
+    assert_eq!((st, body["errors"][0]["code"].as_str()), (StatusCode::CONFLICT, Some("berth.lend.consumer_kind")));
+
+    // Reclaimed through the receiver before the owner's start, never after.
+    let when = reclaimed(&rx, server, Duration::from_secs(15)).await;
+    assert!(when < start, "reclaimed at {when}, the lease starts at {start}");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while status(&s, &lease).await != "ACTIVE" {
+        assert!(Instant::now() < deadline, "the owner's lease never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(reclaims_of(&rx, server), 1, "{:?}", rx.calls());
+
+    // What it borrowed is gone from Placement's view; within the lead of
+    // the owner's need, nothing is lent.
+    let (_, shown) = s.placement(Method::GET, &format!("/allocations/{server}"), ADMIN, "1.38", json!(null)).await;
+    assert_eq!(shown["allocations"], json!({}), "{shown}");
+    let (st, body) = claim(&s, Uuid::new_v4(), &host, 1, "PREEMPTIBLE").await;
+    assert_eq!((st, body["errors"][0]["code"].as_str()), (StatusCode::CONFLICT, Some("berth.lend.no_idle_capacity")));
+    // Nova deletes the server's allocations; the loan is given back.
+    let (st, _) = s.placement(Method::DELETE, &format!("/allocations/{server}"), ADMIN, "1.38", json!(null)).await;
+    assert_eq!(st, StatusCode::NO_CONTENT);
+    let metrics = s.metrics().await;
+    assert!(metrics.contains("berth_reclaims_total{outcome=\"done\"} 1"), "{metrics}");
+    s.assert_no_panic();
+    s.replay_verify();
+}
+
+#[tokio::test]
+async fn a_lease_booked_over_a_loan_cuts_it_short_and_starts_on_time() {
+    let (s, rx, _dir) = start().await;
+    let host = enrol(&s, "only").await;
+    // A free host: lent open-ended.
+    let server = Uuid::new_v4();
+    let (st, body) = claim(&s, server, &host, 8, "PREEMPTIBLE").await;
+    assert_eq!(st, StatusCode::NO_CONTENT, "{body}");
+    // The loan is not in an owner's way: the lease is booked, and the
+    // loan ends the lead before it starts.
+    let start = at(5);
+    let (lease, booked) = owner(&s, "owner", start, at(60)).await;
+    assert_eq!(booked, host);
+
+    let when = reclaimed(&rx, server, Duration::from_secs(15)).await;
+    assert!(when < start, "reclaimed at {when}, the lease starts at {start}");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while status(&s, &lease).await != "ACTIVE" {
+        assert!(Instant::now() < deadline, "the owner's lease never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A lease that needs the host now cuts a new loan now.
+    let second = Uuid::new_v4();
+    let other = enrol(&s, "other").await;
+    let (st, body) = claim(&s, second, &other, 4, "PREEMPTIBLE").await;
+    assert_eq!(st, StatusCode::NO_CONTENT, "{body}");
+    let (_, took) = owner(&s, "now", Utc::now(), at(60)).await;
+    assert_eq!(took, other);
+    reclaimed(&rx, second, Duration::from_secs(10)).await;
+    // Bad requests: a loan in a batch, a loan drawing from a reservation.
+    let batch = json!({Uuid::new_v4().to_string(): {"allocations": {&other: {"resources": {"VCPU": 1}}},
+                       "project_id": "p2", "user_id": "bob", "consumer_generation": null, "consumer_type": "PREEMPTIBLE"},
+                       Uuid::new_v4().to_string(): {"allocations": {&other: {"resources": {"VCPU": 1}}},
+                       "project_id": "p2", "user_id": "bob", "consumer_generation": null, "consumer_type": "PREEMPTIBLE"}});
+    let (st, body) = s.placement(Method::POST, "/allocations", ADMIN, "1.38", batch).await;
+    assert_eq!((st, body["errors"][0]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("berth.lend.invalid")));
+    s.assert_no_panic();
+    s.replay_verify();
+}
