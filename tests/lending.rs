@@ -196,3 +196,103 @@ async fn a_lease_booked_over_a_loan_cuts_it_short_and_starts_on_time() {
     s.assert_no_panic();
     s.replay_verify();
 }
+
+/// Every instant from now on of every host, loans counted as the docs say
+/// (on top of every other hold, as no owner here lends what it holds):
+/// within capacity. Checked at each instant a hold starts or ends.
+async fn within_capacity(s: &Server) {
+    let c = berth_store::testing::connection(&s.db.store(1)).await;
+    let over = c
+        .query(
+            "WITH h AS (SELECT provider_uuid, resource_class, used, during FROM allocations
+                        UNION ALL SELECT provider_uuid, resource_class, used, during FROM loan_allocations),
+                  t AS (SELECT DISTINCT provider_uuid, resource_class, greatest(lower(during), now()) AS at FROM h
+                        WHERE upper_inf(during) OR upper(during) > now())
+             SELECT t.provider_uuid::text, t.resource_class, t.at::text, sum(h.used)::int8 AS used,
+                    ((i.total - i.reserved) * i.allocation_ratio)::int8 AS capacity
+             FROM t JOIN h ON h.provider_uuid = t.provider_uuid AND h.resource_class = t.resource_class AND h.during @> t.at
+             JOIN inventories i ON i.provider_uuid = t.provider_uuid AND i.resource_class = t.resource_class
+             GROUP BY 1, 2, 3, i.total, i.reserved, i.allocation_ratio
+             HAVING sum(h.used) > ((i.total - i.reserved) * i.allocation_ratio)::int8",
+            &[],
+        )
+        .await
+        .unwrap();
+    let over: Vec<String> = over
+        .iter()
+        .map(|r| {
+            let (p, c, t): (String, String, String) = (r.get(0), r.get(1), r.get(2));
+            format!("{p} {c} at {t}: {} of {}", r.get::<_, i64>(3), r.get::<_, i64>(4))
+        })
+        .collect();
+    assert!(over.is_empty(), "over capacity: {over:?}");
+}
+
+/// Owners booking hosts and preemptible and ordinary servers claiming them,
+/// in a random order: no instant of any host over capacity, every owner's
+/// lease starts, and every loan on a host an owner books later is
+/// reclaimed at the receiver before that owner's start.
+#[tokio::test]
+async fn owners_and_preemptible_servers_mixed_at_random_never_delay_an_owner() {
+    let (s, rx, _dir) = start().await;
+    let hosts = [enrol(&s, "h0").await, enrol(&s, "h1").await, enrol(&s, "h2").await];
+    let mut seed: u64 = Utc::now().timestamp_subsec_nanos().into();
+    println!("seed {seed}");
+    let mut next = |n: u64| {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let mut owners: Vec<(String, String, DateTime<Utc>)> = Vec::new();
+    let mut loans: Vec<(Uuid, String, DateTime<Utc>)> = Vec::new();
+    for i in 0..16 {
+        let host = &hosts[next(3) as usize];
+        match next(3) {
+            0 => {
+                let start = at(4 + next(6) as i64);
+                let body = json!({"name": format!("owner-{i}"), "start_date": date(start), "end_date": date(at(40)),
+                                  "reservations": [{"resource_type": "physical:host", "min": 1, "max": 1}]});
+                let (st, l) = s.post("/v1/leases", ALICE, body).await;
+                assert!(st == StatusCode::CREATED || st == StatusCode::CONFLICT, "{st} {l}");
+                if st == StatusCode::CREATED {
+                    let on = l["lease"]["reservations"][0]["allocations"][0]["resource_id"].as_str().unwrap();
+                    owners.push((l["lease"]["id"].as_str().unwrap().to_string(), on.to_string(), start));
+                }
+            }
+            1 => {
+                let consumer = Uuid::new_v4();
+                let lent_at = Utc::now();
+                let (st, body) = claim(&s, consumer, host, 1 + next(8) as i64, "PREEMPTIBLE").await;
+                assert!(st == StatusCode::NO_CONTENT || st == StatusCode::CONFLICT, "{st} {body}");
+                if st == StatusCode::NO_CONTENT {
+                    loans.push((consumer, host.clone(), lent_at));
+                }
+            }
+            _ => {
+                let (st, body) = claim(&s, Uuid::new_v4(), host, 1 + next(4) as i64, "INSTANCE").await;
+                assert!(st == StatusCode::NO_CONTENT || st == StatusCode::CONFLICT, "{st} {body}");
+            }
+        }
+        within_capacity(&s).await;
+    }
+    let last = owners.iter().map(|o| o.2).max().unwrap_or_else(Utc::now);
+    while Utc::now() < last + chrono::Duration::seconds(2) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for (id, _, _) in &owners {
+        assert_eq!(status(&s, id).await, "ACTIVE", "owner {id} did not start");
+    }
+    for (consumer, host, lent_at) in &loans {
+        let Some(first) = owners.iter().filter(|o| o.1 == *host && o.2 > *lent_at).map(|o| o.2).min() else {
+            continue;
+        };
+        let deletes = rx.calls_of("delete");
+        let call = deletes.iter().find(|c| c.payload["instance_id"] == json!(consumer.to_string()));
+        let call = call.unwrap_or_else(|| panic!("loan {consumer} on {host} never reclaimed before {first}"));
+        assert!(call.received < first, "loan {consumer} reclaimed at {}, its owner started at {first}", call.received);
+        assert_eq!(reclaims_of(&rx, *consumer), 1);
+    }
+    within_capacity(&s).await;
+    println!("{} owners, {} loans", owners.len(), loans.len());
+    s.assert_no_panic();
+    s.replay_verify();
+}
