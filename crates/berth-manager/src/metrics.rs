@@ -17,6 +17,8 @@ pub const LAG: &str = "berth_manager_lag_seconds";
 /// Buckets for [`LAG`], in seconds.
 pub const LAG_BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
+/// Capacity lent to preemptible consumers now, by resource class.
+pub const LENT: &str = "berth_capacity_lent";
 /// Capacity reclaimed from preemptible consumers, by resource class.
 pub const RECLAIMED: &str = "berth_capacity_reclaimed_total";
 /// Reclaims made, by outcome (`done`, `failed`, `retrying`).
@@ -49,10 +51,30 @@ pub fn describe() {
         metrics::Unit::Seconds,
         "From a loan's reclaim falling due to its outcome recorded"
     );
+    metrics::describe_gauge!(LENT, "Capacity lent to preemptible consumers now, by resource class");
+    for class in STANDARD_CLASSES {
+        metrics::gauge!(LENT, "resource_class" => class).set(0.0);
+        let _ = metrics::counter!(RECLAIMED, "resource_class" => class);
+    }
     for outcome in ["done", "failed", "retrying"] {
         let _ = metrics::counter!(RECLAIMS, "outcome" => outcome);
     }
     let _ = metrics::histogram!(RECLAIM_LAG);
+}
+
+/// The classes whose lending series exist from the start.
+const STANDARD_CLASSES: [&str; 3] = ["VCPU", "MEMORY_MB", "DISK_GB"];
+
+/// What is lent now, per class (a class lent before and no longer is 0).
+pub(crate) fn lent(now: &[(String, i64)]) {
+    for class in STANDARD_CLASSES {
+        if !now.iter().any(|(c, _)| c == class) {
+            metrics::gauge!(LENT, "resource_class" => class).set(0.0);
+        }
+    }
+    for (class, used) in now {
+        metrics::gauge!(LENT, "resource_class" => class.clone()).set(*used as f64);
+    }
 }
 
 /// A reclaim's outcome recorded, `lag` seconds after it fell due.

@@ -21,6 +21,9 @@ pub(crate) fn sweep(inner: &Arc<Inner>) {
         if let Ok(now) = inner.store.lease_events_due().await {
             metrics::due(now.due, now.paused);
         }
+        if let Ok(lent) = inner.store.lent_now().await {
+            metrics::lent(&lent);
+        }
         match inner.store.held_hosts_due().await {
             Ok(held) => {
                 for h in held {

@@ -11,7 +11,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::commands::{now, record};
-use crate::Store;
+use crate::{Store, StoreError};
 
 /// Loans whose reclaim is due at `$1` and not under a live claim, soonest first.
 const DUE: &str = "SELECT consumer_uuid, until, lent_at FROM loans
@@ -75,6 +75,19 @@ impl Store {
             }
             Ok(due)
         })
+    }
+
+    /// What is lent now, per resource class (the manager's gauge).
+    pub async fn lent_now(&self) -> Result<Vec<(String, i64)>, Error> {
+        let c = self.read_client().await?;
+        let rows = c
+            .query(
+                "SELECT resource_class, sum(used)::int8 AS used FROM loan_allocations WHERE during @> now() GROUP BY 1",
+                &[],
+            )
+            .await
+            .map_err(StoreError::from)?;
+        Ok(rows.iter().map(|r| (r.get("resource_class"), r.get("used"))).collect())
     }
 
     /// Records how `consumer`'s reclaim went, if `by` still holds its
