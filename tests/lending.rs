@@ -122,7 +122,8 @@ async fn a_preemptible_server_on_a_host_reserved_from_later_is_reclaimed_before_
     let (_, shown) = s.placement(Method::GET, &format!("/allocations/{server}"), ADMIN, "1.38", json!(null)).await;
     assert_eq!(shown["allocations"][&host]["resources"]["VCPU"], 2, "{shown}");
     assert_eq!(shown["consumer_type"], "PREEMPTIBLE", "{shown}");
-    let (_, usages) = s.placement(Method::GET, &format!("/resource_providers/{host}/usages"), ADMIN, "1.38", json!(null)).await;
+    let (_, usages) =
+        s.placement(Method::GET, &format!("/resource_providers/{host}/usages"), ADMIN, "1.38", json!(null)).await;
     assert_eq!(usages["usages"]["VCPU"], 2, "{usages}");
 
     // Written as an ordinary server, it is refused: a loan stays a loan.

@@ -44,8 +44,9 @@ pub struct ManagerConfig {
     /// are renewed meanwhile).
     pub record_wait_ms: u64,
     /// Capacity lent to preemptible consumers is reclaimed this long before
-    /// an owner needs it: the time the plugins have to empty it. At least
-    /// the poll interval, so a reclaim is made before the owner's start.
+    /// an owner needs it: the time the plugins have to empty it. A reclaim
+    /// is made up to a poll interval after it falls due: keep the lead
+    /// above the interval.
     pub reclaim_lead_s: u64,
     /// On shutdown, how long running hooks may take to finish; the claims of
     /// those that do not are left to expire (another berthd retries them).
@@ -124,7 +125,8 @@ impl ManagerConfig {
         if self.poll_interval_ms > MAX_POLL_INTERVAL_MS {
             return Err(format!("manager.poll_interval_ms must be at most {MAX_POLL_INTERVAL_MS} (a day)"));
         }
-        if self.reclaim_lead_s.saturating_mul(1000) < self.poll_interval_ms || self.reclaim_lead_s > MAX_RECLAIM_LEAD_S {
+        if self.reclaim_lead_s.saturating_mul(1000) < self.poll_interval_ms || self.reclaim_lead_s > MAX_RECLAIM_LEAD_S
+        {
             return Err(format!(
                 "manager.reclaim_lead_s must be at least the poll interval ({} ms) and at most {MAX_RECLAIM_LEAD_S} (a week)",
                 self.poll_interval_ms
@@ -159,6 +161,15 @@ mod tests {
             let e = ManagerConfig { claim_lanes: Some(bad), ..Default::default() }.check().unwrap_err();
             assert!(e.contains("claim_lanes"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_reclaim_lead_past_a_week_is_refused() {
+        let cfg = |reclaim_lead_s| ManagerConfig { reclaim_lead_s, ..Default::default() };
+        assert!(cfg(MAX_RECLAIM_LEAD_S).check().is_ok());
+        assert!(cfg(0).check().is_ok());
+        let e = cfg(MAX_RECLAIM_LEAD_S + 1).check().unwrap_err();
+        assert!(e.contains("reclaim_lead_s"), "{e}");
     }
 
     #[test]

@@ -83,7 +83,8 @@ pub(crate) fn reclaimed(done: bool, lag: f64, holds: &[(uuid::Uuid, String, Stri
     metrics::histogram!(RECLAIM_LAG).record(lag.max(0.0));
     if done {
         for (_, _, class, used) in holds {
-            metrics::counter!(RECLAIMED, "resource_class" => class.clone()).increment(u64::try_from(*used).unwrap_or(0));
+            metrics::counter!(RECLAIMED, "resource_class" => class.clone())
+                .increment(u64::try_from(*used).unwrap_or(0));
         }
     }
 }

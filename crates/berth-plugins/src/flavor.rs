@@ -71,7 +71,11 @@ impl FlavorPlugin {
     /// nothing or has a bad extra spec is refused here, at start.
     pub fn new(driver: Arc<dyn Driver>, options: FlavorOptions) -> Result<Self, Error> {
         options.check()?;
-        let slots = InstancePlugin::acting_for(RESOURCE_TYPE, driver, InstanceOptions { on_end: options.on_end, ..Default::default() });
+        let slots = InstancePlugin::acting_for(
+            RESOURCE_TYPE,
+            driver,
+            InstanceOptions { on_end: options.on_end, ..Default::default() },
+        );
         Ok(FlavorPlugin { flavors: options.flavors, slots })
     }
 

@@ -39,8 +39,7 @@ const CUT: &str = "WITH l AS (UPDATE loans SET until = $2 WHERE consumer_uuid = 
      WHERE consumer_uuid = $1 AND (upper_inf(during) OR upper(during) > $2) AND lower(during) < $2";
 
 /// A cut to before a hold's start leaves nothing of it.
-const CUT_EMPTY: &str =
-    "DELETE FROM loan_allocations WHERE consumer_uuid = $1 AND lower(during) >= $2";
+const CUT_EMPTY: &str = "DELETE FROM loan_allocations WHERE consumer_uuid = $1 AND lower(during) >= $2";
 
 pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {
     match event {

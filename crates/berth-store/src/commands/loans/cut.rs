@@ -53,7 +53,11 @@ pub(crate) async fn stand_in_the_way(tx: &impl GenericClient, events: &[&Event])
 
 /// After `events` are applied in `tx`: cuts short the loans they stand in
 /// the way of, recording the cuts with `meta`.
-pub(crate) async fn after_writes(tx: &impl GenericClient, meta: &EventMeta, events: &[&Event]) -> Result<(), StoreError> {
+pub(crate) async fn after_writes(
+    tx: &impl GenericClient,
+    meta: &EventMeta,
+    events: &[&Event],
+) -> Result<(), StoreError> {
     let providers: Vec<Uuid> = taken_on(events).into_iter().collect();
     if providers.is_empty() {
         return Ok(());
@@ -68,8 +72,7 @@ pub(crate) async fn after_writes(tx: &impl GenericClient, meta: &EventMeta, even
     if cuts.is_empty() {
         return Ok(());
     }
-    let events: Vec<Event> =
-        cuts.into_iter().map(|(consumer, until)| Event::LoanCut { consumer, until, at }).collect();
+    let events: Vec<Event> = cuts.into_iter().map(|(consumer, until)| Event::LoanCut { consumer, until, at }).collect();
     let refs: Vec<&Event> = events.iter().collect();
     crate::log::append(tx, meta, &events).await?;
     crate::projection::apply_all(tx, &refs).await?;
@@ -78,7 +81,11 @@ pub(crate) async fn after_writes(tx: &impl GenericClient, meta: &EventMeta, even
 
 /// Each loan to cut on `providers`, with its new end (the earliest any of
 /// its holds needs).
-async fn cuts(tx: &impl GenericClient, providers: &[Uuid], at: DateTime<Utc>) -> Result<BTreeMap<Uuid, DateTime<Utc>>, StoreError> {
+async fn cuts(
+    tx: &impl GenericClient,
+    providers: &[Uuid],
+    at: DateTime<Utc>,
+) -> Result<BTreeMap<Uuid, DateTime<Utc>>, StoreError> {
     let (books, inventories) = books::read(tx, providers, at).await?;
     let mut out: BTreeMap<Uuid, DateTime<Utc>> = BTreeMap::new();
     for (key, b) in &books {

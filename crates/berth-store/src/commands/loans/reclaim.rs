@@ -59,10 +59,8 @@ impl Store {
                 .collect();
             let ids: Vec<Uuid> = due.iter().map(|d| d.consumer).collect();
             let expires = at.saturating_plus(ttl);
-            let events: Vec<Event> = ids
-                .iter()
-                .map(|c| Event::ReclaimClaimed { consumer: *c, by: by.to_string(), expires, at })
-                .collect();
+            let events: Vec<Event> =
+                ids.iter().map(|c| Event::ReclaimClaimed { consumer: *c, by: by.to_string(), expires, at }).collect();
             let meta = EventMeta { actor: Some(by.to_string()), ..Default::default() };
             record(tx, &meta, &events).await?;
             for r in tx.query(HELD, &[&ids]).await? {
