@@ -20,6 +20,7 @@ mod leases;
 mod placement;
 pub(crate) mod quotas;
 mod request_keys;
+mod shares;
 pub(crate) mod staging;
 
 pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {
@@ -52,6 +53,7 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
             quotas::apply(c, e).await?
         }
         e @ Event::RequestKeyed { .. } => request_keys::apply(c, e).await?,
+        e @ (Event::LeaseShared { .. } | Event::UpdateHookFinished { .. }) => shares::apply(c, e).await?,
         e @ (Event::HostDisabled { .. }
         | Event::ReservationHealed { .. }
         | Event::ReservationUnhealed { .. }
@@ -322,4 +324,6 @@ pub const TABLES: &[&str] = &[
     "manager_state",
     "heal_hooks",
     "maintenance_windows",
+    "lease_shares",
+    "update_hooks",
 ];

@@ -56,7 +56,7 @@ pub struct OtherConsumer {
 }
 
 /// What a hook call needs: the lease, the names of the providers its slots
-/// are on, and who else holds those providers now.
+/// are on, who else holds those providers now, and whom it is shared with.
 #[derive(Debug, Clone)]
 pub struct HookContext {
     /// The lease with its reservations and their slots; without its lease
@@ -64,6 +64,7 @@ pub struct HookContext {
     pub lease: LeaseRecord,
     pub provider_names: HashMap<Uuid, String>,
     pub others: Vec<OtherConsumer>,
+    pub shared_with: Vec<String>,
 }
 
 /// When the manager must next look.
@@ -257,21 +258,19 @@ impl Store {
         ids.dedup();
         let loaded = hook_leases(&c, &ids).await?;
         let (names, others) = names_and_others(&c, &loaded).await?;
-        Ok(loaded.into_iter().map(|lease| (lease.id, hook_context(lease, &names, &others))).collect())
+        let contexts = loaded.into_iter().map(|lease| (lease.id, hook_context(lease, &names, &others))).collect();
+        super::shares::with_shares(&c, contexts).await
     }
 
     /// As [`Store::hook_contexts`], for leases already read as hooks see
-    /// them (by the claim statement): what else hooks need, read only when
-    /// a reservation has slots (no round trip otherwise).
+    /// them (by the claim statement): names and others read only when a
+    /// reservation has slots; the shares always.
     pub async fn hook_contexts_of(&self, leases: Vec<LeaseRecord>) -> Result<HashMap<Uuid, HookContext>, Error> {
         let slotted = leases.iter().flat_map(|l| &l.reservations).any(|r| !r.slots.is_empty());
-        let (names, others) = if slotted {
-            let c = self.client().await?;
-            names_and_others(&c, &leases).await?
-        } else {
-            (HashMap::new(), Vec::new())
-        };
-        Ok(leases.into_iter().map(|lease| (lease.id, hook_context(lease, &names, &others))).collect())
+        let c = self.client().await?;
+        let (names, others) = if slotted { names_and_others(&c, &leases).await? } else { Default::default() };
+        let contexts = leases.into_iter().map(|lease| (lease.id, hook_context(lease, &names, &others))).collect();
+        super::shares::with_shares(&c, contexts).await
     }
 }
 
@@ -449,7 +448,7 @@ fn hook_context(lease: LeaseRecord, names: &HashMap<Uuid, String>, others: &[Oth
         .filter(|o| mine.contains(&o.0) && (o.4 || o.5.iter().any(|s| own.contains(s))))
         .map(|o| OtherConsumer { provider: o.0, consumer: o.1, project_id: o.2.clone(), resources: o.3.clone() })
         .collect();
-    HookContext { lease, provider_names, others }
+    HookContext { lease, provider_names, others, shared_with: Vec::new() }
 }
 
 /// A host held back at a lease's end.

@@ -26,6 +26,7 @@ pub(crate) mod named_hosts;
 pub(crate) mod near;
 pub mod placement;
 pub mod quotas;
+pub(crate) mod shares;
 pub(crate) mod timelines;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

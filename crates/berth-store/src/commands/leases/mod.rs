@@ -30,6 +30,7 @@ mod heal_tests;
 #[allow(clippy::arithmetic_side_effects)] // the tests' own sums, of small known times
 mod near_tests;
 mod plan;
+mod share;
 #[cfg(test)]
 #[allow(clippy::arithmetic_side_effects)] // the tests' own sums, of small known times
 mod plan_cache_tests;
