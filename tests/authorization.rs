@@ -48,9 +48,7 @@ fn expected(method: &str, path: &str) -> Option<&'static str> {
         ("POST", "/placement/reshaper") => "UFFFAF",
         (_, p) if p.starts_with("/placement/") => PLACEMENT,
         ("GET", "/v1/leases" | "/v1/leases/shared" | "/v1/events" | "/v1/events/stream")
-        | ("POST", "/v1/availability" | "/v1/offers") => {
-            "UAAAFA"
-        }
+        | ("POST", "/v1/availability" | "/v1/offers") => "UAAAFA",
         ("POST", "/v1/leases") => "UFAAFA",
         ("GET", "/v1/leases/{id}" | "/v1/leases/{id}/extension" | "/v1/leases/{id}/events") => "UAANNA",
         ("PUT" | "DELETE", "/v1/leases/{id}") | ("PUT", "/v1/leases/{id}/shared_with") => "UFANNA",

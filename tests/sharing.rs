@@ -72,7 +72,8 @@ async fn log_length(s: &Server) -> i64 {
 async fn a_shared_lease_is_drawn_from_by_the_project_named_and_no_other() {
     let s = Server::start().await;
     let host = enrol(&s, "h").await;
-    let reservation = json!({"resource_type": "virtual:instance", "amount": 1, "vcpus": 4, "memory_mb": 1024, "disk_gb": 10});
+    let reservation =
+        json!({"resource_type": "virtual:instance", "amount": 1, "vcpus": 4, "memory_mb": 1024, "disk_gb": 10});
     let l = create(&s, "mine", "now", reservation).await;
     let id = l["id"].as_str().unwrap().to_string();
     let rid: Uuid = l["reservations"][0]["id"].as_str().unwrap().parse().unwrap();

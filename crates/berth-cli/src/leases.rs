@@ -279,7 +279,9 @@ pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
         LeaseCommand::Create(a) => create(client, a),
         LeaseCommand::List { shared: true, limit, marker, .. } => crate::sharing::list(client, limit, marker),
         LeaseCommand::List { status, project, limit, marker, .. } => list(client, status, project, limit, marker),
-        LeaseCommand::Share { lease, projects, .. } => crate::sharing::share(client, &lease, projects),
+        LeaseCommand::Share { lease, projects, .. } => {
+            crate::sharing::share(client, &lease_id(client, &lease)?, projects)
+        }
         LeaseCommand::Show { lease } => {
             let out = client.get(&format!("/v1/leases/{}", lease_id(client, &lease)?))?;
             show_lease(client, &out["lease"])?;

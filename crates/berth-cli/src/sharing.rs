@@ -7,15 +7,14 @@ use reqwest::Method;
 use serde_json::json;
 
 use crate::client::Client;
-use crate::leases::lease_id;
 
 /// The columns of the leases shared with you: only what the owner shows.
 const SHARED_COLUMNS: &[&str] = &["id", "start_date", "end_date", "status"];
 
-/// Shares the lease with `projects` (none: with no project); prints its sharing.
-pub(crate) fn share(client: &Client, lease: &str, projects: Vec<String>) -> Result<()> {
-    let id = lease_id(client, lease)?;
-    let out = client.call(Method::PUT, &format!("/v1/leases/{id}/shared_with"), Some(&json!({"projects": projects})))?;
+/// Shares lease `id` with `projects` (none: with no project); prints its sharing.
+pub(crate) fn share(client: &Client, id: &str, projects: Vec<String>) -> Result<()> {
+    let out =
+        client.call(Method::PUT, &format!("/v1/leases/{id}/shared_with"), Some(&json!({"projects": projects})))?;
     client.print_object(&out)
 }
 
@@ -28,7 +27,8 @@ pub(crate) fn list(client: &Client, limit: Option<u32>, marker: Option<String>) 
     if let Some(m) = marker {
         q.push(format!("marker={m}"));
     }
-    let path = if q.is_empty() { "/v1/leases/shared".to_string() } else { format!("/v1/leases/shared?{}", q.join("&")) };
+    let path =
+        if q.is_empty() { "/v1/leases/shared".to_string() } else { format!("/v1/leases/shared?{}", q.join("&")) };
     let leases = client.get(&path)?["leases"].as_array().cloned().unwrap_or_default();
     client.print_list(&leases, SHARED_COLUMNS)
 }

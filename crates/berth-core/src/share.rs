@@ -23,10 +23,7 @@ fn invalid(detail: impl Into<String>) -> Error {
 /// the owner's own.
 pub fn check_projects(owner: &str, projects: &[String]) -> Result<(), Error> {
     if projects.len() > MAX_PROJECTS {
-        return Err(invalid(format!(
-            "a lease is shared with at most {MAX_PROJECTS} projects, not {}",
-            projects.len()
-        )));
+        return Err(invalid(format!("a lease is shared with at most {MAX_PROJECTS} projects, not {}", projects.len())));
     }
     for (i, p) in projects.iter().enumerate() {
         let shape = !p.is_empty()

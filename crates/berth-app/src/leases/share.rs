@@ -34,12 +34,7 @@ impl Leases<'_> {
 
     /// The leases shared with the caller's project, after `after`, at most
     /// `limit`. Whole leases: the edge shows only what a sharer may see.
-    pub async fn shared(
-        &self,
-        caller: &Caller<'_>,
-        after: Option<LeaseKey>,
-        limit: i64,
-    ) -> Result<Vec<Lease>, Error> {
+    pub async fn shared(&self, caller: &Caller<'_>, after: Option<LeaseKey>, limit: i64) -> Result<Vec<Lease>, Error> {
         Ok(self.app.store.leases_shared_with(caller.project_id, after, limit).await?)
     }
 }

@@ -18,6 +18,7 @@ pub mod calendar;
 pub mod candidates;
 pub(crate) mod fit;
 pub(crate) mod free;
+mod hook_contexts;
 pub mod hosts;
 pub mod lease_events;
 pub mod leases;

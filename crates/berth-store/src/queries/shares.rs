@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use berth_core::Error;
 use uuid::Uuid;
 
-use super::lease_events::HookContext;
 use super::leases::{load_leases, Lease, LeaseKey};
 use crate::client::GenericClient;
 use crate::{Store, StoreError};
@@ -22,28 +21,24 @@ pub(crate) async fn shared_with(c: &impl GenericClient, rid: Uuid, project: &str
     Ok(c.query_opt(SHARED_WITH, &[&rid, &project]).await?.is_some())
 }
 
-/// The contexts with the projects their leases are shared with.
-pub(crate) async fn with_shares(
-    c: &impl GenericClient,
-    mut contexts: HashMap<Uuid, HookContext>,
-) -> Result<HashMap<Uuid, HookContext>, Error> {
-    let ids: Vec<Uuid> = contexts.keys().copied().collect();
-    if ids.is_empty() {
-        return Ok(contexts);
-    }
+/// The projects leases are shared with, by lease.
+pub(crate) type Shares = HashMap<Uuid, Vec<String>>;
+
+/// The projects each of `leases` is shared with, sorted (a lease shared
+/// with none is not in the answer).
+pub(crate) async fn shares_of(c: &impl GenericClient, leases: &[Uuid]) -> Result<Shares, Error> {
     let rows = c
         .query(
             "SELECT lease_id, project_id FROM lease_shares WHERE lease_id = ANY($1) ORDER BY lease_id, project_id",
-            &[&ids],
+            &[&leases],
         )
         .await
         .map_err(StoreError::from)?;
+    let mut out = Shares::new();
     for r in &rows {
-        if let Some(ctx) = contexts.get_mut(&r.get::<_, Uuid>("lease_id")) {
-            ctx.shared_with.push(r.get("project_id"));
-        }
+        out.entry(r.get("lease_id")).or_default().push(r.get("project_id"));
     }
-    Ok(contexts)
+    Ok(out)
 }
 
 impl Store {

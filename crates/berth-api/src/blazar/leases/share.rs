@@ -81,7 +81,9 @@ pub(in crate::blazar) async fn share(
 fn object(body: &Bytes) -> Result<serde_json::Map<String, Value>, ApiError> {
     match serde_json::from_slice(body) {
         Ok(Value::Object(o)) => Ok(o),
-        _ => Err(ApiError::bad_request(ErrorCode::ShareInvalid, "the body must be a JSON object: {\"projects\": [...]}")),
+        _ => {
+            Err(ApiError::bad_request(ErrorCode::ShareInvalid, "the body must be a JSON object: {\"projects\": [...]}"))
+        }
     }
 }
 
@@ -118,7 +120,8 @@ pub(in crate::blazar) async fn shared(
 }
 
 fn marker(m: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(m).map_err(|_| ApiError::bad_request(ErrorCode::BadMarker, format!("marker {m:?} is not a lease id")))
+    Uuid::parse_str(m)
+        .map_err(|_| ApiError::bad_request(ErrorCode::BadMarker, format!("marker {m:?} is not a lease id")))
 }
 
 /// A lease as a project it is shared with sees it.

@@ -30,10 +30,10 @@ mod heal_tests;
 #[allow(clippy::arithmetic_side_effects)] // the tests' own sums, of small known times
 mod near_tests;
 mod plan;
-mod share;
 #[cfg(test)]
 #[allow(clippy::arithmetic_side_effects)] // the tests' own sums, of small known times
 mod plan_cache_tests;
+mod share;
 mod slots;
 pub(crate) mod small;
 mod update;

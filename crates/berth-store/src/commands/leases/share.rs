@@ -35,13 +35,13 @@ impl Store {
             let ended = lease.event(LeaseEventType::EndLease).is_some_and(|e| e.status != LeaseEventStatus::Undone);
             check_shareable(id, if ended { LeaseStatus::Terminated } else { lease.status })?;
             let started = match lease.event(LeaseEventType::StartLease) {
-                Some(e) => lock::lease_event(tx, id, e.id).await?.and_then(|s| LeaseEventStatus::parse(&s)).is_some_and(|s| {
-                    matches!(s, LeaseEventStatus::InProgress | LeaseEventStatus::Done)
-                }),
+                Some(e) => lock::lease_event(tx, id, e.id)
+                    .await?
+                    .and_then(|s| LeaseEventStatus::parse(&s))
+                    .is_some_and(|s| matches!(s, LeaseEventStatus::InProgress | LeaseEventStatus::Done)),
                 None => false,
             };
-            let slots: Vec<Uuid> =
-                lease.reservations.iter().flat_map(|r| r.slots.iter().map(|s| s.consumer)).collect();
+            let slots: Vec<Uuid> = lease.reservations.iter().flat_map(|r| r.slots.iter().map(|s| s.consumer)).collect();
             lock::consumers(tx, &slots).await?;
             let wanted: Vec<String> = projects.iter().cloned().collect::<BTreeSet<_>>().into_iter().collect();
             if wanted == current.shared_with {

@@ -7,7 +7,12 @@ use berth_core::quota::Scope;
 
 use super::*;
 
-fn claim(consumer: Uuid, project: &str, provider: Uuid, classes: &[(&str, i64)]) -> berth_store::commands::ConsumerAllocations {
+fn claim(
+    consumer: Uuid,
+    project: &str,
+    provider: Uuid,
+    classes: &[(&str, i64)],
+) -> berth_store::commands::ConsumerAllocations {
     berth_store::commands::ConsumerAllocations {
         consumer,
         project_id: project.into(),
