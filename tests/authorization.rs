@@ -47,12 +47,11 @@ fn expected(method: &str, path: &str) -> Option<&'static str> {
         // Only a compute service reshapes its own tree.
         ("POST", "/placement/reshaper") => "UFFFAF",
         (_, p) if p.starts_with("/placement/") => PLACEMENT,
-        ("GET", "/v1/leases" | "/v1/events" | "/v1/events/stream") | ("POST", "/v1/availability" | "/v1/offers") => {
-            "UAAAFA"
-        }
+        ("GET", "/v1/leases" | "/v1/leases/shared" | "/v1/events" | "/v1/events/stream")
+        | ("POST", "/v1/availability" | "/v1/offers") => "UAAAFA",
         ("POST", "/v1/leases") => "UFAAFA",
         ("GET", "/v1/leases/{id}" | "/v1/leases/{id}/extension" | "/v1/leases/{id}/events") => "UAANNA",
-        ("PUT" | "DELETE", "/v1/leases/{id}") => "UFANNA",
+        ("PUT" | "DELETE", "/v1/leases/{id}") | ("PUT", "/v1/leases/{id}/shared_with") => "UFANNA",
         // Operators' controls: the fixture's lease waits to start, so its
         // events can be cancelled or fired, but it cannot be ended or
         // recovered, nor its events retried.
@@ -197,6 +196,8 @@ fn maintenance_body(f: &Fixture) -> Value {
     json!({"hosts": [f.spare_host], "start_date": "2040-01-01 00:00", "end_date": "2040-01-02 00:00", "reason": "matrix"})
 }
 
+// A table, one arm per route with a body: as long as such routes are many.
+#[allow(clippy::too_many_lines)]
 fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>) {
     let n = SEQ.fetch_add(1, Ordering::Relaxed);
     let deleting = method == "DELETE";
@@ -263,6 +264,7 @@ fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>)
                 "user_id": "alice", "consumer_generation": f.consumer_generation, "consumer_type": "INSTANCE"}}})),
         ("POST", "/v1/leases") => Some(lease_body(&format!("new-{n}"))),
         ("PUT", "/v1/leases/{id}") => Some(json!({"name": format!("renamed-{n}")})),
+        ("PUT", "/v1/leases/{id}/shared_with") => Some(json!({"projects": ["p9"]})),
         ("POST", "/v1/os-hosts") => {
             Some(json!({"name": format!("new-host-{n}"), "vcpus": 1, "memory_mb": 1, "local_gb": 1}))
         }

@@ -36,4 +36,5 @@ mod policy_file;
 mod quotas_api;
 mod quotas_cli;
 mod readme_tour;
+mod sharing;
 mod upgrade;

@@ -125,6 +125,7 @@ actions! {
     EventsCancel => "berth:events:cancel", "rule:admin", "POST /v1/events/{id}/cancel: a waiting lease event never fires";
     EventsFire => "berth:events:fire", "rule:admin", "POST /v1/events/{id}/fire: a waiting lease event falls due now";
     LeasesEnd => "berth:leases:end", "rule:admin", "POST /v1/leases/{id}/end: the lease ends now, through its plugins";
+    LeasesShare => "berth:leases:share", "rule:admin_or_project_member", "PUT /v1/leases/{id}/shared_with: the projects that may draw from the lease (target: the lease's project and user)";
     LeasesRecover => "berth:leases:recover", "rule:admin", "POST /v1/leases/{id}/recover: a lease out of ERROR";
     ManagerGet => "berth:manager:get", "rule:admin", "GET /v1/manager";
     ManagerUpdate => "berth:manager:update", "rule:admin", "PUT /v1/manager: pause or resume every manager";

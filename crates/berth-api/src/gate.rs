@@ -44,6 +44,7 @@ fn action(rule: Rule) -> Action {
         Rule::LeasesUpdate => Action::LeasesUpdate,
         Rule::LeasesExtend => Action::LeasesExtend,
         Rule::LeasesDelete => Action::LeasesDelete,
+        Rule::LeasesShare => Action::LeasesShare,
         Rule::LeasesEnd => Action::LeasesEnd,
         Rule::LeasesRecover => Action::LeasesRecover,
         Rule::LeasesNameAnyInstance => Action::LeasesNameAnyInstance,

@@ -16,6 +16,7 @@ pub enum Rule {
     LeasesEnd,
     LeasesRecover,
     LeasesNameAnyInstance,
+    LeasesShare,
     HostsGet,
     HostsCreate,
     HostsUpdate,

@@ -26,6 +26,9 @@ pub enum LeaseCommand {
         /// Leases after this one (an id), for paging.
         #[arg(long)]
         marker: Option<String>,
+        /// The leases other projects shared with yours instead.
+        #[arg(long, conflicts_with_all = ["status", "project"])]
+        shared: bool,
     },
     /// Show a lease (by id or name).
     Show {
@@ -53,6 +56,18 @@ pub enum LeaseCommand {
     Recover {
         /// The lease's id or name.
         lease: String,
+    },
+    /// Share a lease with other projects (the whole list): they may draw
+    /// from its reservations.
+    Share {
+        /// The lease's id or name.
+        lease: String,
+        /// The projects' ids.
+        #[arg(required_unless_present = "none")]
+        projects: Vec<String>,
+        /// Share it with no project.
+        #[arg(long, conflicts_with = "projects")]
+        none: bool,
     },
 }
 
@@ -262,7 +277,11 @@ fn show_lease(client: &Client, lease: &Value) -> Result<()> {
 pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
     match cmd {
         LeaseCommand::Create(a) => create(client, a),
-        LeaseCommand::List { status, project, limit, marker } => list(client, status, project, limit, marker),
+        LeaseCommand::List { shared: true, limit, marker, .. } => crate::sharing::list(client, limit, marker),
+        LeaseCommand::List { status, project, limit, marker, .. } => list(client, status, project, limit, marker),
+        LeaseCommand::Share { lease, projects, .. } => {
+            crate::sharing::share(client, &lease_id(client, &lease)?, projects)
+        }
         LeaseCommand::Show { lease } => {
             let out = client.get(&format!("/v1/leases/{}", lease_id(client, &lease)?))?;
             show_lease(client, &out["lease"])?;

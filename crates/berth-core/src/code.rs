@@ -112,6 +112,12 @@ pub enum ErrorCode {
     OfferTaken,
     /// An offer that no longer fits: capacity or quota taken since (409).
     OfferGone,
+    /// A sharing list that cannot be read: too long, a bad or repeated
+    /// project id, the lease's own project (400).
+    ShareInvalid,
+    /// A lease that has ended (or failed, or is being deleted) cannot be
+    /// shared (409).
+    ShareLeaseOver,
     /// An extension asked for before the extension window opened (403).
     ExtensionWindow,
     /// An extension asked for after the extension cut-off (403).
@@ -253,6 +259,8 @@ impl ErrorCode {
             ErrorCode::MaxLeaseDuration => "berth.policy.max_lease_duration",
             ErrorCode::QuotaInvalid | ErrorCode::OfferInvalid | ErrorCode::OfferNotFound => offer_or_quota(self),
             ErrorCode::OfferExpired | ErrorCode::OfferTaken | ErrorCode::OfferGone => offer_or_quota(self),
+            ErrorCode::ShareInvalid => "berth.share.invalid",
+            ErrorCode::ShareLeaseOver => "berth.share.lease_over",
             ErrorCode::ExtensionWindow => "berth.policy.extension_window",
             ErrorCode::ExtensionCutoff => "berth.policy.extension_cutoff",
             ErrorCode::ExtensionTooShort => "berth.policy.extension_too_short",

@@ -328,6 +328,24 @@ pub enum Event {
         resources: BTreeMap<String, i64>,
         at: DateTime<Utc>,
     },
+    /// Lease `id` is now shared with `projects` (the whole list; empty:
+    /// with none). `hooks`: per reservation, the id of the `on_update` call
+    /// its plugin is owed (the lease has started), which the manager makes.
+    LeaseShared {
+        id: Uuid,
+        projects: Vec<String>,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        hooks: BTreeMap<Uuid, Uuid>,
+        at: DateTime<Utc>,
+    },
+    /// The manager made the `on_update` call `id` owed after a share;
+    /// `hooks` says how it went (its effects are recorded beside this).
+    UpdateHookFinished {
+        id: Uuid,
+        lease: Uuid,
+        hooks: Vec<HookResult>,
+        at: DateTime<Utc>,
+    },
     // Quotas.
     /// Limits set at one level: the resources named; the others stay.
     QuotaSet {
@@ -431,7 +449,8 @@ impl Event {
             | Event::LeaseEventRetried { lease, .. }
             | Event::LeaseEventCancelled { lease, .. }
             | Event::LeaseEventFired { lease, .. } => format!("lease:{lease}"),
-            Event::LeaseRecovered { id, .. } => format!("lease:{id}"),
+            Event::LeaseRecovered { id, .. } | Event::LeaseShared { id, .. } => format!("lease:{id}"),
+            Event::UpdateHookFinished { lease, .. } => format!("lease:{lease}"),
             Event::ManagerPaused { .. } | Event::ManagerResumed { .. } => "manager".to_string(),
             Event::HostEnrolled { provider, .. }
             | Event::HostUpdated { provider, .. }

@@ -27,6 +27,7 @@ pub mod query;
 pub mod quota;
 mod refusal;
 pub mod schedule;
+pub mod share;
 pub mod time;
 pub mod timeline;
 pub mod window;

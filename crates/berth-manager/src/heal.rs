@@ -23,7 +23,8 @@ use serde_json::json;
 use crate::hooks::{lease_json, reservation_json};
 use crate::state::Inner;
 
-/// Makes the `on_heal` calls owed, in the background, one pass at a time.
+/// Makes the `on_heal` calls owed, then the `on_update` ones
+/// (`crate::update`), in the background, one pass at a time.
 pub(crate) fn kick(inner: &Arc<Inner>) {
     if inner.healing.swap(true, Ordering::SeqCst) {
         return;
@@ -38,6 +39,8 @@ pub(crate) fn kick(inner: &Arc<Inner>) {
             }
             Err(e) => tracing::warn!(error = %e, "reading the on_heal calls owed"),
         }
+        // The on_update calls owed after a share wake the manager alike.
+        crate::update::call_due(&inner).await;
         inner.healing.store(false, Ordering::SeqCst);
     });
 }

@@ -26,6 +26,8 @@ pub(crate) fn lease_json(ctx: &HookContext) -> Value {
         "end_date": format_date(r.end),
         "status": r.status.as_str(),
         "degraded": r.degraded,
+        // The projects that may draw from it (docs/sharing.md).
+        "shared_with": ctx.shared_with,
     })
 }
 
@@ -43,7 +45,7 @@ pub(crate) fn reservation_json(lease: uuid::Uuid, r: &ReservationRecord) -> Valu
 
 /// What the reservation holds; for whole hosts, with the other consumers on
 /// each (what an end policy acts on).
-fn allocations_json(ctx: &HookContext, r: &ReservationRecord) -> Vec<Value> {
+pub(crate) fn allocations_json(ctx: &HookContext, r: &ReservationRecord) -> Vec<Value> {
     let hosts = r.resource_type == berth_plugins::host::RESOURCE_TYPE;
     r.slots
         .iter()

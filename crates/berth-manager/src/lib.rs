@@ -44,6 +44,7 @@ mod retry;
 mod run;
 mod state;
 mod sweep;
+mod update;
 
 use std::sync::Arc;
 

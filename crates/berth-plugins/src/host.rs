@@ -10,7 +10,10 @@
 //! driver is told (`notify`) or asked to `snapshot` the instances on them;
 //! at the end they go back by the end policy; at a heal (`on_heal`) the
 //! hosts that replace failed ones join the pool and the failed ones leave
-//! it. The driver acts outside; the
+//! it; when a started lease's sharing changes (`on_update`), the pool's
+//! tenants are sent again. The pool's `metadata` (at start and update)
+//! names the projects that may use it as Nova's aggregate multi-tenancy
+//! isolation reads them: [`tenant_metadata`]. The driver acts outside; the
 //! pool moves, deleted consumers and held-back hosts are effects the manager
 //! records.
 
@@ -139,6 +142,22 @@ fn consumer_ids(others: &[Value]) -> Vec<Uuid> {
         .iter()
         .filter_map(|o| o.get("consumer_id").and_then(Value::as_str).and_then(|c| Uuid::parse_str(c).ok()))
         .collect()
+}
+
+/// The pool's metadata naming the projects that may use its hosts, as
+/// Nova's `AggregateMultiTenancyIsolation` reads them: the lease's owner
+/// as `filter_tenant_id`, then each project it is shared with as
+/// `filter_tenant_id2`, `filter_tenant_id3`, ... (one id per key: an
+/// aggregate's metadata value holds at most 255 characters).
+pub fn tenant_metadata(lease: &Value) -> Value {
+    let owner = lease.get("project_id").and_then(Value::as_str).into_iter();
+    let shared = lease.get("shared_with").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str);
+    let mut metadata = serde_json::Map::new();
+    for (i, project) in owner.chain(shared).enumerate() {
+        let key = if i == 0 { "filter_tenant_id".to_string() } else { format!("filter_tenant_id{}", i + 1) };
+        metadata.insert(key, json!(project));
+    }
+    Value::Object(metadata)
 }
 
 /// The reservation's pool: its `resource_id`.
@@ -286,7 +305,8 @@ impl ResourcePlugin for HostPlugin {
     async fn on_start(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
         let hosts = held_hosts(hook);
         let pool = pool_of(hook)?;
-        let detail = self.call("on_start", hook, &hosts, json!({"pool": pool})).await?;
+        let extra = json!({"pool": pool, "metadata": tenant_metadata(&hook.lease)});
+        let detail = self.call("on_start", hook, &hosts, extra).await?;
         let effects = vec![Effect::MoveHosts {
             hosts: hosts.iter().map(|h| h.uuid).collect(),
             leave: vec![FREE_POOL],
@@ -381,6 +401,15 @@ impl ResourcePlugin for HostPlugin {
         Ok(HookOutcome { detail, effects })
     }
 
+    /// The lease's sharing changed while it runs: the pool's tenants again,
+    /// the whole list (`update`).
+    async fn on_update(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
+        let hosts = held_hosts(hook);
+        let extra = json!({"pool": pool_of(hook)?, "metadata": tenant_metadata(&hook.lease)});
+        let detail = self.call("update", hook, &hosts, extra).await?;
+        Ok(HookOutcome { detail, effects: Vec::new() })
+    }
+
     /// Recycled hosts due back: whoever is still on them goes.
     async fn on_return(&self, hook: &Hook) -> Result<HookOutcome, HookError> {
         let hosts = held_hosts(hook);
@@ -416,6 +445,9 @@ mod tests {
             }
         );
         assert!(matches!(demand(&r).unwrap(), Demand::Hosts { min: 1, max: 3, hypervisor_properties: Some(_), .. }));
+        let lease = json!({"project_id": "a", "shared_with": ["b", "c"]});
+        let want = json!({"filter_tenant_id": "a", "filter_tenant_id2": "b", "filter_tenant_id3": "c"});
+        assert_eq!(tenant_metadata(&lease), want);
         for bad in [
             json!({"min": 2, "max": 1}),
             json!({"min": 0}),

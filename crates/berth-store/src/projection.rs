@@ -21,6 +21,7 @@ mod loans;
 mod placement;
 pub(crate) mod quotas;
 mod request_keys;
+mod shares;
 pub(crate) mod staging;
 
 pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {
@@ -58,6 +59,7 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
         | Event::LoanCut { .. }
         | Event::ReclaimClaimed { .. }
         | Event::ReclaimFinished { .. }) => loans::apply(c, e).await?,
+        e @ (Event::LeaseShared { .. } | Event::UpdateHookFinished { .. }) => shares::apply(c, e).await?,
         e @ (Event::HostDisabled { .. }
         | Event::ReservationHealed { .. }
         | Event::ReservationUnhealed { .. }
@@ -330,4 +332,6 @@ pub const TABLES: &[&str] = &[
     "maintenance_windows",
     "loans",
     "loan_allocations",
+    "lease_shares",
+    "update_hooks",
 ];

@@ -94,6 +94,8 @@ pub struct Lease {
     updated_at: String,
     reservations: Vec<Reservation>,
     events: Vec<LeaseEvent>,
+    /// The projects that may draw from it, sorted.
+    shared_with: Vec<String>,
     /// A recurring create only.
     #[schema(nullable = false)]
     recurrence: Option<RecurrenceMade>,

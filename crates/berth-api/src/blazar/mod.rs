@@ -33,6 +33,8 @@ pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
         leases::delete,
         leases::control::end,
         leases::control::recover,
+        leases::share::share,
+        leases::share::shared,
         host_lists::list,
         hosts::create,
         hosts::show,
@@ -58,6 +60,8 @@ pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/leases", get(leases::list).post(leases::create))
+        .route("/leases/shared", get(leases::share::shared))
+        .route("/leases/{id}/shared_with", axum::routing::put(leases::share::share))
         .route("/leases/{id}", get(leases::show).put(leases::update).delete(leases::delete))
         .route("/leases/{id}/extension", get(availability::extension))
         .route("/leases/{id}/end", post(leases::control::end))

@@ -1,6 +1,6 @@
 //! The lease use cases: create (with its idempotency key, recurrence and
 //! dry run, [`create`]), update ([`update`]), show, list, delete, and the
-//! operators' controls (end now, recover from ERROR). Reading a lease's
+//! operators' controls (end now, recover from ERROR), sharing ([`share`]). Reading a lease's
 //! dates and reservations is [`parse`], recurrence [`recurrence`], the
 //! check of the instances a reservation names [`instances`].
 
@@ -10,6 +10,7 @@ mod offered;
 mod parse;
 mod recurrence;
 mod request;
+mod share;
 mod update;
 
 use berth_core::error::ErrorCode;

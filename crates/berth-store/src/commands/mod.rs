@@ -31,7 +31,7 @@ pub(crate) use claims::Claims;
 pub use claims::{cores, sized_lanes as sized_claim_lanes, DEFAULT_GATHER as DEFAULT_CLAIM_GATHER};
 pub use heal::{Demands, HealOutcome, ToHeal};
 pub use hosts::{check_capabilities, HostChange, NewHost, HOST_FIELDS};
-pub use lease_events::{Claim, Claimed, Finish, HealHook, HeldHost, KeptConnection, Outcome, Recorded};
+pub use lease_events::{Claim, Claimed, Finish, HealHook, HeldHost, KeptConnection, Outcome, Recorded, UpdateHook};
 pub(crate) use leases::heal::Placing;
 pub(crate) use leases::SmallCloud;
 pub use leases::{LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate, SLOT_CONSUMER_TYPE};

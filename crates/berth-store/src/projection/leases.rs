@@ -151,6 +151,7 @@ async fn lease_deleted(c: &impl GenericClient, id: &Uuid) -> Result<(), StoreErr
     c.execute("DELETE FROM lease_events WHERE lease_id = $1", &[id]).await?;
     // An on_heal call owed to a lease that is gone is owed no more.
     c.execute("DELETE FROM heal_hooks WHERE lease_id = $1", &[id]).await?;
+    super::shares::lease_deleted(c, id).await?;
     c.execute("DELETE FROM leases WHERE id = $1", &[id]).await?;
     Ok(())
 }

@@ -124,6 +124,8 @@ fn touches_allocations(event: &Event) -> bool {
         | Event::ReservationHealed { .. }
         | Event::ReservationUnhealed { .. }
         | Event::HealHookFinished { .. }
+        | Event::LeaseShared { .. }
+        | Event::UpdateHookFinished { .. }
         | Event::MaintenanceScheduled { .. }
         | Event::MaintenanceCancelled { .. }
         | Event::LeaseEventClaimed { .. }

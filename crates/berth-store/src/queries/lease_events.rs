@@ -56,7 +56,7 @@ pub struct OtherConsumer {
 }
 
 /// What a hook call needs: the lease, the names of the providers its slots
-/// are on, and who else holds those providers now.
+/// are on, who else holds those providers now, and whom it is shared with.
 #[derive(Debug, Clone)]
 pub struct HookContext {
     /// The lease with its reservations and their slots; without its lease
@@ -64,6 +64,7 @@ pub struct HookContext {
     pub lease: LeaseRecord,
     pub provider_names: HashMap<Uuid, String>,
     pub others: Vec<OtherConsumer>,
+    pub shared_with: Vec<String>,
 }
 
 /// When the manager must next look.
@@ -244,41 +245,15 @@ impl Store {
         let r = r.first().ok_or_else(|| Error::internal("due lease events: no row"))?;
         Ok(DueNow { due: r.get("due"), paused: r.get("paused") })
     }
-
-    /// What hooks on `leases` need, by lease (a lease that is gone is not
-    /// in the answer). Other consumers are read for whole-host reservations
-    /// only: those holding the host now, and those that drew from the
-    /// lease's own slots (their allocations end with the lease). "Now" is
-    /// the database's.
-    pub async fn hook_contexts(&self, leases: &[Uuid]) -> Result<HashMap<Uuid, HookContext>, Error> {
-        let c = self.client().await?;
-        let mut ids = leases.to_vec();
-        ids.sort();
-        ids.dedup();
-        let loaded = hook_leases(&c, &ids).await?;
-        let (names, others) = names_and_others(&c, &loaded).await?;
-        Ok(loaded.into_iter().map(|lease| (lease.id, hook_context(lease, &names, &others))).collect())
-    }
-
-    /// As [`Store::hook_contexts`], for leases already read as hooks see
-    /// them (by the claim statement): what else hooks need, read only when
-    /// a reservation has slots (no round trip otherwise).
-    pub async fn hook_contexts_of(&self, leases: Vec<LeaseRecord>) -> Result<HashMap<Uuid, HookContext>, Error> {
-        let slotted = leases.iter().flat_map(|l| &l.reservations).any(|r| !r.slots.is_empty());
-        let (names, others) = if slotted {
-            let c = self.client().await?;
-            names_and_others(&c, &leases).await?
-        } else {
-            (HashMap::new(), Vec::new())
-        };
-        Ok(leases.into_iter().map(|lease| (lease.id, hook_context(lease, &names, &others))).collect())
-    }
 }
 
 /// The leases `ids` as hooks see them, with their reservations and slots
 /// but not their lease events, in one round trip: two statements, not the
 /// four of a whole lease (the manager reads a batch of them per claim).
-async fn hook_leases(c: &impl crate::client::GenericClient, ids: &[Uuid]) -> Result<Vec<LeaseRecord>, Error> {
+pub(super) async fn hook_leases(
+    c: &impl crate::client::GenericClient,
+    ids: &[Uuid],
+) -> Result<Vec<LeaseRecord>, Error> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
@@ -363,12 +338,12 @@ pub(crate) fn slots_of(v: Option<serde_json::Value>) -> Vec<Slot> {
 
 /// Another consumer on a whole host: (provider, consumer, project,
 /// resources, held now, slots drawn from).
-type OtherRow = (Uuid, Uuid, String, serde_json::Value, bool, Vec<Uuid>);
+pub(super) type OtherRow = (Uuid, Uuid, String, serde_json::Value, bool, Vec<Uuid>);
 
 /// The names of the providers the leases' slots are on, and the consumers
 /// other than slots on their whole hosts: those holding one at `at`, and
 /// those drawing from one of the slots.
-async fn names_and_others(
+pub(super) async fn names_and_others(
     c: &impl crate::client::GenericClient,
     loaded: &[LeaseRecord],
 ) -> Result<(HashMap<Uuid, String>, Vec<OtherRow>), Error> {
@@ -429,7 +404,7 @@ async fn names_and_others(
 
 /// A lease's hook context: its providers' names, and the consumers other
 /// than slots on its whole hosts that hold one now or draw from its slots.
-fn hook_context(lease: LeaseRecord, names: &HashMap<Uuid, String>, others: &[OtherRow]) -> HookContext {
+pub(super) fn hook_context(lease: LeaseRecord, names: &HashMap<Uuid, String>, others: &[OtherRow]) -> HookContext {
     let mut mine: Vec<Uuid> = Vec::new();
     let mut own: Vec<Uuid> = Vec::new();
     for r in lease.reservations.iter().filter(|r| r.resource_type == HOSTS) {
@@ -449,7 +424,7 @@ fn hook_context(lease: LeaseRecord, names: &HashMap<Uuid, String>, others: &[Oth
         .filter(|o| mine.contains(&o.0) && (o.4 || o.5.iter().any(|s| own.contains(s))))
         .map(|o| OtherConsumer { provider: o.0, consumer: o.1, project_id: o.2.clone(), resources: o.3.clone() })
         .collect();
-    HookContext { lease, provider_names, others }
+    HookContext { lease, provider_names, others, shared_with: Vec::new() }
 }
 
 /// A host held back at a lease's end.

@@ -27,6 +27,8 @@ pub struct Lease {
     pub reservation_updated_at: Vec<DateTime<Utc>>,
     /// Per lease event, in the record's order.
     pub event_details: Vec<LeaseEventDetail>,
+    /// The projects it is shared with, sorted (`berth_core::share`).
+    pub shared_with: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -76,7 +78,7 @@ pub(crate) async fn load_leases(c: &impl GenericClient, ids: &[Uuid]) -> Result<
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let [rows, slot_rows, reservation_rows, event_rows] = crate::sql::pipeline(
+    let [rows, slot_rows, reservation_rows, event_rows, share_rows] = crate::sql::pipeline(
         c,
         [
             (
@@ -105,6 +107,10 @@ pub(crate) async fn load_leases(c: &impl GenericClient, ids: &[Uuid]) -> Result<
                           CASE event_type WHEN 'start_lease' THEN 0 WHEN 'before_end_lease' THEN 1 ELSE 2 END, time",
                 &[&ids],
             ),
+            (
+                "SELECT lease_id, project_id FROM lease_shares WHERE lease_id = ANY($1) ORDER BY lease_id, project_id",
+                &[&ids],
+            ),
         ],
     )
     .await?;
@@ -119,8 +125,14 @@ pub(crate) async fn load_leases(c: &impl GenericClient, ids: &[Uuid]) -> Result<
                 updated_at: r.get("updated_at"),
                 reservation_updated_at: Vec::new(),
                 event_details: Vec::new(),
+                shared_with: Vec::new(),
             },
         );
+    }
+    for r in &share_rows {
+        if let Some(l) = leases.get_mut(&r.get::<_, Uuid>("lease_id")) {
+            l.shared_with.push(r.get("project_id"));
+        }
     }
     add_reservations(&reservation_rows, slots_by_reservation(&slot_rows), &mut leases);
     add_events(&event_rows, &mut leases);
@@ -215,6 +227,7 @@ pub(crate) fn as_created(mut record: LeaseRecord, at: DateTime<Utc>) -> Lease {
         created_at: at,
         updated_at: at,
         event_details,
+        shared_with: Vec::new(),
     }
 }
 

@@ -18,6 +18,7 @@ pub mod calendar;
 pub mod candidates;
 pub(crate) mod fit;
 pub(crate) mod free;
+mod hook_contexts;
 pub mod hosts;
 pub mod lease_events;
 pub mod leases;
@@ -26,6 +27,7 @@ pub(crate) mod named_hosts;
 pub(crate) mod near;
 pub mod placement;
 pub mod quotas;
+pub(crate) mod shares;
 pub(crate) mod timelines;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -6,6 +6,7 @@
 mod asked;
 pub(super) mod control;
 mod shape;
+pub(super) mod share;
 
 use std::sync::Arc;
 

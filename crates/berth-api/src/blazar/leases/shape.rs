@@ -76,6 +76,8 @@ pub(in crate::blazar) fn lease_json(l: &Lease) -> Value {
         "updated_at": format_date(l.updated_at),
         "reservations": reservations,
         "events": events,
+        // The projects that may draw from it (`PUT .../shared_with`).
+        "shared_with": l.shared_with,
     })
 }
 

@@ -196,7 +196,8 @@ async fn read_slots(
     Ok((slots_of, slots))
 }
 
-/// A reservation may be drawn from by its own project, while its lease runs.
+/// A reservation may be drawn from by its own project, or one its lease is
+/// shared with (`berth_core::share`), while its lease runs.
 async fn check_reservation(
     tx: &impl GenericClient,
     rid: Uuid,
@@ -204,7 +205,7 @@ async fn check_reservation(
     project: &str,
     at: DateTime<Utc>,
 ) -> Result<(), StoreError> {
-    if slot.lease_project != project {
+    if slot.lease_project != project && !crate::queries::shares::shared_with(tx, rid, project).await? {
         let detail = format!("reservation {rid} belongs to another project");
         return Err(Error::new(ErrorKind::Forbidden, ErrorCode::ReservationNotYours, detail).into());
     }

@@ -33,6 +33,7 @@ mod plan;
 #[cfg(test)]
 #[allow(clippy::arithmetic_side_effects)] // the tests' own sums, of small known times
 mod plan_cache_tests;
+mod share;
 mod slots;
 pub(crate) mod small;
 mod update;
