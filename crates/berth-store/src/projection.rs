@@ -21,6 +21,7 @@ mod placement;
 pub(crate) mod quotas;
 mod request_keys;
 pub(crate) mod staging;
+mod transfers;
 
 pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {
     match event {
@@ -52,6 +53,10 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
             quotas::apply(c, e).await?
         }
         e @ Event::RequestKeyed { .. } => request_keys::apply(c, e).await?,
+        e @ (Event::LeaseSplit { .. }
+        | Event::LeaseTransferOffered { .. }
+        | Event::LeaseTransferWithdrawn { .. }
+        | Event::LeaseTransferred { .. }) => transfers::apply(c, e).await?,
         e @ (Event::HostDisabled { .. }
         | Event::ReservationHealed { .. }
         | Event::ReservationUnhealed { .. }
@@ -316,6 +321,7 @@ pub const TABLES: &[&str] = &[
     "reservations",
     "reservation_slots",
     "lease_events",
+    "lease_transfers",
     "reservation_draws",
     "quota_limits",
     "host_holds",
