@@ -6,6 +6,7 @@
 mod asked;
 pub(super) mod control;
 mod shape;
+pub(super) mod transfer;
 
 use std::sync::Arc;
 
