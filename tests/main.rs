@@ -35,4 +35,5 @@ mod policy_file;
 mod quotas_api;
 mod quotas_cli;
 mod readme_tour;
+mod transfers;
 mod upgrade;

@@ -17,6 +17,7 @@ mod maintenance;
 mod offers;
 mod plugin;
 mod quotas;
+mod transfers;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
