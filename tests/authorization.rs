@@ -209,6 +209,18 @@ fn maintenance_body(f: &Fixture) -> Value {
     json!({"hosts": [f.spare_host], "start_date": "2040-01-01 00:00", "end_date": "2040-01-02 00:00", "reason": "matrix"})
 }
 
+/// The body of an action on the fixture's lease or event: a split's or a
+/// transfer's; the others (controls, accept) take none.
+fn action_body(template: &str, f: &Fixture, n: usize) -> Option<Value> {
+    match template {
+        "/v1/leases/{id}/split" => {
+            Some(json!({"name": format!("part-{n}"), "reservations": [{"id": f.reservation, "count": 1}]}))
+        }
+        "/v1/leases/{id}/transfer" => Some(json!({"project_id": "p3"})),
+        _ => None,
+    }
+}
+
 fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>) {
     let n = SEQ.fetch_add(1, Ordering::Relaxed);
     let deleting = method == "DELETE";
@@ -285,13 +297,8 @@ fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>)
         }
         ("PUT", p) if p.starts_with("/v1/quotas/") => Some(json!({"quotas": {"VCPU": 1_000_000}})),
         ("POST", "/v1/login") => Some(json!({"user": "alice", "password": "secret", "project": "p1"})),
-        ("POST", p) if p.starts_with("/v1/events/") || p.ends_with("/end") || p.ends_with("/recover") => None,
+        ("POST", p) if p.starts_with("/v1/events/") || p.starts_with("/v1/leases/{id}/") => action_body(p, f, n),
         ("PUT", "/v1/manager") => Some(json!({"paused": false})),
-        ("POST", "/v1/leases/{id}/split") => {
-            Some(json!({"name": format!("part-{n}"), "reservations": [{"id": f.reservation, "count": 1}]}))
-        }
-        ("POST", "/v1/leases/{id}/transfer") => Some(json!({"project_id": "p3"})),
-        ("POST", "/v1/leases/{id}/transfer/accept") => None,
         ("POST", "/v1/maintenance") => Some(maintenance_body(f)),
         (m, p) => panic!("no request body known for {m} {p}: add one"),
     };

@@ -103,7 +103,10 @@ async fn a_split_of_two_hosts_out_of_five_leaves_two_leases_that_add_up() {
     assert!(a.is_disjoint(&b), "{a:?} {b:?}");
     assert_eq!(a.union(&b).cloned().collect::<BTreeSet<_>>(), all);
     for l in [&kept, &made] {
-        assert_eq!((&l["start_date"], &l["end_date"], &l["before_end_date"]), (&lease["start_date"], &lease["end_date"], &lease["before_end_date"]));
+        assert_eq!(
+            (&l["start_date"], &l["end_date"], &l["before_end_date"]),
+            (&lease["start_date"], &lease["end_date"], &lease["before_end_date"])
+        );
         assert_eq!(times(l), times(&lease));
         assert_eq!((l["status"].as_str(), l["project_id"].as_str()), (Some("PENDING"), Some("p1")));
     }
@@ -150,8 +153,14 @@ async fn a_split_into_another_project_fits_its_quota_at_every_instant() {
     let (st, _) = s.get(&format!("/v1/leases/{new_id}"), ALICE).await;
     assert_eq!(st, StatusCode::NOT_FOUND);
     // A member's split towards p2 stays in p1, offered to p2 (and over p2's quota on acceptance).
-    let (st, offered) = s.post(&format!("/v1/leases/{id}/split"), ALICE, json!({"name": "offered", "project_id": "p2",
-        "reservations": [{"id": rid, "count": 1}]})).await;
+    let (st, offered) = s
+        .post(
+            &format!("/v1/leases/{id}/split"),
+            ALICE,
+            json!({"name": "offered", "project_id": "p2",
+        "reservations": [{"id": rid, "count": 1}]}),
+        )
+        .await;
     assert_eq!(st, StatusCode::CREATED, "{offered}");
     assert_eq!(offered["lease"]["project_id"].as_str(), Some("p1"));
     assert_eq!(offered["lease"]["transfer"]["to_project"].as_str(), Some("p2"));
@@ -179,7 +188,10 @@ async fn an_instance_reservation_splits_by_slots() {
     let kept = show(&s, ALICE, id).await;
     let slots = |l: &Value| l["reservations"][0]["allocations"].as_array().unwrap().len();
     assert_eq!((slots(&kept), slots(&made["lease"])), (3, 1));
-    assert_eq!((kept["reservations"][0]["amount"].clone(), made["lease"]["reservations"][0]["amount"].clone()), (json!(3), json!(1)));
+    assert_eq!(
+        (kept["reservations"][0]["amount"].clone(), made["lease"]["reservations"][0]["amount"].clone()),
+        (json!(3), json!(1))
+    );
     assert_eq!(made["lease"]["reservations"][0]["vcpus"], json!(2));
     s.replay_verify();
 }
@@ -232,13 +244,19 @@ async fn a_transfer_needs_the_owner_and_the_target_or_an_admin() {
     // An admin moves it at once; its user stays.
     let (st, moved) = transfer(&s, ADMIN, other_id, json!({"project_id": "p3"})).await;
     assert_eq!(st, StatusCode::OK, "{moved}");
-    assert_eq!((moved["lease"]["project_id"].as_str(), moved["lease"]["user_id"].as_str()), (Some("p3"), Some("alice")));
+    assert_eq!(
+        (moved["lease"]["project_id"].as_str(), moved["lease"]["user_id"].as_str()),
+        (Some("p3"), Some("alice"))
+    );
     // The log says who did what.
     let log = s.log_entries().await;
     let of = |t: &str| log.iter().filter(|e| e["type"] == t).cloned().collect::<Vec<_>>();
     let moves = of("LeaseTransferred");
     assert_eq!(moves.len(), 2);
-    assert_eq!((moves[0]["meta"]["actor"].as_str(), moves[0]["data"]["from_project"].as_str()), (Some("bob"), Some("p1")));
+    assert_eq!(
+        (moves[0]["meta"]["actor"].as_str(), moves[0]["data"]["from_project"].as_str()),
+        (Some("bob"), Some("p1"))
+    );
     assert_eq!(moves[1]["meta"]["causation"].as_str(), Some("berth:leases:transfer_without_consent"));
     assert_eq!(of("LeaseTransferOffered").len(), 2);
     assert_eq!(of("LeaseTransferWithdrawn")[0]["meta"]["actor"].as_str(), Some("alice"));

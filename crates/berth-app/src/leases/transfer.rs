@@ -105,7 +105,9 @@ impl Leases<'_> {
         let may = self.immediate(caller, &lease);
         let consent = asked.consent.unwrap_or(if may { Consent::Immediate } else { Consent::Offer });
         match consent {
-            Consent::Immediate if !may => Err(no_consent("a transfer at once needs berth:leases:transfer_without_consent")),
+            Consent::Immediate if !may => {
+                Err(no_consent("a transfer at once needs berth:leases:transfer_without_consent"))
+            }
             Consent::Immediate => {
                 if let Some(u) = &asked.user_id {
                     check_id("user_id", u)?;

@@ -88,7 +88,11 @@ pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), S
     Ok(())
 }
 
-pub(super) async fn lease_created(c: &impl GenericClient, lease: &LeaseRecord, at: &DateTime<Utc>) -> Result<(), StoreError> {
+pub(super) async fn lease_created(
+    c: &impl GenericClient,
+    lease: &LeaseRecord,
+    at: &DateTime<Utc>,
+) -> Result<(), StoreError> {
     c.execute(
         "INSERT INTO leases (id, name, project_id, user_id, start_at, end_at, status, degraded, recurrence_id,
                              time_zone, created_at, updated_at)

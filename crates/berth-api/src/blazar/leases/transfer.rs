@@ -14,8 +14,8 @@ use berth_core::lease::split::{SplitPart, Take};
 use serde_json::{json, Value};
 
 use super::super::{bodies, path_id, read};
-use super::shape::transfer_json;
 use super::lease_json;
+use super::shape::transfer_json;
 use crate::auth::Context;
 use crate::error::ApiError;
 use crate::gate::{app, caller};

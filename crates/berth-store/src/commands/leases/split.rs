@@ -49,7 +49,8 @@ async fn split_events(
     at: DateTime<Utc>,
 ) -> Result<(Uuid, Vec<Event>), StoreError> {
     let names = provider_names(tx, current).await?;
-    let into = SplitInto { id: Uuid::new_v4(), name: &ask.name, project_id: &ask.project_id, user_id: &current.user_id };
+    let into =
+        SplitInto { id: Uuid::new_v4(), name: &ask.name, project_id: &ask.project_id, user_id: &current.user_id };
     let split::Split { kept, made, moved } = split::split(current, &ask.parts, &names, &into, at)?;
     let slots: Vec<Uuid> = moved.values().flatten().copied().collect();
     lock_slots(tx, &slots).await?;

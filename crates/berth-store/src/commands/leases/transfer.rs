@@ -110,8 +110,9 @@ async fn move_lease(
     at: DateTime<Utc>,
 ) -> Result<(), StoreError> {
     if lease.project_id == to_project {
-        return Err(Error::invalid(ErrorCode::InvalidLease, format!("lease {} is already {to_project}'s", lease.id))
-            .into());
+        return Err(
+            Error::invalid(ErrorCode::InvalidLease, format!("lease {} is already {to_project}'s", lease.id)).into()
+        );
     }
     let guards = quota::lock(tx, &[to_project.to_string()]).await?;
     check_name_free(tx, to_project, std::slice::from_ref(&lease.name), None).await?;
@@ -132,7 +133,8 @@ async fn move_lease(
 
 /// Whether some lease is offered to `project`.
 async fn offered_to(tx: &Transaction<'_>, project: &str) -> Result<bool, StoreError> {
-    let found = tx.query_opt("SELECT 1 AS found FROM lease_transfers WHERE to_project = $1 LIMIT 1", &[&project]).await?;
+    let found =
+        tx.query_opt("SELECT 1 AS found FROM lease_transfers WHERE to_project = $1 LIMIT 1", &[&project]).await?;
     Ok(found.is_some())
 }
 
