@@ -445,3 +445,4 @@ mod cleaning;
 mod draws;
 mod flavors;
 mod races;
+mod transfers;
