@@ -330,3 +330,20 @@ async fn bad_splits_and_transfers_are_refused_and_write_nothing() {
     assert_eq!(hosts_of(&show(&s, ALICE, id).await), hosts_of(&lease));
     s.assert_no_panic();
 }
+
+#[tokio::test]
+async fn the_cli_splits_offers_and_accepts() {
+    let s = Server::start().await;
+    enrol(&s, 3).await;
+    let lease = hosts_lease(&s, ALICE, "three", 3).await;
+    let id = lease["id"].as_str().unwrap();
+    let made = berth_testkit::berth_json(&s, ALICE, &["lease", "split", "three", "--name", "one", "--count", "1"]);
+    assert_eq!(made["reservations"][0]["allocations"].as_array().unwrap().len(), 1, "{made}");
+    let offered = berth_testkit::berth_json(&s, ALICE, &["lease", "transfer", id, "--project", "p2"]);
+    assert_eq!(offered["transfer"]["to_project"].as_str(), Some("p2"), "{offered}");
+    let moved = berth_testkit::berth_json(&s, BOB, &["lease", "accept", id]);
+    assert_eq!((moved["project_id"].as_str(), moved["user_id"].as_str()), (Some("p2"), Some("bob")), "{moved}");
+    let (ok, _, err) = berth_testkit::berth(&s, BOB, &["lease", "transfer", id, "--withdraw"]);
+    assert!(!ok && err.contains("berth.transfer.not_found"), "{err}");
+    s.replay_verify();
+}
