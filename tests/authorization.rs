@@ -57,6 +57,14 @@ fn expected(method: &str, path: &str) -> Option<&'static str> {
         // recovered, nor its events retried.
         ("POST", "/v1/events/{id}/cancel" | "/v1/events/{id}/fire") => "UFFNNA",
         ("POST", "/v1/events/{id}/retry" | "/v1/leases/{id}/end" | "/v1/leases/{id}/recover") => "UFFNNC",
+        // The fixture's lease holds one instance slot: a split would empty it.
+        ("POST", "/v1/leases/{id}/split") => "UFCNNC",
+        // A member offers, an admin moves at once; the target project is p3.
+        ("POST", "/v1/leases/{id}/transfer") => "UFANNA",
+        // No offer names the caller's project: 403 where it sees the lease.
+        ("POST", "/v1/leases/{id}/transfer/accept") => "UFFNFF",
+        // The fixture's lease is offered to no one.
+        ("DELETE", "/v1/leases/{id}/transfer") => "UFNNNN",
         ("GET" | "PUT", "/v1/manager") => ADMIN,
         (_, p) if p.starts_with("/v1/os-hosts") => ADMIN,
         ("GET", "/v1/log" | "/v1/log/stream" | "/metrics") => ADMIN,
@@ -85,6 +93,8 @@ struct Fixture {
     host: String,
     spare_host: String,
     lease: String,
+    /// The lease's reservation.
+    reservation: String,
     /// The lease's start event.
     event: String,
     class: String,
@@ -137,6 +147,7 @@ async fn fixture(s: &Server) -> Fixture {
     let rps = ok(s, ADMIN, Method::GET, &format!("/placement/resource_providers?name=host-{n}"), None).await;
     let provider = rps["resource_providers"][0]["uuid"].as_str().unwrap().to_string();
     let lease = ok(s, ALICE, Method::POST, "/v1/leases", Some(lease_body(&format!("lease-{n}")))).await;
+    let reservation = lease["lease"]["reservations"][0]["id"].as_str().unwrap().to_string();
     let lease = lease["lease"]["id"].as_str().unwrap().to_string();
     let events = ok(s, ADMIN, Method::GET, &format!("/v1/leases/{lease}/events?event_type=start_lease"), None).await;
     let event = events["events"][0]["id"].as_str().unwrap().to_string();
@@ -168,6 +179,7 @@ async fn fixture(s: &Server) -> Fixture {
         host: host_id,
         spare_host,
         lease,
+        reservation,
         event,
         class,
         trait_name,
@@ -190,12 +202,24 @@ fn id_of<'f>(template: &str, f: &'f Fixture, deleting: bool) -> &'f str {
     }
 }
 
-/// The concrete request for a documented route on `f`.
 /// A maintenance window over the spare host, far ahead.
 fn maintenance_body(f: &Fixture) -> Value {
     json!({"hosts": [f.spare_host], "start_date": "2040-01-01 00:00", "end_date": "2040-01-02 00:00", "reason": "matrix"})
 }
 
+/// The body of an action on the fixture's lease or event: a split's or a
+/// transfer's; the others (controls, accept) take none.
+fn action_body(template: &str, f: &Fixture, n: usize) -> Option<Value> {
+    match template {
+        "/v1/leases/{id}/split" => {
+            Some(json!({"name": format!("part-{n}"), "reservations": [{"id": f.reservation, "count": 1}]}))
+        }
+        "/v1/leases/{id}/transfer" => Some(json!({"project_id": "p3"})),
+        _ => None,
+    }
+}
+
+/// The concrete request for a documented route on `f`.
 // A table, one arm per route with a body: as long as such routes are many.
 #[allow(clippy::too_many_lines)]
 fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>) {
@@ -275,7 +299,7 @@ fn request(method: &str, template: &str, f: &Fixture) -> (String, Option<Value>)
         }
         ("PUT", p) if p.starts_with("/v1/quotas/") => Some(json!({"quotas": {"VCPU": 1_000_000}})),
         ("POST", "/v1/login") => Some(json!({"user": "alice", "password": "secret", "project": "p1"})),
-        ("POST", p) if p.starts_with("/v1/events/") || p.ends_with("/end") || p.ends_with("/recover") => None,
+        ("POST", p) if p.starts_with("/v1/events/") || p.starts_with("/v1/leases/{id}/") => action_body(p, f, n),
         ("PUT", "/v1/manager") => Some(json!({"paused": false})),
         ("POST", "/v1/maintenance") => Some(maintenance_body(f)),
         (m, p) => panic!("no request body known for {m} {p}: add one"),

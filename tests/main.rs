@@ -37,4 +37,5 @@ mod quotas_api;
 mod quotas_cli;
 mod readme_tour;
 mod sharing;
+mod transfers;
 mod upgrade;

@@ -127,6 +127,11 @@ actions! {
     LeasesEnd => "berth:leases:end", "rule:admin", "POST /v1/leases/{id}/end: the lease ends now, through its plugins";
     LeasesShare => "berth:leases:share", "rule:admin_or_project_member", "PUT /v1/leases/{id}/shared_with: the projects that may draw from the lease (target: the lease's project and user)";
     LeasesRecover => "berth:leases:recover", "rule:admin", "POST /v1/leases/{id}/recover: a lease out of ERROR";
+    LeasesSplit => "berth:leases:split", "rule:admin_or_project_member", "POST /v1/leases/{id}/split: part of a lease not started moves into a new lease";
+    LeasesTransfer => "berth:leases:transfer", "rule:admin_or_project_member", "POST /v1/leases/{id}/transfer: the lease offered (or, with berth:leases:transfer_without_consent, moved) to another project";
+    LeasesTransferWithoutConsent => "berth:leases:transfer_without_consent", "rule:admin", "Move a lease (or a split's new lease) to another project at once, without its acceptance (checked beside berth:leases:transfer and berth:leases:split)";
+    LeasesAcceptTransfer => "berth:leases:accept_transfer", "rule:admin_or_project_member", "POST /v1/leases/{id}/transfer/accept (target: the caller's project, which the offer must name)";
+    LeasesWithdrawTransfer => "berth:leases:withdraw_transfer", "rule:admin_or_project_member", "DELETE /v1/leases/{id}/transfer: the offer withdrawn";
     ManagerGet => "berth:manager:get", "rule:admin", "GET /v1/manager";
     ManagerUpdate => "berth:manager:update", "rule:admin", "PUT /v1/manager: pause or resume every manager";
     MaintenanceList => "berth:maintenance:list", "rule:admin", "GET /v1/maintenance";

@@ -69,6 +69,15 @@ pub enum LeaseCommand {
         #[arg(long, conflicts_with = "projects")]
         none: bool,
     },
+    /// Move some hosts or slots of a lease not started into a new lease.
+    Split(crate::transfers::SplitArgs),
+    /// Hand a lease not started to another project (or --withdraw the offer).
+    Transfer(crate::transfers::TransferArgs),
+    /// Accept a lease offered to your project (by id).
+    Accept {
+        /// The lease's id.
+        lease: String,
+    },
 }
 
 #[derive(Args)]
@@ -298,6 +307,9 @@ pub fn run(client: &Client, cmd: LeaseCommand) -> Result<()> {
         }
         LeaseCommand::End { lease } => control(client, &lease, "end"),
         LeaseCommand::Recover { lease } => control(client, &lease, "recover"),
+        LeaseCommand::Split(a) => crate::transfers::split(client, a),
+        LeaseCommand::Transfer(a) => crate::transfers::transfer(client, a),
+        LeaseCommand::Accept { lease } => crate::transfers::accept(client, &lease),
         LeaseCommand::Extension { lease } => {
             let out = client.get(&format!("/v1/leases/{}/extension", lease_id(client, &lease)?))?;
             client.print_object(&out["extension"])?;

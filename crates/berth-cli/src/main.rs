@@ -18,6 +18,7 @@ mod offers;
 mod plugin;
 mod quotas;
 mod sharing;
+mod transfers;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 

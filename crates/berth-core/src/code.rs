@@ -83,6 +83,13 @@ pub enum ErrorCode {
     LeaseNotStarted,
     /// One of the lease's events is running: wait for it.
     LeaseEventRunning,
+    /// A split that cannot be made of this lease: it would leave a
+    /// reservation empty, or names hosts or more slots than it holds (409).
+    SplitRefused,
+    /// A transfer its owner (or an admin) did not consent to (403).
+    TransferNoConsent,
+    /// No transfer of the lease is offered (404).
+    TransferNotFound,
     /// Password login where berthd does not use Keystone.
     LoginUnavailable,
     /// An `Idempotency-Key` sent again with another request.
@@ -249,6 +256,9 @@ impl ErrorCode {
             ErrorCode::LeaseNotInError => "berth.lease.not_in_error",
             ErrorCode::LeaseNotStarted => "berth.lease.not_started",
             ErrorCode::LeaseEventRunning => "berth.lease.event_in_progress",
+            ErrorCode::SplitRefused => "berth.lease.split_refused",
+            ErrorCode::TransferNoConsent => "berth.transfer.no_consent",
+            ErrorCode::TransferNotFound => "berth.transfer.not_found",
             ErrorCode::LoginUnavailable => "berth.login.unavailable",
             ErrorCode::IdempotencyKeyReused => "berth.lease.idempotency_key_reused",
             ErrorCode::IdempotencyKeyInvalid => "berth.lease.idempotency_key_invalid",

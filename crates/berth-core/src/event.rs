@@ -124,6 +124,38 @@ pub enum Event {
         id: Uuid,
         at: DateTime<Utc>,
     },
+    /// Part of lease `from` moved into the new lease `lease` (same window,
+    /// new ids): `moved` names, per reservation of `from`, the slot
+    /// consumers that now belong to `lease`. `from`'s own `LeaseUpdated`,
+    /// recorded just before, already gave them up.
+    LeaseSplit {
+        from: Uuid,
+        lease: LeaseRecord,
+        moved: BTreeMap<Uuid, Vec<Uuid>>,
+        at: DateTime<Utc>,
+    },
+    /// The lease's project offers it to `to_project` (replacing any earlier
+    /// offer); `offered_by`: the user who offered it.
+    LeaseTransferOffered {
+        id: Uuid,
+        to_project: String,
+        offered_by: String,
+        at: DateTime<Utc>,
+    },
+    /// The offer of the lease is withdrawn.
+    LeaseTransferWithdrawn {
+        id: Uuid,
+        at: DateTime<Utc>,
+    },
+    /// The lease now belongs to `to_project` and `user_id`; any offer of it
+    /// is spent. Its slots' allocations follow beside this.
+    LeaseTransferred {
+        id: Uuid,
+        from_project: String,
+        to_project: String,
+        user_id: String,
+        at: DateTime<Utc>,
+    },
     LeaseStatusChanged {
         id: Uuid,
         status: LeaseStatus,
@@ -440,6 +472,10 @@ impl Event {
             Event::AllocationsReplaced { consumer, .. } => format!("consumer:{consumer}"),
             Event::LeaseCreated { lease, .. } | Event::LeaseUpdated { lease, .. } => format!("lease:{}", lease.id),
             Event::LeaseDeleted { id, .. } | Event::LeaseStatusChanged { id, .. } => format!("lease:{id}"),
+            Event::LeaseSplit { lease, .. } => format!("lease:{}", lease.id),
+            Event::LeaseTransferOffered { id, .. }
+            | Event::LeaseTransferWithdrawn { id, .. }
+            | Event::LeaseTransferred { id, .. } => format!("lease:{id}"),
             Event::ReservationStatusChanged { lease, .. }
             | Event::LeaseEventChanged { lease, .. }
             | Event::LeaseEventClaimed { lease, .. }

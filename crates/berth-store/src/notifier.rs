@@ -79,7 +79,7 @@ impl NotifierRole {
             .query(
                 "SELECT type, data FROM log_events
                  WHERE stream = $1 AND position <= $2
-                   AND type IN ('LeaseCreated', 'LeaseUpdated', 'LeaseStatusChanged')
+                   AND type IN ('LeaseCreated', 'LeaseUpdated', 'LeaseStatusChanged', 'LeaseSplit', 'LeaseTransferred')
                  ORDER BY version",
                 &[&format!("lease:{id}"), &position],
             )
@@ -90,7 +90,14 @@ impl NotifierRole {
             let event = Event::from_parts(row.get("type"), row.get("data"))
                 .map_err(|e| Error::internal(format!("lease {id} in the log: {e}")))?;
             match event {
-                Event::LeaseCreated { lease: l, .. } | Event::LeaseUpdated { lease: l, .. } => lease = Some(l),
+                Event::LeaseCreated { lease: l, .. }
+                | Event::LeaseUpdated { lease: l, .. }
+                | Event::LeaseSplit { lease: l, .. } => lease = Some(l),
+                Event::LeaseTransferred { to_project, user_id, .. } => {
+                    if let Some(l) = lease.as_mut() {
+                        (l.project_id, l.user_id) = (to_project, user_id);
+                    }
+                }
                 Event::LeaseStatusChanged { status, degraded, .. } => {
                     if let Some(l) = lease.as_mut() {
                         let l: &mut LeaseRecord = l;

@@ -23,6 +23,7 @@ pub(crate) mod quotas;
 mod request_keys;
 mod shares;
 pub(crate) mod staging;
+mod transfers;
 
 pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreError> {
     match event {
@@ -60,6 +61,10 @@ pub async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), StoreErr
         | Event::ReclaimClaimed { .. }
         | Event::ReclaimFinished { .. }) => loans::apply(c, e).await?,
         e @ (Event::LeaseShared { .. } | Event::UpdateHookFinished { .. }) => shares::apply(c, e).await?,
+        e @ (Event::LeaseSplit { .. }
+        | Event::LeaseTransferOffered { .. }
+        | Event::LeaseTransferWithdrawn { .. }
+        | Event::LeaseTransferred { .. }) => transfers::apply(c, e).await?,
         e @ (Event::HostDisabled { .. }
         | Event::ReservationHealed { .. }
         | Event::ReservationUnhealed { .. }
@@ -324,6 +329,7 @@ pub const TABLES: &[&str] = &[
     "reservations",
     "reservation_slots",
     "lease_events",
+    "lease_transfers",
     "reservation_draws",
     "quota_limits",
     "host_holds",

@@ -171,12 +171,21 @@ impl Check {
     }
 
     /// From the events a command is about to record: every consumer whose
-    /// allocations they replace (emptied ones too) and every lease they make.
+    /// allocations they replace (emptied ones too) and every lease they make
+    /// or bring into a project.
     pub(crate) fn for_events(at: DateTime<Utc>, events: &[Event]) -> Check {
         let mut leases: BTreeMap<(String, String), i64> = BTreeMap::new();
         for e in events {
-            if let Event::LeaseCreated { lease, .. } = e {
-                *leases.entry((lease.project_id.clone(), lease.user_id.clone())).or_default() += 1;
+            // A lease a project gains: made, split off, or handed over.
+            let gained = match e {
+                Event::LeaseCreated { lease, .. } | Event::LeaseSplit { lease, .. } => {
+                    Some((&lease.project_id, &lease.user_id))
+                }
+                Event::LeaseTransferred { to_project, user_id, .. } => Some((to_project, user_id)),
+                _ => None,
+            };
+            if let Some((project, user)) = gained {
+                *leases.entry((project.clone(), user.clone())).or_default() += 1;
             }
         }
         let consumers = events.iter().filter_map(|e| match e {

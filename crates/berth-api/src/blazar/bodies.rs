@@ -17,8 +17,10 @@ use uuid::Uuid;
 
 mod offers;
 mod requests;
+mod transfers;
 pub use offers::*;
 pub use requests::*;
+pub use transfers::*;
 
 /// A `next` link of a full page.
 #[derive(Serialize, ToSchema)]
@@ -99,6 +101,9 @@ pub struct Lease {
     /// A recurring create only.
     #[schema(nullable = false)]
     recurrence: Option<RecurrenceMade>,
+    /// The transfer its project offers, while one is pending.
+    #[schema(nullable = false)]
+    transfer: Option<TransferShown>,
 }
 
 #[derive(Serialize, ToSchema)]

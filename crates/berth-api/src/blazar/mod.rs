@@ -35,6 +35,10 @@ pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
         leases::control::recover,
         leases::share::share,
         leases::share::shared,
+        leases::transfer::split,
+        leases::transfer::transfer,
+        leases::transfer::accept,
+        leases::transfer::withdraw,
         host_lists::list,
         hosts::create,
         hosts::show,
@@ -66,6 +70,9 @@ pub fn routes() -> Router<AppState> {
         .route("/leases/{id}/extension", get(availability::extension))
         .route("/leases/{id}/end", post(leases::control::end))
         .route("/leases/{id}/recover", post(leases::control::recover))
+        .route("/leases/{id}/split", post(leases::transfer::split))
+        .route("/leases/{id}/transfer", post(leases::transfer::transfer).delete(leases::transfer::withdraw))
+        .route("/leases/{id}/transfer/accept", post(leases::transfer::accept))
         .route("/availability", post(availability::advise))
         .route("/offers", post(offers::offer))
         .route("/os-hosts", get(host_lists::list).post(hosts::create))

@@ -247,6 +247,8 @@ mod tests {
             reader::<HostChange>("put", "/v1/os-hosts/{id}"),
             reader::<PropertyChange>("patch", "/v1/os-hosts/properties/{name}"),
             reader::<NewMaintenance>("post", "/v1/maintenance"),
+            reader::<SplitLease>("post", "/v1/leases/{id}/split"),
+            reader::<TransferLease>("post", "/v1/leases/{id}/transfer"),
         ]
     }
 

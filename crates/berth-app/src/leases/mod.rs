@@ -2,7 +2,8 @@
 //! dry run, [`create`]), update ([`update`]), show, list, delete, and the
 //! operators' controls (end now, recover from ERROR), sharing ([`share`]). Reading a lease's
 //! dates and reservations is [`parse`], recurrence [`recurrence`], the
-//! check of the instances a reservation names [`instances`].
+//! check of the instances a reservation names [`instances`]; splitting a
+//! lease and handing it to another project [`transfer`].
 
 mod create;
 mod instances;
@@ -11,17 +12,19 @@ mod parse;
 mod recurrence;
 mod request;
 mod share;
+mod transfer;
 mod update;
 
 use berth_core::error::ErrorCode;
 pub use berth_core::lease::LeaseStatus;
 pub use berth_store::commands::RequestKey;
-pub use berth_store::queries::leases::{Lease, LeaseFilter, LeaseKey};
+pub use berth_store::queries::leases::{Lease, LeaseFilter, LeaseKey, TransferOffer};
 use uuid::Uuid;
 
 use crate::{App, Caller, Error, Owner, Rule};
 pub use create::{Created, MayCreate};
 pub use request::{CreateLease, LeaseChange, NewReservation, Occurrence, Recurrence, ReservationChange};
+pub use transfer::{Consent, SplitRequest, TransferRequest, Transferred};
 pub use update::Changing;
 
 /// The lease use cases, over one [`App`].

@@ -12,6 +12,7 @@
 //! - `recurrence`: the occurrences a recurring lease books.
 //! - `class`: the resource class a reservation's flavor requests.
 //! - `heal`: what replaces the unusable hosts a reservation holds.
+//! - `split`: which slots a split moves into a new lease.
 
 use chrono::Duration;
 use uuid::Uuid;
@@ -23,6 +24,7 @@ pub mod heal;
 mod record;
 mod recurrence;
 mod rules;
+pub mod split;
 
 pub use class::{reservation_class, reservation_of_class};
 pub use record::{

@@ -34,7 +34,9 @@ pub use hosts::{check_capabilities, HostChange, NewHost, HOST_FIELDS};
 pub use lease_events::{Claim, Claimed, Finish, HealHook, HeldHost, KeptConnection, Outcome, Recorded, UpdateHook};
 pub(crate) use leases::heal::Placing;
 pub(crate) use leases::SmallCloud;
-pub use leases::{LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate, SLOT_CONSUMER_TYPE};
+pub use leases::{
+    Handover, LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate, SplitAsk, SLOT_CONSUMER_TYPE,
+};
 pub use loans::{Reclaim, PREEMPTIBLE};
 pub use maintenance::{MaintenanceWindow, NewMaintenance};
 pub use providers::{InventoryChange, NewProvider, ProviderUpdate};

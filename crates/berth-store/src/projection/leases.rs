@@ -88,7 +88,11 @@ pub(super) async fn apply(c: &impl GenericClient, event: &Event) -> Result<(), S
     Ok(())
 }
 
-async fn lease_created(c: &impl GenericClient, lease: &LeaseRecord, at: &DateTime<Utc>) -> Result<(), StoreError> {
+pub(super) async fn lease_created(
+    c: &impl GenericClient,
+    lease: &LeaseRecord,
+    at: &DateTime<Utc>,
+) -> Result<(), StoreError> {
     c.execute(
         "INSERT INTO leases (id, name, project_id, user_id, start_at, end_at, status, degraded, recurrence_id,
                              time_zone, created_at, updated_at)
@@ -152,6 +156,7 @@ async fn lease_deleted(c: &impl GenericClient, id: &Uuid) -> Result<(), StoreErr
     // An on_heal call owed to a lease that is gone is owed no more.
     c.execute("DELETE FROM heal_hooks WHERE lease_id = $1", &[id]).await?;
     super::shares::lease_deleted(c, id).await?;
+    super::transfers::withdrawn(c, id).await?;
     c.execute("DELETE FROM leases WHERE id = $1", &[id]).await?;
     Ok(())
 }

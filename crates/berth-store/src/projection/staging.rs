@@ -107,6 +107,10 @@ fn touches_allocations(event: &Event) -> bool {
         | Event::LeaseCreated { .. }
         | Event::LeaseUpdated { .. }
         | Event::LeaseDeleted { .. }
+        | Event::LeaseSplit { .. }
+        | Event::LeaseTransferOffered { .. }
+        | Event::LeaseTransferWithdrawn { .. }
+        | Event::LeaseTransferred { .. }
         | Event::LeaseStatusChanged { .. }
         | Event::ReservationStatusChanged { .. }
         | Event::LeaseEventChanged { .. }

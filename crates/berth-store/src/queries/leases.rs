@@ -29,6 +29,16 @@ pub struct Lease {
     pub event_details: Vec<LeaseEventDetail>,
     /// The projects it is shared with, sorted (`berth_core::share`).
     pub shared_with: Vec<String>,
+    /// The transfer its project offers, if any.
+    pub transfer: Option<TransferOffer>,
+}
+
+/// A lease offered to another project, until accepted or withdrawn.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TransferOffer {
+    pub to_project: String,
+    pub offered_by: String,
+    pub offered_at: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -82,9 +92,10 @@ pub(crate) async fn load_leases(c: &impl GenericClient, ids: &[Uuid]) -> Result<
         c,
         [
             (
-                "SELECT id, name, project_id, user_id, start_at, end_at, status, degraded, recurrence_id, time_zone,
-                        created_at, updated_at
-                 FROM leases WHERE id = ANY($1)",
+                "SELECT l.id, l.name, l.project_id, l.user_id, l.start_at, l.end_at, l.status, l.degraded,
+                        l.recurrence_id, l.time_zone, l.created_at, l.updated_at,
+                        t.to_project, t.offered_by, t.offered_at
+                 FROM leases l LEFT JOIN lease_transfers t ON t.lease_id = l.id WHERE l.id = ANY($1)",
                 &[&ids],
             ),
             (
@@ -126,6 +137,7 @@ pub(crate) async fn load_leases(c: &impl GenericClient, ids: &[Uuid]) -> Result<
                 reservation_updated_at: Vec::new(),
                 event_details: Vec::new(),
                 shared_with: Vec::new(),
+                transfer: transfer_of(&r),
             },
         );
     }
@@ -137,6 +149,12 @@ pub(crate) async fn load_leases(c: &impl GenericClient, ids: &[Uuid]) -> Result<
     add_reservations(&reservation_rows, slots_by_reservation(&slot_rows), &mut leases);
     add_events(&event_rows, &mut leases);
     Ok(ids.iter().filter_map(|id| leases.remove(id)).collect())
+}
+
+/// The offer a lease's row joins, if any.
+fn transfer_of(r: &Row) -> Option<TransferOffer> {
+    let to_project: Option<String> = r.get("to_project");
+    Some(TransferOffer { to_project: to_project?, offered_by: r.get("offered_by"), offered_at: r.get("offered_at") })
 }
 
 /// The slots of the leases' reservations, by reservation, from rows of
@@ -228,6 +246,7 @@ pub(crate) fn as_created(mut record: LeaseRecord, at: DateTime<Utc>) -> Lease {
         updated_at: at,
         event_details,
         shared_with: Vec::new(),
+        transfer: None,
     }
 }
 

@@ -7,6 +7,7 @@ mod asked;
 pub(super) mod control;
 mod shape;
 pub(super) mod share;
+pub(super) mod transfer;
 
 use std::sync::Arc;
 

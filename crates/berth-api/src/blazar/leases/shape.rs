@@ -3,7 +3,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use berth_app::leases::{Created, Lease};
+use berth_app::leases::{Created, Lease, TransferOffer};
 use berth_core::dates::format_date;
 use berth_core::lease::LeaseEventType;
 use serde_json::{json, Value};
@@ -57,7 +57,7 @@ pub(in crate::blazar) fn lease_json(l: &Lease) -> Value {
             })
         })
         .collect();
-    json!({
+    let mut out = json!({
         "id": r.id,
         "name": r.name,
         "start_date": format_date(r.start),
@@ -78,7 +78,16 @@ pub(in crate::blazar) fn lease_json(l: &Lease) -> Value {
         "events": events,
         // The projects that may draw from it (`PUT .../shared_with`).
         "shared_with": l.shared_with,
-    })
+    });
+    if let Some(t) = &l.transfer {
+        out["transfer"] = transfer_json(t);
+    }
+    out
+}
+
+/// A pending transfer as a lease shows it.
+pub(in crate::blazar) fn transfer_json(t: &TransferOffer) -> Value {
+    json!({"to_project": t.to_project, "offered_by": t.offered_by, "offered_at": format_date(t.offered_at)})
 }
 
 /// A create's answer: the occurrences of a dry run, or the lease (the

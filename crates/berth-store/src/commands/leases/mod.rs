@@ -14,7 +14,8 @@
 //! event.
 //!
 //! Healing ([`heal`]) re-places reservations off unusable hosts with the
-//! same `plan`.
+//! same `plan`. A lease not started may be split ([`split`]) or handed to
+//! another project ([`transfer`]); its slots keep their holds.
 
 mod control;
 mod create;
@@ -36,9 +37,13 @@ mod plan_cache_tests;
 mod share;
 mod slots;
 pub(crate) mod small;
+mod split;
+mod transfer;
 mod update;
 
 pub(crate) use small::SmallCloud;
+pub use split::SplitAsk;
+pub use transfer::Handover;
 
 use berth_core::dates::DateSpec;
 use berth_core::error::ErrorCode;

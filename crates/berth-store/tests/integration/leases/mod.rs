@@ -446,3 +446,4 @@ mod draws;
 mod flavors;
 mod races;
 mod shares;
+mod transfers;
