@@ -31,3 +31,9 @@ CREATE TABLE loan_allocations (
 );
 CREATE INDEX loan_allocations_consumer ON loan_allocations (consumer_uuid);
 CREATE INDEX loan_allocations_timeline ON loan_allocations USING gist (provider_uuid, resource_class, during);
+
+-- What Placement's reads show held: the allocations and the loans alike.
+CREATE VIEW placement_holds AS
+    SELECT consumer_uuid, provider_uuid, resource_class, used, during, ordinal FROM allocations
+    UNION ALL
+    SELECT consumer_uuid, provider_uuid, resource_class, used, during, ordinal FROM loan_allocations;

@@ -1,6 +1,8 @@
 //! `berth lease ...` and `berth availability`.
 
 use anyhow::{anyhow, Result};
+
+pub(crate) use crate::client::lease_id;
 use berth_core::dates::parse_duration;
 use clap::{Args, Subcommand};
 use reqwest::Method;
@@ -261,21 +263,6 @@ fn create_reservations(a: &CreateArgs) -> Result<Vec<Value>> {
     }
     all.extend(reservations(&a.reservations)?);
     Ok(all)
-}
-
-/// A lease id as given, or the id of the one lease named `given` (the
-/// server finds by id only).
-pub(crate) fn lease_id(client: &Client, given: &str) -> Result<String> {
-    if uuid::Uuid::parse_str(given).is_ok() {
-        return Ok(given.to_string());
-    }
-    let all = client.get_all("/v1/leases", "leases")?;
-    let found: Vec<&Value> = all.iter().filter(|l| l["name"] == given).collect();
-    match found.as_slice() {
-        [one] => Ok(one["id"].as_str().unwrap_or_default().to_string()),
-        [] => Err(anyhow!("no lease named {given:?}")),
-        _ => Err(anyhow!("several leases are named {given:?}: use an id")),
-    }
 }
 
 /// The lease; in a table its reservations and events take a line each.

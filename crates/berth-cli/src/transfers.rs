@@ -7,8 +7,8 @@ use clap::Args;
 use reqwest::Method;
 use serde_json::{json, Value};
 
+use crate::client::lease_id;
 use crate::client::Client;
-use crate::leases::lease_id;
 
 #[derive(Args)]
 pub struct SplitArgs {

@@ -249,6 +249,7 @@ mod tests {
             reader::<NewMaintenance>("post", "/v1/maintenance"),
             reader::<SplitLease>("post", "/v1/leases/{id}/split"),
             reader::<TransferLease>("post", "/v1/leases/{id}/transfer"),
+            reader::<crate::blazar::leases::share::ShareBody>("put", "/v1/leases/{id}/shared_with"),
         ]
     }
 

@@ -204,9 +204,12 @@ pub async fn of_provider(p: Pl, State(s): State<AppState>, Path(raw): Path<Strin
     path = "/placement/allocations/{consumer_uuid}",
     tag = tags::PLACEMENT,
     summary = "Replace a consumer's allocations (claim, move, resize) at once",
+    description = "With `consumer_type` PREEMPTIBLE (1.38 on), a Berth loan: the capacity is lent while idle and \
+        reclaimed through the plugins a lead before an owner needs it (docs/lending.md).",
     request_body = bodies::AllocationsChange,
     responses(
-        (status = 204, description = "Claimed"),
+        (status = 204, description = "Claimed, or lent"),
+        (status = 409, description = "No capacity; for a loan, `berth.lend.no_idle_capacity` or `berth.lend.consumer_kind`"),
     ),
 )]
 pub async fn put(

@@ -156,7 +156,8 @@ async fn lease_deleted(c: &impl GenericClient, id: &Uuid) -> Result<(), StoreErr
     // An on_heal call owed to a lease that is gone is owed no more.
     c.execute("DELETE FROM heal_hooks WHERE lease_id = $1", &[id]).await?;
     super::shares::lease_deleted(c, id).await?;
-    super::transfers::withdrawn(c, id).await?;
+    // Its transfer offer, if any, goes with it.
+    c.execute("DELETE FROM lease_transfers WHERE lease_id = $1", &[id]).await?;
     c.execute("DELETE FROM leases WHERE id = $1", &[id]).await?;
     Ok(())
 }

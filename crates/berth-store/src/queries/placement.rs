@@ -268,9 +268,8 @@ impl Store {
         let rows = c
             .query(
                 "SELECT i.resource_class, coalesce(sum(a.used), 0)::int8 AS used FROM inventories i
-                 LEFT JOIN (SELECT provider_uuid, resource_class, used, during FROM allocations
-                            UNION ALL SELECT provider_uuid, resource_class, used, during FROM loan_allocations) a
-                      ON a.provider_uuid = i.provider_uuid AND a.resource_class = i.resource_class AND a.during @> now()
+                 LEFT JOIN placement_holds a ON a.provider_uuid = i.provider_uuid
+                      AND a.resource_class = i.resource_class AND a.during @> now()
                  WHERE i.provider_uuid = $1 GROUP BY i.resource_class",
                 &[&uuid],
             )
@@ -287,11 +286,7 @@ impl Store {
         let rows = c
             .query(
                 "SELECT a.consumer_uuid, c.generation, a.resource_class, sum(a.used)::int8 AS used
-                 FROM (SELECT consumer_uuid, provider_uuid, resource_class, used, during, ordinal FROM allocations
-                       WHERE provider_uuid = $1
-                       UNION ALL SELECT consumer_uuid, provider_uuid, resource_class, used, during, ordinal
-                       FROM loan_allocations WHERE provider_uuid = $1) a
-                 JOIN consumers c ON c.uuid = a.consumer_uuid
+                 FROM placement_holds a JOIN consumers c ON c.uuid = a.consumer_uuid
                  WHERE a.provider_uuid = $1 AND a.during @> now()
                  GROUP BY 1, 2, 3, c.updated_at ORDER BY c.updated_at, 1, min(a.ordinal), 3",
                 &[&uuid],
@@ -327,11 +322,7 @@ impl Store {
                         a.provider_uuid, p.generation AS provider_generation, a.resource_class,
                         sum(a.used)::int8 AS used
                  FROM consumers c
-                 JOIN (SELECT consumer_uuid, provider_uuid, resource_class, used, during, ordinal FROM allocations
-                       WHERE consumer_uuid = $1
-                       UNION ALL SELECT consumer_uuid, provider_uuid, resource_class, used, during, ordinal
-                       FROM loan_allocations WHERE consumer_uuid = $1) a
-                      ON a.consumer_uuid = c.uuid AND a.during @> now()
+                 JOIN placement_holds a ON a.consumer_uuid = c.uuid AND a.during @> now()
                  JOIN providers p ON p.uuid = a.provider_uuid
                  WHERE c.uuid = $1
                  GROUP BY 1, 2, 3, 4, 5, 6, 7 ORDER BY min(a.ordinal), 5, 7",
@@ -364,10 +355,7 @@ impl Store {
         let rows = c
             .query(
                 "SELECT c.uuid, c.consumer_type, a.resource_class, sum(a.used)::int8 AS used
-                 FROM consumers c
-                 JOIN (SELECT consumer_uuid, resource_class, used, during FROM allocations
-                       UNION ALL SELECT consumer_uuid, resource_class, used, during FROM loan_allocations) a
-                      ON a.consumer_uuid = c.uuid AND a.during @> now()
+                 FROM consumers c JOIN placement_holds a ON a.consumer_uuid = c.uuid AND a.during @> now()
                  WHERE c.project_id = $1 AND ($2::text IS NULL OR c.user_id = $2)
                  GROUP BY 1, 2, 3",
                 &[&project_id, &user_id],

@@ -23,9 +23,9 @@ pub(crate) use books::LENT_ON_NOW;
 pub(crate) use cut::{after_writes, stand_in_the_way};
 pub use reclaim::Reclaim;
 
-use super::allocations::{ConsumerAllocations, GenerationCheck};
 use super::{now, record};
 use crate::client::GenericClient;
+use crate::commands::{ConsumerAllocations, GenerationCheck};
 use crate::lock::{self, Sorted};
 use crate::refuse;
 use crate::{Store, StoreError};
