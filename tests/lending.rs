@@ -198,23 +198,32 @@ async fn a_lease_booked_over_a_loan_cuts_it_short_and_starts_on_time() {
     s.replay_verify();
 }
 
-/// Every instant from now on of every host, loans counted as the docs say
-/// (on top of every other hold, as no owner here lends what it holds):
-/// within capacity. Checked at each instant a hold starts or ends.
+/// Every instant from now on of every host, loans counted as the docs say:
+/// `other holds + max(lendable holds, loans) <= capacity`, lendable holds
+/// being what reservations with `lend_idle` hold and do not use. Checked
+/// at each instant a hold starts or ends.
 async fn within_capacity(s: &Server) {
     let c = berth_store::testing::connection(&s.db.store(1)).await;
     let over = c
         .query(
-            "WITH h AS (SELECT provider_uuid, resource_class, used, during FROM allocations
-                        UNION ALL SELECT provider_uuid, resource_class, used, during FROM loan_allocations),
+            "WITH h AS (SELECT a.provider_uuid, a.resource_class, a.used, a.during,
+                               CASE WHEN lower(r.params->>'lend_idle') = 'true' THEN 'L' ELSE 'O' END AS kind
+                        FROM allocations a LEFT JOIN reservation_slots rs ON rs.consumer_uuid = a.consumer_uuid
+                        LEFT JOIN reservations r ON r.id = rs.reservation_id
+                        UNION ALL SELECT provider_uuid, resource_class, used, during, 'X' FROM loan_allocations),
                   t AS (SELECT DISTINCT provider_uuid, resource_class, greatest(lower(during), now()) AS at FROM h
-                        WHERE upper_inf(during) OR upper(during) > now())
-             SELECT t.provider_uuid::text, t.resource_class, t.at::text, sum(h.used)::int8 AS used,
+                        WHERE upper_inf(during) OR upper(during) > now()),
+                  u AS (SELECT t.provider_uuid, t.resource_class, t.at,
+                               coalesce(sum(h.used) FILTER (WHERE kind = 'O'), 0)
+                               + greatest(coalesce(sum(h.used) FILTER (WHERE kind = 'L'), 0),
+                                          coalesce(sum(h.used) FILTER (WHERE kind = 'X'), 0)) AS used
+                        FROM t JOIN h ON h.provider_uuid = t.provider_uuid AND h.resource_class = t.resource_class
+                                     AND h.during @> t.at
+                        GROUP BY 1, 2, 3)
+             SELECT u.provider_uuid::text, u.resource_class, u.at::text, u.used::int8,
                     ((i.total - i.reserved) * i.allocation_ratio)::int8 AS capacity
-             FROM t JOIN h ON h.provider_uuid = t.provider_uuid AND h.resource_class = t.resource_class AND h.during @> t.at
-             JOIN inventories i ON i.provider_uuid = t.provider_uuid AND i.resource_class = t.resource_class
-             GROUP BY 1, 2, 3, i.total, i.reserved, i.allocation_ratio
-             HAVING sum(h.used) > ((i.total - i.reserved) * i.allocation_ratio)::int8",
+             FROM u JOIN inventories i ON i.provider_uuid = u.provider_uuid AND i.resource_class = u.resource_class
+             WHERE u.used > ((i.total - i.reserved) * i.allocation_ratio)::int8",
             &[],
         )
         .await
@@ -294,6 +303,54 @@ async fn owners_and_preemptible_servers_mixed_at_random_never_delay_an_owner() {
     }
     within_capacity(&s).await;
     println!("{} owners, {} loans", owners.len(), loans.len());
+    s.assert_no_panic();
+    s.replay_verify();
+}
+
+/// An instance lease of two slots of 4 VCPU from now; its reservation id
+/// and the host holding them.
+async fn instances(s: &Server, name: &str, lend_idle: bool) -> (Uuid, String) {
+    let r = json!({"resource_type": "virtual:instance", "amount": 2, "vcpus": 4, "memory_mb": 4096,
+                   "affinity": true, "lend_idle": lend_idle});
+    let body = json!({"name": name, "start_date": "now", "end_date": date(at(120)), "reservations": [r]});
+    let (st, l) = s.post("/v1/leases", ALICE, body).await;
+    assert_eq!(st, StatusCode::CREATED, "{l}");
+    let r = &l["lease"]["reservations"][0];
+    (r["id"].as_str().unwrap().parse().unwrap(), r["allocations"][0]["resource_id"].as_str().unwrap().to_string())
+}
+
+#[tokio::test]
+async fn an_owner_who_lends_what_it_does_not_use_takes_it_back_at_once() {
+    let (s, rx, _dir) = start().await;
+    enrol(&s, "lender").await;
+    let (reservation, host) = instances(&s, "lends", true).await;
+    enrol(&s, "keeper").await;
+    let (_, kept) = instances(&s, "keeps", false).await;
+    assert_ne!(host, kept);
+    // What a lease does not lend is not idle, however unused.
+    let (st, body) = claim(&s, Uuid::new_v4(), &kept, 4, "PREEMPTIBLE").await;
+    assert_eq!((st, body["errors"][0]["code"].as_str()), (StatusCode::CONFLICT, Some("berth.lend.no_idle_capacity")));
+    // What it lends is: half the host, open-ended.
+    let server = Uuid::new_v4();
+    let (st, body) = claim(&s, server, &host, 4, "PREEMPTIBLE").await;
+    assert_eq!(st, StatusCode::NO_CONTENT, "{body}");
+    // The owner's first instance draws from one slot: the other is still idle.
+    let class = berth_core::lease::reservation_class(reservation);
+    let draw = |n: u32| {
+        json!({"allocations": {&host: {"resources": {"VCPU": 4, "MEMORY_MB": 4096, &class: 1}}},
+               "project_id": "p1", "user_id": "alice", "consumer_generation": null, "consumer_type": format!("INSTANCE{n}")})
+    };
+    let (st, body) = s.placement(Method::PUT, &format!("/allocations/{}", Uuid::new_v4()), ADMIN, "1.38", draw(1)).await;
+    assert_eq!(st, StatusCode::NO_CONTENT, "{body}");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(reclaims_of(&rx, server), 0, "reclaimed while idle capacity remained: {:?}", rx.calls());
+    within_capacity(&s).await;
+    // The second takes the rest: the loan is cut now and reclaimed.
+    let (st, body) = s.placement(Method::PUT, &format!("/allocations/{}", Uuid::new_v4()), ADMIN, "1.38", draw(2)).await;
+    assert_eq!(st, StatusCode::NO_CONTENT, "{body}");
+    within_capacity(&s).await;
+    reclaimed(&rx, server, Duration::from_secs(10)).await;
+    assert_eq!(reclaims_of(&rx, server), 1);
     s.assert_no_panic();
     s.replay_verify();
 }

@@ -492,6 +492,37 @@ def zone_flow(page):
     return out
 
 
+def share_flow(page):
+    """The owner shares a lease with one project (first declined), then
+    offers it to another."""
+    login(page, ARGS["login"], f"lease/{ARGS['lease']}")
+    page.wait_for_selector("#lease-share-box:not([hidden])")
+    page.fill("#lease-share-projects", ARGS["share"])
+    page.click("#lease-share")
+    out = {"declined": confirm(page, False)}
+    ask("declined")
+    page.click("#lease-share")
+    out["asked"] = confirm(page, True)
+    page.wait_for_function("(p) => document.getElementById('lease-shared-with').textContent.includes(p)",
+                           arg=ARGS["share"])
+    out["shared"] = page.inner_text("#lease-shared-with")
+    page.fill("#lease-transfer-project", ARGS["offer"])
+    page.click("#lease-transfer")
+    out["offer_asked"] = confirm(page, True)
+    page.wait_for_selector("#lease-withdraw:not([hidden])")
+    out["pending"] = page.inner_text("#lease-transfer-pending")
+    shot(page, "lease-sharing")
+    return out
+
+
+def shared_list(page):
+    """What the leases page shows a project of the leases shared with it."""
+    login(page, ARGS["login"], "leases")
+    page.wait_for_selector("#shared-table tr td")
+    shot(page, "leases-shared")
+    return {"rows": page.evaluate("() => [...document.querySelectorAll('#shared-table tr')].map((r) => r.innerText)")}
+
+
 def main():
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
@@ -508,7 +539,8 @@ def main():
             result = {"calendar": calendar, "pages": pages, "live": live, "manager": manager,
                       "password_login": password_login, "lease_flow": lease_flow,
                       "admin_controls": admin_controls, "navigate": navigate, "select": select,
-                      "host_admin": host_admin, "offer_flow": offer_flow, "zone_flow": zone_flow}[SCENARIO](page)
+                      "host_admin": host_admin, "offer_flow": offer_flow, "zone_flow": zone_flow,
+                      "share_flow": share_flow, "shared_list": shared_list}[SCENARIO](page)
         except Exception:
             shot(page, f"failed-{SCENARIO}")
             raise

@@ -14,6 +14,7 @@ mod leasing;
 mod manager;
 mod offers;
 mod pages;
+mod sharing;
 
 use berth_store::testing::TestDatabase;
 use berth_testkit::{Server, ADMIN, ALICE};

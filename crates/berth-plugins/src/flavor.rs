@@ -39,6 +39,8 @@ const FLAVOR_PARAMETERS: &[Param] = &[
     param("instance_id", ParamType::String),
     // false: keep its slots when a host becomes unusable (only marked).
     param("heal", ParamType::Boolean),
+    // true: what its slots hold and do not use may be lent to preemptible consumers.
+    param("lend_idle", ParamType::Boolean),
 ];
 
 /// `[plugins.flavor]`: the flavors reservations may name, by id, and what

@@ -45,6 +45,8 @@ const HOST_PARAMETERS: &[Param] = &[
     param("end_policy", ParamType::String),
     // false: keep its hosts when one becomes unusable (only marked).
     param("heal", ParamType::Boolean),
+    // true: what its slots hold and do not use may be lent to preemptible consumers.
+    param("lend_idle", ParamType::Boolean),
 ];
 
 /// How hosts go back at a lease's end.

@@ -40,6 +40,8 @@ const INSTANCE_PARAMETERS: &[Param] = &[
     param("instance_id", ParamType::String),
     // false: keep its slots when a host becomes unusable (only marked).
     param("heal", ParamType::Boolean),
+    // true: what its slots hold and do not use may be lent to preemptible consumers.
+    param("lend_idle", ParamType::Boolean),
 ];
 
 /// What happens to the instances at a lease's end.

@@ -29,6 +29,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("leases.js", "text/javascript; charset=utf-8", include_str!("assets/leases.js")),
     ("newlease.js", "text/javascript; charset=utf-8", include_str!("assets/newlease.js")),
     ("offers.js", "text/javascript; charset=utf-8", include_str!("assets/offers.js")),
+    ("sharing.js", "text/javascript; charset=utf-8", include_str!("assets/sharing.js")),
     ("hosts.js", "text/javascript; charset=utf-8", include_str!("assets/hosts.js")),
     ("pages.js", "text/javascript; charset=utf-8", include_str!("assets/pages.js")),
     ("live.js", "text/javascript; charset=utf-8", include_str!("assets/live.js")),

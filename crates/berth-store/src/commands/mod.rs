@@ -25,7 +25,7 @@ mod providers;
 mod quotas;
 mod request_keys;
 
-pub use allocations::{ConsumerAllocations, GenerationCheck, ReshapeInventory};
+pub use allocations::{ConsumerAllocations, GenerationCheck, ReshapeInventory, PREEMPTIBLE};
 /// Placement's codes for what a request names that does not exist.
 pub(crate) use claims::Claims;
 pub use claims::{cores, sized_lanes as sized_claim_lanes, DEFAULT_GATHER as DEFAULT_CLAIM_GATHER};
@@ -37,7 +37,7 @@ pub(crate) use leases::SmallCloud;
 pub use leases::{
     Handover, LeaseDates, LeaseUpdate, NewLease, NewReservation, ReservationUpdate, SplitAsk, SLOT_CONSUMER_TYPE,
 };
-pub use loans::{Reclaim, PREEMPTIBLE};
+pub use loans::Reclaim;
 pub use maintenance::{MaintenanceWindow, NewMaintenance};
 pub use providers::{InventoryChange, NewProvider, ProviderUpdate};
 pub use quotas::OverLimit;

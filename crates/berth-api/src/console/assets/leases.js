@@ -20,6 +20,7 @@
 
   let leasesAsked = 0;
   async function showLeases() {
+    Berth.sharing.showShared().catch(() => {});
     const mine = ++leasesAsked;
     const st = document.getElementById('lease-filter-status').value;
     const project = document.getElementById('lease-filter-project').value.trim();
@@ -107,6 +108,7 @@
       el('a', { href: `#calendar/${lease.start_date.slice(0, 10)},week` }, 'On the calendar'),
     ].filter(Boolean));
     changeEnd(lease, path, again);
+    Berth.sharing.showLease(lease, path, again);
     table(document.getElementById('lease-reservations'), [
       ['Id', (r) => id8(r.id)], ['Type', (r) => r.resource_type], ['Status', (r) => status(String(r.status).toUpperCase())],
       ['Slots', (r) => (r.allocations || []).length],

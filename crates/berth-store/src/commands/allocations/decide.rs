@@ -202,7 +202,7 @@ impl Read {
     /// its loan is given back.
     fn check_not_lent(&self, consumers: &[ConsumerAllocations]) -> Result<(), Error> {
         for c in consumers {
-            if self.current.get(&c.consumer).and_then(|x| x.1.as_deref()) == Some(crate::commands::PREEMPTIBLE) {
+            if self.current.get(&c.consumer).and_then(|x| x.1.as_deref()) == Some(super::request::PREEMPTIBLE) {
                 let detail = format!(
                     "consumer {} is preemptible: claim it with consumer_type PREEMPTIBLE, or delete its allocations first",
                     c.consumer

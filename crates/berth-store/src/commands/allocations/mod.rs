@@ -25,7 +25,8 @@ mod plan_tests;
 
 pub(crate) use batch::write_allocations;
 pub(crate) use decide::{Decision, Request};
-pub use request::{ConsumerAllocations, GenerationCheck, ReshapeInventory};
+pub(crate) use read::LENT_ON_NOW;
+pub use request::{ConsumerAllocations, GenerationCheck, ReshapeInventory, PREEMPTIBLE};
 
 use berth_core::error::{ErrorCode, ErrorKind, Refusal};
 use berth_core::{Error, Event, EventMeta};
@@ -43,7 +44,7 @@ impl Store {
     ) -> Result<(), Error> {
         request::check_batch_shape(&consumers)?;
         // A preemptible consumer borrows idle capacity (commands::loans), alone.
-        if consumers.iter().any(super::loans::is_loan) {
+        if consumers.iter().any(ConsumerAllocations::is_loan) {
             let [request] = <[ConsumerAllocations; 1]>::try_from(consumers).map_err(|_| {
                 Error::invalid(ErrorCode::LendInvalid, "a preemptible consumer's allocations are claimed alone")
             })?;
@@ -74,7 +75,7 @@ impl Store {
                 return Err(Error::refused(ErrorKind::NotFound, ErrorCode::NotFound, refusal).into());
             };
             let at = now(tx).await?;
-            if row.consumer_type.as_deref() == Some(super::loans::PREEMPTIBLE) {
+            if row.consumer_type.as_deref() == Some(PREEMPTIBLE) {
                 record(tx, meta, &[Event::LoanReturned { consumer, at }]).await?;
                 return Ok(());
             }

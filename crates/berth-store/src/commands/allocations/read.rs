@@ -64,6 +64,11 @@ pub(super) const KNOWN_CLASSES: &str = "SELECT name FROM resource_classes WHERE 
 pub(super) const HOLDS_DRAWS: &str =
     "SELECT DISTINCT consumer_uuid FROM reservation_draws WHERE consumer_uuid = ANY($1)";
 
+/// The providers of `$1` on which a loan runs now (at the transaction's
+/// start): a batch's writes there may have to cut it short (commands::loans).
+pub(crate) const LENT_ON_NOW: &str = "SELECT DISTINCT provider_uuid FROM loan_allocations
+     WHERE provider_uuid = ANY($1) AND during && tstzrange(now(), NULL)";
+
 /// What a batch read, once for all its requests.
 pub(super) struct Read {
     /// The instant the batch decides at.
@@ -175,7 +180,7 @@ pub(super) async fn read(
             (KNOWN_CLASSES, &class_params[..]),
             (quota::LIMITS, &q.limits[..]),
             (quota::USAGE, &q.usage[..]),
-            (crate::commands::loans::LENT_ON_NOW, &lent_params[..]),
+            (LENT_ON_NOW, &lent_params[..]),
         ])
         .await?;
     let at = known.unwrap_or_else(|| started[0].get("started"));

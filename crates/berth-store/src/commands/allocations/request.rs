@@ -21,6 +21,10 @@ pub enum GenerationCheck {
     Exactly(i64),
 }
 
+/// The consumer type that asks for a loan of idle capacity (Placement
+/// 1.38's `consumer_type`; commands::loans) rather than an allocation.
+pub const PREEMPTIBLE: &str = "PREEMPTIBLE";
+
 /// One consumer's whole new allocation set.
 #[derive(Debug, Clone)]
 pub struct ConsumerAllocations {
@@ -32,6 +36,13 @@ pub struct ConsumerAllocations {
     pub generation: GenerationCheck,
     /// Empty: the consumer's allocations are removed.
     pub allocations: Vec<Allocation>,
+}
+
+impl ConsumerAllocations {
+    /// Whether it asks for a loan.
+    pub fn is_loan(&self) -> bool {
+        self.consumer_type.as_deref() == Some(PREEMPTIBLE)
+    }
 }
 
 /// A provider's new inventory within a reshape.

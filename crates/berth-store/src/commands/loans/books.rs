@@ -15,9 +15,15 @@ use crate::StoreError;
 /// A provider and a resource class.
 pub(super) type Key = (Uuid, String);
 
-/// Every ordinary hold on the providers `$1` that runs at `$2` or later.
-const ORDINARY: &str = "SELECT provider_uuid, resource_class, lower(during) AS s, upper(during) AS e, used
-     FROM allocations WHERE provider_uuid = ANY($1) AND during && tstzrange($2, NULL)";
+/// Every hold on the providers `$1` that runs at `$2` or later, and
+/// whether it is a reservation's slot whose owner lends what it does not
+/// use (`"lend_idle": true`, a reservation parameter).
+const HOLDS: &str = "SELECT a.provider_uuid, a.resource_class, lower(a.during) AS s, upper(a.during) AS e, a.used,
+            coalesce(lower(r.params->>'lend_idle') = 'true', false) AS lendable
+     FROM allocations a
+     LEFT JOIN reservation_slots rs ON rs.consumer_uuid = a.consumer_uuid
+     LEFT JOIN reservations r ON r.id = rs.reservation_id
+     WHERE a.provider_uuid = ANY($1) AND a.during && tstzrange($2, NULL)";
 
 /// Every loan on the providers `$1` that runs at `$2` or later, oldest lent first.
 const LOANS: &str = "SELECT a.consumer_uuid, a.provider_uuid, a.resource_class, lower(a.during) AS s,
@@ -33,15 +39,13 @@ const INVENTORIES: &str = "SELECT provider_uuid, resource_class, total, reserved
 pub(super) const LENT_ON: &str =
     "SELECT DISTINCT provider_uuid FROM loan_allocations WHERE provider_uuid = ANY($1) AND during && tstzrange($2, NULL)";
 
-/// As [`LENT_ON`], at the transaction's start; for a read sent before the
-/// instant a command decides at is known.
-pub(crate) const LENT_ON_NOW: &str = "SELECT DISTINCT provider_uuid FROM loan_allocations
-     WHERE provider_uuid = ANY($1) AND during && tstzrange(now(), NULL)";
-
 /// One provider and class's books.
 #[derive(Default)]
 pub(super) struct Books {
+    /// Every hold but the loans and the lendable ones.
     pub ordinary: Vec<(Window, i64)>,
+    /// What owners who allow it hold reserved and do not use.
+    pub lendable: Vec<(Window, i64)>,
     pub loans: Vec<Loan<Uuid>>,
 }
 
@@ -52,10 +56,15 @@ pub(super) async fn read(
     at: DateTime<Utc>,
 ) -> Result<(HashMap<Key, Books>, HashMap<Key, Inventory>), StoreError> {
     let mut books: HashMap<Key, Books> = HashMap::new();
-    for r in tx.query(ORDINARY, &[&providers, &at]).await? {
+    for r in tx.query(HOLDS, &[&providers, &at]).await? {
         let key: Key = (r.get("provider_uuid"), r.get("resource_class"));
-        let window = Window { start: r.get("s"), end: r.get("e") };
-        books.entry(key).or_default().ordinary.push((window, r.get("used")));
+        let hold = (Window { start: r.get("s"), end: r.get("e") }, r.get("used"));
+        let b = books.entry(key).or_default();
+        if r.get("lendable") {
+            b.lendable.push(hold);
+        } else {
+            b.ordinary.push(hold);
+        }
     }
     for r in tx.query(LOANS, &[&providers, &at]).await? {
         let key: Key = (r.get("provider_uuid"), r.get("resource_class"));

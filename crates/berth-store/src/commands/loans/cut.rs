@@ -15,7 +15,8 @@ use berth_core::{lend, Event, EventMeta};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::{books, PREEMPTIBLE};
+use super::books;
+use crate::commands::allocations::{LENT_ON_NOW, PREEMPTIBLE};
 use crate::client::GenericClient;
 use crate::commands::now;
 use crate::StoreError;
@@ -48,7 +49,7 @@ pub(crate) async fn stand_in_the_way(tx: &impl GenericClient, events: &[&Event])
     if providers.is_empty() {
         return Ok(false);
     }
-    Ok(!tx.query(books::LENT_ON_NOW, &[&providers]).await?.is_empty())
+    Ok(!tx.query(LENT_ON_NOW, &[&providers]).await?.is_empty())
 }
 
 /// After `events` are applied in `tx`: cuts short the loans they stand in
@@ -93,7 +94,7 @@ async fn cuts(
             continue;
         }
         let capacity = inventories.get(key).map(|i| i.capacity()).unwrap_or(0);
-        for (consumer, until) in lend::cuts(capacity, &b.ordinary, &[], &b.loans, at) {
+        for (consumer, until) in lend::cuts(capacity, &b.ordinary, &b.lendable, &b.loans, at) {
             let end = out.entry(consumer).or_insert(until);
             *end = (*end).min(until);
         }

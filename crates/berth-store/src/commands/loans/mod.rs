@@ -1,5 +1,5 @@
 //! Lending idle capacity to preemptible consumers (`berth_core::lend`). A
-//! Placement claim whose `consumer_type` is [`PREEMPTIBLE`] is lent, not
+//! Placement claim whose `consumer_type` is PREEMPTIBLE is lent, not
 //! allocated: its holds go to `loan_allocations`, which no other command's
 //! capacity check reads, each until the first instant it would stand in an
 //! owner's way, less the reclaim lead (here). A command that takes capacity
@@ -19,7 +19,6 @@ use berth_core::{lend, Error, Event, EventMeta, Window};
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
-pub(crate) use books::LENT_ON_NOW;
 pub(crate) use cut::{after_writes, stand_in_the_way};
 pub use reclaim::Reclaim;
 
@@ -29,14 +28,6 @@ use crate::commands::{ConsumerAllocations, GenerationCheck};
 use crate::lock::{self, Sorted};
 use crate::refuse;
 use crate::{Store, StoreError};
-
-/// The consumer type that asks for a loan (Placement 1.38's `consumer_type`).
-pub const PREEMPTIBLE: &str = "PREEMPTIBLE";
-
-/// Whether `c` asks for a loan.
-pub(crate) fn is_loan(c: &ConsumerAllocations) -> bool {
-    c.consumer_type.as_deref() == Some(PREEMPTIBLE)
-}
 
 impl Store {
     /// Lends `request` (one preemptible consumer's allocations from now on)
@@ -141,13 +132,14 @@ async fn idle_until(
         }
         let b = books.get(&key);
         let ordinary = b.map(|b| b.ordinary.as_slice()).unwrap_or_default();
+        let lendable = b.map(|b| b.lendable.as_slice()).unwrap_or_default();
         let lent: Vec<(Window, i64)> = b
             .into_iter()
             .flat_map(|b| b.loans.iter())
             .filter(|l| l.key != request.consumer)
             .map(|l| (l.window, l.used))
             .collect();
-        match lend::lend_until(inv.capacity(), ordinary, &[], &lent, amount, at, lead) {
+        match lend::lend_until(inv.capacity(), ordinary, lendable, &lent, amount, at, lead) {
             Ok(None) => {}
             Ok(Some(t)) => until = Some(until.map_or(t, |u| u.min(t))),
             Err(()) => {
