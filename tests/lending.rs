@@ -340,13 +340,15 @@ async fn an_owner_who_lends_what_it_does_not_use_takes_it_back_at_once() {
         json!({"allocations": {&host: {"resources": {"VCPU": 4, "MEMORY_MB": 4096, &class: 1}}},
                "project_id": "p1", "user_id": "alice", "consumer_generation": null, "consumer_type": format!("INSTANCE{n}")})
     };
-    let (st, body) = s.placement(Method::PUT, &format!("/allocations/{}", Uuid::new_v4()), ADMIN, "1.38", draw(1)).await;
+    let (st, body) =
+        s.placement(Method::PUT, &format!("/allocations/{}", Uuid::new_v4()), ADMIN, "1.38", draw(1)).await;
     assert_eq!(st, StatusCode::NO_CONTENT, "{body}");
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(reclaims_of(&rx, server), 0, "reclaimed while idle capacity remained: {:?}", rx.calls());
     within_capacity(&s).await;
     // The second takes the rest: the loan is cut now and reclaimed.
-    let (st, body) = s.placement(Method::PUT, &format!("/allocations/{}", Uuid::new_v4()), ADMIN, "1.38", draw(2)).await;
+    let (st, body) =
+        s.placement(Method::PUT, &format!("/allocations/{}", Uuid::new_v4()), ADMIN, "1.38", draw(2)).await;
     assert_eq!(st, StatusCode::NO_CONTENT, "{body}");
     within_capacity(&s).await;
     reclaimed(&rx, server, Duration::from_secs(10)).await;

@@ -107,7 +107,15 @@ async fn a_password_login_needs_keystone() {
     assert_eq!(me["whoami"]["all_projects"], false);
     assert_eq!(me["whoami"]["read_log"], false);
     // A member's controls: its own leases, none of the admin's.
-    let member = ["lease_create", "lease_update", "lease_delete", "availability"];
+    let member = [
+        "lease_create",
+        "lease_update",
+        "lease_delete",
+        "availability",
+        "lease_share",
+        "lease_transfer",
+        "lease_withdraw_transfer",
+    ];
     for (k, v) in me["whoami"]["may"].as_object().unwrap() {
         assert_eq!(v, &json!(member.contains(&k.as_str())), "{k}: {me}");
     }

@@ -16,8 +16,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::books;
-use crate::commands::allocations::{LENT_ON_NOW, PREEMPTIBLE};
 use crate::client::GenericClient;
+use crate::commands::allocations::{LENT_ON_NOW, PREEMPTIBLE};
 use crate::commands::now;
 use crate::StoreError;
 
