@@ -416,6 +416,21 @@ pub fn key_values(s: &str) -> Result<Vec<(String, String)>> {
         .collect()
 }
 
+/// A lease id as given, or the id of the one lease named `given` (the
+/// server finds by id only).
+pub(crate) fn lease_id(client: &Client, given: &str) -> Result<String> {
+    if uuid::Uuid::parse_str(given).is_ok() {
+        return Ok(given.to_string());
+    }
+    let all = client.get_all("/v1/leases", "leases")?;
+    let found: Vec<&Value> = all.iter().filter(|l| l["name"] == given).collect();
+    match found.as_slice() {
+        [one] => Ok(one["id"].as_str().unwrap_or_default().to_string()),
+        [] => Err(anyhow!("no lease named {given:?}")),
+        _ => Err(anyhow!("several leases are named {given:?}: use an id")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,20 +471,5 @@ mod tests {
         let shown = field("start_date", &v("2031-03-10T09:00:00.000000"), paris);
         let back = berth_core::dates::parse_date("start_date", &shown).unwrap();
         assert_eq!(back, berth_core::dates::parse_date("start_date", "2031-03-10 09:00").unwrap());
-    }
-}
-
-/// A lease id as given, or the id of the one lease named `given` (the
-/// server finds by id only).
-pub(crate) fn lease_id(client: &Client, given: &str) -> Result<String> {
-    if uuid::Uuid::parse_str(given).is_ok() {
-        return Ok(given.to_string());
-    }
-    let all = client.get_all("/v1/leases", "leases")?;
-    let found: Vec<&Value> = all.iter().filter(|l| l["name"] == given).collect();
-    match found.as_slice() {
-        [one] => Ok(one["id"].as_str().unwrap_or_default().to_string()),
-        [] => Err(anyhow!("no lease named {given:?}")),
-        _ => Err(anyhow!("several leases are named {given:?}: use an id")),
     }
 }
