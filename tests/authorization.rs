@@ -69,6 +69,7 @@ fn expected(method: &str, path: &str) -> Option<&'static str> {
         (_, p) if p.starts_with("/v1/os-hosts") => ADMIN,
         ("GET", "/v1/log" | "/v1/log/stream" | "/metrics") => ADMIN,
         ("GET" | "POST", "/v1/maintenance") => ADMIN,
+        ("GET", "/v1/loans") => ADMIN,
         // The fixture has no maintenance window: the admin's cancel names none.
         ("DELETE", "/v1/maintenance/{id}") => "UFFFFN",
         ("GET", "/v1/quotas/defaults" | "/v1/plugins") => "UAAAFA",

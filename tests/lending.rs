@@ -125,6 +125,16 @@ async fn a_preemptible_server_on_a_host_reserved_from_later_is_reclaimed_before_
     let (_, usages) =
         s.placement(Method::GET, &format!("/resource_providers/{host}/usages"), ADMIN, "1.38", json!(null)).await;
     assert_eq!(usages["usages"]["VCPU"], 2, "{usages}");
+    // The operator sees the loan and when it is reclaimed; a member does not.
+    let (st, loans) = s.get("/v1/loans", ADMIN).await;
+    assert_eq!(st, StatusCode::OK, "{loans}");
+    let loan = &loans["loans"][0];
+    assert_eq!((loan["consumer_id"].as_str(), loan["reclaim"].as_str()), (Some(server.to_string().as_str()), Some("PENDING")));
+    assert_eq!(loan["allocations"][0]["resources"]["VCPU"], 2, "{loans}");
+    let until: DateTime<Utc> = format!("{}Z", loan["reclaim_at"].as_str().unwrap()).parse().unwrap();
+    let off = until - (start - chrono::Duration::seconds(LEAD));
+    assert!(off.num_microseconds().unwrap().abs() <= 1, "{loans}");
+    assert_eq!(s.get("/v1/loans", ALICE).await.0, StatusCode::FORBIDDEN);
 
     // Written as an ordinary server, it is refused: a loan stays a loan.
     let body = json!({"allocations": {&host: {"resources": {"VCPU": 2, "MEMORY_MB": 512}}},
@@ -142,6 +152,8 @@ async fn a_preemptible_server_on_a_host_reserved_from_later_is_reclaimed_before_
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(reclaims_of(&rx, server), 1, "{:?}", rx.calls());
+    let (_, loans) = s.get("/v1/loans", ADMIN).await;
+    assert_eq!(loans["loans"][0]["reclaim"], "DONE", "{loans}");
 
     // What it borrowed is gone from Placement's view; within the lead of
     // the owner's need, nothing is lent.

@@ -523,6 +523,14 @@ def shared_list(page):
     return {"rows": page.evaluate("() => [...document.querySelectorAll('#shared-table tr')].map((r) => r.innerText)")}
 
 
+def loans_list(page):
+    """What the hosts page shows an admin of the capacity lent."""
+    login(page, ARGS["login"], "hosts")
+    page.wait_for_selector("#loan-table tr td")
+    shot(page, "hosts-loans")
+    return {"rows": page.evaluate("() => [...document.querySelectorAll('#loan-table tr')].map((r) => r.innerText)")}
+
+
 def main():
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
@@ -540,7 +548,8 @@ def main():
                       "password_login": password_login, "lease_flow": lease_flow,
                       "admin_controls": admin_controls, "navigate": navigate, "select": select,
                       "host_admin": host_admin, "offer_flow": offer_flow, "zone_flow": zone_flow,
-                      "share_flow": share_flow, "shared_list": shared_list}[SCENARIO](page)
+                      "share_flow": share_flow, "shared_list": shared_list,
+                      "loans_list": loans_list}[SCENARIO](page)
         except Exception:
             shot(page, f"failed-{SCENARIO}")
             raise

@@ -1,7 +1,8 @@
-//! Sharing and handing over in the console: the owner shares a lease with
-//! a project (a declined confirmation shares nothing) and offers it to
-//! another; the project it is shared with sees it under "Shared with your
-//! project", without its owner's name, project or user.
+//! Sharing, handing over and lending in the console: the owner shares a
+//! lease with a project (a declined confirmation shares nothing) and offers
+//! it to another; the project it is shared with sees it under "Shared with
+//! your project", without its owner's name, project or user; an admin sees
+//! what is lent on the hosts page, and when it is reclaimed.
 
 use berth_testkit::BOB;
 use reqwest::StatusCode;
@@ -39,5 +40,24 @@ async fn an_owner_shares_and_offers_a_lease_and_the_shared_project_sees_it() {
     let rows: Vec<String> = out["rows"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_string()).collect();
     let row = rows.iter().find(|r| r.contains(&id[..8])).unwrap_or_else(|| panic!("not listed: {rows:?}"));
     assert!(!row.contains("to-share") && !row.contains("p1") && !row.contains("alice"), "{row}");
+    s.assert_no_panic();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_admin_sees_what_is_lent_and_when_it_is_reclaimed() {
+    let Some(browser) = Browser::find() else { return };
+    let w = World::new(Mode::Noauth).await;
+    let s = &w.s;
+    let host = enrol_as(s, &w.admin, "h-lent").await;
+    host_lease(s, &w.alice, "later", "2031-03-04 09:00", "2031-03-04 12:00", "h-lent").await;
+    let server = uuid::Uuid::new_v4();
+    let body = json!({"allocations": {&host: {"resources": {"VCPU": 2}}}, "project_id": "p2", "user_id": "bob",
+                      "consumer_generation": null, "consumer_type": "PREEMPTIBLE"});
+    let (st, answer) = s.placement(reqwest::Method::PUT, &format!("/allocations/{server}"), &w.admin, "1.38", body).await;
+    assert_eq!(st, StatusCode::NO_CONTENT, "{answer}");
+    let out = browser.drive(&s.url, "loans_list", &json!({"login": w.admin_login})).result().await;
+    let rows: Vec<String> = out["rows"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_string()).collect();
+    let row = rows.iter().find(|r| r.contains(&server.to_string()[..8])).unwrap_or_else(|| panic!("not listed: {rows:?}"));
+    assert!(row.contains("h-lent") && row.contains("VCPU 2") && row.contains("2031-03-04") && row.contains("PENDING"), "{row}");
     s.assert_no_panic();
 }

@@ -135,6 +135,7 @@ actions! {
     ManagerGet => "berth:manager:get", "rule:admin", "GET /v1/manager";
     ManagerUpdate => "berth:manager:update", "rule:admin", "PUT /v1/manager: pause or resume every manager";
     MaintenanceList => "berth:maintenance:list", "rule:admin", "GET /v1/maintenance";
+    LoansList => "berth:loans:list", "rule:admin", "GET /v1/loans: capacity lent to preemptible consumers, and its reclaims";
     MaintenanceCreate => "berth:maintenance:create", "rule:admin", "POST /v1/maintenance: hosts reserved for maintenance over a window; the leases hit are flagged, and moved with heal";
     MaintenanceDelete => "berth:maintenance:delete", "rule:admin", "DELETE /v1/maintenance/{id}";
     LogRead => "berth:log:read", "rule:admin", "GET /v1/log and /v1/log/stream";

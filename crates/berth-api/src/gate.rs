@@ -64,6 +64,7 @@ fn action(rule: Rule) -> Action {
         Rule::HostsGetProperties => Action::HostsGetProperties,
         Rule::MaintenanceCreate => Action::MaintenanceCreate,
         Rule::MaintenanceList => Action::MaintenanceList,
+        Rule::LoansList => Action::LoansList,
         Rule::MaintenanceDelete => Action::MaintenanceDelete,
         Rule::Availability => Action::Availability,
         Rule::LeaseExtension => Action::LeaseExtension,

@@ -33,6 +33,7 @@ pub enum Rule {
     HostsGetProperties,
     MaintenanceCreate,
     MaintenanceList,
+    LoansList,
     MaintenanceDelete,
     Availability,
     LeaseExtension,

@@ -21,6 +21,7 @@ pub mod health;
 pub mod hosts;
 pub mod idempotency;
 pub mod leases;
+pub mod loans;
 pub mod log;
 pub mod maintenance;
 pub mod offer_token;

@@ -98,11 +98,11 @@ pub struct CreateArgs {
     /// A reservation, as `resource_type=TYPE,KEY=VALUE,...`; repeatable.
     /// The keys of each type:
     /// `physical:host`: min, max, hypervisor_properties, resource_properties,
-    /// before_end, end_policy, heal;
+    /// before_end, end_policy, heal, lend_idle;
     /// `virtual:instance`: amount, vcpus, memory_mb, disk_gb, affinity,
-    /// resource_properties, instance_id, instance_ids, heal;
+    /// resource_properties, instance_id, instance_ids, heal, lend_idle;
     /// `flavor:instance`: flavor_id, amount, affinity, resource_properties,
-    /// instance_id, instance_ids, heal.
+    /// instance_id, instance_ids, heal, lend_idle.
     /// E.g. `resource_type=physical:host,min=1,max=2`.
     #[arg(long = "reservation", verbatim_doc_comment)]
     pub reservations: Vec<String>,

@@ -9,6 +9,7 @@ mod host_lists;
 mod hosts;
 mod idempotency;
 mod leases;
+mod loans;
 mod maintenance;
 mod offers;
 mod plugins;
@@ -55,6 +56,7 @@ pub(crate) fn openapi() -> utoipa::openapi::OpenApi {
         plugins::schema,
         maintenance::create,
         maintenance::list,
+        loans::list,
         maintenance::delete,
     ))]
     struct Doc;
@@ -82,6 +84,7 @@ pub fn routes() -> Router<AppState> {
         .route("/os-hosts/{id}", get(hosts::show).put(hosts::update).delete(hosts::delete))
         .route("/os-hosts/{id}/allocation", get(hosts::allocation))
         .route("/maintenance", get(maintenance::list).post(maintenance::create))
+        .route("/loans", get(loans::list))
         .route("/maintenance/{id}", axum::routing::delete(maintenance::delete))
         .route("/plugins", get(plugins::list))
         .route("/plugins/schema", get(plugins::schema))

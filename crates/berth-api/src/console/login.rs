@@ -94,6 +94,7 @@ const CONTROLS: &[(&str, Action)] = &[
     ("hosts_list", Action::HostsList),
     ("hosts_update", Action::HostsUpdate),
     ("maintenance_list", Action::MaintenanceList),
+    ("loans_list", Action::LoansList),
     ("maintenance_create", Action::MaintenanceCreate),
 ];
 

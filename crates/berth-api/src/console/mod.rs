@@ -30,6 +30,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("newlease.js", "text/javascript; charset=utf-8", include_str!("assets/newlease.js")),
     ("offers.js", "text/javascript; charset=utf-8", include_str!("assets/offers.js")),
     ("sharing.js", "text/javascript; charset=utf-8", include_str!("assets/sharing.js")),
+    ("loans.js", "text/javascript; charset=utf-8", include_str!("assets/loans.js")),
     ("hosts.js", "text/javascript; charset=utf-8", include_str!("assets/hosts.js")),
     ("pages.js", "text/javascript; charset=utf-8", include_str!("assets/pages.js")),
     ("live.js", "text/javascript; charset=utf-8", include_str!("assets/live.js")),

@@ -22,6 +22,7 @@ mod hook_contexts;
 pub mod hosts;
 pub mod lease_events;
 pub mod leases;
+pub mod loans;
 pub mod manager;
 pub(crate) mod named_hosts;
 pub(crate) mod near;

@@ -11,6 +11,7 @@
   const DAY = 86400e3, SPAN = 14 * DAY;
 
   async function showHosts() {
+    Berth.loans.show().catch((e) => Berth.showError(e.message));
     const hosts = (await api('GET', '/v1/os-hosts')).hosts;
     table($('host-table'), [
       ['Host', (h) => el('a', { href: `#host/${h.id}` }, h.hypervisor_hostname || h.id)],
