@@ -129,7 +129,10 @@ async fn a_preemptible_server_on_a_host_reserved_from_later_is_reclaimed_before_
     let (st, loans) = s.get("/v1/loans", ADMIN).await;
     assert_eq!(st, StatusCode::OK, "{loans}");
     let loan = &loans["loans"][0];
-    assert_eq!((loan["consumer_id"].as_str(), loan["reclaim"].as_str()), (Some(server.to_string().as_str()), Some("PENDING")));
+    assert_eq!(
+        (loan["consumer_id"].as_str(), loan["reclaim"].as_str()),
+        (Some(server.to_string().as_str()), Some("PENDING"))
+    );
     assert_eq!(loan["allocations"][0]["resources"]["VCPU"], 2, "{loans}");
     let until: DateTime<Utc> = format!("{}Z", loan["reclaim_at"].as_str().unwrap()).parse().unwrap();
     let off = until - (start - chrono::Duration::seconds(LEAD));

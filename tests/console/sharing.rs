@@ -53,11 +53,16 @@ async fn an_admin_sees_what_is_lent_and_when_it_is_reclaimed() {
     let server = uuid::Uuid::new_v4();
     let body = json!({"allocations": {&host: {"resources": {"VCPU": 2}}}, "project_id": "p2", "user_id": "bob",
                       "consumer_generation": null, "consumer_type": "PREEMPTIBLE"});
-    let (st, answer) = s.placement(reqwest::Method::PUT, &format!("/allocations/{server}"), &w.admin, "1.38", body).await;
+    let (st, answer) =
+        s.placement(reqwest::Method::PUT, &format!("/allocations/{server}"), &w.admin, "1.38", body).await;
     assert_eq!(st, StatusCode::NO_CONTENT, "{answer}");
     let out = browser.drive(&s.url, "loans_list", &json!({"login": w.admin_login})).result().await;
     let rows: Vec<String> = out["rows"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_string()).collect();
-    let row = rows.iter().find(|r| r.contains(&server.to_string()[..8])).unwrap_or_else(|| panic!("not listed: {rows:?}"));
-    assert!(row.contains("h-lent") && row.contains("VCPU 2") && row.contains("2031-03-04") && row.contains("PENDING"), "{row}");
+    let row =
+        rows.iter().find(|r| r.contains(&server.to_string()[..8])).unwrap_or_else(|| panic!("not listed: {rows:?}"));
+    assert!(
+        row.contains("h-lent") && row.contains("VCPU 2") && row.contains("2031-03-04") && row.contains("PENDING"),
+        "{row}"
+    );
     s.assert_no_panic();
 }

@@ -56,9 +56,11 @@ impl Store {
                 });
             }
             let loan = out.last_mut().expect("pushed above");
-            if let (Some(p), Some(name), Some(class)) =
-                (r.get::<_, Option<Uuid>>("provider_uuid"), r.get::<_, Option<String>>("name"), r.get::<_, Option<String>>("resource_class"))
-            {
+            if let (Some(p), Some(name), Some(class)) = (
+                r.get::<_, Option<Uuid>>("provider_uuid"),
+                r.get::<_, Option<String>>("name"),
+                r.get::<_, Option<String>>("resource_class"),
+            ) {
                 *loan.holds.entry((p, name)).or_default().entry(class).or_default() += r.get::<_, i64>("used");
             }
         }

@@ -6,12 +6,10 @@ use std::collections::HashMap;
 
 use berth_core::event::SlotMove;
 use berth_core::lease_event::HookResult;
-use berth_core::{Error, Event, EventMeta};
+use berth_core::Error;
 use uuid::Uuid;
 
-use super::effects::{effect_events, lock_effects};
-use crate::commands::{now, record};
-use crate::{lock, Store, StoreError};
+use crate::{Store, StoreError};
 
 /// One `on_heal` call owed.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,32 +50,8 @@ impl Store {
             .collect())
     }
 
-    /// Records the `on_heal` call `id` made, with what its hooks did and
-    /// the effects they asked for. False when it was already recorded (by
-    /// another manager) or its lease is gone.
+    /// Records the `on_heal` call `id` made (owed.rs).
     pub async fn finish_heal_hook(&self, actor: &str, id: Uuid, hooks: Vec<HookResult>) -> Result<bool, Error> {
-        let meta =
-            EventMeta { actor: Some(actor.to_string()), causation: Some(format!("heal:{id}")), ..Default::default() };
-        crate::tx::command!(self, |tx| {
-            let Some(row) = tx.query_opt("SELECT lease_id FROM heal_hooks WHERE id = $1", &[&id]).await? else {
-                return Ok(false);
-            };
-            let lease: Uuid = row.get("lease_id");
-            lock::lease(tx, lease).await?;
-            // Under the lease's lock: still owed?
-            if tx.query_opt("SELECT 1 FROM heal_hooks WHERE id = $1", &[&id]).await?.is_none() {
-                return Ok(false);
-            }
-            let at = now(tx).await?;
-            let effects: Vec<_> = hooks.iter().filter(|h| h.ok).flat_map(|h| h.effects.iter()).collect();
-            let mut state = lock_effects(tx, &effects).await?;
-            let mut events = Vec::new();
-            for e in &effects {
-                effect_events(e, lease, &mut state, at, &mut events);
-            }
-            events.push(Event::HealHookFinished { id, lease, hooks: hooks.clone(), at });
-            record(tx, &meta, &events).await?;
-            Ok(true)
-        })
+        self.finish_owed(super::owed::Owed::Heal, actor, id, hooks).await
     }
 }

@@ -14,6 +14,7 @@ mod effects;
 mod finish;
 mod heal_hooks;
 mod held;
+mod owed;
 mod update_hooks;
 
 pub use claim::{Claim, Claimed, KeptConnection};
