@@ -37,3 +37,15 @@ CREATE VIEW placement_holds AS
     SELECT consumer_uuid, provider_uuid, resource_class, used, during, ordinal FROM allocations
     UNION ALL
     SELECT consumer_uuid, provider_uuid, resource_class, used, during, ordinal FROM loan_allocations;
+
+-- Raised by a command that would commit in one round trip (a lease's
+-- creation) when a loan runs on a provider it writes to: it starts over
+-- and cuts the loan short first (commands::loans). Asked in the same round
+-- trip as the commit, so a cloud that lends nothing pays no round trip.
+CREATE FUNCTION berth_no_loans_on(providers uuid[]) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM loan_allocations
+               WHERE provider_uuid = ANY(providers) AND during && tstzrange(now(), NULL)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'BL001', MESSAGE = 'a loan runs on a provider written to: cut it first';
+    END IF;
+END $$;

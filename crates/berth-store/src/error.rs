@@ -35,10 +35,11 @@ impl StoreError {
         }
     }
 
-    /// A deadlock, a serialization failure or a lost insert race: the command
+    /// A deadlock, a serialization failure, a lost insert race, or a loan
+    /// in the way of a one-round-trip commit (commands::loans): the command
     /// starts over in a fresh transaction and decides again.
     pub(crate) fn is_transient(&self) -> bool {
-        matches!(self.sqlstate(), Some("40001" | "40P01" | "23505"))
+        matches!(self.sqlstate(), Some("40001" | "40P01" | "23505" | "BL001"))
     }
 
     /// A failure of a transaction's `COMMIT`: without the server's answer

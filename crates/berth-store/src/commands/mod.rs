@@ -109,9 +109,10 @@ pub(crate) async fn record_and_commit(
     events: &[Event],
 ) -> Result<Vec<i64>, StoreError> {
     let refs: Vec<&Event> = events.iter().collect();
-    let write = crate::projection::creations_only(&refs);
-    let in_the_way = write.is_some() && loans::stand_in_the_way(tx.client().await?, &refs).await?;
-    let Some(write) = write.filter(|_| !in_the_way) else {
+    // Where this process met loans lately, it takes the way that cuts
+    // them; elsewhere the commit asks (loans::NO_LOANS_ON) and, refused,
+    // the command starts over.
+    let Some(write) = crate::projection::creations_only(&refs).filter(|_| !loans::seen_lately()) else {
         let positions = record(tx.client().await?, meta, events).await?;
         tx.commit().await?;
         return Ok(positions);
@@ -119,9 +120,18 @@ pub(crate) async fn record_and_commit(
     let append = Append::one(meta, events);
     let (append_sql, append_params) = append.statement();
     let params = write.params();
+    let providers = loans::providers_taken(&refs);
+    let guard = [&providers as &(dyn tokio_postgres::types::ToSql + Sync)];
     let mut statements: Vec<crate::sql::Statement<'_>> = vec![(append_sql, &append_params[..])];
     statements.extend(params.iter().map(|(sql, p)| (*sql, &p[..])));
-    let rows = tx.commit_with_all(&statements).await?;
+    if !providers.is_empty() {
+        statements.push((loans::NO_LOANS_ON, &guard[..]));
+    }
+    let rows = tx.commit_with_all(&statements).await.inspect_err(|e| {
+        if e.sqlstate() == Some(loans::IN_THE_WAY) {
+            loans::seen();
+        }
+    })?;
     Ok(Append::positions(&rows[0]))
 }
 

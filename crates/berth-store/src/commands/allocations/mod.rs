@@ -25,7 +25,6 @@ mod plan_tests;
 
 pub(crate) use batch::write_allocations;
 pub(crate) use decide::{Decision, Request};
-pub(crate) use read::LENT_ON_NOW;
 pub use request::{ConsumerAllocations, GenerationCheck, ReshapeInventory, PREEMPTIBLE};
 
 use berth_core::error::{ErrorCode, ErrorKind, Refusal};

@@ -66,7 +66,7 @@ pub(super) const HOLDS_DRAWS: &str =
 
 /// The providers of `$1` on which a loan runs now (at the transaction's
 /// start): a batch's writes there may have to cut it short (commands::loans).
-pub(crate) const LENT_ON_NOW: &str = "SELECT DISTINCT provider_uuid FROM loan_allocations
+const LENT_ON_NOW: &str = "SELECT DISTINCT provider_uuid FROM loan_allocations
      WHERE provider_uuid = ANY($1) AND during && tstzrange(now(), NULL)";
 
 /// What a batch read, once for all its requests.

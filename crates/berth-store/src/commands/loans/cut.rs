@@ -10,6 +10,9 @@
 //! before the commit. Without a loan on those providers this is one read.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use berth_core::{lend, Event, EventMeta};
 use chrono::{DateTime, Utc};
@@ -17,7 +20,7 @@ use uuid::Uuid;
 
 use super::books;
 use crate::client::GenericClient;
-use crate::commands::allocations::{LENT_ON_NOW, PREEMPTIBLE};
+use crate::commands::allocations::PREEMPTIBLE;
 use crate::commands::now;
 use crate::StoreError;
 
@@ -41,15 +44,39 @@ fn taken_on(events: &[&Event]) -> BTreeSet<Uuid> {
     out
 }
 
-/// Whether a loan runs on a provider `events` take capacity on: a command
-/// that would commit with its writes in one round trip asks first, and
-/// takes [`after_writes`]' way when one does.
-pub(crate) async fn stand_in_the_way(tx: &impl GenericClient, events: &[&Event]) -> Result<bool, StoreError> {
-    let providers: Vec<Uuid> = taken_on(events).into_iter().collect();
-    if providers.is_empty() {
-        return Ok(false);
-    }
-    Ok(!tx.query(LENT_ON_NOW, &[&providers]).await?.is_empty())
+/// Refuses (SQLSTATE [`IN_THE_WAY`]) when a loan runs now on a provider of
+/// `$1`: sent with a commit made in one round trip, whose command then
+/// starts over and goes [`after_writes`]' way.
+pub(crate) const NO_LOANS_ON: &str = "SELECT berth_no_loans_on($1)";
+
+/// The SQLSTATE of [`NO_LOANS_ON`]'s refusal.
+pub(crate) const IN_THE_WAY: &str = "BL001";
+
+/// The providers `events` take capacity on, for [`NO_LOANS_ON`].
+pub(crate) fn providers_taken(events: &[&Event]) -> Vec<Uuid> {
+    taken_on(events).into_iter().collect()
+}
+
+/// When this process last met a loan in a command's way (seconds since
+/// [`EPOCH`], plus one; 0: never). Only a hint of which way to try first:
+/// [`NO_LOANS_ON`] keeps the one-round-trip way right when it is stale.
+static SEEN: AtomicU64 = AtomicU64::new(0);
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+/// How long after meeting a loan commands check for loans first.
+const SEEN_FOR: Duration = Duration::from_secs(600);
+
+/// This process met a loan in a command's way.
+pub(crate) fn seen() {
+    let epoch = EPOCH.get_or_init(Instant::now);
+    SEEN.store(epoch.elapsed().as_secs().saturating_add(1), Ordering::Relaxed);
+}
+
+/// Whether this process met a loan in a command's way lately.
+pub(crate) fn seen_lately() -> bool {
+    let at = SEEN.load(Ordering::Relaxed);
+    let epoch = EPOCH.get_or_init(Instant::now);
+    at > 0 && epoch.elapsed().as_secs() < at.saturating_add(SEEN_FOR.as_secs())
 }
 
 /// After `events` are applied in `tx`: cuts short the loans they stand in

@@ -19,7 +19,7 @@ use berth_core::{lend, Error, Event, EventMeta, Window};
 use chrono::{DateTime, Duration, Utc};
 use uuid::Uuid;
 
-pub(crate) use cut::{after_writes, stand_in_the_way};
+pub(crate) use cut::{after_writes, providers_taken, seen, seen_lately, IN_THE_WAY, NO_LOANS_ON};
 pub use reclaim::Reclaim;
 
 use super::{now, record};
