@@ -116,11 +116,11 @@ pub fn cuts<K: Clone + PartialEq>(
             return out;
         };
         let loan = &mut loans[i];
-        let end = t.saturating_minus(loan.lead).max(now);
         // A loan cut to before its start (it was lent in the future) runs not at all.
-        loan.window.end = Some(end.max(loan.window.start));
-        out.retain(|(k, _)| *k != loan.key);
-        out.push((loan.key.clone(), end.max(loan.window.start)));
+        let end = t.saturating_minus(loan.lead).max(now).max(loan.window.start);
+        // It no longer runs at t, and no break comes before t: it is not cut again.
+        loan.window.end = Some(end);
+        out.push((loan.key.clone(), end));
     }
 }
 

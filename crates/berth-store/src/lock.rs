@@ -29,7 +29,8 @@
 //! Nothing else in Berth writes `FOR UPDATE`. The exceptions on purpose
 //! skip locked rows instead of waiting for them (`SKIP LOCKED`), so these
 //! statements never wait out of this order: the manager's claim of due lease events
-//! (`commands/lease_events/claim.rs`), and a heal on a large cloud locking
+//! (`commands/lease_events/claim.rs`), its claim of due reclaims of lent
+//! capacity (`commands/loans/reclaim.rs`), and a heal on a large cloud locking
 //! each replacement host as it chooses it ([`CHOSEN_IF_FREE`]).
 //!
 //! Each function here sorts its keys and owns its statement. The claim path

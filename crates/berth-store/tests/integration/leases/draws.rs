@@ -3,7 +3,8 @@
 
 use super::*;
 
-fn claim(
+/// A claim of `classes` on `provider` for `consumer` of `project`, from now.
+pub(super) fn claim(
     consumer: Uuid,
     project: &str,
     provider: Uuid,

@@ -5,31 +5,8 @@
 
 use berth_core::quota::Scope;
 
+use super::draws::claim;
 use super::*;
-
-fn claim(
-    consumer: Uuid,
-    project: &str,
-    provider: Uuid,
-    classes: &[(&str, i64)],
-) -> berth_store::commands::ConsumerAllocations {
-    berth_store::commands::ConsumerAllocations {
-        consumer,
-        project_id: project.into(),
-        user_id: "u".into(),
-        consumer_type: None,
-        generation: berth_store::commands::GenerationCheck::Any,
-        allocations: classes
-            .iter()
-            .map(|(c, n)| berth_core::event::Allocation {
-                provider,
-                resource_class: c.to_string(),
-                used: *n,
-                window: Window::from(Utc::now()),
-            })
-            .collect(),
-    }
-}
 
 fn vcpus(rows: Vec<berth_store::queries::AllocationRow>) -> i64 {
     rows.iter().filter(|a| a.resource_class == "VCPU").map(|a| a.used).sum()
