@@ -102,10 +102,14 @@ pub(crate) use around;
 /// (`GAP_HORIZON`, a year, beyond which every gap counts the same):
 /// `before`, ending at or before `$1`, latest first; `after`, starting at
 /// or after `$2`, earliest first. Rows answered: 0 and 1, each list's last
-/// instant and length; 2, the hosts of either list (each once, however
-/// many holds it has in the lists) that pass `$listed` (free over the
-/// window, for a lease of one window); then `$others`: 3, up to `$7`
-/// other usable free hosts.
+/// instant and length; 2, the hosts of either list that pass `$listed`
+/// (free over the window, for a lease of one window), ranked by their gap
+/// around the window ([`listed_gap!`]), the `$8` tightest and every host
+/// tied with the last, each once with its gap in seconds; then `$others`:
+/// 3, up to `$7` other usable free hosts. Ranking in SQL is the threshold
+/// algorithm's random access: a host of one list is probed for its hold on
+/// the other side by key, so only the few tightest are read whole
+/// (`queries::fit::gather`), however long the lists had to run.
 macro_rules! near {
     ($listed:expr, $others:expr) => {
         concat!(
@@ -124,16 +128,42 @@ macro_rules! near {
             usable!(),
             "    ORDER BY lower(a.during) LIMIT $6
              )
-             SELECT 0 AS list, NULL::uuid AS host, min(at) AS at, count(*) AS n FROM before
-             UNION ALL SELECT 1, NULL::uuid, max(at), count(*) FROM after
+             SELECT 0 AS list, NULL::uuid AS host, min(at) AS at, count(*) AS n, NULL::float8 AS gap FROM before
+             UNION ALL SELECT 1, NULL::uuid, max(at), count(*), NULL::float8 FROM after
              UNION ALL
-             SELECT 2, h.provider_uuid, NULL::timestamptz, 0::int8
-             FROM (SELECT provider_uuid FROM before UNION SELECT provider_uuid FROM after) s
-             JOIN hosts h ON h.provider_uuid = s.provider_uuid",
+             (SELECT 2, h.provider_uuid, NULL::timestamptz, 0::int8, extract(epoch FROM",
+            listed_gap!(),
+            ")::float8 AS gap
+              FROM (SELECT provider_uuid, max(b) AS b, min(a) AS a
+                    FROM (SELECT provider_uuid, at AS b, NULL::timestamptz AS a FROM before
+                          UNION ALL SELECT provider_uuid, NULL::timestamptz, at FROM after) u
+                    GROUP BY provider_uuid) s
+              JOIN hosts h ON h.provider_uuid = s.provider_uuid",
             $listed,
-            " UNION ALL ",
+            " ORDER BY gap FETCH FIRST $8 ROWS WITH TIES)
+             UNION ALL ",
             $others
         )
+    };
+}
+
+/// The gap around `[$1, $2)` of a listed host `h` as `Candidate::gap`
+/// counts it, each side at most a year: the side a list holds is its
+/// first row there (`s.b`, `s.a`: a list is every usable host's holds in
+/// order up to where it stops, so a host's nearest hold that way comes
+/// first); the other side, a probe of the host's own holds
+/// (`allocations_provider_upper` / `_lower`), made only when that list
+/// did not hold it.
+macro_rules! listed_gap {
+    () => {
+        " least(coalesce($1::timestamptz - s.b,
+                          $1::timestamptz - (SELECT max(upper(a.during)) FROM allocations a
+                                             WHERE a.provider_uuid = h.provider_uuid AND upper(a.during) <= $1),
+                          interval '8760 hours'), interval '8760 hours')
+          + least(coalesce(s.a - $2::timestamptz,
+                           (SELECT min(lower(a.during)) FROM allocations a
+                            WHERE a.provider_uuid = h.provider_uuid AND lower(a.during) >= $2) - $2::timestamptz,
+                           interval '8760 hours'), interval '8760 hours') "
     };
 }
 
@@ -144,23 +174,23 @@ macro_rules! free_over_it {
     };
 }
 
-/// [`near!`]'s other hosts from the uuid `$8` on, wrapping round: where
+/// [`near!`]'s other hosts from the uuid `$9` on, wrapping round: where
 /// best fit breaks ties by a draw (`Store::with_drawn_ties`), a draw's own
 /// point, so that creations at once read different hosts.
 macro_rules! others_drawn {
     () => {
         concat!(
-            "(SELECT 3, h.provider_uuid, NULL::timestamptz, 0::int8 FROM hosts h",
+            "(SELECT 3, h.provider_uuid, NULL::timestamptz, 0::int8, NULL::float8 FROM hosts h",
             around!(),
-            " WHERE h.provider_uuid >= $8 AND",
+            " WHERE h.provider_uuid >= $9 AND",
             usable!(),
             " AND",
             free!(),
             " ORDER BY h.provider_uuid LIMIT $7)
              UNION ALL
-             (SELECT 3, h.provider_uuid, NULL::timestamptz, 0::int8 FROM hosts h",
+             (SELECT 3, h.provider_uuid, NULL::timestamptz, 0::int8, NULL::float8 FROM hosts h",
             around!(),
-            " WHERE h.provider_uuid < $8 AND",
+            " WHERE h.provider_uuid < $9 AND",
             usable!(),
             " AND",
             free!(),
@@ -173,7 +203,7 @@ macro_rules! others_drawn {
 macro_rules! others_by_name {
     () => {
         concat!(
-            "(SELECT 3, h.provider_uuid, NULL::timestamptz, 0::int8
+            "(SELECT 3, h.provider_uuid, NULL::timestamptz, 0::int8, NULL::float8
               FROM providers p JOIN hosts h ON h.provider_uuid = p.uuid",
             around!(),
             " WHERE",
@@ -286,24 +316,31 @@ pub(crate) async fn read(
     let wanted = i64::from(*max);
     let rows = BASE_ROWS.saturating_add(ROWS_PER_HOST.saturating_mul(wanted)).saturating_mul(depth);
     let others = others(*max);
+    let ranked = others.saturating_mul(depth);
     let from = Uuid::from_u64_pair(draw.unwrap_or(0), 0);
-    let params: [&(dyn ToSql + Sync); 8] = [&window.start, &end, &secs, &project, &required, &rows, &others, &from];
+    let params: [&(dyn ToSql + Sync); 9] =
+        [&window.start, &end, &secs, &project, &required, &rows, &others, &ranked, &from];
     let near: Statement<'_> = match (draw, series) {
         (Some(_), false) => (NEAR_DRAWN, &params[..]),
-        (None, false) => (NEAR_BY_NAME, &params[..7]),
+        (None, false) => (NEAR_BY_NAME, &params[..8]),
         (Some(_), true) => (SERIES_DRAWN, &params[..]),
-        (None, true) => (SERIES_BY_NAME, &params[..7]),
+        (None, true) => (SERIES_BY_NAME, &params[..8]),
     };
     let [_, found, _] = sql::pipeline(c, [(CUSTOM, &[]), near, (AS_BEFORE, &[])]).await?;
     let mut ids = BTreeSet::new();
     let (mut before, mut after, mut more) = ((None, 0), (None, 0), 0i64);
+    let (mut listed, mut last_gap) = (0i64, 0.0f64);
     for r in &found {
-        let (list, id, at, n): (i32, Option<Uuid>, Option<DateTime<Utc>>, i64) =
-            (r.get("list"), r.get("host"), r.get("at"), r.get("n"));
+        let (list, id, at, n, gap): (i32, Option<Uuid>, Option<DateTime<Utc>>, i64, Option<f64>) =
+            (r.get("list"), r.get("host"), r.get("at"), r.get("n"), r.get("gap"));
         match list {
             0 => before = (at, n),
             1 => after = (at, n),
-            _ => more += i64::from(list == 3),
+            2 => {
+                listed += 1;
+                last_gap = last_gap.max(gap.unwrap_or(0.0));
+            }
+            _ => more += 1,
         }
         ids.extend(id);
     }
@@ -319,7 +356,12 @@ pub(crate) async fn read(
         (Some(at), n) if n >= rows => at.signed_duration_since(end).min(GAP_HORIZON),
         _ => GAP_HORIZON,
     };
-    let bound = gap_before.checked_add(&gap_after).unwrap_or(Duration::MAX);
+    let mut bound = gap_before.checked_add(&gap_after).unwrap_or(Duration::MAX);
+    // The ranking was cut: a listed host not read is no tighter than the
+    // last one read (its ties were read).
+    if listed >= ranked {
+        bound = bound.min(Duration::microseconds((last_gap * 1e6).round() as i64));
+    }
     // Fewer other hosts than asked for: every usable free host was read
     // (for one window: a series may use hosts busy over its first).
     let complete = more < others && !series;

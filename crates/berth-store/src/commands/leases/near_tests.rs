@@ -40,8 +40,18 @@ fn hosts_demand(rack: Option<usize>, max: u32) -> Demand {
     Demand::Hosts { min: 1, max, hypervisor_properties: None, resource_properties: query }
 }
 
+/// A demand only the big hosts meet, by a property SQL does not narrow by
+/// (berth-core alone decides it): the near read ranks every listed host,
+/// so the tightest it ranks may all be hosts this demand cannot use, and
+/// its choice must then be vouched for by where the ranking was cut.
+fn big_demand(max: u32) -> Demand {
+    let query = berth_core::query::parse("q", &json!([">=", "$memory_mb", 8192])).unwrap();
+    Demand::Hosts { min: 1, max, hypervisor_properties: query, resource_properties: None }
+}
+
 /// Forty hosts in four racks; some with a cleaning time of their own, one
-/// disabled, one unreservable, one kept for another project.
+/// disabled, one unreservable, one kept for another project; the last
+/// six with twice the memory.
 async fn cloud(store: &Store) -> Vec<Uuid> {
     let meta = EventMeta::default();
     let mut ids = Vec::new();
@@ -56,8 +66,9 @@ async fn cloud(store: &Store) -> Vec<Uuid> {
             7 => capabilities.insert("authorized_projects".into(), json!("other")),
             _ => None,
         };
+        let memory = if i >= HOSTS - 6 { 8192 } else { 4096 };
         let new =
-            NewHost { name: format!("h{i:02}"), resources: Some((64, 4096, 100)), reservable: i != 9, capabilities };
+            NewHost { name: format!("h{i:02}"), resources: Some((64, memory, 100)), reservable: i != 9, capabilities };
         ids.push(store.enrol_host(&meta, new).await.unwrap());
     }
     store.set_host_disabled(&meta, ids[8], true, None, &Demands::new()).await.unwrap();
@@ -110,7 +121,11 @@ async fn hosts_near_the_window_pack_the_calendar_as_every_host_does() {
         let w = window(&mut rng, base);
         let rack = rng.gen_bool(0.3).then(|| rng.gen_range(0..4));
         let max = if rng.gen_bool(0.2) { 3 } else { 1 };
-        let demand = if rng.gen_bool(0.3) { zone_demand(max) } else { hosts_demand(rack, max) };
+        let demand = match rng.gen_range(0..10) {
+            0..3 => zone_demand(max),
+            3..5 => big_demand(max),
+            _ => hosts_demand(rack, max),
+        };
         let items = [Item::Place(&demand, Vec::new())];
         let draw = rng.gen_bool(0.5).then(|| rng.gen());
         let c = store.client().await.unwrap();
@@ -169,7 +184,11 @@ async fn a_series_near_its_first_window_packs_as_every_host_does() {
             .collect();
         let rack = rng.gen_bool(0.3).then(|| rng.gen_range(0..4));
         let max = if rng.gen_bool(0.2) { 2 } else { 1 };
-        let demand = if rng.gen_bool(0.3) { zone_demand(max) } else { hosts_demand(rack, max) };
+        let demand = match rng.gen_range(0..10) {
+            0..3 => zone_demand(max),
+            3..5 => big_demand(max),
+            _ => hosts_demand(rack, max),
+        };
         let items = [Item::Place(&demand, Vec::new())];
         let draw = rng.gen_bool(0.5).then(|| rng.gen());
         let span = Window { start: windows[0].start, end: windows[windows.len() - 1].end };
@@ -207,6 +226,59 @@ async fn a_series_near_its_first_window_packs_as_every_host_does() {
 
 /// The near read plans its statements its own way and puts back, for the
 /// rest of the transaction, whatever the planner was set to before.
+/// The near read ranks the listed hosts by their gap in SQL and reads only
+/// the tightest few; when they are all hosts the demand cannot use (by a
+/// property only berth-core decides), the choice among the rest read must
+/// not be vouched for past where the ranking was cut. Thirty small hosts
+/// tied tightest around the window, a loose big host first by name (so
+/// among the other hosts read), a tighter big host last.
+#[tokio::test]
+async fn a_ranking_cut_short_vouches_for_nothing_beyond_it() {
+    let db = TestDatabase::new().await;
+    let store = db.store(4).with_cleaning_time(std::time::Duration::ZERO);
+    let meta = EventMeta::default();
+    let mut host = |name: String, memory: i64| {
+        let store = &store;
+        let meta = &meta;
+        async move {
+            let new = NewHost {
+                name,
+                resources: Some((64, memory, 100)),
+                reservable: true,
+                capabilities: Default::default(),
+            };
+            store.enrol_host(meta, new).await.unwrap()
+        }
+    };
+    let loose = host("a-big".into(), 8192).await;
+    let mut small = Vec::new();
+    for i in 0..30 {
+        small.push(host(format!("s{i:02}"), 4096).await);
+    }
+    let tight = host("z-big".into(), 8192).await;
+    let t = (store.now().await.unwrap() + Duration::days(30)).duration_trunc(Duration::hours(1)).unwrap();
+    let two_hours = |start: DateTime<Utc>| Window { start, end: Some(start + Duration::hours(2)) };
+    for (k, &h) in small.iter().enumerate() {
+        create(&store, &format!("b{k}"), two_hours(t - Duration::hours(3)), one(None), Some(h)).await;
+        create(&store, &format!("a{k}"), two_hours(t + Duration::hours(3)), one(None), Some(h)).await;
+    }
+    for (name, h, days) in [("loose", loose, 20), ("tight", tight, 2)] {
+        create(&store, &format!("{name}-b"), two_hours(t - Duration::days(days)), one(None), Some(h)).await;
+        create(&store, &format!("{name}-a"), two_hours(t + Duration::days(days)), one(None), Some(h)).await;
+    }
+    let w = two_hours(t);
+    let demand = big_demand(1);
+    let items = [Item::Place(&demand, Vec::new())];
+    let c = store.client().await.unwrap();
+    let near = read_near(&c, "p1", &items, &[w], Duration::zero(), None).await.unwrap();
+    let mut full = gather_candidates(&c, "p1", &items, w, w, Duration::zero()).await.unwrap();
+    let Ok(by_all) = decide(&mut full, "p1", &items, &[w]) else { panic!("no big host over every host") };
+    assert_eq!(by_all[0][0][0].provider, tight, "best fit over every host");
+    let g = near.expect("the near read vouches at a deeper depth");
+    let Ok(by_near) = decide(&mut g.clone(), "p1", &items, &[w]) else { panic!("no big host near") };
+    assert_eq!(by_near[0][0][0].provider, tight, "the near read took the loose big host");
+}
+
 #[tokio::test]
 async fn the_near_read_puts_the_planners_settings_back() {
     let db = TestDatabase::new().await;

@@ -194,6 +194,7 @@ pub(super) async fn read_near(
         return Ok(None);
     };
     for depth in DEPTHS {
+        metrics::counter!("berth_lease_placement_near_reads").increment(1);
         let named = named_hosts::read(tx, project, demand, windows, cleaning, depth).await?;
         let near = match named {
             Some(named) => Some(named),
