@@ -65,9 +65,12 @@ pub struct Args {
     /// Host counts the `scale` scenario creates leases on, each in a fresh database.
     #[arg(long, value_delimiter = ',', default_values_t = [100usize, 1_000, 10_000])]
     pub scale_hosts: Vec<usize>,
-    /// Leases the `scale` scenario books at random before it times creations.
-    #[arg(long, default_value_t = 0)]
-    pub scale_leases: usize,
+    /// Leases the `scale` scenario books at random before it times
+    /// creations, one count per host count of `--scale-hosts` (the last
+    /// for those after it): `100,1000,10000,100000` with
+    /// `1000,10000,100000,1000000` keeps ten to a host as the cloud grows.
+    #[arg(long, value_delimiter = ',', default_values_t = [0usize])]
+    pub scale_leases: Vec<usize>,
     /// Reservations on the host the `scale` scenario heals.
     #[arg(long, default_value_t = 1_000)]
     pub scale_heal: usize,
@@ -110,7 +113,7 @@ pub async fn run(args: Args) -> Result<()> {
         claim_lanes::run(&mut report, args.clients, args.seconds).await?;
     }
     if args.only.as_deref().is_some_and(|o| o.split(',').any(|s| s == "scale")) {
-        scale::run(&mut report, &args.scale_hosts, args.scale_leases, args.scale_heal).await?;
+        scale::run(&mut report, &args.scale_hosts, &args.scale_leases, args.scale_heal).await?;
         in_process_memory(&mut report, "scale")?;
     }
     if args.only.as_deref().is_some_and(|o| o.split(',').any(|s| s == "scale-placement")) {

@@ -36,6 +36,8 @@ const WARMUP: usize = 20;
 const RACKS: usize = 20;
 /// Creations that read every candidate host (counted by the store).
 const FULL_READS: &str = "berth_lease_placement_full_reads";
+/// Reads of the hosts near the window, each depth counted (`berth-store`).
+const NEAR_READS: &str = "berth_lease_placement_near_reads";
 /// Enrolments at once, each of up to [`ENROLMENT`] hosts.
 pub(crate) const ENROLLING: usize = 2;
 /// Hosts a bulk enrolment takes.
@@ -128,12 +130,14 @@ async fn one_size(report: &mut Report, hosts: usize, leases: usize, healed: usiz
         ("lease creation, one host in a rack (1 in 20)", "rack", Some("r7")),
     ] {
         let full_before = crate::counts::get(FULL_READS).unwrap_or(0);
+        let near_before = crate::counts::get(NEAR_READS).unwrap_or(0);
         let (l, ids, refused) = creations(&store, base, tag, rack, MEASURED).await?;
         made.extend(ids);
         let full = crate::counts::get(FULL_READS).map_or("not counted".into(), |n| (n - full_before).to_string());
+        let near = crate::counts::get(NEAR_READS).map_or("not counted".into(), |n| (n - near_before).to_string());
         let line = format!(
             "{what}, {hosts} hosts, {leases} leases booked (ready in {:.1} s): p50 {}, p99 {}, \
-             {refused} refused, {full} decided on every host",
+             {refused} refused, {near} reads near the window, {full} decided on every host",
             ready.as_secs_f64(),
             ms(percentile(&l, 50.0)),
             ms(percentile(&l, 99.0)),
@@ -145,13 +149,14 @@ async fn one_size(report: &mut Report, hosts: usize, leases: usize, healed: usiz
     Ok(p50s)
 }
 
-/// Each host count in `sizes`, with `leases` booked beforehand and a host
-/// carrying `healed` reservations healed; each p50 against the first
-/// size's.
-pub async fn run(report: &mut Report, sizes: &[usize], leases: usize, healed: usize) -> Result<()> {
+/// Each host count in `sizes`, with `leases[i]` booked beforehand on the
+/// `i`th (the last count for the sizes past it) and a host carrying
+/// `healed` reservations healed; each p50 against the first size's.
+pub async fn run(report: &mut Report, sizes: &[usize], leases: &[usize], healed: usize) -> Result<()> {
     let mut first: Option<(usize, P50s)> = None;
-    for &n in sizes {
-        let p50s = one_size(report, n, leases, healed).await?;
+    for (i, &n) in sizes.iter().enumerate() {
+        let booked = leases.get(i).or(leases.last()).copied().unwrap_or(0);
+        let p50s = one_size(report, n, booked, healed).await?;
         let Some((n0, p0)) = &first else {
             first = Some((n, p50s));
             continue;

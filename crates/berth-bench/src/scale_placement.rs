@@ -1,80 +1,66 @@
-//! Placement's reads as the cloud grows: allocation candidates with a
-//! limit, and one page of hosts, should cost about the same on 100 hosts
-//! and on 10,000, since each answers a few rows and should read about as
-//! many.
+//! What a real `berthd serve` answers over HTTP as the cloud grows, and
+//! what it holds in memory meanwhile: allocation candidates with a limit,
+//! a page of hosts, a lease and availability advice should cost about the
+//! same on 100 hosts and on 100,000, since each answers a few rows and
+//! should read about as many; the whole host list (what python-blazarclient
+//! asks for, following no links) is streamed, so berthd's memory should not
+//! grow with it.
 //!
 //! For each host count: a fresh database, that many hosts enrolled through
 //! the store (64 VCPU, 256 GiB of MEMORY_MB and 2,000 DISK_GB each, no
-//! leases), the real router on a loopback port, then, one request at a
-//! time, `GET /placement/allocation_candidates?resources=VCPU:1,MEMORY_MB:1024&limit=10`
-//! and `GET /v1/os-hosts?limit=10`; then as many one-host leases as hosts
-//! booked at random 2-hour windows over the next year (a host with any
-//! lease to come is no candidate: a claim made now is open-ended), and
-//! `GET /placement/allocation_candidates?resources=VCPU:1&limit=10` again.
-//! Prints p50 and p99 of each, and each p50 against the smallest cloud's.
+//! leases), a `berthd serve` started on it, then, one request at a time,
+//! `GET /placement/allocation_candidates?resources=VCPU:1,MEMORY_MB:1024&limit=10`,
+//! `GET /v1/os-hosts?limit=10` and the whole `GET /v1/os-hosts`; then as
+//! many one-host leases as hosts booked at random 2-hour windows over the
+//! next year (a host with any lease to come is no candidate: a claim made
+//! now is open-ended), `GET /placement/allocation_candidates?resources=VCPU:1&limit=10`
+//! again, `POST /v1/availability` and `POST /v1/leases` for one host at
+//! random 2-hour windows. Prints p50 and p99 of each, each p50 against the
+//! smallest cloud's, and berthd's resident memory, now and at its peak.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
-use berth_api::{AppState, Authenticator, Rules};
-use berth_core::EventMeta;
 use berth_store::testing::TestDatabase;
 use berth_store::Store;
-use chrono::{DurationRound, Utc};
+use chrono::{DateTime, DurationRound, Utc};
 use rand::Rng;
+use serde_json::{json, Value};
 use uuid::Uuid;
 
+use crate::daemon::Daemon;
 use crate::report::{ms, percentile, Report};
 use crate::scale::{enrol, ENROLLING};
+use crate::scale_leases::{meta, random_window, whole};
 
 /// Requests timed per host count and read (after a warm-up).
 const MEASURED: usize = 200;
 const WARMUP: usize = 20;
+/// Whole host lists timed per host count (each is as long as the cloud).
+const WHOLE_LISTS: usize = 5;
+/// berthd's database connections.
+const POOL: usize = 4;
 
 const CANDIDATES: &str = "/placement/allocation_candidates?resources=VCPU:1,MEMORY_MB:1024&limit=10";
 const HOSTS_PAGE: &str = "/v1/os-hosts?limit=10";
+const HOSTS_WHOLE: &str = "/v1/os-hosts";
 const CANDIDATES_BOOKED: &str = "/placement/allocation_candidates?resources=VCPU:1&limit=10";
-
-fn meta() -> EventMeta {
-    EventMeta { actor: Some("bench".into()), ..Default::default() }
-}
-
-fn whole() -> BTreeMap<String, i64> {
-    BTreeMap::from([("VCPU".to_string(), 64), ("MEMORY_MB".to_string(), 262_144), ("DISK_GB".to_string(), 2_000)])
-}
+/// An administrator and a project member, as berthd's noauth names them.
+const ADMIN: &str = "admin";
+const MEMBER: &str = "bench:bench";
 
 /// One one-host lease per host, at random 2-hour windows on random hosts
-/// within a year.
-async fn book(store: &Store, hosts: &[Uuid]) -> Result<()> {
-    let base = (Utc::now() + chrono::Duration::days(1)).duration_trunc(chrono::Duration::hours(1))?;
+/// within a year of `base`.
+async fn book(store: &Store, hosts: &[Uuid], base: DateTime<Utc>) -> Result<()> {
     let mut rng = rand::thread_rng();
     let leases: Vec<_> = (0..hosts.len())
         .map(|_| {
-            let start = base + chrono::Duration::hours(rng.gen_range(0..24 * 365));
-            (hosts[rng.gen_range(0..hosts.len())], start, start + chrono::Duration::hours(2))
+            let (start, end) = random_window(base);
+            (hosts[rng.gen_range(0..hosts.len())], start, end)
         })
         .collect();
     crate::setup::book(store, &meta(), &whole(), leases).await
-}
-
-/// The real router on a loopback port, served as berthd serves it; its base URL.
-async fn serve(store: Store) -> Result<String> {
-    let state = AppState {
-        app: berth_app::App::bare(store),
-        auth: Arc::new(Authenticator::Noauth),
-        rules: Arc::new(Rules::defaults()),
-        clock: Default::default(),
-        build: berth_api::Build::default(),
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let base = format!("http://{}", listener.local_addr()?);
-    let config = berth_api::ApiConfig::default();
-    tokio::spawn(async move {
-        berth_api::serve(listener, berth_api::router(state), &config, None, std::future::pending()).await
-    });
-    Ok(base)
 }
 
 /// Latencies of `count` GETs of `path`, sorted; each answer checked to
@@ -85,12 +71,12 @@ async fn gets(http: &reqwest::Client, url: &str, key: &str, expect: usize, count
         let t = Instant::now();
         let resp = http
             .get(url)
-            .header("x-auth-token", "admin")
+            .header("x-auth-token", ADMIN)
             .header("openstack-api-version", "placement 1.39")
             .send()
             .await?;
         ensure!(resp.status().is_success(), "{url} answered {}", resp.status());
-        let body: serde_json::Value = resp.json().await?;
+        let body: Value = resp.json().await?;
         out.push(t.elapsed());
         let listed = body[key].as_array().map_or(0, Vec::len);
         ensure!(listed == expect, "{url} listed {listed} {key}, not {expect}");
@@ -99,63 +85,121 @@ async fn gets(http: &reqwest::Client, url: &str, key: &str, expect: usize, count
     Ok(out)
 }
 
-/// p50 of each read on `hosts` hosts.
-async fn one_size(report: &mut Report, hosts: usize) -> Result<Vec<Duration>> {
+/// Blazar's form of a date.
+fn blazar(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M").to_string()
+}
+
+/// Latencies of `count` POSTs of what `body` makes of a random 2-hour
+/// window within a year of `base`, sorted; each answered 2xx (advice) or
+/// 2xx or 409 for want of room (a lease), and how many were refused so.
+async fn posts(
+    http: &reqwest::Client,
+    url: &str,
+    base: DateTime<Utc>,
+    count: usize,
+    body: impl Fn(DateTime<Utc>, DateTime<Utc>) -> Value,
+) -> Result<(Vec<Duration>, usize)> {
+    let (mut out, mut refused) = (Vec::with_capacity(count), 0);
+    for _ in 0..count {
+        let (start, end) = random_window(base);
+        let t = Instant::now();
+        let resp = http.post(url).header("x-auth-token", MEMBER).json(&body(start, end)).send().await?;
+        let status = resp.status();
+        let text = resp.text().await?;
+        out.push(t.elapsed());
+        match status.as_u16() {
+            200..=299 => {}
+            409 if text.contains("capacity") => refused += 1,
+            _ => anyhow::bail!("{url} answered {status}: {text}"),
+        }
+    }
+    out.sort();
+    Ok((out, refused))
+}
+
+/// A one-host lease over `[start, end)`.
+fn lease(start: DateTime<Utc>, end: DateTime<Utc>) -> Value {
+    json!({"name": format!("http-{}", Uuid::new_v4()), "start_date": blazar(start), "end_date": blazar(end),
+           "reservations": [{"resource_type": "physical:host", "min": 1, "max": 1,
+                             "hypervisor_properties": "", "resource_properties": ""}],
+           "events": []})
+}
+
+/// Availability advice for one host for the two hours from `start`.
+fn advice(start: DateTime<Utc>, _: DateTime<Utc>) -> Value {
+    json!({"reservations": [{"resource_type": "physical:host", "min": 1, "max": 1}],
+           "duration": "2h", "from": blazar(start), "limit": 3})
+}
+
+/// p50 of each request on `hosts` hosts.
+async fn one_size(report: &mut Report, hosts: usize) -> Result<Vec<(&'static str, Duration)>> {
     let db = TestDatabase::new().await;
     let store = Arc::new(db.store(ENROLLING + 2));
     let t = Instant::now();
     let ids = enrol(&store, hosts).await?;
     db.analyze().await;
     let ready = t.elapsed();
-    let base = serve((*store).clone()).await?;
+    let daemon = Daemon::start(&db.url, POOL).await?;
     let http = reqwest::Client::new();
     let mut p50s = Vec::new();
+    let mut line = |report: &mut Report, what: &'static str, l: &[Duration], more: String| {
+        report.line(format!(
+            "{what}, {hosts} hosts{more}: p50 {}, p99 {}",
+            ms(percentile(l, 50.0)),
+            ms(percentile(l, 99.0)),
+        ));
+        p50s.push((what, percentile(l, 50.0)));
+    };
+    let ready = format!(" (ready in {:.1} s)", ready.as_secs_f64());
     for (what, path, key) in [
         ("allocation candidates, limit 10", CANDIDATES, "allocation_requests"),
         ("one page of os-hosts, limit 10", HOSTS_PAGE, "hosts"),
     ] {
-        let url = format!("{base}{path}");
+        let url = format!("{}{path}", daemon.url);
         gets(&http, &url, key, 10, WARMUP).await?;
-        let l = gets(&http, &url, key, 10, MEASURED).await?;
-        report.line(format!(
-            "{what}, {hosts} hosts (ready in {:.1} s): p50 {}, p99 {}",
-            ready.as_secs_f64(),
-            ms(percentile(&l, 50.0)),
-            ms(percentile(&l, 99.0)),
-        ));
-        p50s.push(percentile(&l, 50.0));
+        line(report, what, &gets(&http, &url, key, 10, MEASURED).await?, ready.clone());
     }
-    book(&store, &ids).await?;
+    let url = format!("{}{HOSTS_WHOLE}", daemon.url);
+    let l = gets(&http, &url, "hosts", hosts, WHOLE_LISTS).await?;
+    line(report, "the whole os-hosts list, no limit (streamed)", &l, format!(" ({WHOLE_LISTS} timed)"));
+
+    let base = (Utc::now() + chrono::Duration::days(1)).duration_trunc(chrono::Duration::hours(1))?;
+    book(&store, &ids, base).await?;
     db.analyze().await;
-    let url = format!("{base}{CANDIDATES_BOOKED}");
+    let booked = format!(", {hosts} leases booked");
+    let url = format!("{}{CANDIDATES_BOOKED}", daemon.url);
     gets(&http, &url, "allocation_requests", 10, WARMUP).await?;
     let l = gets(&http, &url, "allocation_requests", 10, MEASURED).await?;
-    report.line(format!(
-        "allocation candidates, limit 10, {hosts} hosts, {hosts} leases booked: p50 {}, p99 {}",
-        ms(percentile(&l, 50.0)),
-        ms(percentile(&l, 99.0)),
-    ));
-    p50s.push(percentile(&l, 50.0));
+    line(report, "allocation candidates with leases booked, limit 10", &l, booked.clone());
+    for (what, path, body) in [
+        ("POST /v1/availability, one host for 2 h", "/v1/availability", advice as fn(_, _) -> _),
+        ("POST /v1/leases, one host", "/v1/leases", lease),
+    ] {
+        let url = format!("{}{path}", daemon.url);
+        posts(&http, &url, base, WARMUP, body).await?;
+        let (l, refused) = posts(&http, &url, base, MEASURED, body).await?;
+        line(report, what, &l, format!("{booked}, {refused} refused for capacity"));
+    }
+    report.memory(&format!("berthd serve on {hosts} hosts"), "after these requests", daemon.memory_mb()?, None);
     Ok(p50s)
 }
 
 /// Each host count in `sizes`; p50 against the first size's.
 pub async fn run(report: &mut Report, sizes: &[usize]) -> Result<()> {
-    let mut first: Option<(usize, Vec<Duration>)> = None;
+    let mut first: Option<(usize, Vec<(&'static str, Duration)>)> = None;
     for &n in sizes {
         let p50s = one_size(report, n).await?;
-        match &first {
-            None => first = Some((n, p50s)),
-            Some((n0, p0)) => {
-                let x = |i: usize| p50s[i].as_secs_f64() / p0[i].as_secs_f64();
-                report.line(format!(
-                    "p50 at {n} hosts against {n0}: allocation candidates {:.2}x, os-hosts page {:.2}x, \
-                     allocation candidates with leases booked {:.2}x (target at most 2x)",
-                    x(0),
-                    x(1),
-                    x(2),
-                ));
-            }
+        let Some((n0, p0)) = &first else {
+            first = Some((n, p50s));
+            continue;
+        };
+        for ((what, p), (_, p_first)) in p50s.iter().zip(p0) {
+            report.line(format!(
+                "p50 at {n} hosts against {n0}, {what}: {:.2}x (target at most 2x at 10,000 hosts, 3x at 100,000{})",
+                p.as_secs_f64() / p_first.as_secs_f64().max(1e-9),
+                if what.starts_with("the whole") { "; a whole list grows with the cloud by nature" } else { "" },
+            ));
         }
     }
     Ok(())

@@ -149,7 +149,9 @@ pub async fn book(
                 .iter()
                 .map(|(c, u)| Allocation { provider, resource_class: c.clone(), used: *u, window })
                 .collect(),
-            providers_bumped: None,
+            // As a creation names it, so that a batch is projected as a
+            // run of creations, in one round trip.
+            providers_bumped: Some(vec![provider]),
             at,
         });
         if batch.len() >= 2_000 {

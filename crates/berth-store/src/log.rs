@@ -316,19 +316,20 @@ impl Store {
         Ok(Cursor { txid: last, position: i64::MAX })
     }
 
-    /// Appends events as one transaction, applying them to the projections.
-    /// For events whose commands need no reads (and for tests of the log).
+    /// Appends events as one transaction, applying them to the projections
+    /// as a command does (runs of like events set-wise,
+    /// `projection::apply_all`). For events whose commands need no reads
+    /// (and for tests of the log, and benches booking a cloud in bulk).
     pub async fn append(
         &self,
         meta: &EventMeta,
         events: &[Event],
         expected_version: Option<i64>,
     ) -> Result<Vec<i64>, Error> {
+        let refs: Vec<&Event> = events.iter().collect();
         crate::tx::command!(self, |tx| {
             let positions = append_expecting(tx, meta, events, expected_version).await?;
-            for e in events {
-                crate::projection::apply(tx, e).await?;
-            }
+            crate::projection::apply_all(tx, &refs).await?;
             Ok(positions)
         })
     }
