@@ -46,22 +46,27 @@ macro_rules! gap {
 /// Rows: 0, the hosts holding the texts `$5` counted up to `$7` (one more
 /// than [`FEW`]); then, unless more than [`FEW`], 1, the usable ones
 /// passing `$listed`, the `$6` tightest around the window and every host
-/// tied with the last, each with its gap in seconds.
+/// tied with the last, each with its gap in seconds. Every host is ranked
+/// first (two probes) and checked usable and free in that order, so those
+/// checks probe only as far down the ranking as the answer reaches.
 macro_rules! ranked {
     ($listed:expr) => {
         concat!(
             "WITH m AS MATERIALIZED (SELECT provider_uuid FROM hosts WHERE capabilities @> $5 LIMIT $7)
              SELECT 0 AS kind, NULL::uuid AS host, count(*)::float8 AS value FROM m
              UNION ALL
-             (SELECT 1, h.provider_uuid, extract(epoch FROM",
+             (SELECT 1, h.provider_uuid, h.gap
+              FROM (SELECT h.*, extract(epoch FROM",
             gap!(),
             ")::float8 AS gap
-              FROM m CROSS JOIN LATERAL (SELECT * FROM hosts WHERE provider_uuid = m.provider_uuid OFFSET 0) h",
+                    FROM m CROSS JOIN LATERAL (SELECT * FROM hosts WHERE provider_uuid = m.provider_uuid OFFSET 0) h
+                    WHERE (SELECT count(*) FROM m) < $7
+                    ORDER BY gap OFFSET 0) h",
             around!(),
-            " WHERE (SELECT count(*) FROM m) < $7 AND",
+            " WHERE",
             usable!(),
             $listed,
-            " ORDER BY gap FETCH FIRST $6 ROWS WITH TIES)"
+            " ORDER BY h.gap FETCH FIRST $6 ROWS WITH TIES)"
         )
     };
 }

@@ -109,7 +109,10 @@ pub(crate) use around;
 /// 3, up to `$7` other usable free hosts. Ranking in SQL is the threshold
 /// algorithm's random access: a host of one list is probed for its hold on
 /// the other side by key, so only the few tightest are read whole
-/// (`queries::fit::gather`), however long the lists had to run.
+/// (`queries::fit::gather`), however long the lists had to run. The
+/// hosts are ranked first and checked free in that order (the ranked
+/// subquery is fenced and sorted), so the free check probes only as far
+/// down the ranking as the answer reaches.
 macro_rules! near {
     ($listed:expr, $others:expr) => {
         concat!(
@@ -131,16 +134,18 @@ macro_rules! near {
              SELECT 0 AS list, NULL::uuid AS host, min(at) AS at, count(*) AS n, NULL::float8 AS gap FROM before
              UNION ALL SELECT 1, NULL::uuid, max(at), count(*), NULL::float8 FROM after
              UNION ALL
-             (SELECT 2, h.provider_uuid, NULL::timestamptz, 0::int8, extract(epoch FROM",
+             (SELECT 2, h.provider_uuid, NULL::timestamptz, 0::int8, h.gap
+              FROM (SELECT h.provider_uuid, h.capabilities, extract(epoch FROM",
             listed_gap!(),
             ")::float8 AS gap
-              FROM (SELECT provider_uuid, max(b) AS b, min(a) AS a
-                    FROM (SELECT provider_uuid, at AS b, NULL::timestamptz AS a FROM before
-                          UNION ALL SELECT provider_uuid, NULL::timestamptz, at FROM after) u
-                    GROUP BY provider_uuid) s
-              JOIN hosts h ON h.provider_uuid = s.provider_uuid",
+                    FROM (SELECT provider_uuid, max(b) AS b, min(a) AS a
+                          FROM (SELECT provider_uuid, at AS b, NULL::timestamptz AS a FROM before
+                                UNION ALL SELECT provider_uuid, NULL::timestamptz, at FROM after) u
+                          GROUP BY provider_uuid) s
+                    JOIN hosts h ON h.provider_uuid = s.provider_uuid
+                    ORDER BY gap OFFSET 0) h",
             $listed,
-            " ORDER BY gap FETCH FIRST $8 ROWS WITH TIES)
+            " ORDER BY h.gap FETCH FIRST $8 ROWS WITH TIES)
              UNION ALL ",
             $others
         )

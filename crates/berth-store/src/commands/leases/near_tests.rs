@@ -237,7 +237,7 @@ async fn a_ranking_cut_short_vouches_for_nothing_beyond_it() {
     let db = TestDatabase::new().await;
     let store = db.store(4).with_cleaning_time(std::time::Duration::ZERO);
     let meta = EventMeta::default();
-    let mut host = |name: String, memory: i64| {
+    let host = |name: String, memory: i64| {
         let store = &store;
         let meta = &meta;
         async move {
