@@ -98,7 +98,7 @@ macro_rules! around {
 }
 pub(crate) use around;
 
-/// Holds of usable hosts, `$6` rows each way, within best fit's horizon
+/// Holds, `$6` rows each way, of the hosts `$held` keeps, within best fit's horizon
 /// (`GAP_HORIZON`, a year, beyond which every gap counts the same):
 /// `before`, ending at or before `$1`, latest first; `after`, starting at
 /// or after `$2`, earliest first. Rows answered: 0 and 1, each list's last
@@ -113,29 +113,36 @@ pub(crate) use around;
 /// hosts are ranked first and checked free in that order (the ranked
 /// subquery is fenced and sorted), so the free check probes only as far
 /// down the ranking as the answer reaches.
+///
+/// `$held`: [`BY_USABLE`] keeps only usable hosts' holds in the lists, for
+/// a demand whose properties keep few hosts; [`ANY_HOLD`] keeps every hold,
+/// for a demand that names none: each row is then an index entry alone,
+/// not a host's look-up and probe, and whether a host is usable is checked
+/// in rank order with the rest of `$listed`. Either way a host not in a
+/// list has no hold in the span it covers, so the bound holds.
 macro_rules! near {
-    ($listed:expr, $others:expr) => {
+    ($held:expr, $listed:expr, $others:expr) => {
         concat!(
             "WITH before AS MATERIALIZED (
                  SELECT a.provider_uuid, upper(a.during) AS at
-                 FROM allocations a JOIN hosts h ON h.provider_uuid = a.provider_uuid
-                 WHERE upper(a.during) IS NOT NULL AND upper(a.during) <= $1
-                   AND upper(a.during) > $1::timestamptz - interval '8760 hours' AND",
-            usable!(),
-            "    ORDER BY upper(a.during) DESC LIMIT $6
+                 FROM allocations a",
+            $held,
+            "    upper(a.during) IS NOT NULL AND upper(a.during) <= $1
+                   AND upper(a.during) > $1::timestamptz - interval '8760 hours'
+                 ORDER BY upper(a.during) DESC LIMIT $6
              ), after AS MATERIALIZED (
                  SELECT a.provider_uuid, lower(a.during) AS at
-                 FROM allocations a JOIN hosts h ON h.provider_uuid = a.provider_uuid
-                 WHERE upper(a.during) IS NOT NULL AND lower(a.during) >= $2
-                   AND lower(a.during) < $2::timestamptz + interval '8760 hours' AND",
-            usable!(),
-            "    ORDER BY lower(a.during) LIMIT $6
+                 FROM allocations a",
+            $held,
+            "    upper(a.during) IS NOT NULL AND lower(a.during) >= $2
+                   AND lower(a.during) < $2::timestamptz + interval '8760 hours'
+                 ORDER BY lower(a.during) LIMIT $6
              )
              SELECT 0 AS list, NULL::uuid AS host, min(at) AS at, count(*) AS n, NULL::float8 AS gap FROM before
              UNION ALL SELECT 1, NULL::uuid, max(at), count(*), NULL::float8 FROM after
              UNION ALL
              (SELECT 2, h.provider_uuid, NULL::timestamptz, 0::int8, h.gap
-              FROM (SELECT h.provider_uuid, h.capabilities, extract(epoch FROM",
+              FROM (SELECT h.*, extract(epoch FROM",
             listed_gap!(),
             ")::float8 AS gap
                     FROM (SELECT provider_uuid, max(b) AS b, min(a) AS a
@@ -172,10 +179,32 @@ macro_rules! listed_gap {
     };
 }
 
-/// [`near!`]'s listed hosts for a lease of one window: those free over it.
+/// [`near!`]'s lists of usable hosts' holds.
+macro_rules! by_usable {
+    () => {
+        concat!(" JOIN hosts h ON h.provider_uuid = a.provider_uuid WHERE", usable!(), " AND ")
+    };
+}
+
+/// [`near!`]'s lists of every hold.
+macro_rules! any_hold {
+    () => {
+        " WHERE "
+    };
+}
+
+/// [`near!`]'s listed hosts for a lease of one window: the usable ones
+/// free over it.
 macro_rules! free_over_it {
     () => {
-        concat!(around!(), " WHERE", free!())
+        concat!(around!(), " WHERE", usable!(), " AND", free!())
+    };
+}
+
+/// [`near!`]'s listed hosts for a series: the usable ones.
+macro_rules! usable_listed {
+    () => {
+        concat!(" WHERE", usable!())
     };
 }
 
@@ -220,14 +249,23 @@ macro_rules! others_by_name {
     };
 }
 
-const NEAR_DRAWN: &str = near!(free_over_it!(), others_drawn!());
-const NEAR_BY_NAME: &str = near!(free_over_it!(), others_by_name!());
+/// The near statements, by whether the lists keep usable hosts' holds or
+/// every hold (`[BY_USABLE, ANY_HOLD]`), and how best fit breaks ties.
+const NEAR_DRAWN: [&str; 2] =
+    [near!(by_usable!(), free_over_it!(), others_drawn!()), near!(any_hold!(), free_over_it!(), others_drawn!())];
+const NEAR_BY_NAME: [&str; 2] =
+    [near!(by_usable!(), free_over_it!(), others_by_name!()), near!(any_hold!(), free_over_it!(), others_by_name!())];
 
 /// For a series of windows (a recurring lease), ranked around its first
 /// (`schedule::place_ranked`): the listed hosts whether or not free over
 /// the first window, since each may be free over the others.
-const SERIES_DRAWN: &str = near!("", others_drawn!());
-const SERIES_BY_NAME: &str = near!("", others_by_name!());
+const SERIES_DRAWN: [&str; 2] =
+    [near!(by_usable!(), usable_listed!(), others_drawn!()), near!(any_hold!(), usable_listed!(), others_drawn!())];
+const SERIES_BY_NAME: [&str; 2] =
+    [near!(by_usable!(), usable_listed!(), others_by_name!()), near!(any_hold!(), usable_listed!(), others_by_name!())];
+/// Which lists: only usable hosts' holds, or every hold.
+const BY_USABLE: usize = 0;
+const ANY_HOLD: usize = 1;
 
 /// The near statement is planned for the values at hand, every time. After
 /// five runs PostgreSQL may keep a plan made for no values, and that plan,
@@ -325,11 +363,14 @@ pub(crate) async fn read(
     let from = Uuid::from_u64_pair(draw.unwrap_or(0), 0);
     let params: [&(dyn ToSql + Sync); 9] =
         [&window.start, &end, &secs, &project, &required, &rows, &others, &ranked, &from];
+    // Properties that keep few hosts: lists of every hold would walk many
+    // holds of hosts the demand cannot use for each one it can.
+    let held = if required.as_object().is_some_and(|m| !m.is_empty()) { BY_USABLE } else { ANY_HOLD };
     let near: Statement<'_> = match (draw, series) {
-        (Some(_), false) => (NEAR_DRAWN, &params[..]),
-        (None, false) => (NEAR_BY_NAME, &params[..8]),
-        (Some(_), true) => (SERIES_DRAWN, &params[..]),
-        (None, true) => (SERIES_BY_NAME, &params[..8]),
+        (Some(_), false) => (NEAR_DRAWN[held], &params[..]),
+        (None, false) => (NEAR_BY_NAME[held], &params[..8]),
+        (Some(_), true) => (SERIES_DRAWN[held], &params[..]),
+        (None, true) => (SERIES_BY_NAME[held], &params[..8]),
     };
     let [_, found, _] = sql::pipeline(c, [(CUSTOM, &[]), near, (AS_BEFORE, &[])]).await?;
     let mut ids = BTreeSet::new();

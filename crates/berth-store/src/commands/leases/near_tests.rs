@@ -29,7 +29,8 @@ const BOOKED: usize = 200;
 const PROBES: usize = 150;
 
 /// A demand for hosts in zone "a": 32 hosts, more than the near read ranks
-/// one by one, so it must cut the ranking and vouch for the cut.
+/// one by one (`named_hosts::FEW` in tests), so it walks the lists of
+/// usable hosts' holds, and must cut the ranking and vouch for the cut.
 fn zone_demand(max: u32) -> Demand {
     let query = berth_core::query::parse("q", &json!(["==", "$zone", "a"])).unwrap();
     Demand::Hosts { min: 1, max, hypervisor_properties: None, resource_properties: query }
@@ -302,10 +303,10 @@ async fn the_near_read_puts_the_planners_settings_back() {
     .unwrap();
     let before = tx.query_one(settings, &[]).await.unwrap();
     // Both reads: the lists, and the hosts a property names ranked.
-    let (plain, zone, windows) = (hosts_demand(None, 1), zone_demand(1), [w]);
+    let (plain, rack, windows) = (hosts_demand(None, 1), hosts_demand(Some(1), 1), [w]);
     let found = crate::queries::near::read(&tx, "p1", &plain, &windows, Duration::zero(), None, 1).await.unwrap();
     assert!(found.is_some_and(|n| !n.ids.is_empty()), "hosts read");
-    let ranked = crate::queries::named_hosts::read(&tx, "p1", &zone, &windows, Duration::zero(), 1).await.unwrap();
+    let ranked = crate::queries::named_hosts::read(&tx, "p1", &rack, &windows, Duration::zero(), 1).await.unwrap();
     assert!(ranked.is_some_and(|n| !n.ids.is_empty()), "hosts ranked");
     let after = tx.query_one(settings, &[]).await.unwrap();
     for n in names {

@@ -193,7 +193,8 @@ pub(super) async fn read_near(
     let ([Item::Place(demand @ Demand::Hosts { max, .. }, _)], [first, ..]) = (items, windows) else {
         return Ok(None);
     };
-    for depth in DEPTHS {
+    let mut depth = 1;
+    for _ in 0..NEAR_READS {
         metrics::counter!("berth_lease_placement_near_reads").increment(1);
         let named = named_hosts::read(tx, project, demand, windows, cleaning, depth).await?;
         let near = match named {
@@ -209,20 +210,40 @@ pub(super) async fn read_near(
             return Ok(Some(g));
         }
         let Ok(plan) = decide(&mut g.clone(), project, items, windows) else {
+            depth = deeper(depth, None, near.bound);
             continue;
         };
-        let tight = plan.iter().all(|per_item| {
+        // The loosest host chosen, if every occurrence took as many as it may.
+        let loosest = plan.iter().try_fold(chrono::Duration::zero(), |loosest, per_item| {
             let placed = &per_item[0];
-            placed.len() == *max as usize
-                && placed
-                    .iter()
-                    .all(|p| g.index.get(&p.provider).is_some_and(|&i| g.candidates[i].gap(first) <= near.bound))
+            let gaps = placed.iter().map(|p| g.index.get(&p.provider).map(|&i| g.candidates[i].gap(first)));
+            let worst = gaps.fold(Some(loosest), |w, gap| Some(w?.max(gap?)))?;
+            (placed.len() == *max as usize).then_some(worst)
         });
-        if tight {
+        if loosest.is_some_and(|l| l <= near.bound) {
             return Ok(Some(g));
         }
+        depth = deeper(depth, loosest, near.bound);
     }
     Ok(None)
+}
+
+/// The depth to read next when a read at `depth` vouched only for hosts
+/// with gaps up to `bound` and the choice on it took one as loose as
+/// `loosest` (`None`: the choice fell short). A list covers about as much
+/// time as it has rows, so rows in proportion to `loosest / bound` (with
+/// a margin) reach past the choice, which is never looser than the best:
+/// one more read, as a rule, rather than a fixed ladder of depths that
+/// overshoots by up to its step. At least twice as deep, at most
+/// [`MAX_DEPTH`].
+fn deeper(depth: i64, loosest: Option<chrono::Duration>, bound: chrono::Duration) -> i64 {
+    let times = match loosest {
+        Some(l) if bound > chrono::Duration::zero() => {
+            (l.num_seconds() as f64 / bound.num_seconds().max(1) as f64 * 1.25).ceil() as i64
+        }
+        _ => 8,
+    };
+    depth.saturating_mul(times.max(2)).min(MAX_DEPTH)
 }
 
 /// As [`plan`], for what [`reads_near`] reads so, when the hosts near the
@@ -269,13 +290,14 @@ pub(super) async fn plan_near(
     Ok(None)
 }
 
-/// How deep the near read looks, in turn, before every candidate is read:
-/// the usual rows each way, then four and 32 times as many (holds sparse
-/// around the window need longer lists to vouch for the tightest host).
-/// At 100,000 hosts with 20,000 leases, one creation in twelve still read
-/// every host after the second depth, taking seconds; a list of some
-/// 5,000 rows each way costs tens of ms.
-const DEPTHS: [i64; 3] = [1, 4, 32];
+/// Reads near the window before every candidate is read: the usual rows
+/// each way, then as deep as the first choice says ([`deeper`]), once
+/// more if need be. At 100,000 hosts with 20,000 leases, one creation in
+/// twelve read every host after two fixed depths, taking seconds.
+const NEAR_READS: usize = 3;
+/// The deepest read near the window: a list of some 10,000 rows each way,
+/// tens of ms, before the read of every host (seconds at 100,000).
+const MAX_DEPTH: i64 = 64;
 
 /// The window from the first start to the last end of `windows`.
 pub(super) fn span_of(windows: &[Window]) -> Window {
