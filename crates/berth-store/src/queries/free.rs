@@ -26,6 +26,10 @@ use crate::client::GenericClient;
 use crate::sql::{self, Statement};
 use crate::StoreError;
 
+#[cfg(test)]
+#[path = "free_plan_tests.rs"]
+mod plan_tests;
+
 /// Up to `$6` usable hosts (see `queries::near`) free over the window
 /// `[$1, $2)` widened by their cleaning time, in uuid order.
 const FREE_HOSTS: &str = concat!(
@@ -42,12 +46,14 @@ const FREE_HOSTS: &str = concat!(
 /// has, and maintenance windows) on hosts that are reservable, enabled and
 /// hold the texts of one of `$3`, each with its host, in the order of end
 /// then host, after the pair (`$1`, `$5`) and no later than `$2`; each pair
-/// once.
+/// once. A page is a walk of `allocations_bounded_end_host` (V67) in its
+/// order.
 const ENDS: &str = "
     SELECT DISTINCT at, host FROM (
         (SELECT DISTINCT upper(a.during) AS at, a.provider_uuid AS host
          FROM allocations a JOIN hosts h ON h.provider_uuid = a.provider_uuid
-         WHERE upper(a.during) IS NOT NULL AND upper(a.during) >= $1 AND upper(a.during) <= $2
+         WHERE lower(a.during) IS NOT NULL AND upper(a.during) IS NOT NULL
+           AND upper(a.during) >= $1 AND upper(a.during) <= $2
            AND (upper(a.during), a.provider_uuid) > ($1, $5)
            AND h.reservable AND NOT h.disabled AND h.capabilities @> ANY($3)
            AND EXISTS (SELECT 1 FROM inventories i
@@ -181,7 +187,12 @@ impl<'a> Ends<'a> {
                 return Ok(out);
             }
             let params: [&(dyn ToSql + Sync); 5] = [&self.read_to.0, &self.to, &self.texts, &PAGE, &self.read_to.1];
-            let rows = sql::query(c, ENDS, &params).await?;
+            // Planned for its values to walk the index in order and stop
+            // at the page's end, as the near read is (`near::CUSTOM`): a
+            // plan made for no values read every hold in the range.
+            let ends = (ENDS, &params[..]);
+            let [_, rows, _] =
+                sql::pipeline(c, [(super::near::CUSTOM, &[]), ends, (super::near::AS_BEFORE, &[])]).await?;
             self.exhausted = (rows.len() as i64) < PAGE;
             let ends: Vec<(DateTime<Utc>, Uuid)> = rows.iter().map(|r| (r.get("at"), r.get("host"))).collect();
             self.read_to = ends.last().copied().unwrap_or(self.read_to);

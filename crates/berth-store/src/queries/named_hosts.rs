@@ -137,5 +137,5 @@ pub(crate) async fn read(
         true => GAP_HORIZON.checked_add(&GAP_HORIZON).unwrap_or(Duration::MAX),
         false => Duration::microseconds((last_gap * 1e6).round() as i64),
     };
-    Ok(Some(Near { ids: ids.into_iter().collect(), bound, complete }))
+    Ok(Some(Near { ids: ids.into_iter().collect(), bound, complete, tightest: None }))
 }

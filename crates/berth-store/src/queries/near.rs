@@ -127,7 +127,7 @@ macro_rules! near {
                  SELECT a.provider_uuid, upper(a.during) AS at
                  FROM allocations a",
             $held,
-            "    upper(a.during) IS NOT NULL AND upper(a.during) <= $1
+            "    lower(a.during) IS NOT NULL AND upper(a.during) IS NOT NULL AND upper(a.during) <= $1
                    AND upper(a.during) > $1::timestamptz - interval '8760 hours'
                  ORDER BY upper(a.during) DESC LIMIT $6
              ), after AS MATERIALIZED (
@@ -329,6 +329,11 @@ pub(crate) struct Near {
     pub bound: Duration,
     /// Every host that could take the lease was read.
     pub complete: bool,
+    /// The smallest gap of a listed host ranked, if any was: no choice
+    /// among the hosts read is tighter than this or [`Near::bound`],
+    /// whichever is less, so when it is past the bound the read cannot
+    /// vouch for any choice and the caller may read deeper at once.
+    pub tightest: Option<Duration>,
 }
 
 /// The hosts near the first of `windows` that `demand`, a whole-host
@@ -375,7 +380,7 @@ pub(crate) async fn read(
     let [_, found, _] = sql::pipeline(c, [(CUSTOM, &[]), near, (AS_BEFORE, &[])]).await?;
     let mut ids = BTreeSet::new();
     let (mut before, mut after, mut more) = ((None, 0), (None, 0), 0i64);
-    let (mut listed, mut last_gap) = (0i64, 0.0f64);
+    let (mut listed, mut last_gap, mut first_gap) = (0i64, 0.0f64, None::<f64>);
     for r in &found {
         let (list, id, at, n, gap): (i32, Option<Uuid>, Option<DateTime<Utc>>, i64, Option<f64>) =
             (r.get("list"), r.get("host"), r.get("at"), r.get("n"), r.get("gap"));
@@ -385,6 +390,7 @@ pub(crate) async fn read(
             2 => {
                 listed += 1;
                 last_gap = last_gap.max(gap.unwrap_or(0.0));
+                first_gap = Some(first_gap.map_or(gap.unwrap_or(0.0), |f| f.min(gap.unwrap_or(0.0))));
             }
             _ => more += 1,
         }
@@ -411,5 +417,6 @@ pub(crate) async fn read(
     // Fewer other hosts than asked for: every usable free host was read
     // (for one window: a series may use hosts busy over its first).
     let complete = more < others && !series;
-    Ok(Some(Near { ids: ids.into_iter().collect(), bound, complete }))
+    let tightest = first_gap.map(|g| Duration::microseconds((g * 1e6).round() as i64));
+    Ok(Some(Near { ids: ids.into_iter().collect(), bound, complete, tightest }))
 }

@@ -204,6 +204,13 @@ pub(super) async fn read_near(
         let Some(near) = near else {
             return Ok(None);
         };
+        // Even the tightest host ranked lies past the bound: no choice on
+        // this read could be vouched for, so read deeper without reading
+        // its hosts whole.
+        if let Some(tightest) = near.tightest.filter(|&t| !near.complete && t > near.bound) {
+            depth = deeper(depth, Some(tightest), near.bound);
+            continue;
+        }
         let mut g = gather(tx, &near.ids, span_of(windows), *first, &[], cleaning).await?;
         g.draw = draw;
         if near.complete {
