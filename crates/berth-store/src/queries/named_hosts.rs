@@ -137,5 +137,6 @@ pub(crate) async fn read(
         true => GAP_HORIZON.checked_add(&GAP_HORIZON).unwrap_or(Duration::MAX),
         false => Duration::microseconds((last_gap * 1e6).round() as i64),
     };
-    Ok(Some(Near { ids: ids.into_iter().collect(), bound, complete, tightest: None }))
+    // The ranking is the whole read: its depth raises its bound.
+    Ok(Some(Near { ids: ids.into_iter().collect(), bound, lists: bound, cut: false, complete, tightest: None }))
 }

@@ -320,6 +320,14 @@ pub(crate) fn others(max: u32) -> i64 {
     OTHERS.saturating_add(i64::from(max).saturating_mul(2))
 }
 
+/// How far [`read`] looks, each in times the usual: rows each way in its
+/// lists (`rows`), and listed hosts ranked and read (`ranked`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Depth {
+    pub rows: i64,
+    pub ranked: i64,
+}
+
 /// What [`read`] found.
 pub(crate) struct Near {
     /// The hosts read, each once.
@@ -327,6 +335,12 @@ pub(crate) struct Near {
     /// No host left out has a gap around the window (`Candidate::gap`)
     /// shorter than this.
     pub bound: Duration,
+    /// No host left out of the lists has a gap shorter than this (the
+    /// lists' part of [`Near::bound`]: longer lists raise it).
+    pub lists: Duration,
+    /// The ranking was cut below the lists' bound (more hosts ranked raise
+    /// [`Near::bound`] up to [`Near::lists`]).
+    pub cut: bool,
     /// Every host that could take the lease was read.
     pub complete: bool,
     /// The smallest gap of a listed host ranked, if any was: no choice
@@ -341,8 +355,7 @@ pub(crate) struct Near {
 /// demand, or a first window without end); for a series (more than one
 /// window), whether or not free over the first. `cleaning`: the default
 /// cleaning time; `draw`: the lease's draw, which picks where the other
-/// hosts are read from (by name without one); `depth`: how many times the
-/// usual rows each way.
+/// hosts are read from (by name without one); `depth`: how far to look.
 pub(crate) async fn read(
     c: &impl GenericClient,
     project: &str,
@@ -350,7 +363,7 @@ pub(crate) async fn read(
     windows: &[Window],
     cleaning: Duration,
     draw: Option<u64>,
-    depth: i64,
+    depth: Depth,
 ) -> Result<Option<Near>, StoreError> {
     let (Demand::Hosts { max, .. }, Some(window)) = (demand, windows.first()) else {
         return Ok(None);
@@ -362,9 +375,9 @@ pub(crate) async fn read(
     let required = required(demand);
     let secs = cleaning.num_milliseconds().max(0) as f64 / 1000.0;
     let wanted = i64::from(*max);
-    let rows = BASE_ROWS.saturating_add(ROWS_PER_HOST.saturating_mul(wanted)).saturating_mul(depth);
+    let rows = BASE_ROWS.saturating_add(ROWS_PER_HOST.saturating_mul(wanted)).saturating_mul(depth.rows);
     let others = others(*max);
-    let ranked = others.saturating_mul(depth);
+    let ranked = others.saturating_mul(depth.ranked);
     let from = Uuid::from_u64_pair(draw.unwrap_or(0), 0);
     let params: [&(dyn ToSql + Sync); 9] =
         [&window.start, &end, &secs, &project, &required, &rows, &others, &ranked, &from];
@@ -408,15 +421,17 @@ pub(crate) async fn read(
         (Some(at), n) if n >= rows => at.signed_duration_since(end).min(GAP_HORIZON),
         _ => GAP_HORIZON,
     };
-    let mut bound = gap_before.checked_add(&gap_after).unwrap_or(Duration::MAX);
+    let lists = gap_before.checked_add(&gap_after).unwrap_or(Duration::MAX);
     // The ranking was cut: a listed host not read is no tighter than the
     // last one read (its ties were read).
-    if listed >= ranked {
-        bound = bound.min(Duration::microseconds((last_gap * 1e6).round() as i64));
-    }
+    let bound = match listed >= ranked {
+        true => lists.min(Duration::microseconds((last_gap * 1e6).round() as i64)),
+        false => lists,
+    };
+    let cut = bound < lists;
     // Fewer other hosts than asked for: every usable free host was read
     // (for one window: a series may use hosts busy over its first).
     let complete = more < others && !series;
     let tightest = first_gap.map(|g| Duration::microseconds((g * 1e6).round() as i64));
-    Ok(Some(Near { ids: ids.into_iter().collect(), bound, complete, tightest }))
+    Ok(Some(Near { ids: ids.into_iter().collect(), bound, lists, cut, complete, tightest }))
 }

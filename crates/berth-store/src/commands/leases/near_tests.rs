@@ -304,7 +304,17 @@ async fn the_near_read_puts_the_planners_settings_back() {
     let before = tx.query_one(settings, &[]).await.unwrap();
     // Both reads: the lists, and the hosts a property names ranked.
     let (plain, rack, windows) = (hosts_demand(None, 1), hosts_demand(Some(1), 1), [w]);
-    let found = crate::queries::near::read(&tx, "p1", &plain, &windows, Duration::zero(), None, 1).await.unwrap();
+    let found = crate::queries::near::read(
+        &tx,
+        "p1",
+        &plain,
+        &windows,
+        Duration::zero(),
+        None,
+        crate::queries::near::Depth { rows: 1, ranked: 1 },
+    )
+    .await
+    .unwrap();
     assert!(found.is_some_and(|n| !n.ids.is_empty()), "hosts read");
     let ranked = crate::queries::named_hosts::read(&tx, "p1", &rack, &windows, Duration::zero(), 1).await.unwrap();
     assert!(ranked.is_some_and(|n| !n.ids.is_empty()), "hosts ranked");

@@ -5,6 +5,7 @@
 //! read taken without locks, and checks them again ([`plan_new`]).
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use berth_core::dates::format_date;
 use berth_core::lease::{self, Demand};
@@ -193,22 +194,27 @@ pub(super) async fn read_near(
     let ([Item::Place(demand @ Demand::Hosts { max, .. }, _)], [first, ..]) = (items, windows) else {
         return Ok(None);
     };
-    let mut depth = 1;
-    for _ in 0..NEAR_READS {
+    // Lists as deep as the last read that vouched needed (ranked hosts
+    // as many as usual): the holds' density changes slowly.
+    let (mut depth, mut rank) = (START_DEPTH.load(Ordering::Relaxed).clamp(1, MAX_DEPTH), 1);
+    for read in 1..=NEAR_READS {
         metrics::counter!("berth_lease_placement_near_reads").increment(1);
         let named = named_hosts::read(tx, project, demand, windows, cleaning, depth).await?;
         let near = match named {
             Some(named) => Some(named),
-            None => near::read(tx, project, demand, windows, cleaning, draw, depth).await?,
+            None => {
+                near::read(tx, project, demand, windows, cleaning, draw, near::Depth { rows: depth, ranked: rank })
+                    .await?
+            }
         };
         let Some(near) = near else {
             return Ok(None);
         };
-        // Even the tightest host ranked lies past the bound: no choice on
-        // this read could be vouched for, so read deeper without reading
-        // its hosts whole.
-        if let Some(tightest) = near.tightest.filter(|&t| !near.complete && t > near.bound) {
-            depth = deeper(depth, Some(tightest), near.bound);
+        // Even the tightest host ranked lies past the lists' bound: no
+        // choice on this read could be vouched for, so read deeper without
+        // reading its hosts whole.
+        if let Some(tightest) = near.tightest.filter(|&t| !near.complete && t > near.lists) {
+            depth = deeper(depth, Some(tightest), near.lists);
             continue;
         }
         let mut g = gather(tx, &near.ids, span_of(windows), *first, &[], cleaning).await?;
@@ -217,23 +223,42 @@ pub(super) async fn read_near(
             return Ok(Some(g));
         }
         let Ok(plan) = decide(&mut g.clone(), project, items, windows) else {
-            depth = deeper(depth, None, near.bound);
+            (depth, rank) = (deeper(depth, None, near.lists), deeper(rank, None, near.bound));
             continue;
         };
         // The loosest host chosen, if every occurrence took as many as it may.
         let loosest = plan.iter().try_fold(chrono::Duration::zero(), |loosest, per_item| {
             let placed = &per_item[0];
-            let gaps = placed.iter().map(|p| g.index.get(&p.provider).map(|&i| g.candidates[i].gap(first)));
-            let worst = gaps.fold(Some(loosest), |w, gap| Some(w?.max(gap?)))?;
+            let mut gaps = placed.iter().map(|p| g.index.get(&p.provider).map(|&i| g.candidates[i].gap(first)));
+            let worst = gaps.try_fold(loosest, |w, gap| Some(w.max(gap?)))?;
             (placed.len() == *max as usize).then_some(worst)
         });
         if loosest.is_some_and(|l| l <= near.bound) {
+            // Vouched at once: the next creation may start a little
+            // shallower; after more reads, where this one ended.
+            let next = if read == 1 { depth - depth / 4 } else { depth };
+            START_DEPTH.store(next.max(1), Ordering::Relaxed);
             return Ok(Some(g));
         }
-        depth = deeper(depth, loosest, near.bound);
+        // Past the lists' bound: longer lists. Past where the ranking was
+        // cut: more hosts ranked (their gaps are known without reading them
+        // whole, but each ranked host is read whole when chosen among).
+        if loosest.is_none_or(|l| l > near.lists) {
+            depth = deeper(depth, loosest, near.lists);
+        }
+        if near.cut && loosest.is_none_or(|l| l > near.bound) {
+            rank = rank.saturating_mul(4).min(MAX_DEPTH);
+        }
     }
     Ok(None)
 }
+
+/// Where the next near read starts its lists: as deep as the last one
+/// that vouched needed, a little less when it needed one read (so the
+/// depth follows the holds' density down as well as up). Shared by the
+/// process's stores: a guess only, since every depth gives best fit's
+/// choice or reads deeper.
+static START_DEPTH: AtomicI64 = AtomicI64::new(1);
 
 /// The depth to read next when a read at `depth` vouched only for hosts
 /// with gaps up to `bound` and the choice on it took one as loose as
