@@ -195,8 +195,13 @@ pub(super) async fn read_near(
         return Ok(None);
     };
     // Lists as deep as the last read that vouched needed (ranked hosts
-    // as many as usual): the holds' density changes slowly.
-    let (mut depth, mut rank) = (START_DEPTH.load(Ordering::Relaxed).clamp(1, MAX_DEPTH), 1);
+    // as many as usual): the holds' density changes slowly. Only for a
+    // demand that names no property: one that does walks the holds of the
+    // hosts it names, as dense as they are, which the last lease's says
+    // nothing of.
+    let remembered = near::required(demand).as_object().is_none_or(|m| m.is_empty());
+    let start = if remembered { START_DEPTH.load(Ordering::Relaxed).clamp(1, MAX_DEPTH) } else { 1 };
+    let (mut depth, mut rank) = (start, 1);
     for read in 1..=NEAR_READS {
         metrics::counter!("berth_lease_placement_near_reads").increment(1);
         let named = named_hosts::read(tx, project, demand, windows, cleaning, depth).await?;
@@ -237,7 +242,9 @@ pub(super) async fn read_near(
             // Vouched at once: the next creation may start a little
             // shallower; after more reads, where this one ended.
             let next = if read == 1 { depth - depth / 4 } else { depth };
-            START_DEPTH.store(next.max(1), Ordering::Relaxed);
+            if remembered {
+                START_DEPTH.store(next.max(1), Ordering::Relaxed);
+            }
             return Ok(Some(g));
         }
         // Past the lists' bound: longer lists. Past where the ranking was
@@ -253,8 +260,8 @@ pub(super) async fn read_near(
     Ok(None)
 }
 
-/// Where the next near read starts its lists: as deep as the last one
-/// that vouched needed, a little less when it needed one read (so the
+/// Where the next near read of a demand naming no property starts its
+/// lists: as deep as the last one that vouched needed, a little less when it needed one read (so the
 /// depth follows the holds' density down as well as up). Shared by the
 /// process's stores: a guess only, since every depth gives best fit's
 /// choice or reads deeper.
