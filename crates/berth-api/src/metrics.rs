@@ -58,6 +58,13 @@ pub const PLACEMENT_PASSED_OVER: &str = "berth_lease_placement_passed_over";
 /// New leases whose chosen hosts another command took before the lock,
 /// decided again, counted by berth-store.
 pub const PLACEMENT_LOST_RACES: &str = "berth_lease_placement_lost_races";
+/// Reads of the hosts near a new whole-host lease's window, each depth
+/// counted, by berth-store: more than one per creation means the holds
+/// near the window were too sparse to vouch for best fit at the first.
+pub const PLACEMENT_NEAR_READS: &str = "berth_lease_placement_near_reads";
+/// New leases decided on every candidate host, the near read unable to
+/// vouch for the choice, counted by berth-store.
+pub const PLACEMENT_FULL_READS: &str = "berth_lease_placement_full_reads";
 /// 1, with the version as a label.
 pub const BUILD_INFO: &str = "berth_build_info";
 
@@ -110,6 +117,8 @@ fn describe() {
     metrics::describe_counter!(COMMAND_RETRIES, "Store commands started over after a transient failure");
     metrics::describe_counter!(PLACEMENT_PASSED_OVER, "Hosts a new lease passed over as another creation wrote them");
     metrics::describe_counter!(PLACEMENT_LOST_RACES, "New leases decided again after losing their chosen hosts");
+    metrics::describe_counter!(PLACEMENT_NEAR_READS, "Reads of the hosts near a new lease's window, each depth");
+    metrics::describe_counter!(PLACEMENT_FULL_READS, "New leases decided on every candidate host");
     // The scrape itself is the first request a fresh process may answer:
     // its series exist before it is counted.
     let _ = metrics::counter!(HTTP_REQUESTS, "method" => "GET", "route" => "/metrics", "status" => "200");
@@ -117,7 +126,9 @@ fn describe() {
     for name in [CLAIM_BATCH, CLAIM_LANE_WAIT, CLAIM_BATCH_DURATION] {
         let _ = metrics::histogram!(name);
     }
-    for name in [COMMAND_RETRIES, PLACEMENT_PASSED_OVER, PLACEMENT_LOST_RACES] {
+    for name in
+        [COMMAND_RETRIES, PLACEMENT_PASSED_OVER, PLACEMENT_LOST_RACES, PLACEMENT_NEAR_READS, PLACEMENT_FULL_READS]
+    {
         metrics::counter!(name).increment(0);
     }
     for name in [DB_POOL_MAX, DB_POOL_SIZE, DB_POOL_IDLE, DB_POOL_WAITERS] {
