@@ -6,7 +6,9 @@
 //! starts nearest after it, and, for when no hold is near, a few other free
 //! hosts (from a point the lease's draw picks, or by name). Each list is a
 //! scan of one index in the order best fit ranks by, bounded by a row
-//! count; so a creation reads about the same on 100 hosts as on 100,000.
+//! count; the hosts the lists name are ranked by their gap in SQL and only
+//! the tightest few are read whole; so a creation reads about the same on
+//! 100 hosts as on 100,000.
 //!
 //! Every filter here is necessary for a host to be placed on, never
 //! sufficient: a host left out could not have been chosen, and the hosts
@@ -306,10 +308,12 @@ pub(crate) const AS_BEFORE: &str = "
 /// lease holds a row per class (three, usually).
 const ROWS_PER_HOST: i64 = 32;
 /// Rows read each way at least, at the first depth: some forty leases each
-/// way. A row costs an index entry and a host's look-up (the free check is
-/// made once per host, after), so a list can run long; how far it must run
-/// for [`Near::bound`] to vouch for the choice grows with how sparse the
-/// holds near the window are, so a caller may read again deeper.
+/// way. A row costs an index entry (and a host's look-up where the lists
+/// keep usable hosts' holds only); each host named costs a probe for its
+/// gap, and only the best ranked are checked free; so a list can run long.
+/// How far it must run for [`Near::bound`] to vouch for the choice grows
+/// with how sparse the holds near the window are, so a caller may read
+/// again deeper.
 const BASE_ROWS: i64 = 128;
 /// Other hosts read: enough to choose among by draw or name when no hold is near.
 const OTHERS: i64 = 16;
