@@ -21,7 +21,7 @@ use chrono::Duration;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
-use super::near::{around, free, others, required, usable, Near, AS_BEFORE, CUSTOM};
+use super::near::{around, free, others, required, seconds, usable, Near, AS_BEFORE, CUSTOM};
 use crate::client::GenericClient;
 use crate::sql;
 use crate::StoreError;
@@ -135,8 +135,8 @@ pub(crate) async fn read(
     let complete = ranked < rows && !series;
     let bound = match ranked < rows {
         true => GAP_HORIZON.checked_add(&GAP_HORIZON).unwrap_or(Duration::MAX),
-        false => Duration::microseconds((last_gap * 1e6).round() as i64),
+        false => seconds(last_gap),
     };
     // The ranking is the whole read: its depth raises its bound.
-    Ok(Some(Near { ids: ids.into_iter().collect(), bound, lists: bound, cut: false, complete, tightest: None }))
+    Ok(Some(Near { ids: ids.into_iter().collect(), bound, lists: bound, complete, tightest: None }))
 }

@@ -342,16 +342,26 @@ pub(crate) struct Near {
     /// No host left out of the lists has a gap shorter than this (the
     /// lists' part of [`Near::bound`]: longer lists raise it).
     pub lists: Duration,
-    /// The ranking was cut below the lists' bound (more hosts ranked raise
-    /// [`Near::bound`] up to [`Near::lists`]).
-    pub cut: bool,
     /// Every host that could take the lease was read.
     pub complete: bool,
     /// The smallest gap of a listed host ranked, if any was: no choice
-    /// among the hosts read is tighter than this or [`Near::bound`],
-    /// whichever is less, so when it is past the bound the read cannot
-    /// vouch for any choice and the caller may read deeper at once.
+    /// among the hosts read is tighter than this or [`Near::lists`],
+    /// whichever is less, so when it is past the lists' bound the read
+    /// cannot vouch for any choice and the caller may read deeper at once.
     pub tightest: Option<Duration>,
+}
+
+impl Near {
+    /// The ranking was cut below the lists' bound: more hosts ranked raise
+    /// [`Near::bound`] up to [`Near::lists`].
+    pub fn cut(&self) -> bool {
+        self.bound < self.lists
+    }
+}
+
+/// A gap SQL gives in seconds, as a duration.
+pub(crate) fn seconds(gap: f64) -> Duration {
+    Duration::microseconds((gap * 1e6).round() as i64)
 }
 
 /// The hosts near the first of `windows` that `demand`, a whole-host
@@ -405,9 +415,10 @@ pub(crate) async fn read(
             0 => before = (at, n),
             1 => after = (at, n),
             2 => {
+                let gap = gap.unwrap_or(0.0);
                 listed += 1;
-                last_gap = last_gap.max(gap.unwrap_or(0.0));
-                first_gap = Some(first_gap.map_or(gap.unwrap_or(0.0), |f| f.min(gap.unwrap_or(0.0))));
+                last_gap = last_gap.max(gap);
+                first_gap = Some(first_gap.map_or(gap, |f| f.min(gap)));
             }
             _ => more += 1,
         }
@@ -429,13 +440,12 @@ pub(crate) async fn read(
     // The ranking was cut: a listed host not read is no tighter than the
     // last one read (its ties were read).
     let bound = match listed >= ranked {
-        true => lists.min(Duration::microseconds((last_gap * 1e6).round() as i64)),
+        true => lists.min(seconds(last_gap)),
         false => lists,
     };
-    let cut = bound < lists;
     // Fewer other hosts than asked for: every usable free host was read
     // (for one window: a series may use hosts busy over its first).
     let complete = more < others && !series;
-    let tightest = first_gap.map(|g| Duration::microseconds((g * 1e6).round() as i64));
-    Ok(Some(Near { ids: ids.into_iter().collect(), bound, lists, cut, complete, tightest }))
+    let tightest = first_gap.map(seconds);
+    Ok(Some(Near { ids: ids.into_iter().collect(), bound, lists, complete, tightest }))
 }

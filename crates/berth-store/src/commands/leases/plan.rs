@@ -253,7 +253,7 @@ pub(super) async fn read_near(
         if loosest.is_none_or(|l| l > near.lists) {
             depth = deeper(depth, loosest, near.lists);
         }
-        if near.cut && loosest.is_none_or(|l| l > near.bound) {
+        if near.cut() && loosest.is_none_or(|l| l > near.bound) {
             rank = rank.saturating_mul(4).min(MAX_DEPTH);
         }
     }
@@ -261,10 +261,10 @@ pub(super) async fn read_near(
 }
 
 /// Where the next near read of a demand naming no property starts its
-/// lists: as deep as the last one that vouched needed, a little less when it needed one read (so the
-/// depth follows the holds' density down as well as up). Shared by the
-/// process's stores: a guess only, since every depth gives best fit's
-/// choice or reads deeper.
+/// lists: as deep as the last one that vouched needed, a little less when
+/// it needed one read (so the depth follows the holds' density down as
+/// well as up). Shared by the process's stores: a guess only, since every
+/// depth gives best fit's choice or reads deeper.
 static START_DEPTH: AtomicI64 = AtomicI64::new(1);
 
 /// The depth to read next when a read at `depth` vouched only for hosts
