@@ -65,6 +65,8 @@ pub const PLACEMENT_NEAR_READS: &str = "berth_lease_placement_near_reads";
 /// New leases decided on every candidate host, the near read unable to
 /// vouch for the choice, counted by berth-store.
 pub const PLACEMENT_FULL_READS: &str = "berth_lease_placement_full_reads";
+/// Reads of the hosts nearest a new lease's window through their free spans.
+pub const PLACEMENT_SPAN_READS: &str = "berth_lease_placement_span_reads";
 /// 1, with the version as a label.
 pub const BUILD_INFO: &str = "berth_build_info";
 
@@ -119,6 +121,10 @@ fn describe() {
     metrics::describe_counter!(PLACEMENT_LOST_RACES, "New leases decided again after losing their chosen hosts");
     metrics::describe_counter!(PLACEMENT_NEAR_READS, "Reads of the hosts near a new lease's window, each depth");
     metrics::describe_counter!(PLACEMENT_FULL_READS, "New leases decided on every candidate host");
+    metrics::describe_counter!(
+        PLACEMENT_SPAN_READS,
+        "Reads of the hosts nearest a new lease's window through their free spans"
+    );
     // The scrape itself is the first request a fresh process may answer:
     // its series exist before it is counted.
     let _ = metrics::counter!(HTTP_REQUESTS, "method" => "GET", "route" => "/metrics", "status" => "200");
@@ -126,9 +132,14 @@ fn describe() {
     for name in [CLAIM_BATCH, CLAIM_LANE_WAIT, CLAIM_BATCH_DURATION] {
         let _ = metrics::histogram!(name);
     }
-    for name in
-        [COMMAND_RETRIES, PLACEMENT_PASSED_OVER, PLACEMENT_LOST_RACES, PLACEMENT_NEAR_READS, PLACEMENT_FULL_READS]
-    {
+    for name in [
+        COMMAND_RETRIES,
+        PLACEMENT_PASSED_OVER,
+        PLACEMENT_LOST_RACES,
+        PLACEMENT_NEAR_READS,
+        PLACEMENT_FULL_READS,
+        PLACEMENT_SPAN_READS,
+    ] {
         metrics::counter!(name).increment(0);
     }
     for name in [DB_POOL_MAX, DB_POOL_SIZE, DB_POOL_IDLE, DB_POOL_WAITERS] {

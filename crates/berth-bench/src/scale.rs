@@ -38,6 +38,8 @@ const RACKS: usize = 20;
 const FULL_READS: &str = "berth_lease_placement_full_reads";
 /// Reads of the hosts near the window, each depth counted (`berth-store`).
 const NEAR_READS: &str = "berth_lease_placement_near_reads";
+/// Reads through the hosts' free spans (`berth-store`).
+const SPAN_READS: &str = "berth_lease_placement_span_reads";
 /// Enrolments at once, each of up to [`ENROLMENT`] hosts.
 pub(crate) const ENROLLING: usize = 2;
 /// Hosts a bulk enrolment takes.
@@ -131,13 +133,16 @@ async fn one_size(report: &mut Report, hosts: usize, leases: usize, healed: usiz
     ] {
         let full_before = crate::counts::get(FULL_READS).unwrap_or(0);
         let near_before = crate::counts::get(NEAR_READS).unwrap_or(0);
+        let span_before = crate::counts::get(SPAN_READS).unwrap_or(0);
         let (l, ids, refused) = creations(&store, base, tag, rack, MEASURED).await?;
         made.extend(ids);
         let full = crate::counts::get(FULL_READS).map_or("not counted".into(), |n| (n - full_before).to_string());
         let near = crate::counts::get(NEAR_READS).map_or("not counted".into(), |n| (n - near_before).to_string());
+        let span = crate::counts::get(SPAN_READS).map_or("not counted".into(), |n| (n - span_before).to_string());
         let line = format!(
             "{what}, {hosts} hosts, {leases} leases booked (ready in {:.1} s): p50 {}, p99 {}, \
-             {refused} refused, {near} reads near the window, {full} decided on every host",
+             {refused} refused, {span} reads of free spans, {near} reads near the window, \
+             {full} decided on every host",
             ready.as_secs_f64(),
             ms(percentile(&l, 50.0)),
             ms(percentile(&l, 99.0)),

@@ -29,6 +29,7 @@ pub(crate) mod near;
 pub mod placement;
 pub mod quotas;
 pub(crate) mod shares;
+pub(crate) mod spans;
 pub(crate) mod timelines;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -269,6 +269,25 @@ const SERIES_BY_NAME: [&str; 2] =
 const BY_USABLE: usize = 0;
 const ANY_HOLD: usize = 1;
 
+/// Keeps the settings [`CUSTOM`] and [`INDEXED`] change, for [`AS_BEFORE`].
+macro_rules! saved {
+    () => {
+        "SELECT set_config('berth.near_saved', concat_ws(',', current_setting('plan_cache_mode'),
+                          current_setting('enable_bitmapscan'), current_setting('enable_hashjoin'),
+                          current_setting('enable_mergejoin'), current_setting('enable_sort'),
+                          current_setting('enable_seqscan'), current_setting('jit')), true)"
+    };
+}
+
+/// The settings under which only walks of indexes and probes by key are planned.
+macro_rules! planned_to_walk_indexes {
+    () => {
+        " set_config('enable_bitmapscan', 'off', true), set_config('enable_hashjoin', 'off', true),
+          set_config('enable_mergejoin', 'off', true), set_config('enable_sort', 'off', true),
+          set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)"
+    };
+}
+
 /// The near statement is planned for the values at hand, every time. After
 /// five runs PostgreSQL may keep a plan made for no values, and that plan,
 /// unable to see that each list stops after a few rows, reads every host
@@ -285,15 +304,12 @@ const ANY_HOLD: usize = 1;
 /// transaction: [`AS_BEFORE`] puts back what was set before, kept in a
 /// setting of Berth's own, in the same round trip (outside a transaction
 /// nothing was kept, and nothing needs putting back).
-pub(crate) const CUSTOM: &str = "
-    SELECT set_config('berth.near_saved', concat_ws(',', current_setting('plan_cache_mode'),
-                          current_setting('enable_bitmapscan'), current_setting('enable_hashjoin'),
-                          current_setting('enable_mergejoin'), current_setting('enable_sort'),
-                          current_setting('enable_seqscan'), current_setting('jit')), true),
-           set_config('plan_cache_mode', 'force_custom_plan', true),
-           set_config('enable_bitmapscan', 'off', true), set_config('enable_hashjoin', 'off', true),
-           set_config('enable_mergejoin', 'off', true), set_config('enable_sort', 'off', true),
-           set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)";
+pub(crate) const CUSTOM: &str =
+    concat!(saved!(), ", set_config('plan_cache_mode', 'force_custom_plan', true),", planned_to_walk_indexes!());
+/// As [`CUSTOM`], keeping the plan made for no values where the statement
+/// is one whose plan needs none (`queries::spans`: a walk of one index in
+/// order, then probes by key).
+pub(crate) const INDEXED: &str = concat!(saved!(), ",", planned_to_walk_indexes!());
 pub(crate) const AS_BEFORE: &str = "
     SELECT set_config('plan_cache_mode', split_part(s, ',', 1), true),
            set_config('enable_bitmapscan', split_part(s, ',', 2), true),

@@ -80,3 +80,33 @@ pub async fn log_length(url: &str) -> i64 {
     tokio::spawn(conn);
     c.query_one("SELECT count(*) AS entries FROM log_events", &[]).await.unwrap().get("entries")
 }
+
+/// Panics unless every host's free spans (`host_free_spans`) are exactly
+/// the stretches of time none of its allocations holds, with their points,
+/// and nothing else is kept. Answers how many spans it compared.
+pub async fn free_spans_match_allocations(url: &str) -> i64 {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let row = client
+        .query_one(
+            "WITH fresh AS (
+                 SELECT h.provider_uuid, lower(f) AS free_from, upper(f) AS free_until
+                 FROM hosts h
+                 CROSS JOIN LATERAL (SELECT coalesce(range_agg(during), '{}'::tstzmultirange) AS held
+                                     FROM allocations a WHERE a.provider_uuid = h.provider_uuid) x
+                 CROSS JOIN LATERAL unnest('{(,)}'::tstzmultirange - x.held) AS f
+             ), kept AS (SELECT provider_uuid, free_from, free_until FROM host_free_spans)
+             SELECT (SELECT count(*) FROM (SELECT * FROM fresh EXCEPT ALL SELECT * FROM kept) m) AS missing,
+                    (SELECT count(*) FROM (SELECT * FROM kept EXCEPT ALL SELECT * FROM fresh) s) AS stale,
+                    (SELECT count(*) FROM host_free_spans
+                     WHERE spot[0] <> coalesce(extract(epoch FROM free_from)::float8, -1e15)
+                        OR spot[1] <> coalesce(extract(epoch FROM free_until)::float8, 1e15)) AS misplaced,
+                    (SELECT count(*) FROM host_free_spans) AS kept",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (missing, stale, misplaced): (i64, i64, i64) = (row.get("missing"), row.get("stale"), row.get("misplaced"));
+    assert_eq!((missing, stale, misplaced), (0, 0, 0), "free spans missing, stale, misplaced");
+    row.get("kept")
+}

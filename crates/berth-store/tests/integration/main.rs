@@ -8,6 +8,7 @@ mod candidates_paged;
 mod capacity;
 mod controls;
 mod enrolments;
+mod free_spans;
 mod heal;
 mod leases;
 mod log_cursor;

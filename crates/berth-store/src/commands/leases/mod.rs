@@ -37,6 +37,9 @@ mod plan_cache_tests;
 mod share;
 mod slots;
 pub(crate) mod small;
+#[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // the tests' own sums, of small known times
+mod spans_tests;
 mod split;
 mod transfer;
 mod update;

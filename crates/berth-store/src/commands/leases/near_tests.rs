@@ -24,19 +24,19 @@ use crate::queries::leases::Lease;
 use crate::testing::TestDatabase;
 use crate::Store;
 
-const HOSTS: usize = 40;
-const BOOKED: usize = 200;
-const PROBES: usize = 150;
+pub(super) const HOSTS: usize = 40;
+pub(super) const BOOKED: usize = 200;
+pub(super) const PROBES: usize = 150;
 
 /// A demand for hosts in zone "a": 32 hosts, more than the near read ranks
 /// one by one (`named_hosts::FEW` in tests), so it walks the lists of
 /// usable hosts' holds, and must cut the ranking and vouch for the cut.
-fn zone_demand(max: u32) -> Demand {
+pub(super) fn zone_demand(max: u32) -> Demand {
     let query = berth_core::query::parse("q", &json!(["==", "$zone", "a"])).unwrap();
     Demand::Hosts { min: 1, max, hypervisor_properties: None, resource_properties: query }
 }
 
-fn hosts_demand(rack: Option<usize>, max: u32) -> Demand {
+pub(super) fn hosts_demand(rack: Option<usize>, max: u32) -> Demand {
     let query = rack.map(|r| berth_core::query::parse("q", &json!(["==", "$rack", format!("r{r}")])).unwrap().unwrap());
     Demand::Hosts { min: 1, max, hypervisor_properties: None, resource_properties: query }
 }
@@ -45,7 +45,7 @@ fn hosts_demand(rack: Option<usize>, max: u32) -> Demand {
 /// (berth-core alone decides it): the near read ranks every listed host,
 /// so the tightest it ranks may all be hosts this demand cannot use, and
 /// its choice must then be vouched for by where the ranking was cut.
-fn big_demand(max: u32) -> Demand {
+pub(super) fn big_demand(max: u32) -> Demand {
     let query = berth_core::query::parse("q", &json!([">=", "$memory_mb", 8192])).unwrap();
     Demand::Hosts { min: 1, max, hypervisor_properties: query, resource_properties: None }
 }
@@ -53,7 +53,7 @@ fn big_demand(max: u32) -> Demand {
 /// Forty hosts in four racks; some with a cleaning time of their own, one
 /// disabled, one unreservable, one kept for another project; the last
 /// six with twice the memory.
-async fn cloud(store: &Store) -> Vec<Uuid> {
+pub(super) async fn cloud(store: &Store) -> Vec<Uuid> {
     let meta = EventMeta::default();
     let mut ids = Vec::new();
     for i in 0..HOSTS {
@@ -77,12 +77,12 @@ async fn cloud(store: &Store) -> Vec<Uuid> {
 }
 
 /// A random window of 1 to 12 hours starting within 20 days of `base`, on the half hour.
-fn window(rng: &mut StdRng, base: DateTime<Utc>) -> Window {
+pub(super) fn window(rng: &mut StdRng, base: DateTime<Utc>) -> Window {
     let start = base + Duration::minutes(30 * rng.gen_range(0..48 * 20));
     Window { start, end: Some(start + Duration::hours(rng.gen_range(1..=12))) }
 }
 
-async fn book(store: &Store, name: String, w: Window, demand: Demand) {
+pub(super) async fn book(store: &Store, name: String, w: Window, demand: Demand) {
     let new = NewLease {
         name,
         project_id: "p1".into(),
@@ -96,7 +96,7 @@ async fn book(store: &Store, name: String, w: Window, demand: Demand) {
 }
 
 /// The gaps around `w` of the hosts `plan` took, tightest first.
-fn gaps(g: &Gathered, plan: &Plan, w: &Window) -> Vec<Duration> {
+pub(super) fn gaps(g: &Gathered, plan: &Plan, w: &Window) -> Vec<Duration> {
     let mut out: Vec<Duration> = plan[0][0].iter().map(|p| g.candidates[g.index[&p.provider]].gap(w)).collect();
     out.sort();
     out
@@ -409,7 +409,7 @@ async fn sees_changes(store: &Store) {
     assert_eq!(on(&seventh), ids[12], "the tightest host, freed");
 }
 
-fn one(rack: Option<usize>) -> NewReservation {
+pub(super) fn one(rack: Option<usize>) -> NewReservation {
     NewReservation { resource_type: "physical:host".into(), params: json!({}), demand: hosts_demand(rack, 1) }
 }
 
@@ -419,7 +419,7 @@ async fn create(store: &Store, name: &str, w: Window, r: NewReservation, on: Opt
     try_create(store, name, w, r, on).await.unwrap()
 }
 
-async fn try_create(
+pub(super) async fn try_create(
     store: &Store,
     name: &str,
     w: Window,

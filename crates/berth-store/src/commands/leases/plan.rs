@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use berth_core::dates::format_date;
 use berth_core::lease::{self, Demand};
+use berth_core::schedule::GAP_HORIZON;
 use berth_core::{Error, Window};
 use uuid::Uuid;
 
@@ -17,7 +18,7 @@ use crate::lock::{self, Sorted};
 use crate::queries::fit::{
     candidate_ids, chosen, decide, gather, gather_candidates, gather_under, still_fits, Gathered, Item, Plan, Unfit,
 };
-use crate::queries::{named_hosts, near};
+use crate::queries::{named_hosts, near, spans};
 use crate::StoreError;
 
 /// Places every item of a lease of `project` over every window, in one
@@ -153,6 +154,9 @@ async fn read_new(
     cleaning: chrono::Duration,
     draw: Option<u64>,
 ) -> Result<Gathered, StoreError> {
+    if let Some(g) = read_spans(tx, project, items, windows, cleaning, draw).await? {
+        return Ok(g);
+    }
     if let Some(g) = read_near(tx, project, items, windows, cleaning, draw).await? {
         return Ok(g);
     }
@@ -231,13 +235,7 @@ pub(super) async fn read_near(
             (depth, rank) = (deeper(depth, None, near.lists), deeper(rank, None, near.bound));
             continue;
         };
-        // The loosest host chosen, if every occurrence took as many as it may.
-        let loosest = plan.iter().try_fold(chrono::Duration::zero(), |loosest, per_item| {
-            let placed = &per_item[0];
-            let mut gaps = placed.iter().map(|p| g.index.get(&p.provider).map(|&i| g.candidates[i].gap(first)));
-            let worst = gaps.try_fold(loosest, |w, gap| Some(w.max(gap?)))?;
-            (placed.len() == *max as usize).then_some(worst)
-        });
+        let loosest = loosest(&plan, &g, first, *max);
         if loosest.is_some_and(|l| l <= near.bound) {
             // Vouched at once: the next creation may start a little
             // shallower; after more reads, where this one ended.
@@ -259,6 +257,72 @@ pub(super) async fn read_near(
     }
     Ok(None)
 }
+
+/// The loosest host chosen in `plan` on `g` around `first`, if every
+/// occurrence took as many hosts as it may (`max`).
+fn loosest(plan: &Plan, g: &Gathered, first: &Window, max: u32) -> Option<chrono::Duration> {
+    plan.iter().try_fold(chrono::Duration::zero(), |loosest, per_item| {
+        let placed = &per_item[0];
+        let mut gaps = placed.iter().map(|p| g.index.get(&p.provider).map(|&i| g.candidates[i].gap(first)));
+        let worst = gaps.try_fold(loosest, |w, gap| Some(w.max(gap?)))?;
+        (placed.len() == max as usize).then_some(worst)
+    })
+}
+
+/// As [`read_near`], for a new lease of one window, through the hosts'
+/// free spans (`queries::spans`): the nearest spans, then, when the choice
+/// among them is not vouched for, [`SPAN_STEP`] times as many, once. `None`:
+/// read the lists instead ([`read_near`]), as when the nearest host ranked
+/// is a year or more away (a sparse cloud, where best fit's ties are
+/// broken among hosts the spans do not order).
+pub(super) async fn read_spans(
+    tx: &impl GenericClient,
+    project: &str,
+    items: &[Item<'_>],
+    windows: &[Window],
+    cleaning: chrono::Duration,
+    draw: Option<u64>,
+) -> Result<Option<Gathered>, StoreError> {
+    if !reads_near(items, windows) {
+        return Ok(None);
+    }
+    let ([Item::Place(demand @ Demand::Hosts { max, .. }, _)], [first]) = (items, windows) else {
+        return Ok(None);
+    };
+    let mut depth = 1;
+    for _ in 0..SPAN_READS {
+        metrics::counter!("berth_lease_placement_span_reads").increment(1);
+        let Some(near) = spans::read(tx, project, demand, windows, cleaning, depth).await? else {
+            return Ok(None);
+        };
+        depth = depth.saturating_mul(SPAN_STEP);
+        if !near.complete {
+            match near.tightest {
+                Some(t) if t >= GAP_HORIZON => return Ok(None),
+                Some(t) if t <= near.bound => {}
+                // Nothing ranked could be vouched for: read deeper.
+                _ => continue,
+            }
+        }
+        let mut g = gather(tx, &near.ids, *first, *first, &[], cleaning).await?;
+        g.draw = draw;
+        if near.complete {
+            return Ok(Some(g));
+        }
+        let Ok(plan) = decide(&mut g.clone(), project, items, windows) else {
+            continue;
+        };
+        if loosest(&plan, &g, first, *max).is_some_and(|l| l <= near.bound) {
+            return Ok(Some(g));
+        }
+    }
+    Ok(None)
+}
+
+/// Reads through the free spans before the lists are read.
+const SPAN_READS: usize = 2;
+/// How much deeper the second read through the free spans goes.
+const SPAN_STEP: i64 = 8;
 
 /// Where the next near read of a demand naming no property starts its
 /// lists: as deep as the last one that vouched needed, a little less when
