@@ -13,8 +13,8 @@
 -- that writes allocations (Placement's claims, leases, heals, replays, an
 -- older release during an upgrade) can leave it behind: a command marks the
 -- hosts whose allocations it changed (`host_free_spans_due`), and at commit
--- their spans are worked out again from what is committed, under a lock per
--- host taken in order, after every other lock the command takes.
+-- their spans are worked out again from what is committed, under locks
+-- taken after every other lock the command takes.
 CREATE TABLE host_free_spans (
     -- No reference to hosts: a reference's check costs more than the span's
     -- write; a host that leaves marks its spans due, as a hold does.
@@ -66,21 +66,30 @@ BEGIN
     FROM (SELECT * FROM fresh EXCEPT SELECT * FROM kept) n;
 END $$;
 
--- At commit: the spans of every host this transaction marked, each host
--- locked first (sorted, so two commits never wait on each other in a
--- cycle; nothing is locked after these), so that the spans are worked out
--- from what the last commit on the host left. The first firing does the
--- work of all; the later ones find nothing due.
+-- At commit: the spans of every host this transaction marked, worked out
+-- under a lock, so that each is worked out from what the last commit on
+-- the host left. A few hosts are locked each (sorted, after every other
+-- lock the command takes, so two commits never wait on each other in a
+-- cycle), under a shared lock on all; more than a few, all at once (a
+-- lock per host would fill the server's lock table on a bulk write). The
+-- first firing does the work of all; the later ones find nothing due.
 CREATE FUNCTION berth_free_spans_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     due uuid[];
 BEGIN
     WITH gone AS (DELETE FROM host_free_spans_due WHERE xact = pg_current_xact_id() RETURNING provider_uuid)
     SELECT array_agg(provider_uuid ORDER BY provider_uuid) INTO due FROM gone;
-    IF due IS NOT NULL THEN
-        PERFORM pg_advisory_xact_lock(1718183538, hashtext(u::text)) FROM unnest(due) AS u ORDER BY u;
-        PERFORM berth_free_spans_of(due);
+    IF due IS NULL THEN
+        RETURN NULL;
     END IF;
+    -- "spns" for all hosts at once; one more for each.
+    IF cardinality(due) <= 64 THEN
+        PERFORM pg_advisory_xact_lock_shared(1936748147, 0);
+        PERFORM pg_advisory_xact_lock(1936748148, hashtext(u::text)) FROM unnest(due) AS u;
+    ELSE
+        PERFORM pg_advisory_xact_lock(1936748147, 0);
+    END IF;
+    PERFORM berth_free_spans_of(due);
     RETURN NULL;
 END $$;
 CREATE CONSTRAINT TRIGGER host_free_spans_at_commit AFTER INSERT ON host_free_spans_due

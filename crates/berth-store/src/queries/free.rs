@@ -68,7 +68,12 @@ const ENDS: &str = "
          ORDER BY 1, 2 LIMIT $4)
     ) e ORDER BY at, host LIMIT $4";
 
-/// Rows of [`ENDS`] read at once.
+/// Rows of [`ENDS`] read at once: the first page, then four times as many
+/// each time up to [`PAGE`]. A page costs its hosts' reads too; advice
+/// asking a few start times needs a few ends past them (their hosts'
+/// cleaning moves them later), and at 100,000 hosts a page of 256 read
+/// that many hosts from all over the table for four instants.
+const FIRST_PAGE: i64 = 64;
 const PAGE: i64 = 256;
 
 /// The hosts a window's free read found.
@@ -151,6 +156,8 @@ pub(crate) struct Ends<'a> {
     exhausted: bool,
     /// The last instant given: one found again is not given twice.
     given: DateTime<Utc>,
+    /// Rows the next page reads.
+    page: i64,
     found: BTreeSet<DateTime<Utc>>,
 }
 
@@ -166,7 +173,7 @@ impl<'a> Ends<'a> {
         let texts = demands.iter().map(|d| required(d)).collect();
         let read_to = (from.checked_sub_signed(cleaning.max(Duration::zero())).unwrap_or(from), Uuid::max());
         let (hosts, found, exhausted, given) = (HashMap::new(), BTreeSet::new(), false, from);
-        Ends { project, demands, texts, cleaning, hosts, read_to, to, exhausted, given, found }
+        Ends { project, demands, texts, cleaning, hosts, read_to, to, exhausted, given, page: FIRST_PAGE, found }
     }
 
     /// Up to `n` next instants, earliest first; none when all are given.
@@ -186,14 +193,16 @@ impl<'a> Ends<'a> {
                 self.given = out.last().copied().unwrap_or(self.given);
                 return Ok(out);
             }
-            let params: [&(dyn ToSql + Sync); 5] = [&self.read_to.0, &self.to, &self.texts, &PAGE, &self.read_to.1];
+            let page = self.page;
+            self.page = page.saturating_mul(4).min(PAGE);
+            let params: [&(dyn ToSql + Sync); 5] = [&self.read_to.0, &self.to, &self.texts, &page, &self.read_to.1];
             // Planned for its values to walk the index in order and stop
             // at the page's end, as the near read is (`near::CUSTOM`): a
             // plan made for no values read every hold in the range.
             let ends = (ENDS, &params[..]);
             let [_, rows, _] =
                 sql::pipeline(c, [(super::near::CUSTOM, &[]), ends, (super::near::AS_BEFORE, &[])]).await?;
-            self.exhausted = (rows.len() as i64) < PAGE;
+            self.exhausted = (rows.len() as i64) < page;
             let ends: Vec<(DateTime<Utc>, Uuid)> = rows.iter().map(|r| (r.get("at"), r.get("host"))).collect();
             self.read_to = ends.last().copied().unwrap_or(self.read_to);
             let unseen: BTreeSet<Uuid> = ends.iter().map(|e| e.1).filter(|h| !self.hosts.contains_key(h)).collect();

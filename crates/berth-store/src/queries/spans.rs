@@ -23,7 +23,7 @@ use chrono::Duration;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
-use super::near::{around, free, required, seconds, usable, Near, AS_BEFORE, INDEXED};
+use super::near::{around, free, required, usable, Near, AS_BEFORE, INDEXED};
 use crate::client::GenericClient;
 use crate::sql;
 use crate::StoreError;
@@ -152,16 +152,22 @@ pub(crate) async fn read(
     let (walk_cut, rank_cut) = (n_walked >= walked, n_ranked >= ranked);
     let mut bound = GAP_HORIZON.checked_add(&GAP_HORIZON).unwrap_or(Duration::MAX);
     if walk_cut {
-        bound = bound.min(seconds(last_walked));
+        bound = bound.min(below(last_walked));
     }
     if rank_cut {
-        bound = bound.min(seconds(last_ranked));
+        bound = bound.min(below(last_ranked));
     }
     if walk_cut || rank_cut {
         bound = bound.min(SHORT_OF_A_YEAR);
     }
     let complete = !walk_cut && !rank_cut;
     // Every host ranked is at least as far as the nearest one.
-    let tightest = nearest.map(seconds);
+    let tightest = nearest.map(below);
     Ok(Some(Near { ids: ids.into_iter().collect(), bound, lists: bound, complete, tightest }))
+}
+
+/// A distance in seconds as a duration no longer than it: gaps are whole
+/// microseconds, so one longer than the distance is longer than this too.
+fn below(distance: f64) -> Duration {
+    Duration::microseconds((distance * 1e6).floor() as i64)
 }

@@ -23,6 +23,8 @@ use crate::common::{consumer, free_spans_match_allocations, hold, meta};
 const HOSTS: usize = 4;
 const WRITERS: u64 = 6;
 const ROUNDS: usize = 25;
+/// Hosts enrolled at once: more than their commit locks one by one.
+const BULK: usize = 70;
 
 fn host(name: String) -> NewHost {
     NewHost { name, resources: Some((64, 4096, 100)), reservable: true, capabilities: BTreeMap::new() }
@@ -79,8 +81,10 @@ async fn free_spans_follow_every_write_even_at_once() {
     let base = (store.now().await.unwrap() + Duration::days(1)).duration_trunc(Duration::hours(1)).unwrap();
     let writers: Vec<_> =
         (0..WRITERS).map(|seed| tokio::spawn(write(store.clone(), hosts.clone(), base, seed))).collect();
-    // Meanwhile a host joins and one that holds nothing (no lease may
-    // take it) leaves.
+    // Meanwhile a host joins, one that holds nothing (no lease may take
+    // it) leaves, and more hosts join at once than are locked one by one.
+    let bulk = (0..BULK).map(|i| NewHost { reservable: false, ..host(format!("bulk{i}")) }).collect();
+    store.enrol_hosts(&meta(), bulk).await.unwrap();
     let spare = NewHost { reservable: false, ..host("spare".into()) };
     let spare = store.enrol_host(&meta(), spare).await.unwrap();
     let late = store.enrol_host(&meta(), host("late".into())).await.unwrap();
@@ -91,7 +95,7 @@ async fn free_spans_follow_every_write_even_at_once() {
     let spans = free_spans_match_allocations(&db.url).await;
     // Each host holding something has more than the one span of a host
     // holding nothing.
-    assert!(spans > (HOSTS + 1) as i64 * 3, "{spans} spans: the writers held little");
+    assert!(spans > (HOSTS * 3 + BULK) as i64, "{spans} spans: the writers held little");
     let (client, conn) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(conn);
     let gone = client.query("SELECT 1 FROM host_free_spans WHERE provider_uuid = $1", &[&spare]).await.unwrap();
