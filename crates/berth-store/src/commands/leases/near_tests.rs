@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use super::heal::Demands;
-use super::plan::read_near;
+use super::plan::{read_near, read_spans};
 use crate::commands::{HostChange, LeaseDates, NewHost, NewLease, NewReservation};
 use crate::queries::fit::{decide, gather_candidates, Gathered, Item, Plan};
 use crate::queries::leases::Lease;
@@ -104,12 +104,30 @@ pub(super) fn gaps(g: &Gathered, plan: &Plan, w: &Window) -> Vec<Duration> {
 
 #[tokio::test]
 async fn hosts_near_the_window_pack_the_calendar_as_every_host_does() {
+    let (used, same_host) = probe_against_every_host(30, Read::Near).await;
+    assert!(used >= PROBES * 3 / 4, "decided on the hosts near the window {used} times of {PROBES}");
+    assert!(same_host >= used * 9 / 10, "the same hosts {same_host} times of {used}");
+}
+
+/// Which read a probe decides on.
+pub(super) enum Read {
+    /// The lists near the window (`read_near`).
+    Near,
+    /// The hosts' free spans (`read_spans`).
+    Spans,
+}
+
+/// Books the cloud at random, then [`PROBES`] random demands (`seed`),
+/// each decided on `read` and on every host, then booked: a choice on the
+/// read is as tight as over every host, and never a host the lease may
+/// not use. How many probes the read decided, and on the same hosts.
+pub(super) async fn probe_against_every_host(seed: u64, read: Read) -> (usize, usize) {
     let db = TestDatabase::new().await;
     let cleaning = Duration::minutes(30);
     let store = db.store(4).with_cleaning_time(cleaning.to_std().unwrap());
     let ids = cloud(&store).await;
     let base = (store.now().await.unwrap() + Duration::days(1)).duration_trunc(Duration::hours(1)).unwrap();
-    let mut rng = StdRng::seed_from_u64(30);
+    let mut rng = StdRng::seed_from_u64(seed);
     // Leases on hosts picked at random first, so that tight hosts are
     // everywhere, not only where best fit packed them.
     for k in 0..BOOKED {
@@ -117,7 +135,7 @@ async fn hosts_near_the_window_pack_the_calendar_as_every_host_does() {
         let w = window(&mut rng, base);
         let _ = try_create(&store, &format!("b{k}"), w, one(None), Some(on)).await;
     }
-    let (mut near_used, mut same_host) = (0, 0);
+    let (mut used, mut same_host) = (0, 0);
     for k in 0..PROBES {
         let w = window(&mut rng, base);
         let rack = rng.gen_bool(0.3).then(|| rng.gen_range(0..4));
@@ -130,34 +148,32 @@ async fn hosts_near_the_window_pack_the_calendar_as_every_host_does() {
         let items = [Item::Place(&demand, Vec::new())];
         let draw = rng.gen_bool(0.5).then(|| rng.gen());
         let c = store.client().await.unwrap();
-        let near = read_near(&c, "p1", &items, &[w], cleaning, draw).await.unwrap();
+        let read = match read {
+            Read::Near => read_near(&c, "p1", &items, &[w], cleaning, draw).await.unwrap(),
+            Read::Spans => read_spans(&c, "p1", &items, &[w], cleaning, draw).await.unwrap(),
+        };
         let mut full = gather_candidates(&c, "p1", &items, w, w, cleaning).await.unwrap();
         full.draw = draw;
         drop(c);
         let by_all = decide(&mut full.clone(), "p1", &items, &[w]);
-        if let Some(g) = near {
-            near_used += 1;
-            let by_near = decide(&mut g.clone(), "p1", &items, &[w]);
-            match (&by_near, &by_all) {
+        if let Some(g) = read {
+            used += 1;
+            let by_read = decide(&mut g.clone(), "p1", &items, &[w]);
+            match (&by_read, &by_all) {
                 (Ok(n), Ok(a)) => {
-                    assert_eq!(
-                        gaps(&g, n, &w),
-                        gaps(&full, a, &w),
-                        "probe {k} over {w:?}: as tight as over every host"
-                    );
+                    assert_eq!(gaps(&g, n, &w), gaps(&full, a, &w), "probe {k} over {w:?}: as tight as every host");
                     for p in &n[0][0] {
                         assert!(![ids[7], ids[8], ids[9]].contains(&p.provider), "probe {k}: a host it may not use");
                     }
                     same_host += usize::from(n == a);
                 }
                 (Err(_), Err(_)) => {}
-                _ => panic!("probe {k} over {w:?}: near {:?}, every host {:?}", by_near.is_ok(), by_all.is_ok()),
+                _ => panic!("probe {k} over {w:?}: read {:?}, every host {:?}", by_read.is_ok(), by_all.is_ok()),
             }
         }
         book(&store, format!("l{k}"), w, demand).await;
     }
-    assert!(near_used >= PROBES * 3 / 4, "decided on the hosts near the window {near_used} times of {PROBES}");
-    assert!(same_host >= near_used * 9 / 10, "the same hosts {same_host} times of {near_used}");
+    (used, same_host)
 }
 
 /// A recurring lease's occurrences, ranked around the first: decided on
