@@ -46,10 +46,11 @@ const FREE_HOSTS: &str = concat!(
 /// has, and maintenance windows) on hosts that are reservable, enabled and
 /// hold the texts of one of `$3`, each with its host, in the order of end
 /// then host, after the pair (`$1`, `$5`) and no later than `$2`; each pair
-/// once. A page is a walk of `allocations_bounded_end_host` (V67) in its
-/// order.
+/// once, with whether the host names a cleaning time of its own (`own`).
+/// A page is a walk of `allocations_bounded_end_host` (V67) in its order.
 const ENDS: &str = "
-    SELECT DISTINCT at, host FROM (
+    SELECT at, host, (SELECT capabilities ? 'cleaning_time' FROM hosts WHERE provider_uuid = host) AS own
+    FROM (SELECT DISTINCT at, host FROM (
         (SELECT DISTINCT upper(a.during) AS at, a.provider_uuid AS host
          FROM allocations a JOIN hosts h ON h.provider_uuid = a.provider_uuid
          WHERE lower(a.during) IS NOT NULL AND upper(a.during) IS NOT NULL
@@ -66,7 +67,7 @@ const ENDS: &str = "
            AND (upper(m.during), m.provider_uuid) > ($1, $5)
            AND h.reservable AND NOT h.disabled AND h.capabilities @> ANY($3)
          ORDER BY 1, 2 LIMIT $4)
-    ) e ORDER BY at, host LIMIT $4";
+    ) e ORDER BY at, host LIMIT $4) p ORDER BY at, host";
 
 /// Rows of [`ENDS`] read at once: the first page, then four times as many
 /// each time up to [`PAGE`]. A page costs its hosts' reads too; advice
@@ -204,19 +205,11 @@ impl<'a> Ends<'a> {
             let [_, rows, _] =
                 sql::pipeline(c, [(super::near::CUSTOM, &[]), ends, (super::near::AS_BEFORE, &[])]).await?;
             self.exhausted = (rows.len() as i64) < page;
-            let ends: Vec<(DateTime<Utc>, Uuid)> = rows.iter().map(|r| (r.get("at"), r.get("host"))).collect();
-            self.read_to = ends.last().copied().unwrap_or(self.read_to);
-            let unseen: BTreeSet<Uuid> = ends.iter().map(|e| e.1).filter(|h| !self.hosts.contains_key(h)).collect();
-            if !unseen.is_empty() {
-                let unseen: Vec<Uuid> = unseen.into_iter().collect();
-                let read = timelines::hosts(c, &unseen, false).await?;
-                for id in unseen {
-                    let usable =
-                        read.get(&id).filter(|h| self.demands.iter().any(|d| host::eligible(h, d, self.project)));
-                    self.hosts.insert(id, usable.map(|h| host::cleaning_time(h, self.cleaning)));
-                }
-            }
-            for (at, h) in &ends {
+            let ends: Vec<(DateTime<Utc>, Uuid, bool)> =
+                rows.iter().map(|r| (r.get("at"), r.get("host"), r.get("own"))).collect();
+            self.read_to = ends.last().map(|e| (e.0, e.1)).unwrap_or(self.read_to);
+            self.read_hosts(c, &ends).await?;
+            for (at, h, _) in &ends {
                 let Some(Some(cleaning)) = self.hosts.get(h) else {
                     continue;
                 };
@@ -225,6 +218,51 @@ impl<'a> Ends<'a> {
                     self.found.insert(free);
                 }
             }
+        }
+    }
+
+    /// Reads the hosts of a page's `ends` that may give an instant not yet
+    /// found: a host that names a cleaning time of its own may end its
+    /// cleaning anywhere, but every other cleans for the default time, so
+    /// once one of them that may take the lease ends at an instant, the
+    /// rest that end then give nothing new. At 100,000 hosts with a
+    /// million leases ending on the hour, an instant is some 114 ends:
+    /// reading every host of a page cost advice most of its 30 ms. Hosts
+    /// are read in rounds, for each instant not yet covered its next few
+    /// hosts (1, then 4, 16, ... as hosts turn out unable to take it).
+    async fn read_hosts(
+        &mut self,
+        c: &impl GenericClient,
+        ends: &[(DateTime<Utc>, Uuid, bool)],
+    ) -> Result<(), StoreError> {
+        let mut per_instant = 1usize;
+        loop {
+            let (mut wanted, mut covered, mut asked) = (BTreeSet::new(), BTreeSet::new(), HashMap::new());
+            for (at, h, own) in ends {
+                match self.hosts.get(h) {
+                    Some(Some(_)) if !own => {
+                        covered.insert(*at);
+                    }
+                    Some(_) => {}
+                    None => {
+                        let n: &mut usize = asked.entry(*at).or_default();
+                        if *own || (!covered.contains(at) && *n < per_instant) {
+                            *n += 1;
+                            wanted.insert(*h);
+                        }
+                    }
+                }
+            }
+            if wanted.is_empty() {
+                return Ok(());
+            }
+            let wanted: Vec<Uuid> = wanted.into_iter().collect();
+            let read = timelines::hosts(c, &wanted, false).await?;
+            for id in wanted {
+                let usable = read.get(&id).filter(|h| self.demands.iter().any(|d| host::eligible(h, d, self.project)));
+                self.hosts.insert(id, usable.map(|h| host::cleaning_time(h, self.cleaning)));
+            }
+            per_instant = per_instant.saturating_mul(4);
         }
     }
 }
