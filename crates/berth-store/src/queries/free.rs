@@ -27,6 +27,10 @@ use crate::sql::{self, Statement};
 use crate::StoreError;
 
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // the tests' own sums, of small known times
+#[path = "free_ends_tests.rs"]
+mod ends_tests;
+#[cfg(test)]
 #[path = "free_plan_tests.rs"]
 mod plan_tests;
 
@@ -46,7 +50,8 @@ const FREE_HOSTS: &str = concat!(
 /// has, and maintenance windows) on hosts that are reservable, enabled and
 /// hold the texts of one of `$3`, each with its host, in the order of end
 /// then host, after the pair (`$1`, `$5`) and no later than `$2`; each pair
-/// once, with whether the host names a cleaning time of its own (`own`).
+/// once, with whether the host names a cleaning time of its own (`own`,
+/// looked up apart: carried through the `DISTINCT`s it made them sort).
 /// A page is a walk of `allocations_bounded_end_host` (V67) in its order.
 const ENDS: &str = "
     SELECT at, host, (SELECT capabilities ? 'cleaning_time' FROM hosts WHERE provider_uuid = host) AS own
@@ -237,20 +242,19 @@ impl<'a> Ends<'a> {
     ) -> Result<(), StoreError> {
         let mut per_instant = 1usize;
         loop {
-            let (mut wanted, mut covered, mut asked) = (BTreeSet::new(), BTreeSet::new(), HashMap::new());
-            for (at, h, own) in ends {
-                match self.hosts.get(h) {
-                    Some(Some(_)) if !own => {
-                        covered.insert(*at);
-                    }
-                    Some(_) => {}
-                    None => {
-                        let n: &mut usize = asked.entry(*at).or_default();
-                        if *own || (!covered.contains(at) && *n < per_instant) {
-                            *n += 1;
-                            wanted.insert(*h);
-                        }
-                    }
+            // Instants a host read already covers: one that may take the
+            // lease and cleans for the default time ends then.
+            let covered: BTreeSet<DateTime<Utc>> = ends
+                .iter()
+                .filter(|(_, h, own)| !own && matches!(self.hosts.get(h), Some(Some(_))))
+                .map(|e| e.0)
+                .collect();
+            let (mut wanted, mut asked) = (BTreeSet::new(), HashMap::new());
+            for (at, h, own) in ends.iter().filter(|e| !self.hosts.contains_key(&e.1)) {
+                let n: &mut usize = asked.entry(*at).or_default();
+                if *own || (!covered.contains(at) && *n < per_instant) {
+                    *n += 1;
+                    wanted.insert(*h);
                 }
             }
             if wanted.is_empty() {

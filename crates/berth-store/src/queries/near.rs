@@ -364,6 +364,8 @@ pub(crate) struct Near {
     /// among the hosts read is tighter than this or [`Near::lists`],
     /// whichever is less, so when it is past the lists' bound the read
     /// cannot vouch for any choice and the caller may read deeper at once.
+    /// (Through the free spans, `queries::spans`: the nearest span's
+    /// distance, which no gap ranked is shorter than.)
     pub tightest: Option<Duration>,
 }
 
