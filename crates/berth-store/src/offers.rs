@@ -18,8 +18,8 @@ use berth_core::time::DateMath;
 use berth_core::{Error, Window};
 use chrono::{DateTime, Duration, Utc};
 
+use crate::queries::ends;
 use crate::queries::fit::{candidate_ids, decide, gather, Gathered, Item, Plan};
-use crate::queries::free;
 use crate::quota::{self, Allowance};
 use crate::Store;
 
@@ -134,7 +134,7 @@ impl Store {
             let placing: Vec<&Demand> =
                 ask.demands.iter().filter(|d| matches!(d, Demand::Hosts { .. } | Demand::Slots { .. })).collect();
             let mut starts = vec![ask.from];
-            let mut ends = free::Ends::new(ask.project, placing, cleaning, ask.from, ask.until);
+            let mut ends = ends::Ends::new(ask.project, placing, cleaning, ask.from, ask.until);
             starts.extend(ends.next(tx, MAX_STARTS - 1).await?);
             let decider = Decider { ask, gathered, limited };
             let mut out = Vec::new();

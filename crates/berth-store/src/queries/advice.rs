@@ -12,8 +12,8 @@ use uuid::Uuid;
 use std::collections::BTreeSet;
 
 use super::fit::{candidate_ids, decide, gather, Gathered, Item};
-use super::free;
 use super::leases::{load_leases, visible};
+use super::{ends, free};
 use crate::Store;
 
 /// A window in which a whole lease would fit.
@@ -61,7 +61,7 @@ impl Store {
     /// starting no later than `until - duration`) in which every reservation
     /// of a lease of `project` would fit together, at most `limit` of them:
     /// tried at `from` and at each instant a hold on a host they may use
-    /// ends (`free::Ends`). Reads only; locks nothing.
+    /// ends (`ends::Ends`). Reads only; locks nothing.
     ///
     /// Each start time is tried on the few hosts free over its window
     /// (`free::free_hosts`), a batch of start times at once: a fit there is
@@ -94,7 +94,7 @@ impl Store {
                 })
                 .collect();
             let exact = demands.iter().all(|(d, _)| matches!(d, Demand::Hosts { .. }));
-            let mut ends = free::Ends::new(project, demands.iter().map(|d| d.0).collect(), cleaning, from, last_start);
+            let mut ends = ends::Ends::new(project, demands.iter().map(|d| d.0).collect(), cleaning, from, last_start);
             let mut first = Some(from);
             let (mut out, mut tried) = (Vec::new(), 0);
             // Every candidate over the whole range, once the few hosts free

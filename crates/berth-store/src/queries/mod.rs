@@ -16,6 +16,7 @@ pub mod advice;
 mod advice_tests;
 pub mod calendar;
 pub mod candidates;
+pub(crate) mod ends;
 pub(crate) mod fit;
 pub(crate) mod free;
 mod hook_contexts;
