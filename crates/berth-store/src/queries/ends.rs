@@ -38,11 +38,27 @@ mod plan_tests;
 #[path = "ends_tests.rs"]
 mod tests;
 
+/// A host `h` a demand of `$3` may use as far as SQL can tell: reservable,
+/// enabled, holding one demand's texts. Every host an instant is read from
+/// passes it.
+macro_rules! may_use {
+    () => {
+        " h.reservable AND NOT h.disabled AND h.capabilities @> ANY($3) "
+    };
+}
+
+/// A hold `a` of a class its host has: only those keep a lease off it.
+macro_rules! of_its_class {
+    () => {
+        " EXISTS (SELECT 1 FROM inventories v
+                  WHERE v.provider_uuid = a.provider_uuid AND v.resource_class = a.resource_class) "
+    };
+}
+
 /// The next `$4` instants holds on any host end at, after `$1` and no later
 /// than `$2`, each found by one probe of an index of holds' ends past the
-/// last and one of `maintenance_windows_end` (V69); and per
-/// instant, the hosts ending then that are reservable, enabled and hold the
-/// texts of one of `$3`:
+/// last and one of `maintenance_windows_end` (V69); and per instant, the
+/// hosts ending then that `may_use!` passes:
 /// - kind 0: the first `$5` by uuid whose hold is of a class they have;
 /// - kind 1: the first `$5` by uuid whose maintenance window ends then;
 /// - kind 2: every one naming a cleaning time of its own. Where those hosts
@@ -50,7 +66,8 @@ mod tests;
 ///   probed; where more, every hold ending then is read.
 ///
 /// An instant none of whose hosts may be used is given with no host.
-pub(super) const INSTANTS: &str = "
+pub(super) const INSTANTS: &str = concat!(
+    "
     WITH RECURSIVE own AS MATERIALIZED (
         SELECT provider_uuid FROM hosts WHERE capabilities ? 'cleaning_time' LIMIT 65
     ), instants(at) AS (
@@ -79,25 +96,33 @@ pub(super) const INSTANTS: &str = "
         (SELECT DISTINCT a.provider_uuid AS host, 0 AS kind
          FROM allocations a JOIN hosts h ON h.provider_uuid = a.provider_uuid
          WHERE lower(a.during) IS NOT NULL AND upper(a.during) IS NOT NULL AND upper(a.during) = i.at
-           AND h.reservable AND NOT h.disabled AND h.capabilities @> ANY($3)
-           AND EXISTS (SELECT 1 FROM inventories v
-                       WHERE v.provider_uuid = a.provider_uuid AND v.resource_class = a.resource_class)
+           AND ",
+    may_use!(),
+    "
+           AND ",
+    of_its_class!(),
+    "
          ORDER BY 1 LIMIT $5)
         UNION ALL
         (SELECT DISTINCT m.provider_uuid, 1
          FROM maintenance_windows m JOIN hosts h ON h.provider_uuid = m.provider_uuid
          WHERE upper(m.during) = i.at
-           AND h.reservable AND NOT h.disabled AND h.capabilities @> ANY($3)
+           AND ",
+    may_use!(),
+    "
          ORDER BY 1 LIMIT $5)
         UNION ALL
         SELECT o.provider_uuid, 2
         FROM own o JOIN hosts h ON h.provider_uuid = o.provider_uuid
         WHERE (SELECT count(*) FROM own) <= 64
-          AND h.reservable AND NOT h.disabled AND h.capabilities @> ANY($3)
+          AND ",
+    may_use!(),
+    "
           AND (EXISTS (SELECT 1 FROM allocations a
-                       JOIN inventories v ON v.provider_uuid = a.provider_uuid AND v.resource_class = a.resource_class
                        WHERE a.provider_uuid = o.provider_uuid AND upper(a.during) = i.at
-                         AND lower(a.during) IS NOT NULL)
+                         AND lower(a.during) IS NOT NULL AND",
+    of_its_class!(),
+    ")
                OR EXISTS (SELECT 1 FROM maintenance_windows m
                           WHERE m.provider_uuid = o.provider_uuid AND upper(m.during) = i.at))
         UNION ALL
@@ -106,42 +131,55 @@ pub(super) const INSTANTS: &str = "
          WHERE (SELECT count(*) FROM own) > 64
            AND lower(a.during) IS NOT NULL AND upper(a.during) IS NOT NULL AND upper(a.during) = i.at
            AND h.capabilities ? 'cleaning_time'
-           AND h.reservable AND NOT h.disabled AND h.capabilities @> ANY($3)
-           AND EXISTS (SELECT 1 FROM inventories v
-                       WHERE v.provider_uuid = a.provider_uuid AND v.resource_class = a.resource_class))
+           AND ",
+    may_use!(),
+    "
+           AND ",
+    of_its_class!(),
+    ")
         UNION ALL
         (SELECT DISTINCT m.provider_uuid, 2
          FROM maintenance_windows m JOIN hosts h ON h.provider_uuid = m.provider_uuid
          WHERE (SELECT count(*) FROM own) > 64 AND upper(m.during) = i.at
            AND h.capabilities ? 'cleaning_time'
-           AND h.reservable AND NOT h.disabled AND h.capabilities @> ANY($3))
+           AND ",
+    may_use!(),
+    ")
     ) e ON true
-    ORDER BY i.at, e.kind, e.host";
+    ORDER BY i.at, e.kind, e.host"
+);
 
 /// The next `$4` ends of holds on hosts as [`INSTANTS`] reads them (kinds 0
 /// and 1 together), in the order of end then host, after the pair (`$1`,
 /// `$5`) and no later than `$2`; each pair once. With `$1` and `$2` the
 /// same instant, the hosts ending then after `$5`. A page is a walk of
 /// `allocations_bounded_end_host` (V67) in its order.
-pub(super) const ENDS: &str = "
+pub(super) const ENDS: &str = concat!(
+    "
     SELECT DISTINCT at, host FROM (
         (SELECT DISTINCT upper(a.during) AS at, a.provider_uuid AS host
          FROM allocations a JOIN hosts h ON h.provider_uuid = a.provider_uuid
          WHERE lower(a.during) IS NOT NULL AND upper(a.during) IS NOT NULL
            AND upper(a.during) >= $1 AND upper(a.during) <= $2
            AND (upper(a.during), a.provider_uuid) > ($1, $5)
-           AND h.reservable AND NOT h.disabled AND h.capabilities @> ANY($3)
-           AND EXISTS (SELECT 1 FROM inventories i
-                       WHERE i.provider_uuid = a.provider_uuid AND i.resource_class = a.resource_class)
+           AND ",
+    may_use!(),
+    "
+           AND ",
+    of_its_class!(),
+    "
          ORDER BY 1, 2 LIMIT $4)
         UNION ALL
         (SELECT DISTINCT upper(m.during), m.provider_uuid
          FROM maintenance_windows m JOIN hosts h ON h.provider_uuid = m.provider_uuid
          WHERE upper(m.during) >= $1 AND upper(m.during) <= $2
            AND (upper(m.during), m.provider_uuid) > ($1, $5)
-           AND h.reservable AND NOT h.disabled AND h.capabilities @> ANY($3)
+           AND ",
+    may_use!(),
+    "
          ORDER BY 1, 2 LIMIT $4)
-    ) e ORDER BY at, host LIMIT $4";
+    ) e ORDER BY at, host LIMIT $4"
+);
 
 /// Instants a page of [`INSTANTS`] reads: the first page, then four times
 /// as many each time up to [`PAGE`]. Advice asks a few start times at once,
